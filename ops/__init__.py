@@ -1,0 +1,1 @@
+"""What runs on the user's machine: `fab` tasks and what they need."""

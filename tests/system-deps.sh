@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the real servers the integration tests run against, once; idempotent.
+# Fixtures start them; a test whose server is missing skips loudly, so CI must
+# have every one of them (this script is what `make test` runs first).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+apt_packages=()
+need() { command -v "$1" >/dev/null 2>&1 || apt_packages+=("$2"); }
+need sshd openssh-server
+need dockerd docker.io
+need debootstrap debootstrap
+need docker-registry docker-registry
+need node nodejs
+need npm npm
+
+if [ "${#apt_packages[@]}" -gt 0 ]; then
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${apt_packages[@]}"
+fi
+
+# Azurite (Azure Blob emulator) from npm, kept inside the repo's ignored cache.
+if [ ! -x .cache/node/node_modules/.bin/azurite-blob ]; then
+    mkdir -p .cache/node
+    npm install --prefix .cache/node --no-audit --no-fund --loglevel=error azurite@3
+fi

@@ -1,0 +1,1 @@
+"""What runs inside the image: `python -m trainer synth|train|evaluate|bench`."""
