@@ -1,0 +1,224 @@
+"""The one VM catalog for both clouds: sizes, GPUs, memory, prices and regions.
+
+The Pulumi program validates `vmSize` against it and exports `hourlyPriceUsd` from it;
+`fab plan` turns its GPU table and prices into time and cost estimates. Plain data and
+the standard library only, so both can import it without pulling in a cloud SDK.
+
+Prices are public pay-as-you-go Linux list prices in `price_region`, taken on
+`price_date`; spot prices move hourly, so `spot_usd_per_hour` is a typical value
+(None where we have no trustworthy figure). `regions` lists regions known to offer a
+size; it is deliberately conservative — a region missing here may still offer it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Literal
+
+Cloud = Literal["azure", "aws"]
+CLOUDS: tuple[str, ...] = ("azure", "aws")
+_CLOUD_TITLES = {"azure": "Azure", "aws": "AWS"}
+
+# Which date the list prices below were read (from the clouds' public price pages).
+PRICE_DATE = "2025-07-01"
+
+
+class CatalogError(ValueError):
+    """A size the catalog does not know, or one the cloud has retired."""
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """Peak dense (no sparsity) tensor throughput of one GPU, from the vendor datasheet."""
+
+    model: str
+    memory_gib: int
+    fp32_tflops: float
+    fp16_tflops: float
+    bf16_tflops: float  # 0 when the GPU has no bf16 support
+    compute_capability: str
+
+
+@dataclass(frozen=True)
+class VmSize:
+    """One VM size of one cloud."""
+
+    name: str
+    cloud: Cloud
+    gpu_model: str  # a key of GPUS
+    gpu_count: int
+    gpu_memory_gib: int  # per GPU
+    vcpus: int
+    ram_gib: int
+    on_demand_usd_per_hour: float
+    spot_usd_per_hour: float | None
+    price_region: str
+    regions: tuple[str, ...]
+    price_date: str = PRICE_DATE
+    status: Literal["available", "retired"] = "available"
+    retired_on: str | None = None
+    replacement: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.cloud not in CLOUDS:
+            raise ValueError(f"{self.name}: cloud {self.cloud!r} is not one of {CLOUDS}")
+        if self.gpu_model not in GPUS:
+            raise ValueError(f"{self.name}: GPU {self.gpu_model!r} is missing from GPUS")
+        if (self.status == "retired") != (self.retired_on is not None):
+            raise ValueError(f"{self.name}: a retired size needs retired_on, only it")
+        if self.status == "retired" and not self.replacement:
+            raise ValueError(f"{self.name}: a retired size needs a replacement")
+
+    @property
+    def gpu(self) -> GpuSpec:
+        return GPUS[self.gpu_model]
+
+    def hourly_price_usd(self, spot: bool) -> float:
+        """What one box costs per hour; spot without a known spot price is billed at most
+        the on-demand price (max price -1 on Azure, on-demand cap on AWS)."""
+        if spot and self.spot_usd_per_hour is not None:
+            return self.spot_usd_per_hour
+        return self.on_demand_usd_per_hour
+
+
+GPUS: dict[str, GpuSpec] = {
+    g.model: g
+    for g in (
+        # T4 and V100 have no bf16; their fp16 figure is the tensor-core peak.
+        GpuSpec("T4", 16, 8.1, 65.0, 0.0, "7.5"),
+        GpuSpec("V100 16GB", 16, 15.7, 125.0, 0.0, "7.0"),
+        GpuSpec("A10G", 24, 31.2, 70.0, 70.0, "8.6"),
+        GpuSpec("L4", 24, 30.3, 121.0, 121.0, "8.9"),
+        GpuSpec("A100 40GB", 40, 19.5, 312.0, 312.0, "8.0"),
+        GpuSpec("A100 80GB", 80, 19.5, 312.0, 312.0, "8.0"),
+        GpuSpec("H100 80GB", 80, 67.0, 989.0, 989.0, "9.0"),  # SXM5
+        GpuSpec("H100 94GB", 94, 60.0, 835.0, 835.0, "9.0"),  # H100 NVL (Azure NCads H100 v5)
+    )
+}
+
+# fmt: off
+_AZ_T4 = ("eastus", "westus2", "southcentralus", "westeurope", "northeurope", "uksouth",
+          "southeastasia", "japaneast", "australiaeast", "centralindia")
+_AZ_A100 = ("eastus", "eastus2", "southcentralus", "westus2", "westus3", "westeurope",
+            "uksouth", "southeastasia", "japaneast", "australiaeast")
+_AZ_H100 = ("eastus", "eastus2", "southcentralus", "westus3", "swedencentral")
+_AZ_ND_A100 = ("eastus", "southcentralus", "westus2", "westeurope", "uksouth")
+_AZ_V100 = ("eastus", "southcentralus", "westus2", "westeurope", "northeurope")
+_AWS_COMMON = ("us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1",
+               "ap-northeast-1")
+_AWS_P4D = ("us-east-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-northeast-1")
+_AWS_P5 = ("us-east-1", "us-east-2", "us-west-2", "eu-north-1", "ap-northeast-1")
+_AZ_RETIRED = "2025-09-30"  # NCv3 (V100) retirement, announced by Microsoft in 2023
+
+_CATALOG: tuple[VmSize, ...] = (
+    # Azure NCasT4_v3 — T4 16 GB.
+    VmSize("Standard_NC4as_T4_v3", "azure", "T4", 1, 16, 4, 28, 0.526, 0.21, "eastus", _AZ_T4),
+    VmSize("Standard_NC8as_T4_v3", "azure", "T4", 1, 16, 8, 56, 0.752, 0.30, "eastus", _AZ_T4),
+    VmSize("Standard_NC16as_T4_v3", "azure", "T4", 1, 16, 16, 110, 1.204, 0.48, "eastus", _AZ_T4),
+    VmSize("Standard_NC64as_T4_v3", "azure", "T4", 4, 16, 64, 440, 4.352, 1.74, "eastus", _AZ_T4),
+    # Azure NC A100 v4 — A100 80 GB PCIe.
+    VmSize("Standard_NC24ads_A100_v4", "azure", "A100 80GB", 1, 80, 24, 220, 3.673, 1.47,
+           "eastus", _AZ_A100),
+    VmSize("Standard_NC48ads_A100_v4", "azure", "A100 80GB", 2, 80, 48, 440, 7.346, 2.94,
+           "eastus", _AZ_A100),
+    VmSize("Standard_NC96ads_A100_v4", "azure", "A100 80GB", 4, 80, 96, 880, 14.692, 5.88,
+           "eastus", _AZ_A100),
+    # Azure NCads H100 v5 — H100 NVL 94 GB.
+    VmSize("Standard_NC40ads_H100_v5", "azure", "H100 94GB", 1, 94, 40, 320, 6.98, None,
+           "eastus", _AZ_H100),
+    VmSize("Standard_NC80adis_H100_v5", "azure", "H100 94GB", 2, 94, 80, 640, 13.96, None,
+           "eastus", _AZ_H100),
+    # Azure ND A100 v4 — 8x A100 40 GB SXM with NVLink and InfiniBand.
+    VmSize("Standard_ND96asr_v4", "azure", "A100 40GB", 8, 40, 96, 900, 27.197, 10.88,
+           "eastus", _AZ_ND_A100),
+    # Azure NCv3 — V100 16 GB; what the seeds recommend, retired by Azure.
+    VmSize("Standard_NC6s_v3", "azure", "V100 16GB", 1, 16, 6, 112, 3.06, None, "eastus",
+           _AZ_V100, status="retired", retired_on=_AZ_RETIRED,
+           replacement="Standard_NC24ads_A100_v4"),
+    VmSize("Standard_NC12s_v3", "azure", "V100 16GB", 2, 16, 12, 224, 6.12, None, "eastus",
+           _AZ_V100, status="retired", retired_on=_AZ_RETIRED,
+           replacement="Standard_NC24ads_A100_v4"),
+    VmSize("Standard_NC24s_v3", "azure", "V100 16GB", 4, 16, 24, 448, 12.24, None, "eastus",
+           _AZ_V100, status="retired", retired_on=_AZ_RETIRED,
+           replacement="Standard_NC48ads_A100_v4"),
+    # AWS P3 — V100 16 GB SXM2 (needs a CUDA 12.x image: CUDA 13 dropped Volta).
+    VmSize("p3.2xlarge", "aws", "V100 16GB", 1, 16, 8, 61, 3.06, 0.92, "us-east-1", _AWS_COMMON),
+    VmSize("p3.8xlarge", "aws", "V100 16GB", 4, 16, 32, 244, 12.24, 3.67, "us-east-1",
+           _AWS_COMMON),
+    VmSize("p3.16xlarge", "aws", "V100 16GB", 8, 16, 64, 488, 24.48, 7.34, "us-east-1",
+           _AWS_COMMON),
+    # AWS P4d / P5 — on-demand prices after AWS's June 2025 P4/P5 price cut.
+    VmSize("p4d.24xlarge", "aws", "A100 40GB", 8, 40, 96, 1152, 21.96, None, "us-east-1",
+           _AWS_P4D),
+    VmSize("p5.48xlarge", "aws", "H100 80GB", 8, 80, 192, 2048, 55.04, None, "us-east-1",
+           _AWS_P5),
+    # AWS G5 — A10G 24 GB; G6 — L4 24 GB.
+    VmSize("g5.xlarge", "aws", "A10G", 1, 24, 4, 16, 1.006, 0.40, "us-east-1", _AWS_COMMON),
+    VmSize("g5.2xlarge", "aws", "A10G", 1, 24, 8, 32, 1.212, 0.48, "us-east-1", _AWS_COMMON),
+    VmSize("g5.4xlarge", "aws", "A10G", 1, 24, 16, 64, 1.624, 0.65, "us-east-1", _AWS_COMMON),
+    VmSize("g5.8xlarge", "aws", "A10G", 1, 24, 32, 128, 2.448, 0.98, "us-east-1", _AWS_COMMON),
+    VmSize("g5.12xlarge", "aws", "A10G", 4, 24, 48, 192, 5.672, 2.27, "us-east-1", _AWS_COMMON),
+    VmSize("g6.xlarge", "aws", "L4", 1, 24, 4, 16, 0.8048, 0.32, "us-east-1", _AWS_COMMON),
+)
+# fmt: on
+
+# The cheapest current GPU of each cloud: what a newcomer gets without choosing.
+_DEFAULT_SIZES: dict[str, str] = {"azure": "Standard_NC4as_T4_v3", "aws": "g6.xlarge"}
+
+
+def default_size(cloud: str) -> VmSize:
+    """The size a stack gets when it sets no `vmSize`."""
+    if cloud not in _DEFAULT_SIZES:
+        raise CatalogError(f"cloud {cloud!r} is not one of {', '.join(CLOUDS)}")
+    return lookup(_DEFAULT_SIZES[cloud], cloud)
+
+
+def sizes(
+    cloud: str | None = None, region: str | None = None, include_retired: bool = False
+) -> tuple[VmSize, ...]:
+    """Sizes filtered by cloud and region, cheapest first within each cloud."""
+    rows = (
+        s
+        for s in _CATALOG
+        if (cloud is None or s.cloud == cloud)
+        and (region is None or region in s.regions)
+        and (include_retired or s.status == "available")
+    )
+    return tuple(sorted(rows, key=lambda s: (CLOUDS.index(s.cloud), s.on_demand_usd_per_hour)))
+
+
+def lookup(name: str, cloud: str) -> VmSize:
+    """The current size called `name` (case-insensitive, as both clouds treat it).
+
+    Raises CatalogError naming the retirement and replacement for a retired size, the
+    right cloud for a size of the other cloud, and close names for a typo.
+    """
+    if cloud not in CLOUDS:
+        raise CatalogError(f"cloud {cloud!r} is not one of {', '.join(CLOUDS)}")
+    by_name = {s.name.lower(): s for s in _CATALOG if s.cloud == cloud}
+    size = by_name.get(name.strip().lower())
+    if size is not None and size.status == "available":
+        return size
+    if size is not None:
+        budget = _DEFAULT_SIZES[cloud]
+        alternative = f" (or {budget} on a budget)" if budget != size.replacement else ""
+        what = f"{size.name} ({size.gpu_count}x {size.gpu_model})"
+        raise CatalogError(
+            f"{what} was retired by {_CLOUD_TITLES[cloud]} on {size.retired_on}; "
+            f"use {size.replacement} instead{alternative}"
+        )
+    other = [s for s in _CATALOG if s.cloud != cloud and s.name.lower() == name.strip().lower()]
+    if other:
+        raise CatalogError(
+            f"{other[0].name} is an {other[0].cloud} size, not {cloud}; set cloud to "
+            f"{other[0].cloud} or pick one of: {', '.join(s.name for s in sizes(cloud))}"
+        )
+    current = [s.name for s in sizes(cloud)]
+    close = difflib.get_close_matches(name.strip().lower(), list(by_name), n=3, cutoff=0.6)
+    hint = (
+        f"did you mean {' or '.join(by_name[c].name for c in close)}?"
+        if close
+        else f"known {cloud} sizes: {', '.join(current)}"
+    )
+    raise CatalogError(f"unknown {cloud} VM size {name!r}; {hint}")

@@ -1,0 +1,362 @@
+"""Read and validate the stack config (namespace `glucose-training:`) before any resource.
+
+`validate()` is a pure function of plain values (testable without Pulumi); it collects
+every problem and raises one `ConfigError` listing them all, so a newcomer fixes the
+whole stack file in one round instead of one `pulumi up` per mistake.
+`load_stack_config()` is the thin reader from `pulumi.Config`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import json
+import re
+import zoneinfo
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from infra.time_zones import windows_time_zone
+from ops import catalog
+
+NAMESPACE = "glucose-training"
+# Where each cloud keeps its region: the provider's own config, per DESIGN.md.
+REGION_KEYS: dict[str, str] = {"azure": "azure-native:location", "aws": "aws:region"}
+
+# camelCase stack-config key -> StackConfig field. The keys are a public contract.
+KEYS: dict[str, str] = {
+    "cloud": "cloud",
+    "vmSize": "vm_size",
+    "spot": "spot",
+    "nodeCount": "node_count",
+    "sshPublicKey": "ssh_public_key",
+    "sshAllowedCidr": "ssh_allowed_cidr",
+    "allowSshFromAnywhere": "allow_ssh_from_anywhere",
+    "autoShutdownTime": "auto_shutdown_time",
+    "autoShutdownTimeZone": "auto_shutdown_time_zone",
+    "idleShutdownMinutes": "idle_shutdown_minutes",
+    "budgetAmount": "budget_amount",
+    "alertEmails": "alert_emails",
+    "keepStorageOnDestroy": "keep_storage_on_destroy",
+    "osDiskSizeGb": "os_disk_size_gb",
+    "owner": "owner",
+}
+ANYWHERE_CIDRS = ("0.0.0.0/0", "*", "internet", "any")
+SSH_KEY_TYPES = ("ssh-rsa", "ssh-ed25519")  # what both Azure and EC2 accept for Linux
+MAX_NODE_COUNT = 16
+IDLE_SHUTDOWN_MINUTES_RANGE = (5, 24 * 60)
+# Azure and EC2 both cap a boot disk at a few TB; 30 GB is Ubuntu's image minimum.
+OS_DISK_SIZE_GB_RANGE = (30, 4095)
+_EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+$")
+_HH_MM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+_OWNER_TAG = re.compile(r"^[\w.@+\- ]{1,128}$")
+
+
+class ConfigError(ValueError):
+    """The stack config is wrong; `problems` holds one line per mistake."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{len(self.problems)} problem(s) in the stack config:\n{lines}")
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """One stack's validated settings; constructing one with bad values raises ConfigError."""
+
+    cloud: str
+    vm_size: str
+    ssh_public_key: str
+    ssh_allowed_cidr: str
+    budget_amount: float
+    alert_emails: tuple[str, ...]
+    region: str
+    spot: bool = False
+    node_count: int = 1
+    allow_ssh_from_anywhere: bool = False
+    auto_shutdown_time: str = "23:00"  # HH:MM, 24 h, in auto_shutdown_time_zone
+    auto_shutdown_time_zone: str = "UTC"  # IANA name
+    idle_shutdown_minutes: int = 30
+    keep_storage_on_destroy: bool = False
+    os_disk_size_gb: int = 128  # CUDA images are ~10 GB each; datasets are cached too
+    owner: str | None = None
+    project: str = NAMESPACE
+    stack: str = "dev"
+
+    def __post_init__(self) -> None:
+        problems = _check(asdict(self))
+        if problems:
+            raise ConfigError(problems)
+
+    @property
+    def size(self) -> catalog.VmSize:
+        return catalog.lookup(self.vm_size, self.cloud)
+
+    @property
+    def hourly_price_usd(self) -> float:
+        """One box's hourly price from the catalog, spot-aware."""
+        return self.size.hourly_price_usd(self.spot)
+
+    @property
+    def tags(self) -> dict[str, str]:
+        tags = {"project": self.project, "stack": self.stack}
+        if self.owner:
+            tags["owner"] = self.owner
+        return tags
+
+
+def validate(
+    raw: dict[str, Any], region: str | None, *, project: str = NAMESPACE, stack: str = "dev"
+) -> StackConfig:
+    """Parse camelCase config values (strings as Pulumi stores them, or native values)."""
+    problems = [_unknown_key_problem(key) for key in raw if key not in KEYS]
+    values: dict[str, Any] = {"project": project, "stack": stack, "region": region}
+    for key, field in KEYS.items():
+        value = raw.get(key)
+        if value is None or value == "":
+            continue
+        try:
+            values[field] = _PARSERS.get(field, _text)(value)
+        except ValueError as exc:
+            problems.append(f"{key}: {exc}")
+            values[field] = None  # seen but unusable: no "missing" complaint on top
+    values.setdefault("cloud", None)
+    problems += _check(values)
+    if problems:
+        raise ConfigError(problems)
+    if "vm_size" not in values:
+        values["vm_size"] = catalog.default_size(values["cloud"]).name
+    values["vm_size"] = catalog.lookup(values["vm_size"], values["cloud"]).name  # canonical
+    values["ssh_allowed_cidr"] = _normal_cidr(values["ssh_allowed_cidr"])
+    return StackConfig(**values)
+
+
+def load_stack_config() -> StackConfig:
+    """Read `glucose-training:*` and the provider's region from the running stack."""
+    import pulumi  # only here: validate() must work without a Pulumi engine
+
+    runtime_config = pulumi.runtime.config
+
+    cfg = pulumi.Config(NAMESPACE)
+    raw: dict[str, Any] = {key: cfg.get(key) for key in KEYS}
+    # Keys set in the stack file but not known to us: typos must not pass silently.
+    prefix = f"{NAMESPACE}:"
+    seen = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    for full_key, value in seen.items():
+        if full_key.startswith(prefix) and full_key[len(prefix) :] not in KEYS:
+            raw[full_key[len(prefix) :]] = value
+    cloud = raw.get("cloud")
+    region = None
+    if cloud in REGION_KEYS:
+        namespace, key = REGION_KEYS[cloud].split(":")
+        region = pulumi.Config(namespace).get(key)
+    return validate(raw, region, project=pulumi.get_project(), stack=pulumi.get_stack())
+
+
+def _unknown_key_problem(key: str) -> str:
+    close = difflib.get_close_matches(key, list(KEYS), n=1, cutoff=0.6)
+    hint = f"did you mean {NAMESPACE}:{close[0]}?" if close else f"known keys: {', '.join(KEYS)}"
+    return f"unknown key {NAMESPACE}:{key}; {hint}"
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"got {value!r}, expected text")
+    return value.strip()
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"got {value!r}, expected true or false")
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"got {value!r}, expected a whole number")
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"got {value!r}, expected a whole number") from None
+
+
+def _amount(value: Any) -> float:
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        raise ValueError(f"got {value!r}, expected an amount in USD such as 200") from None
+
+
+def _emails(value: Any) -> tuple[str, ...]:
+    """A YAML list (Pulumi hands it over as JSON text) or a comma-separated string."""
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValueError(f"got {value!r}, expected a list of e-mail addresses") from None
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"got {value!r}, expected a list of e-mail addresses")
+    return tuple(v.strip() for v in value if v.strip())
+
+
+_PARSERS = {
+    "spot": _boolean,
+    "allow_ssh_from_anywhere": _boolean,
+    "keep_storage_on_destroy": _boolean,
+    "node_count": _integer,
+    "idle_shutdown_minutes": _integer,
+    "os_disk_size_gb": _integer,
+    "budget_amount": _amount,
+    "alert_emails": _emails,
+}
+
+
+def _check(v: dict[str, Any]) -> list[str]:
+    """Every problem with parsed values; a None value was already reported by its parser."""
+    problems = _cloud_problems(v) + _ssh_problems(v) + _budget_problems(v)
+    problems += _schedule_problems(v) + _size_problems(v)
+    return problems
+
+
+def _missing(key: str, example: str, v: dict[str, Any]) -> str | None:
+    if KEYS[key] in v:
+        return None
+    return f"{key} is missing; set it with `pulumi config set {NAMESPACE}:{key} {example}`"
+
+
+def _cloud_problems(v: dict[str, Any]) -> list[str]:
+    cloud = v.get("cloud")
+    if cloud is None:
+        return [f"cloud is missing or empty; expected one of {', '.join(catalog.CLOUDS)}"]
+    if cloud not in catalog.CLOUDS:
+        return [f"cloud: got {cloud!r}, expected one of {', '.join(catalog.CLOUDS)}"]
+    if not v.get("region"):
+        return [
+            f"no region for {cloud}; set it with `pulumi config set {REGION_KEYS[cloud]} "
+            f"{catalog.default_size(cloud).price_region}`"
+        ]
+    return []
+
+
+def _size_problems(v: dict[str, Any]) -> list[str]:
+    cloud, region = v.get("cloud"), v.get("region")
+    if cloud not in catalog.CLOUDS or v.get("vm_size", "") is None:
+        return []
+    try:
+        size = catalog.lookup(v.get("vm_size") or catalog.default_size(cloud).name, cloud)
+    except catalog.CatalogError as exc:
+        return [f"vmSize: {exc}"]
+    if region and region not in size.regions:
+        offering = ", ".join(s.name for s in catalog.sizes(cloud, region)) or "none we know of"
+        return [
+            f"vmSize: {size.name} is not known to be offered in {region} (catalog regions: "
+            f"{', '.join(size.regions)}); sizes known there: {offering}"
+        ]
+    return []
+
+
+def _ssh_problems(v: dict[str, Any]) -> list[str]:
+    wanted = (
+        _missing("sshPublicKey", '"$(cat ~/.ssh/id_ed25519.pub)"', v),
+        _missing("sshAllowedCidr", "203.0.113.7/32", v),
+    )
+    problems = [p for p in wanted if p]
+    key = v.get("ssh_public_key")
+    if key is not None and "ssh_public_key" in v:
+        parts = key.split()
+        if "PRIVATE KEY" in key:
+            problems.append("sshPublicKey holds a PRIVATE key; paste the .pub file instead")
+        elif len(parts) < 2 or parts[0] not in SSH_KEY_TYPES or not _is_base64(parts[1]):
+            problems.append(
+                f"sshPublicKey: got {key[:24]!r}..., expected an OpenSSH public key starting "
+                f"with {' or '.join(SSH_KEY_TYPES)} (contents of ~/.ssh/id_ed25519.pub)"
+            )
+    cidr = v.get("ssh_allowed_cidr")
+    if cidr is not None and "ssh_allowed_cidr" in v:
+        problems += _cidr_problems(cidr, bool(v.get("allow_ssh_from_anywhere")))
+    return problems
+
+
+def _cidr_problems(cidr: str, allow_anywhere: bool) -> list[str]:
+    if cidr.lower() in ANYWHERE_CIDRS or cidr.endswith("/0"):
+        if allow_anywhere:
+            return []
+        return [
+            f"sshAllowedCidr {cidr!r} opens SSH to the whole internet; use your own address "
+            f"(e.g. 203.0.113.7/32), or set {NAMESPACE}:allowSshFromAnywhere true to insist"
+        ]
+    try:
+        network = ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        return [f"sshAllowedCidr: got {cidr!r}, expected an IPv4 CIDR such as 203.0.113.7/32"]
+    if network.version != 4:
+        return [f"sshAllowedCidr: got {cidr!r}, expected IPv4 (the boxes have IPv4 addresses)"]
+    return []
+
+
+def _normal_cidr(cidr: str) -> str:
+    if cidr.lower() in ANYWHERE_CIDRS or cidr.endswith("/0"):
+        return "0.0.0.0/0"
+    return str(ipaddress.ip_network(cidr, strict=False))
+
+
+def _is_base64(text: str) -> bool:
+    return re.fullmatch(r"[A-Za-z0-9+/]+={0,2}", text) is not None and len(text) >= 16
+
+
+def _budget_problems(v: dict[str, Any]) -> list[str]:
+    wanted = (_missing("budgetAmount", "200", v), _missing("alertEmails", "you@example.org", v))
+    problems = [p for p in wanted if p]
+    amount = v.get("budget_amount")
+    if amount is not None and not amount > 0:
+        problems.append(f"budgetAmount: got {amount}, expected a positive USD amount")
+    emails = v.get("alert_emails")
+    if emails is not None and "alert_emails" in v:
+        bad = [e for e in emails if not _EMAIL.match(e)]
+        if not emails:
+            problems.append("alertEmails is empty; budget and shutdown alerts need a recipient")
+        if bad:
+            problems.append(f"alertEmails: {bad} are not e-mail addresses")
+    owner = v.get("owner")
+    if owner is not None and not _OWNER_TAG.match(owner):
+        problems.append(f"owner: got {owner!r}, expected a tag value (letters, digits, .@+- )")
+    return problems
+
+
+def _schedule_problems(v: dict[str, Any]) -> list[str]:
+    problems = []
+    time = v.get("auto_shutdown_time")
+    if time is not None and not _HH_MM.match(time):
+        problems.append(f"autoShutdownTime: got {time!r}, expected HH:MM on a 24 h clock")
+    zone = v.get("auto_shutdown_time_zone")
+    if zone is not None:
+        problems += _time_zone_problems(zone, v.get("cloud"))
+    bounds = (
+        ("nodeCount", "node_count", (1, MAX_NODE_COUNT)),
+        ("idleShutdownMinutes", "idle_shutdown_minutes", IDLE_SHUTDOWN_MINUTES_RANGE),
+        ("osDiskSizeGb", "os_disk_size_gb", OS_DISK_SIZE_GB_RANGE),
+    )
+    for key, field, (low, high) in bounds:
+        value = v.get(field)
+        if value is not None and not low <= value <= high:
+            problems.append(f"{key}: got {value}, expected {low} to {high}")
+    return problems
+
+
+def _time_zone_problems(zone: str, cloud: str | None) -> list[str]:
+    try:
+        zoneinfo.ZoneInfo(zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return [f"autoShutdownTimeZone: got {zone!r}, expected an IANA zone like Europe/Berlin"]
+    if cloud == "azure" and windows_time_zone(zone) is None:
+        return [
+            f"autoShutdownTimeZone: {zone!r} has no Windows time-zone id in "
+            "pulumi/infra/time_zones.py (Azure auto-shutdown needs one); use a nearby listed "
+            "zone or add its CLDR mapping there"
+        ]
+    return []

@@ -1,0 +1,228 @@
+import dataclasses
+
+import pytest
+from infra.config import ConfigError, StackConfig, load_stack_config, validate
+
+import pulumi
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx1Y29zZS10cmFpbmluZy10ZXN0LWtleQ me@laptop"
+GOOD = {
+    "cloud": "azure",
+    "sshPublicKey": KEY,
+    "sshAllowedCidr": "203.0.113.7/32",
+    "budgetAmount": "200",
+    "alertEmails": '["me@example.org"]',
+}
+
+
+def problems_of(raw: dict, region: str | None = "eastus") -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        validate(raw, region)
+    return info.value.problems
+
+
+def test_minimal_config_gets_the_documented_defaults():
+    config = validate(GOOD, "eastus")
+    assert config.vm_size == "Standard_NC4as_T4_v3"
+    assert (config.spot, config.node_count, config.keep_storage_on_destroy) == (False, 1, False)
+    assert (config.auto_shutdown_time, config.auto_shutdown_time_zone) == ("23:00", "UTC")
+    assert config.idle_shutdown_minutes == 30
+    assert config.alert_emails == ("me@example.org",)
+    assert config.budget_amount == 200.0
+
+
+def test_strings_as_pulumi_stores_them_are_parsed_to_types():
+    raw = {
+        **GOOD,
+        "spot": "true",
+        "nodeCount": "2",
+        "idleShutdownMinutes": "45",
+        "osDiskSizeGb": "256",
+        "keepStorageOnDestroy": "True",
+    }
+    config = validate(raw, "eastus")
+    assert (config.spot, config.node_count, config.idle_shutdown_minutes) == (True, 2, 45)
+    assert (config.os_disk_size_gb, config.keep_storage_on_destroy) == (256, True)
+
+
+def test_alert_emails_may_be_a_comma_separated_string():
+    config = validate({**GOOD, "alertEmails": "a@example.org, b@example.org"}, "eastus")
+    assert config.alert_emails == ("a@example.org", "b@example.org")
+
+
+def test_vm_size_is_matched_case_insensitively_and_stored_canonically():
+    config = validate({**GOOD, "vmSize": "standard_nc24ads_a100_v4"}, "eastus")
+    assert config.vm_size == "Standard_NC24ads_A100_v4"
+
+
+def test_bare_address_becomes_a_host_cidr():
+    assert validate({**GOOD, "sshAllowedCidr": "203.0.113.7"}, "eastus").ssh_allowed_cidr == (
+        "203.0.113.7/32"
+    )
+
+
+def test_one_error_lists_every_problem():
+    raw = {
+        "cloud": "azure",
+        "vmSize": "Standard_NC6s_v3",
+        "sshAllowedCidr": "nonsense",
+        "autoShutdownTime": "7pm",
+        "nodeCount": "0",
+    }
+    problems = problems_of(raw)
+    assert len(problems) == 7, problems
+    text = "\n".join(problems)
+    for needle in (
+        "retired by Azure on 2025-09-30",
+        "sshPublicKey is missing",
+        "budgetAmount is missing",
+        "alertEmails is missing",
+        "expected an IPv4 CIDR",
+        "expected HH:MM",
+        "nodeCount: got 0",
+    ):
+        assert needle in text
+
+
+def test_message_has_one_line_per_problem():
+    with pytest.raises(ConfigError) as info:
+        validate({"cloud": "azure"}, "eastus")
+    lines = str(info.value).splitlines()
+    assert len(lines) == 1 + len(info.value.problems)
+    assert all(line.startswith("  - ") for line in lines[1:])
+
+
+@pytest.mark.parametrize("cidr", ["0.0.0.0/0", "*", "Internet", "any"])
+def test_ssh_from_anywhere_is_refused_by_default(cidr):
+    (problem,) = problems_of({**GOOD, "sshAllowedCidr": cidr})
+    assert "allowSshFromAnywhere" in problem
+
+
+@pytest.mark.parametrize("cidr", ["0.0.0.0/0", "*", "Internet"])
+def test_ssh_from_anywhere_is_allowed_when_insisted_on_and_normalised(cidr):
+    config = validate({**GOOD, "sshAllowedCidr": cidr, "allowSshFromAnywhere": "true"}, "eastus")
+    assert config.ssh_allowed_cidr == "0.0.0.0/0"
+
+
+def test_ipv6_cidr_is_refused():
+    (problem,) = problems_of({**GOOD, "sshAllowedCidr": "2001:db8::/64"})
+    assert "expected IPv4" in problem
+
+
+def test_size_not_offered_in_region_names_the_known_regions():
+    (problem,) = problems_of({**GOOD, "vmSize": "Standard_NC40ads_H100_v5"}, "northeurope")
+    assert "not known to be offered in northeurope" in problem and "swedencentral" in problem
+
+
+def test_size_of_the_other_cloud_is_refused():
+    (problem,) = problems_of({**GOOD, "vmSize": "p3.2xlarge"})
+    assert "is an aws size" in problem
+
+
+def test_missing_region_names_the_provider_key():
+    (problem,) = problems_of({**GOOD, "cloud": "aws"}, None)
+    assert "pulumi config set aws:region" in problem
+
+
+def test_unknown_cloud_is_reported():
+    problems = problems_of({**GOOD, "cloud": "gcp"})
+    assert any("expected one of azure, aws" in p for p in problems)
+
+
+def test_unknown_key_suggests_the_close_key():
+    (problem,) = problems_of({**GOOD, "vmsize": "Standard_NC4as_T4_v3"})
+    assert "did you mean glucose-training:vmSize" in problem
+
+
+def test_private_key_pasted_instead_of_public_is_refused():
+    (problem,) = problems_of({**GOOD, "sshPublicKey": "-----BEGIN OPENSSH PRIVATE KEY-----"})
+    assert "PRIVATE key" in problem
+
+
+def test_key_type_azure_cannot_take_is_refused():
+    (problem,) = problems_of({**GOOD, "sshPublicKey": "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNo"})
+    assert "ssh-rsa or ssh-ed25519" in problem
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "needle"),
+    [
+        ("budgetAmount", "-5", "positive USD amount"),
+        ("budgetAmount", "lots", "expected an amount"),
+        ("alertEmails", "not-an-address", "are not e-mail addresses"),
+        ("alertEmails", "[]", "alertEmails is empty"),
+        ("autoShutdownTime", "24:00", "expected HH:MM"),
+        ("autoShutdownTimeZone", "Mars/Olympus_Mons", "expected an IANA zone"),
+        ("idleShutdownMinutes", "1", "expected 5 to 1440"),
+        ("osDiskSizeGb", "10", "expected 30 to 4095"),
+        ("nodeCount", "two", "expected a whole number"),
+        ("spot", "yes", "expected true or false"),
+    ],
+)
+def test_bad_value_is_reported_with_what_was_expected(key, value, needle):
+    (problem,) = problems_of({**GOOD, key: value})
+    assert needle in problem and key in problem
+
+
+def test_iana_zone_without_a_windows_id_is_refused_for_azure_only():
+    raw = {**GOOD, "autoShutdownTimeZone": "America/Caracas"}
+    (problem,) = problems_of(raw)
+    assert "no Windows time-zone id" in problem
+    aws = validate({**raw, "cloud": "aws"}, "us-east-1")
+    assert aws.auto_shutdown_time_zone == "America/Caracas"
+
+
+def test_constructing_a_bad_stack_config_directly_also_fails():
+    good = validate(GOOD, "eastus")
+    with pytest.raises(ConfigError, match="nodeCount: got 0"):
+        dataclasses.replace(good, node_count=0)
+
+
+def test_tags_carry_project_stack_and_owner_only_when_set():
+    config = validate({**GOOD, "owner": "ana"}, "eastus")
+    assert config.tags == {"project": "glucose-training", "stack": "dev", "owner": "ana"}
+    assert "owner" not in validate(GOOD, "eastus").tags
+
+
+def test_hourly_price_follows_spot_and_the_catalog():
+    on_demand = validate({**GOOD, "vmSize": "Standard_NC24ads_A100_v4"}, "eastus")
+    spot = dataclasses.replace(on_demand, spot=True)
+    assert on_demand.hourly_price_usd == on_demand.size.on_demand_usd_per_hour
+    assert spot.hourly_price_usd == on_demand.size.spot_usd_per_hour
+
+
+@pytest.fixture
+def stack_config():
+    """Set the running program's config the way the engine does; restore it afterwards."""
+    saved = dict(pulumi.runtime.config.CONFIG.get())
+
+    def set_config(values: dict[str, str]) -> None:
+        pulumi.runtime.set_all_config(values)
+
+    yield set_config
+    pulumi.runtime.set_all_config(saved)
+
+
+def test_loader_reads_namespace_keys_and_the_provider_region(stack_config):
+    stack_config(
+        {
+            **{f"glucose-training:{k}": v for k, v in GOOD.items()},
+            "glucose-training:spot": "true",
+            "azure-native:location": "westeurope",
+        }
+    )
+    config = load_stack_config()
+    assert isinstance(config, StackConfig)
+    assert (config.region, config.spot, config.cloud) == ("westeurope", True, "azure")
+
+
+def test_loader_reports_unknown_keys_in_the_namespace(stack_config):
+    stack_config(
+        {
+            **{f"glucose-training:{k}": v for k, v in GOOD.items()},
+            "glucose-training:budget": "10",
+            "azure-native:location": "eastus",
+        }
+    )
+    with pytest.raises(ConfigError, match="did you mean glucose-training:budgetAmount"):
+        load_stack_config()

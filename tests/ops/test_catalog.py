@@ -1,0 +1,116 @@
+import re
+
+import pytest
+
+from ops import catalog
+from ops.catalog import CatalogError, lookup, sizes
+
+# fmt: off
+AZURE_SIZES = {
+    "Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3", "Standard_NC16as_T4_v3",
+    "Standard_NC64as_T4_v3", "Standard_NC24ads_A100_v4", "Standard_NC48ads_A100_v4",
+    "Standard_NC96ads_A100_v4", "Standard_NC40ads_H100_v5", "Standard_NC80adis_H100_v5",
+    "Standard_ND96asr_v4",
+}
+AWS_SIZES = {
+    "p3.2xlarge", "p3.8xlarge", "p3.16xlarge", "p4d.24xlarge", "p5.48xlarge", "g5.xlarge",
+    "g5.2xlarge", "g5.4xlarge", "g5.8xlarge", "g5.12xlarge", "g6.xlarge",
+}
+# fmt: on
+RETIRED_NCV3 = ("Standard_NC6s_v3", "Standard_NC12s_v3", "Standard_NC24s_v3")
+
+
+def test_current_sizes_of_each_cloud_are_the_promised_ones():
+    assert {s.name for s in sizes("azure")} == AZURE_SIZES
+    assert {s.name for s in sizes("aws")} == AWS_SIZES
+
+
+def test_retired_sizes_are_listed_only_on_request():
+    names = {s.name for s in sizes("azure", include_retired=True)}
+    assert names == AZURE_SIZES | set(RETIRED_NCV3)
+
+
+@pytest.mark.parametrize("name", RETIRED_NCV3)
+def test_retired_size_names_retirement_date_and_a_current_replacement(name):
+    with pytest.raises(CatalogError, match=r"retired by Azure on 2025-09-30") as info:
+        lookup(name, "azure")
+    replacement = re.search(r"use (\S+) instead", str(info.value)).group(1)
+    assert lookup(replacement, "azure").gpu_model.startswith("A100")
+    assert "Standard_NC4as_T4_v3 on a budget" in str(info.value)
+
+
+def test_typo_suggests_the_close_name():
+    with pytest.raises(CatalogError, match="did you mean Standard_NC24ads_A100_v4"):
+        lookup("Standard_NC24ad_A100_v4", "azure")
+
+
+def test_size_of_the_other_cloud_says_which_cloud_it_belongs_to():
+    with pytest.raises(CatalogError, match=r"p3\.2xlarge is an aws size"):
+        lookup("p3.2xlarge", "azure")
+
+
+def test_nonsense_name_lists_the_known_sizes():
+    with pytest.raises(CatalogError, match=r"known aws sizes: .*g5\.xlarge"):
+        lookup("quantum-9000", "aws")
+
+
+def test_lookup_ignores_case_and_returns_the_canonical_name():
+    assert lookup("standard_nc24ads_a100_v4", "azure").name == "Standard_NC24ads_A100_v4"
+
+
+def test_region_filter_keeps_only_sizes_offered_there():
+    in_region = sizes("aws", region="eu-west-1")
+    assert in_region and all("eu-west-1" in s.regions for s in in_region)
+    assert "p5.48xlarge" not in {s.name for s in in_region}
+
+
+def test_sizes_are_cheapest_first_within_a_cloud():
+    prices = [s.on_demand_usd_per_hour for s in sizes("azure")]
+    assert prices == sorted(prices)
+
+
+@pytest.mark.parametrize("cloud", catalog.CLOUDS)
+def test_default_size_is_the_cheapest_current_size_of_the_cloud(cloud):
+    assert catalog.default_size(cloud) == sizes(cloud)[0]
+
+
+def test_every_row_is_internally_consistent():
+    for size in sizes(include_retired=True):
+        assert size.gpu_memory_gib == size.gpu.memory_gib, size.name
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", size.price_date), size.name
+        assert size.on_demand_usd_per_hour > 0 and size.regions, size.name
+        assert size.price_region in size.regions, size.name
+        if size.spot_usd_per_hour is not None:
+            assert 0 < size.spot_usd_per_hour < size.on_demand_usd_per_hour, size.name
+
+
+def test_price_scales_with_gpu_count_within_a_family():
+    one = lookup("Standard_NC24ads_A100_v4", "azure")
+    four = lookup("Standard_NC96ads_A100_v4", "azure")
+    assert four.on_demand_usd_per_hour == pytest.approx(4 * one.on_demand_usd_per_hour)
+
+
+def test_spot_price_is_used_when_known_and_on_demand_is_the_cap_otherwise():
+    g5 = lookup("g5.xlarge", "aws")
+    h100 = lookup("Standard_NC40ads_H100_v5", "azure")
+    assert g5.hourly_price_usd(spot=True) == g5.spot_usd_per_hour
+    assert g5.hourly_price_usd(spot=False) == g5.on_demand_usd_per_hour
+    assert h100.spot_usd_per_hour is None
+    assert h100.hourly_price_usd(spot=True) == h100.on_demand_usd_per_hour
+
+
+def test_gpu_table_marks_bf16_only_where_the_hardware_has_it():
+    assert catalog.GPUS["T4"].bf16_tflops == 0
+    assert catalog.GPUS["V100 16GB"].bf16_tflops == 0
+    assert catalog.GPUS["A100 80GB"].bf16_tflops > 0
+    assert catalog.GPUS["V100 16GB"].compute_capability == "7.0"
+
+
+def test_a_row_naming_an_unknown_gpu_is_refused():
+    with pytest.raises(ValueError, match="missing from GPUS"):
+        catalog.VmSize("x", "aws", "Z80", 1, 1, 1, 1, 1.0, None, "us-east-1", ("us-east-1",))
+
+
+def test_unknown_cloud_is_refused():
+    with pytest.raises(CatalogError, match="not one of azure, aws"):
+        lookup("g5.xlarge", "gcp")
