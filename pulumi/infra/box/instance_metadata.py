@@ -1,0 +1,110 @@
+"""Small HTTP calls to the instance metadata services and to Azure Resource Manager.
+
+Both clouds serve metadata at the same link-local address (config `imds_url`);
+the tests point it at a fake on 127.0.0.1. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from watchdog_config import WatchdogConfig
+
+AZURE_IMDS_API_VERSION = "2021-02-01"
+AZURE_TOKEN_API_VERSION = "2018-02-01"
+AWS_TOKEN_TTL_SECONDS = 300
+
+
+class MetadataError(RuntimeError):
+    """A metadata or ARM call failed; the message says which and why."""
+
+
+def request(
+    url: str,
+    *,
+    timeout_seconds: float,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+) -> tuple[int, bytes]:
+    """Return (status, body); raises MetadataError when nothing answered."""
+    call = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(call, timeout=timeout_seconds) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+    except (urllib.error.URLError, OSError) as error:
+        raise MetadataError(f"{method} {url}: no answer ({error})") from error
+
+
+def _json_ok(url: str, status: int, body: bytes) -> Any:
+    if status != 200:
+        raise MetadataError(f"GET {url}: HTTP {status}: {body[:300]!r}")
+    try:
+        return json.loads(body)
+    except ValueError as error:
+        raise MetadataError(f"GET {url}: not JSON: {body[:300]!r}") from error
+
+
+def azure_arm_token(config: WatchdogConfig) -> str:
+    """A token for ARM from the VM's managed identity.
+
+    https://learn.microsoft.com/entra/identity/managed-identities-azure-resources/how-to-use-vm-token
+    """
+    query = {"api-version": AZURE_TOKEN_API_VERSION, "resource": config.arm_resource}
+    if config.identity_client_id:
+        query["client_id"] = config.identity_client_id
+    url = f"{config.imds_url}/metadata/identity/oauth2/token?{urllib.parse.urlencode(query)}"
+    status, body = request(
+        url, timeout_seconds=config.http_timeout_seconds, headers={"Metadata": "true"}
+    )
+    token = _json_ok(url, status, body).get("access_token")
+    if not token:
+        raise MetadataError(f"GET {url}: no access_token in the answer")
+    return token
+
+
+def azure_vm_resource_id(config: WatchdogConfig) -> str:
+    """/subscriptions/.../virtualMachines/<name> of this VM, from instance metadata."""
+    url = f"{config.imds_url}/metadata/instance?api-version={AZURE_IMDS_API_VERSION}"
+    status, body = request(
+        url, timeout_seconds=config.http_timeout_seconds, headers={"Metadata": "true"}
+    )
+    compute = _json_ok(url, status, body).get("compute", {})
+    if compute.get("resourceId"):
+        return compute["resourceId"]
+    try:
+        return (
+            f"/subscriptions/{compute['subscriptionId']}/resourceGroups/"
+            f"{compute['resourceGroupName']}/providers/Microsoft.Compute/virtualMachines/"
+            f"{compute['name']}"
+        )
+    except KeyError as error:
+        raise MetadataError(f"GET {url}: compute.{error.args[0]} missing") from error
+
+
+def aws_metadata(config: WatchdogConfig, path: str) -> str:
+    """One IMDSv2 value, e.g. `instance-id` or `placement/region`."""
+    token_url = f"{config.imds_url}/latest/api/token"
+    status, token = request(
+        token_url,
+        method="PUT",
+        timeout_seconds=config.http_timeout_seconds,
+        headers={"X-aws-ec2-metadata-token-ttl-seconds": str(AWS_TOKEN_TTL_SECONDS)},
+    )
+    if status != 200:
+        raise MetadataError(f"PUT {token_url}: HTTP {status}")
+    url = f"{config.imds_url}/latest/meta-data/{path}"
+    status, body = request(
+        url,
+        timeout_seconds=config.http_timeout_seconds,
+        headers={"X-aws-ec2-metadata-token": token.decode()},
+    )
+    if status != 200:
+        raise MetadataError(f"GET {url}: HTTP {status}")
+    return body.decode().strip()

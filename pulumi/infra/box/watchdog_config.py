@@ -1,0 +1,101 @@
+"""The box's settings: one JSON file written by cloud-init from the stack config.
+
+Shared by the watchdog and the resume unit. Every endpoint and command is a field,
+so the tests point the real programs at fakes on 127.0.0.1 and on PATH. The
+Pulumi side (`pulumi/infra/cloud_init.py`) builds the file through this class too,
+so a bad setting fails at `pulumi preview`, not silently on the box.
+
+Standard library only, Python 3.8+ (the box's own python3 runs it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+CONFIG_PATH = "/etc/glucose-training/watchdog.json"
+CONFIG_ENV = "GLUCOSE_WATCHDOG_CONFIG"
+CLOUDS = ("aws", "azure", "local")
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchdogConfig:
+    cloud: str
+    """`aws` (stop = OS shutdown), `azure` (stop = ARM deallocate) or `local` (OS shutdown)."""
+    idle_shutdown_minutes: int
+    """Stop billing after the box has been idle this long in a row."""
+    hung_trainer_minutes: int = 120
+    """A running trainer with an idle GPU and no new checkpoint for this long counts as idle."""
+    gpu_busy_percent: int = 10
+    """GPU utilisation at or above this (any GPU) makes the box busy."""
+    box_root: str = "/var/lib/glucose-training"
+    imds_url: str = "http://169.254.169.254"
+    """Instance metadata service of either cloud (same link-local address on both)."""
+    arm_url: str = "https://management.azure.com"
+    arm_resource: str = "https://management.azure.com/"
+    """Audience of the managed-identity token for ARM."""
+    arm_api_version: str = "2024-07-01"
+    identity_client_id: str = ""
+    """Client id of a user-assigned identity; empty uses the VM's system-assigned one."""
+    http_timeout_seconds: float = 10.0
+    docker_command: str = "docker"
+    nvidia_smi_command: str = "nvidia-smi"
+    aws_command: str = "aws"
+    shutdown_command: tuple = ("shutdown", "-h", "now")
+    cloudwatch_namespace: str = "GlucoseTraining"
+    cloudwatch_metric: str = "GPUUtilization"
+    proc_root: str = "/proc"
+    """Where to look for sshd session processes (a fake tree in tests)."""
+    boot_id_path: str = "/proc/sys/kernel/random/boot_id"
+    """Idle time never carries over a reboot: the state is reset when this changes."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.cloud not in CLOUDS:
+            problems.append(f"cloud is {self.cloud!r}, expected one of {', '.join(CLOUDS)}")
+        for name in ("idle_shutdown_minutes", "hung_trainer_minutes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                problems.append(f"{name} is {value!r}, expected a whole number of minutes >= 1")
+        if not 0 < self.gpu_busy_percent <= 100:
+            problems.append(f"gpu_busy_percent is {self.gpu_busy_percent!r}, expected 1..100")
+        if not os.path.isabs(self.box_root):
+            problems.append(f"box_root is {self.box_root!r}, expected an absolute path")
+        if not self.shutdown_command:
+            problems.append("shutdown_command is empty, expected a command line")
+        if problems:
+            raise ValueError("watchdog config: " + "; ".join(problems))
+        object.__setattr__(self, "shutdown_command", tuple(self.shutdown_command))
+
+    @property
+    def state_path(self) -> Path:
+        return Path(self.box_root) / "watchdog" / "state.json"
+
+    @property
+    def runs_dir(self) -> Path:
+        return Path(self.box_root) / "runs"
+
+    def to_json(self) -> str:
+        fields = dataclasses.asdict(self)
+        fields["shutdown_command"] = list(self.shutdown_command)
+        return json.dumps(fields, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_dict(cls, fields: dict[str, Any]) -> WatchdogConfig:
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise ValueError(
+                f"watchdog config: unknown keys {unknown}, expected some of {sorted(known)}"
+            )
+        return cls(**fields)
+
+
+def load_config() -> WatchdogConfig:
+    """Read the config named by $GLUCOSE_WATCHDOG_CONFIG (default CONFIG_PATH)."""
+    path = os.environ.get(CONFIG_ENV, CONFIG_PATH)
+    with open(path, encoding="utf-8") as handle:
+        return WatchdogConfig.from_dict(json.load(handle))

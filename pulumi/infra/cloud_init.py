@@ -1,0 +1,124 @@
+"""The cloud-init document both clouds boot the box with.
+
+It writes the on-box programs from `pulumi/infra/box/` (idle watchdog, resume
+unit, their systemd units and the one-time setup script) plus the watchdog's
+config, then runs the setup script, which installs docker and the NVIDIA container
+toolkit only where the image lacks them and writes the `ready` marker last.
+
+Standard library only and free of pulumi imports, so both Pulumi programs and the
+tests call it as a plain function.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+BOX_SOURCE_DIR = Path(__file__).resolve().parent / "box"
+BOX_ROOT = "/var/lib/glucose-training"
+PROGRAM_DIR = "/opt/glucose-training"
+UNIT_DIR = "/etc/systemd/system"
+CONFIG_PATH = "/etc/glucose-training/watchdog.json"
+DEFAULT_HUNG_TRAINER_MINUTES = 120
+SSH_USER_PATTERN = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+CLOUDS = ("azure", "aws")
+
+
+def render_cloud_init(
+    *,
+    cloud: str,
+    idle_shutdown_minutes: int,
+    ssh_user: str,
+    hung_trainer_minutes: int = DEFAULT_HUNG_TRAINER_MINUTES,
+) -> str:
+    """Return the `#cloud-config` YAML text for one box.
+
+    The text is ~45 KB, over AWS's 16 KB user-data limit: hand the VM
+    `encode_user_data(text)` (AWS `user_data_base64`, Azure `osProfile.customData`),
+    not the text itself. Raises ValueError naming every bad argument.
+    """
+    problems = []
+    if cloud not in CLOUDS:
+        problems.append(f"cloud is {cloud!r}, expected one of {', '.join(CLOUDS)}")
+    if not SSH_USER_PATTERN.fullmatch(ssh_user or ""):
+        problems.append(f"ssh_user is {ssh_user!r}, expected a Linux user name like 'azureuser'")
+    if problems:
+        raise ValueError("cloud-init: " + "; ".join(problems))
+    config = _watchdog_config_class()(
+        cloud=cloud,
+        idle_shutdown_minutes=idle_shutdown_minutes,
+        hung_trainer_minutes=hung_trainer_minutes,
+        box_root=BOX_ROOT,
+    )
+    files = [*_box_files(), (CONFIG_PATH, "0644", config.to_json())]
+    lines = [
+        "#cloud-config",
+        f"# glucose-training box on {cloud}: rendered by pulumi/infra/cloud_init.py.",
+        "write_files:",
+    ]
+    for path, mode, content in files:
+        lines += _write_file_entry(path, mode, content)
+    setup = [f"{PROGRAM_DIR}/setup-box.sh", ssh_user, BOX_ROOT]
+    lines += ["runcmd:", f"  - {json.dumps(['bash', *setup])}"]
+    return "\n".join(lines) + "\n"
+
+
+def encode_user_data(cloud_init: str) -> str:
+    """base64(gzip(text)): what both clouds take as user data / custom data.
+
+    cloud-init un-gzips user data itself (https://cloudinit.readthedocs.io/en/latest/
+    explanation/format.html). gzip brings the document under AWS's 16 KB raw limit
+    and far under Azure's 64 KB; mtime=0 keeps the bytes stable, because a changed
+    user data replaces the VM on both clouds.
+    """
+    packed = gzip.compress(cloud_init.encode("ascii"), compresslevel=9, mtime=0)
+    return base64.b64encode(packed).decode("ascii")
+
+
+def _box_files() -> list[tuple[str, str, str]]:
+    """(install path, mode, text) for every file the box needs, sorted for stable output."""
+    files = []
+    for source in sorted(BOX_SOURCE_DIR.iterdir()):
+        if source.suffix in (".service", ".timer"):
+            files.append((f"{UNIT_DIR}/{source.name}", "0644", source.read_text()))
+        elif source.suffix in (".py", ".sh"):
+            text = source.read_text()
+            mode = "0755" if text.startswith("#!") else "0644"
+            files.append((f"{PROGRAM_DIR}/{source.name}", mode, text))
+    return files
+
+
+def _write_file_entry(path: str, mode: str, content: str) -> list[str]:
+    # A literal block keeps the files readable in the portal / console; it holds any
+    # text that is ASCII, ends in exactly one newline and has no leading blank line.
+    if not content.isascii() or "\r" in content:
+        raise ValueError(f"cloud-init: {path} must be plain ASCII text with Unix newlines")
+    if not content.endswith("\n") or content.endswith("\n\n") or content[:1] in (" ", "\n"):
+        raise ValueError(f"cloud-init: {path} must end in one newline and start with text")
+    body = [f"      {line}" if line else "" for line in content[:-1].split("\n")]
+    return [
+        f"  - path: {path}",
+        "    owner: root:root",
+        f"    permissions: '{mode}'",
+        "    content: |",
+        *body,
+    ]
+
+
+def _watchdog_config_class() -> type:
+    # The box's own config class validates the settings here too, so a bad value
+    # fails at `pulumi preview` instead of on a booting VM. Loaded by path: box/
+    # is a directory of files installed on the VM, not a package of this program.
+    spec = importlib.util.spec_from_file_location(
+        "glucose_box_watchdog_config", BOX_SOURCE_DIR / "watchdog_config.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    # dataclasses resolves the module's annotations through sys.modules.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.WatchdogConfig
