@@ -2,6 +2,18 @@
 
 from invoke import Collection
 
-from ops.tasks import plan
+from ops.tasks import access, image, plan, run, transfer
 
-namespace = Collection(plan.plan)
+namespace = Collection(
+    image.build,
+    image.push,
+    run.train,
+    run.logs,
+    run.status,
+    run.stop,
+    transfer.download,
+    transfer.upload_data,
+    plan.plan,
+    access.tensorboard,
+    access.ssh,
+)

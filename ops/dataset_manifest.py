@@ -1,0 +1,75 @@
+"""manifest.json of a dataset in storage: sha256 and size of every file.
+
+Standard library only (plus `trainer.storage`), because the same module runs on the
+box inside the trainer image to fetch a dataset: `fab train --data-uri` feeds this
+file's source to `python3 - URI DEST` there, so the box verifies exactly as the
+laptop does. The manifest is written last on upload, so its presence means the
+dataset is complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+HASH_CHUNK_BYTES = 4 * 1024 * 1024
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        while chunk := handle.read(HASH_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def build_manifest(data_dir: Path, name: str) -> dict:
+    """The manifest of every regular file in `data_dir` (the manifest itself excluded)."""
+    files = {
+        path.name: {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+        for path in sorted(data_dir.iterdir())
+        if path.is_file() and path.name != MANIFEST and not path.name.startswith(".")
+    }
+    return {"name": name, "files": files}
+
+
+def matches(directory: Path, manifest: dict) -> bool:
+    """Whether `directory` already holds every file of `manifest` with its hash."""
+    for file_name, entry in manifest["files"].items():
+        path = directory / file_name
+        if not path.is_file() or path.stat().st_size != entry["bytes"]:
+            return False
+        if sha256_file(path) != entry["sha256"]:
+            return False
+    return True
+
+
+def fetch(uri: str, destination: Path) -> str:
+    """Fetch the dataset at `uri` into `destination` unless already there; verify it."""
+    from trainer.storage import open_store
+
+    store = open_store(uri)
+    manifest = json.loads(store.read_bytes(MANIFEST))
+    destination.mkdir(parents=True, exist_ok=True)
+    if matches(destination, manifest):
+        return f"dataset {manifest['name']} already cached in {destination}"
+    for file_name, entry in manifest["files"].items():
+        path = destination / file_name
+        if path.is_file() and sha256_file(path) == entry["sha256"]:
+            continue
+        partial = path.with_name(f".{file_name}.part")
+        store.get_file(file_name, partial)
+        actual = sha256_file(partial)
+        if actual != entry["sha256"]:
+            partial.unlink()
+            raise SystemExit(f"{uri}/{file_name}: sha256 {actual[:12]} != manifest's")
+        partial.replace(path)
+    (destination / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return f"dataset {manifest['name']} fetched from {uri} into {destination}, sha256 verified"
+
+
+if __name__ == "__main__":
+    print(fetch(sys.argv[1], Path(sys.argv[2])), flush=True)

@@ -1,0 +1,110 @@
+"""What `fab train` does on the box: image there, dataset cached, trainer started.
+
+Each step is idempotent, so running `fab train --run ID` again after a stop (or a
+failed start) picks up where the first call left off, and the trainer resumes from
+its newest checkpoint at `--checkpoint-uri`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from pathlib import Path
+
+from invoke.exceptions import Exit
+from rich.console import Console
+
+from ops import dataset_manifest, trainer_container
+from ops.box_images import box_has_image, load_on_box, pull_on_box
+from ops.registry import login_for
+from ops.remote import Box
+from ops.trainer_container import Launch
+
+LAUNCH_FILE = "launch.json"
+console = Console(stderr=True)
+
+
+def ship_image(box: Box, local_name: str, remote_name: str | None) -> str:
+    """Make the image present on the box; returns the name the box knows it by."""
+    name = remote_name or local_name
+    if box_has_image(box, name):
+        console.print(f"the box already has {name}")
+        return name
+    if remote_name is not None:
+        with console.status(f"pulling {name} on the box"):
+            pull_on_box(box, name, login_for(box.target.registry), box.target.registry)
+        return name
+    report = load_on_box(box, local_name)
+    console.print(
+        f"loaded {local_name} on the box over SSH: {report.bytes_sent / 1e6:.0f} MB "
+        f"in {report.seconds:.0f} s"
+    )
+    return name
+
+
+def dataset_name_from_uri(data_uri: str) -> str:
+    name = data_uri.rstrip("/").rsplit("/", 1)[-1]
+    if not trainer_container.RUN_ID_PATTERN.match(name):
+        raise Exit(f"--data-uri {data_uri}: last path part {name!r} is not a usable dataset name")
+    return name
+
+
+def fetch_dataset_on_box(box: Box, image: str, data_uri: str, user: str) -> str:
+    """Cache the dataset under BOX_ROOT/datasets/<name>, verified by its manifest."""
+    name = dataset_name_from_uri(data_uri)
+    host_dir = trainer_container.dataset_dir(box.root, name)
+    inside = f"/workspace/datasets/{name}"
+    box.run(f"mkdir -p {shlex.quote(host_dir)}")
+    # The image holds trainer.storage and the box's cloud credentials reach it; the
+    # fetch logic is ops/dataset_manifest.py itself, fed on stdin.
+    command = shlex.join(
+        [
+            "docker", "run", "--rm", "--interactive",
+            *trainer_container.container_options(box.target, user),
+            "--volume", f"{host_dir}:{inside}",
+            "--entrypoint", "python3", image, "-", data_uri, inside,
+        ]
+    )  # fmt: skip
+    source = Path(dataset_manifest.__file__).read_text()
+    with console.status(f"box fetching dataset {data_uri}"):
+        result = box.run(command, stdin=source)
+    console.print(result.stdout.strip().splitlines()[-1])
+    return name
+
+
+def busy_runs(box: Box, run_id: str) -> list[str]:
+    return [other for other in trainer_container.run_ids(box, running_only=True) if other != run_id]
+
+
+def write_launch_record(box: Box, launch: Launch) -> None:
+    """BOX_ROOT/runs/<id>/launch.json: first start time (for cost) and what was launched."""
+    path = f"{trainer_container.run_dir(box.root, launch.run_id)}/{LAUNCH_FILE}"
+    record = {
+        "run_id": launch.run_id,
+        "image": launch.image,
+        "dataset": launch.dataset_name,
+        "trainer_args": list(launch.trainer_args),
+        "started_at": time.time(),
+        "hourly_price_usd": box.target.hourly_price_usd,
+        "spot": box.target.spot,
+    }
+    # noclobber: a resume keeps the first launch's record (and so its start time).
+    box.run(f"set -C; cat > {shlex.quote(path)} 2>/dev/null || true", stdin=json.dumps(record))
+
+
+def start_trainer(box: Box, launch: Launch, user: str) -> None:
+    """(Re)create the run's container; a stopped one of the same run is replaced."""
+    state = trainer_container.inspect_container(box, launch.run_id)
+    name = trainer_container.container_name(launch.run_id)
+    if state is not None and (state.running or state.restarting):
+        raise Exit(f"run {launch.run_id} is already running on {box.address}; see `fab status`")
+    run_dir = trainer_container.run_dir(box.root, launch.run_id)
+    box.run(f"mkdir -p {shlex.quote(run_dir)} && rm -f {shlex.quote(run_dir)}/STOPPED_BY_USER")
+    write_launch_record(box, launch)
+    if state is not None:
+        box.run(f"docker rm {shlex.quote(name)}")
+    command = trainer_container.docker_run_command(
+        box.target, launch, gpus=trainer_container.box_has_gpus(box), user=user
+    )
+    box.run(command)

@@ -1,0 +1,219 @@
+"""Talking to the box over SSH: one Fabric connection with trust-on-first-use host keys.
+
+The first connection to a box records its host key in a project-local known_hosts
+(`.known_hosts`, gitignored; `GLUCOSE_KNOWN_HOSTS` moves it); a later different key
+is refused, because a box whose key changed under the same address is either a
+re-created VM (forget the old line) or someone else's machine. While a fresh box is
+still booting, connecting is retried with a visible wait until cloud-init has
+written BOX_ROOT/ready.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shlex
+import time
+from pathlib import Path
+
+import paramiko
+from fabric import Connection
+from invoke.exceptions import Exit
+from rich.console import Console
+
+from ops.target import Target
+
+KNOWN_HOSTS_ENV = "GLUCOSE_KNOWN_HOSTS"
+BOOT_WAIT_ENV = "GLUCOSE_BOOT_WAIT_SECONDS"
+DEFAULT_KNOWN_HOSTS = Path(".known_hosts")
+# A fresh cloud VM takes 1-3 minutes to answer SSH and a few more for cloud-init
+# (docker, NVIDIA toolkit); `fab train` right after `pulumi up` should just wait.
+BOOT_WAIT_SECONDS = 600
+CONNECT_TIMEOUT_SECONDS = 10
+RETRY_PAUSE_SECONDS = 5
+KEEPALIVE_SECONDS = 15
+DISK_FULL_MARKER = "No space left on device"
+
+console = Console(stderr=True)
+
+
+def known_hosts_path() -> Path:
+    return Path(os.environ.get(KNOWN_HOSTS_ENV) or DEFAULT_KNOWN_HOSTS)
+
+
+def boot_wait_seconds() -> float:
+    return float(os.environ.get(BOOT_WAIT_ENV) or BOOT_WAIT_SECONDS)
+
+
+class Box:
+    """The box of a target: `run` shell commands there, lazily connected."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.root = target.box_root
+        self._connection: Connection | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.target.ssh_user}@{self.target.host}:{self.target.ssh_port}"
+
+    @property
+    def connection(self) -> Connection:
+        if self._connection is None:
+            self._connection = self._connect_when_up()
+        return self._connection
+
+    def run(self, command: str, *, check: bool = True, stdin: str | None = None, **kwargs):
+        """Run `command` on the box (output hidden unless `hide=False`); one-line errors."""
+        kwargs.setdefault("hide", True)
+        if stdin is not None:
+            kwargs["in_stream"] = io.StringIO(stdin)
+        else:
+            kwargs.setdefault("in_stream", False)
+        result = self.connection.run(command, warn=True, **kwargs)
+        if check and result.exited != 0:
+            raise_for_remote_failure(self, command, result.exited, result.stderr + result.stdout)
+        return result
+
+    def exists(self, path: str) -> bool:
+        return self.run(f"test -e {shlex.quote(path)}", check=False).exited == 0
+
+    def read_text(self, path: str) -> str | None:
+        """The file's text, or None when it does not exist."""
+        result = self.run(f"cat {shlex.quote(path)}", check=False)
+        return result.stdout if result.exited == 0 else None
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _connect_when_up(self) -> Connection:
+        deadline = time.monotonic() + boot_wait_seconds()
+        with console.status(f"connecting to {self.address}") as status:
+            connection = _open_with_retries(self, deadline, status)
+            ready = f"{self.root}/ready"
+            while not _remote_exists(connection, ready):
+                _wait_or_give_up(deadline, f"{ready} (cloud-init still running)", self, status)
+        return connection
+
+
+def _new_connection(target: Target) -> Connection:
+    connect_kwargs: dict = {"allow_agent": True, "look_for_keys": True}
+    if target.ssh_key_path is not None:
+        if not target.ssh_key_path.exists():
+            raise Exit(
+                f"SSH key {target.ssh_key_path} ({target.source}: sshKeyPath) does not exist; "
+                "point sshKeyPath at the private key whose public half the box trusts"
+            )
+        connect_kwargs = {
+            "key_filename": str(target.ssh_key_path),
+            "allow_agent": False,
+            "look_for_keys": False,
+        }
+    connection = Connection(
+        target.host,
+        user=target.ssh_user,
+        port=target.ssh_port,
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        connect_kwargs=connect_kwargs,
+    )
+    path = known_hosts_path()
+    path.touch(mode=0o600, exist_ok=True)
+    # load_host_keys also makes paramiko save newly accepted keys to this file.
+    connection.client.load_host_keys(str(path))
+    connection.client.set_missing_host_key_policy(_TrustOnFirstUse())
+    return connection
+
+
+class _TrustOnFirstUse(paramiko.AutoAddPolicy):
+    """Accept and record an unknown host's key, saying so (a changed key never gets here)."""
+
+    def missing_host_key(self, client, hostname, key) -> None:
+        console.print(
+            f"[yellow]trusting new host key of {hostname}[/] "
+            f"({key.get_name()} {key.get_fingerprint().hex()}), recorded in {known_hosts_path()}"
+        )
+        super().missing_host_key(client, hostname, key)
+
+
+def _open_with_retries(box: Box, deadline: float, status) -> Connection:
+    attempt = 0
+    while True:
+        attempt += 1
+        connection = _new_connection(box.target)
+        try:
+            connection.open()
+            connection.transport.set_keepalive(KEEPALIVE_SECONDS)
+            return connection
+        except paramiko.BadHostKeyException as error:
+            raise Exit(_changed_key_message(box, error)) from None
+        except paramiko.AuthenticationException:
+            raise Exit(_wrong_key_message(box)) from None
+        except (OSError, paramiko.SSHException, EOFError) as error:
+            # Refused / timed out / banner not sent yet: the VM is still booting.
+            connection.close()
+            reason = f"SSH not answering ({type(error).__name__}), attempt {attempt}"
+            _wait_or_give_up(deadline, reason, box, status)
+
+
+def _wait_or_give_up(deadline: float, waiting_for: str, box: Box, status) -> None:
+    left_seconds = deadline - time.monotonic()
+    if left_seconds <= 0:
+        raise Exit(
+            f"box {box.address} is down or not ready ({waiting_for}); "
+            f"check `pulumi stack output hosts` and that the VM is running (a stopped "
+            f"box is started with `pulumi up` or the cloud console), then retry"
+        )
+    status.update(f"waiting for {box.address}: {waiting_for}; giving up in {left_seconds:.0f} s")
+    time.sleep(min(RETRY_PAUSE_SECONDS, max(left_seconds, 0.1)))
+
+
+def _remote_exists(connection: Connection, path: str) -> bool:
+    result = connection.run(f"test -e {shlex.quote(path)}", hide=True, warn=True, in_stream=False)
+    return result.exited == 0
+
+
+def _changed_key_message(box: Box, error: paramiko.BadHostKeyException) -> str:
+    host = box.target.host
+    name = host if box.target.ssh_port == 22 else f"[{host}]:{box.target.ssh_port}"
+    return (
+        f"refusing to connect: the host key of {name} changed "
+        f"(recorded {error.expected_key.get_fingerprint().hex()}, "
+        f"offered {error.key.get_fingerprint().hex()}); if the box was re-created, forget "
+        f"the old key with `ssh-keygen -R '{name}' -f {known_hosts_path()}` and retry"
+    )
+
+
+def _wrong_key_message(box: Box) -> str:
+    key = box.target.ssh_key_path or "your default SSH keys"
+    return (
+        f"box {box.address} refused SSH key {key}; expected the key whose public half is "
+        f"the stack's sshPublicKey; set sshKeyPath in the target file or load it in ssh-agent"
+    )
+
+
+def raise_for_remote_failure(box: Box, command: str, exit_code: int, output: str) -> None:
+    """Turn a failed remote command into one line; disk-full gets its own advice."""
+    if DISK_FULL_MARKER in output:
+        raise Exit(
+            f"the box's disk is full ({box.address}: {DISK_FULL_MARKER}); free space with "
+            f"`fab ssh` then `docker system prune -a` and old runs under {box.root}/runs, "
+            "or give the box a bigger disk"
+        )
+    last_line = (output.strip().splitlines() or ["no output"])[-1]
+    program = command.split()[0] if command.split() else command
+    raise Exit(f"on {box.address}, `{program} ...` exited {exit_code}: {last_line}")
+
+
+def openssh_args(target: Target) -> list[str]:
+    """`ssh` options with the same trust rules: our known_hosts, new keys accepted once."""
+    args = [
+        "-p", str(target.ssh_port),
+        "-o", f"UserKnownHostsFile={known_hosts_path().resolve()}",
+        "-o", "StrictHostKeyChecking=accept-new",
+        "-o", f"ConnectTimeout={CONNECT_TIMEOUT_SECONDS}",
+    ]  # fmt: skip
+    if target.ssh_key_path is not None:
+        args += ["-i", str(target.ssh_key_path), "-o", "IdentitiesOnly=yes"]
+    return [*args, f"{target.ssh_user}@{target.host}"]

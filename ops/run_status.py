@@ -1,0 +1,136 @@
+"""`fab status`: one screen about a run, from what the box has on disk and in docker.
+
+Sources: the trainer's status.json (ARCHITECTURE.md), the last line of metrics.jsonl,
+the container's state (exit code, restarts), nvidia-smi when the box has it, and
+launch.json (written by `fab train`) for the time and price the run started with.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from dataclasses import dataclass
+
+from ops import trainer_container
+from ops.launch import LAUNCH_FILE
+from ops.remote import Box
+from ops.trainer_container import PREEMPTED_EXIT_CODE, ContainerState
+
+NVIDIA_QUERY = (
+    "nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total "
+    "--format=csv,noheader,nounits"
+)
+SECONDS_PER_HOUR = 3600
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """Everything `status` prints, read from the box at one moment."""
+
+    run_id: str
+    state: str
+    status: dict
+    last_metrics: dict
+    gpus: list[str]
+    launch: dict
+    now: float
+
+
+def _json_or_empty(text: str | None) -> dict:
+    try:
+        value = json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def describe_state(container: ContainerState | None, status: dict, stopped_by_user: bool) -> str:
+    """running / preempted-waiting / stopped / finished / failed (exit N) / not started."""
+    if container is None:
+        return status.get("state") or "not started"
+    if container.running:
+        return "running"
+    if container.restarting:
+        return "preempted-waiting (docker restarts it)"
+    if container.exit_code == 0:
+        return "finished"
+    if container.exit_code == PREEMPTED_EXIT_CODE:
+        if stopped_by_user:
+            return "stopped by `fab stop` (checkpoint saved; `fab train --run ID` resumes)"
+        return "preempted-waiting (resumes when the box is back)"
+    if container.exit_code == trainer_container.USER_ERROR_EXIT_CODE:
+        return "failed (exit 2: bad flags or dataset; see `fab logs`)"
+    return f"failed (exit {container.exit_code}; see `fab logs`)"
+
+
+def snapshot(box: Box, run_id: str) -> RunSnapshot:
+    run_dir = trainer_container.run_dir(box.root, run_id)
+    container = trainer_container.inspect_container(box, run_id)
+    status = _json_or_empty(box.read_text(f"{run_dir}/status.json"))
+    metrics_tail = box.run(
+        f"tail -n 1 {shlex.quote(run_dir)}/metrics.jsonl 2>/dev/null", check=False
+    ).stdout
+    gpus = box.run(NVIDIA_QUERY, check=False)
+    return RunSnapshot(
+        run_id=run_id,
+        state=describe_state(container, status, box.exists(f"{run_dir}/STOPPED_BY_USER")),
+        status=status,
+        last_metrics=_json_or_empty(metrics_tail.strip()),
+        gpus=gpus.stdout.strip().splitlines() if gpus.exited == 0 else [],
+        launch=_json_or_empty(box.read_text(f"{run_dir}/{LAUNCH_FILE}")),
+        now=time.time(),
+    )
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / SECONDS_PER_HOUR:.2f} h"
+
+
+def cost_lines(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> list[str]:
+    """Spent so far (wall time since the first launch) and projected to the ETA."""
+    started = snap.launch.get("started_at")
+    if not started or hourly_price_usd <= 0:
+        return ["cost:       unknown (no launch record or no hourlyPriceUsd)"]
+    kind = "spot" if spot else "on-demand"
+    spent_hours = max(snap.now - float(started), 0) / SECONDS_PER_HOUR
+    lines = [
+        f"cost:       ${spent_hours * hourly_price_usd:.2f} so far "
+        f"({spent_hours:.2f} h at ${hourly_price_usd:.3f}/h {kind}; includes idle and "
+        "stopped time only while the box was up)"
+    ]
+    eta = snap.status.get("eta_s")
+    if snap.state == "running" and isinstance(eta, (int, float)):
+        projected = (spent_hours + eta / SECONDS_PER_HOUR) * hourly_price_usd
+        lines.append(f"projected:  ${projected:.2f} for the whole run (ETA {_hours(eta)})")
+    return lines
+
+
+def _fmt(value, spec: str) -> str:
+    return format(value, spec) if isinstance(value, (int, float)) else "-"
+
+
+def render(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> str:
+    s = snap.status
+    lines = [
+        f"run:        {snap.run_id}",
+        f"state:      {snap.state}",
+        f"progress:   epoch {s.get('epoch', '-')}, step {s.get('step', '-')}"
+        f" / {s.get('total_steps', '-')}",
+        f"train loss: {_fmt(s.get('train_loss'), '.4f')}   "
+        f"val MAE: {_fmt(s.get('val_mae'), '.2f')} mg/dL",
+        f"speed:      {_fmt(s.get('windows_per_s'), ',.0f')} windows/s   "
+        f"ETA: {_hours(s['eta_s']) if isinstance(s.get('eta_s'), (int, float)) else '-'}",
+    ]
+    if isinstance(s.get("updated_at"), (int, float)):
+        lines.append(f"updated:    {snap.now - s['updated_at']:.0f} s ago")
+    if snap.last_metrics:
+        shown = {k: v for k, v in snap.last_metrics.items() if not isinstance(v, (dict, list))}
+        lines.append(f"last log:   {json.dumps(shown)}")
+    for gpu in snap.gpus:
+        index, name, util, used, total = (part.strip() for part in gpu.split(","))
+        lines.append(f"gpu {index}:      {name}: {util}% busy, {used}/{total} MiB")
+    if not snap.gpus:
+        lines.append("gpu:        none (nvidia-smi not on the box)")
+    lines += cost_lines(snap, hourly_price_usd, spot)
+    return "\n".join(lines)

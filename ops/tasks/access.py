@@ -1,0 +1,103 @@
+"""Reach the box yourself: a shell on it, or its TensorBoard through an SSH tunnel."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+
+from invoke import task
+from invoke.exceptions import Exit
+from rich.console import Console
+
+from ops import trainer_container
+from ops.launch import LAUNCH_FILE
+from ops.remote import Box, openssh_args
+from ops.target import resolve_target
+from ops.tasks.image import STACK_HELP, TARGET_HELP
+
+TENSORBOARD_PORT = 6006
+console = Console(stderr=True)
+
+
+def _ssh_binary() -> str:
+    binary = shutil.which("ssh")
+    if binary is None:
+        raise Exit("no `ssh` client on this machine; install OpenSSH (openssh-client)")
+    return binary
+
+
+@task(
+    help={
+        "command": "run this command instead of an interactive shell",
+        "target": TARGET_HELP,
+        "stack": STACK_HELP,
+    }
+)
+def ssh(c, command="", target="", stack=""):
+    """Open a shell on the box."""
+    where = resolve_target(target or None, stack or None)
+    args = [_ssh_binary(), *openssh_args(where), *([command] if command else [])]
+    os.execv(args[0], args)
+
+
+def _free_local_port(preferred: int) -> int:
+    with socket.socket() as sock:
+        if sock.connect_ex(("127.0.0.1", preferred)) != 0:
+            return preferred
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start_tensorboard(box: Box, run_id: str, port: int) -> str:
+    """TensorBoard in a container from the run's own image, on the box's loopback only."""
+    run_dir = trainer_container.run_dir(box.root, run_id)
+    record = box.read_text(f"{run_dir}/{LAUNCH_FILE}")
+    if record is None:
+        raise Exit(f"run {run_id} has no {LAUNCH_FILE} on {box.address}; was it started by fab?")
+    name = f"glucose-tensorboard-{run_id}"
+    box.run(f"docker rm --force {name}", check=False)
+    user = trainer_container.box_user(box)
+    network = ["--network", "host"] if box.target.docker_network == "host" else []
+    publish = [] if network else ["--publish", f"127.0.0.1:{port}:{port}"]
+    command = [
+        "docker", "run", "--detach", "--rm", "--name", name, "--user", user,
+        "--env", "HOME=/tmp", *network, *publish,
+        "--volume", f"{run_dir}:/workspace/run:ro",
+        "--entrypoint", "tensorboard", json.loads(record)["image"],
+        "--logdir", "/workspace/run/tb", "--port", str(port),
+        "--host", "127.0.0.1" if network else "0.0.0.0",
+    ]  # fmt: skip
+    box.run(shlex.join(command))
+    return name
+
+
+@task(
+    help={
+        "run": "run id (default: the newest run on the box)",
+        "port": f"local port for the browser (default: {TENSORBOARD_PORT}, or a free one)",
+        "target": TARGET_HELP,
+        "stack": STACK_HELP,
+    }
+)
+def tensorboard(c, run="", port=TENSORBOARD_PORT, target="", stack=""):
+    """Tunnel a run's TensorBoard here and print its URL."""
+    box = Box(resolve_target(target or None, stack or None))
+    run_id = trainer_container.resolve_run_id(box, run)
+    remote_port = TENSORBOARD_PORT
+    name = _start_tensorboard(box, run_id, remote_port)
+    local_port = _free_local_port(int(port))
+    forward = f"{local_port}:127.0.0.1:{remote_port}"
+    tunnel = [_ssh_binary(), "-N", "-o", "ExitOnForwardFailure=yes", "-L", forward]
+    print(f"TensorBoard of run {run_id}: http://127.0.0.1:{local_port}/", flush=True)
+    console.print("Ctrl-C closes the tunnel and stops TensorBoard on the box")
+    try:
+        subprocess.run([*tunnel, *openssh_args(box.target)], check=False)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        box.run(f"docker rm --force {name}", check=False)

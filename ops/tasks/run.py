@@ -1,0 +1,170 @@
+"""Start a training run on the box, follow it, and stop it gracefully."""
+
+from __future__ import annotations
+
+import shlex
+import time
+
+from invoke import task
+from invoke.exceptions import Exit
+from rich.console import Console
+
+from ops import launch, run_status, trainer_container
+from ops.remote import Box
+from ops.target import resolve_target
+from ops.tasks.image import STACK_HELP, TARGET_HELP, ensure_built, push_image
+from ops.trainer_container import STOP_TIMEOUT_SECONDS, Launch
+
+console = Console(stderr=True)
+RUN_HELP = "run id (default: the newest run on the box)"
+
+
+def _box(target: str, stack: str) -> Box:
+    return Box(resolve_target(target or None, stack or None))
+
+
+def _trainer_args(epochs: int, max_steps: int, trainer_args: str) -> tuple[str, ...]:
+    args = []
+    if epochs:
+        args += ["--epochs", str(epochs)]
+    if max_steps:
+        args += ["--max-steps", str(max_steps)]
+    return (*args, *shlex.split(trainer_args))
+
+
+@task(
+    iterable=["build_arg"],
+    help={
+        "data-uri": "dataset in storage, e.g. <storageUri>/datasets/NAME (see upload-data)",
+        "dataset": "short for --data-uri <storageUri>/datasets/DATASET",
+        "run": "run id; an existing one resumes from its newest checkpoint (default: a new id)",
+        "epochs": "epochs (default: the trainer's)",
+        "max-steps": "stop after this many steps (default: no limit)",
+        "trainer-args": "more `python -m trainer train` flags, quoted as one string",
+        "allow-concurrent": "start even though another run is busy on the box",
+        "base-image": "base image when the trainer image must be built",
+        "build-arg": "extra docker build arg NAME=VALUE (repeatable)",
+        "extra-ca": "PEM file of extra CA certificates for the build",
+        "target": TARGET_HELP,
+        "stack": STACK_HELP,
+    },
+)
+def train(
+    c,
+    data_uri="",
+    dataset="",
+    run="",
+    epochs=0,
+    max_steps=0,
+    trainer_args="",
+    allow_concurrent=False,
+    base_image="",
+    build_arg=None,
+    extra_ca="",
+    target="",
+    stack="",
+):
+    """Ship the image and start (or resume) a run on the box."""
+    box = _box(target, stack)
+    if not (data_uri or dataset):
+        raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
+    data_uri = data_uri or f"{box.target.storage_uri}/datasets/{dataset}"
+    run_id = run or time.strftime("%Y%m%d-%H%M%S")
+    busy = launch.busy_runs(box, run_id)
+    if busy and not allow_concurrent:
+        raise Exit(
+            f"the box is busy with run {busy[0]}; `fab stop --run {busy[0]}` first, "
+            "or pass --allow-concurrent to share it"
+        )
+    local_name = ensure_built(base_image, build_arg or [], extra_ca, force=False)
+    remote_name = push_image(box.target, local_name) if box.target.registry else None
+    image = launch.ship_image(box, local_name, remote_name)
+    user = trainer_container.box_user(box)
+    dataset_name = launch.fetch_dataset_on_box(box, image, data_uri, user)
+    plan = Launch(run_id, image, dataset_name, _trainer_args(epochs, max_steps, trainer_args))
+    launch.start_trainer(box, plan, user)
+    print(run_id)
+    console.print(
+        f"run {run_id} started on {box.address}; checkpoints go to "
+        f"{trainer_container.run_checkpoint_uri(box.target, run_id)}\n"
+        f"  follow:  fab logs --follow --run {run_id}\n"
+        f"  status:  fab status --run {run_id}\n"
+        f"  stop:    fab stop --run {run_id}   (resume: fab train --run {run_id} ...)"
+    )
+
+
+@task(
+    help={
+        "run": RUN_HELP,
+        "follow": "keep printing new lines until the run ends (Ctrl-C leaves it running)",
+        "tail": "lines of history to show first (default: all)",
+        "target": TARGET_HELP,
+        "stack": STACK_HELP,
+    }
+)
+def logs(c, run="", follow=False, tail="all", target="", stack=""):
+    """Print the trainer's log (--follow to keep watching)."""
+    box = _box(target, stack)
+    run_id = trainer_container.resolve_run_id(box, run)
+    name = trainer_container.container_name(run_id)
+    flags = f"--tail {shlex.quote(str(tail))}" + (" --follow" if follow else "")
+    try:
+        result = box.run(f"docker logs {flags} {name}", check=False, hide=False, pty=False)
+    except (OSError, EOFError) as error:
+        raise Exit(_lost_box_message(box, run_id, error)) from None
+    if result.exited == -1 or (box.connection.transport and not box.connection.is_connected):
+        raise Exit(_lost_box_message(box, run_id, "connection closed"))
+    if result.exited != 0:
+        raise Exit(f"no log for run {run_id} on {box.address}: {result.stderr.strip()}")
+
+
+def _lost_box_message(box: Box, run_id: str, why) -> str:
+    return (
+        f"lost the connection to {box.address} while showing the log of run {run_id} ({why}); "
+        "the run goes on if the box does: `fab status` when it is reachable again"
+    )
+
+
+@task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
+def status(c, run="", target="", stack=""):
+    """Show a run's state, progress, GPU use, ETA and cost."""
+    box = _box(target, stack)
+    run_id = trainer_container.resolve_run_id(box, run)
+    snap = run_status.snapshot(box, run_id)
+    print(run_status.render(snap, box.target.hourly_price_usd, box.target.spot))
+
+
+@task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
+def stop(c, run="", target="", stack=""):
+    """Stop a run gracefully: checkpoint, upload, exit."""
+    box = _box(target, stack)
+    run_id = trainer_container.resolve_run_id(box, run)
+    run_dir = trainer_container.run_dir(box.root, run_id)
+    state = trainer_container.inspect_container(box, run_id)
+    if state is None or not (state.running or state.restarting):
+        raise Exit(f"run {run_id} is not running on {box.address}; nothing to stop")
+    # Marker first: the box's resume unit must not bring a user-stopped run back.
+    box.run(f"touch {shlex.quote(run_dir)}/STOPPED_BY_USER")
+    name = trainer_container.container_name(run_id)
+    with console.status(f"stopping {run_id}: checkpoint + upload (<= {STOP_TIMEOUT_SECONDS} s)"):
+        box.run(f"docker stop --time {STOP_TIMEOUT_SECONDS} {name}")
+    state = trainer_container.inspect_container(box, run_id)
+    uri = trainer_container.run_checkpoint_uri(box.target, run_id)
+    exit_code = state.exit_code if state else "?"
+    print(f"run {run_id} stopped (exit {exit_code}); checkpoint: {_latest_checkpoint(uri)}")
+    if exit_code not in (0, trainer_container.PREEMPTED_EXIT_CODE):
+        console.print(f"[yellow]warning:[/] exit {exit_code} is no checkpointed stop; `fab logs`")
+    console.print(
+        f"resume: fab train --run {run_id} --data-uri ...   results: fab download --run {run_id}"
+    )
+
+
+def _latest_checkpoint(run_uri: str) -> str:
+    """The URI of the newest complete checkpoint, as the trainer's LATEST pointer names it."""
+    from trainer.storage import open_store
+
+    try:
+        name = open_store(run_uri).read_bytes("checkpoints/LATEST").decode().strip()
+    except Exception as error:  # any storage failure only makes this one line vaguer
+        return f"{run_uri}/checkpoints/ (could not read LATEST: {error})"
+    return f"{run_uri}/checkpoints/{name}"

@@ -1,0 +1,161 @@
+"""The trainer container on the box: how it is started, found and inspected.
+
+Names, labels, mounts, restart policy and stop timeout are ARCHITECTURE.md's "The
+box" contract, which the box's resume unit and watchdog rely on too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+
+from invoke.exceptions import Exit
+
+from ops.remote import Box
+from ops.target import Target
+
+CONTAINER_PREFIX = "glucose-train-"
+RUN_ID_LABEL = "glucose-training.run-id"
+STOP_TIMEOUT_SECONDS = 120
+PREEMPTED_EXIT_CODE = 75
+USER_ERROR_EXIT_CODE = 2
+WORKSPACE = "/workspace"
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One start of the trainer for a run (a resume is another launch of the same id)."""
+
+    run_id: str
+    image: str
+    dataset_name: str
+    trainer_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not RUN_ID_PATTERN.match(self.run_id):
+            raise Exit(
+                f"run id {self.run_id!r} is not usable as a container name; "
+                "use letters, digits, '.', '_' or '-' (at most 64)"
+            )
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    """`docker inspect` of a trainer container, what `status` needs of it."""
+
+    run_id: str
+    running: bool
+    restarting: bool
+    exit_code: int
+    started_at: str
+    finished_at: str
+    restart_count: int
+
+
+def container_name(run_id: str) -> str:
+    return f"{CONTAINER_PREFIX}{run_id}"
+
+
+def run_dir(box_root: str, run_id: str) -> str:
+    return f"{box_root}/runs/{run_id}"
+
+
+def dataset_dir(box_root: str, name: str) -> str:
+    return f"{box_root}/datasets/{name}"
+
+
+def run_checkpoint_uri(target: Target, run_id: str) -> str:
+    return f"{target.storage_uri}/runs/{run_id}"
+
+
+def container_options(target: Target, user: str) -> list[str]:
+    """User, network and environment shared by every container `fab` starts on the box."""
+    # The SSH user owns BOX_ROOT/runs and /datasets; running as that uid keeps them
+    # writable for the container and removable for the user.
+    options = ["--user", user, "--env", "HOME=/tmp"]
+    if target.docker_network:
+        options += ["--network", target.docker_network]
+    for name, value in sorted(target.container_env.items()):
+        options += ["--env", f"{name}={value}"]
+    return options
+
+
+def docker_run_command(target: Target, launch: Launch, *, gpus: bool, user: str) -> str:
+    """The `docker run` line that starts the trainer detached on the box."""
+    runs = f"{WORKSPACE}/runs/{launch.run_id}"
+    data = f"{WORKSPACE}/datasets/{launch.dataset_name}"
+    args = [
+        "docker", "run", "--detach",
+        "--name", container_name(launch.run_id),
+        "--label", f"{RUN_ID_LABEL}={launch.run_id}",
+        # on-failure, not unless-stopped: a finished run (exit 0) stays down, a
+        # preempted one (exit 75) comes back, a `docker stop` is never undone.
+        "--restart", "on-failure",
+        "--stop-timeout", str(STOP_TIMEOUT_SECONDS),
+        *container_options(target, user),
+        "--volume", f"{run_dir(target.box_root, launch.run_id)}:{runs}",
+        "--volume", f"{dataset_dir(target.box_root, launch.dataset_name)}:{data}:ro",
+    ]  # fmt: skip
+    if gpus:
+        args += ["--gpus", "all"]
+    args += [
+        launch.image,
+        "train",
+        "--data", data,
+        "--run-dir", runs,
+        "--checkpoint-uri", run_checkpoint_uri(target, launch.run_id),
+        *launch.trainer_args,
+    ]  # fmt: skip
+    return shlex.join(args)
+
+
+def box_has_gpus(box: Box) -> bool:
+    """gpuCount from the stack, or an nvidia-smi that answers (a target-file GPU box)."""
+    if box.target.gpu_count > 0:
+        return True
+    return box.run("nvidia-smi --list-gpus", check=False).exited == 0
+
+
+def box_user(box: Box) -> str:
+    return box.run("echo $(id -u):$(id -g)").stdout.strip()
+
+
+def inspect_container(box: Box, run_id: str) -> ContainerState | None:
+    """The run's container, or None when there is none (never started, or removed)."""
+    result = box.run(f"docker inspect {shlex.quote(container_name(run_id))}", check=False)
+    if result.exited != 0:
+        return None
+    state = json.loads(result.stdout)[0]["State"]
+    restarts = json.loads(result.stdout)[0].get("RestartCount", 0)
+    return ContainerState(
+        run_id=run_id,
+        running=bool(state["Running"]),
+        restarting=bool(state.get("Restarting")),
+        exit_code=int(state["ExitCode"]),
+        started_at=state.get("StartedAt", ""),
+        finished_at=state.get("FinishedAt", ""),
+        restart_count=int(restarts),
+    )
+
+
+def run_ids(box: Box, *, running_only: bool = False) -> list[str]:
+    """Run ids of the trainer containers on the box, newest first."""
+    flag = "" if running_only else "--all "
+    result = box.run(
+        f"docker ps {flag}--filter label={RUN_ID_LABEL} "
+        f"--format '{{{{.Label \"{RUN_ID_LABEL}\"}}}}'"
+    )
+    return [line for line in result.stdout.split() if line]
+
+
+def resolve_run_id(box: Box, run_id: str | None) -> str:
+    """The given run id, or the newest run on the box; Exit when there is none."""
+    if run_id:
+        return run_id
+    ids = run_ids(box)
+    if not ids:
+        raise Exit(f"no trainer run on {box.address}; start one with `fab train`")
+    return ids[0]
