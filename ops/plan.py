@@ -208,8 +208,9 @@ def make_plan(
     current = [s for s in chosen if s.status != "retired"]
     if not current:
         where = f" in region {request.region}" if request.region else ""
+        clouds = "azure or aws" if request.cloud == "all" else request.cloud
         raise ValueError(
-            f"no current {request.cloud} size in the catalog{where}; "
+            f"the catalog has no current {clouds} size{where}; "
             "drop --region or pick another (see ops/catalog.py for each size's regions)"
         )
     rows = [_row(request, s, prices.get(s.name) or snapshot_price(s), measured) for s in current]

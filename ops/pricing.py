@@ -143,7 +143,9 @@ def _boto_client(service: str, region: str, endpoint_url: str | None, timeout_s:
     from botocore.config import Config
 
     config = Config(connect_timeout=timeout_s, read_timeout=timeout_s, retries={"max_attempts": 1})
-    return boto3.client(service, region_name=region, endpoint_url=endpoint_url, config=config)
+    # A fresh session each time: the default one caches credentials for the process.
+    session = boto3.session.Session()
+    return session.client(service, region_name=region, endpoint_url=endpoint_url, config=config)
 
 
 def _aws_on_demand(client, name: str, region: str) -> float | None:
