@@ -25,8 +25,9 @@ def publish_gpu_utilization(
     if config.cloud != "aws" or utilization is None:
         return
     try:
-        instance_id = instance_metadata.aws_metadata(config, "instance-id")
-        region = instance_metadata.aws_metadata(config, "placement/region")
+        instance_id, region = instance_metadata.aws_metadata(
+            config, "instance-id", "placement/region"
+        )
     except instance_metadata.MetadataError as error:
         log(f"WARNING: GPU metric not published: {error}")
         return

@@ -88,8 +88,8 @@ def azure_vm_resource_id(config: WatchdogConfig) -> str:
         raise MetadataError(f"GET {url}: compute.{error.args[0]} missing") from error
 
 
-def aws_metadata(config: WatchdogConfig, path: str) -> str:
-    """One IMDSv2 value, e.g. `instance-id` or `placement/region`."""
+def aws_metadata(config: WatchdogConfig, *paths: str) -> list[str]:
+    """IMDSv2 values, e.g. `instance-id`, `placement/region`, under one session token."""
     token_url = f"{config.imds_url}/latest/api/token"
     status, token = request(
         token_url,
@@ -99,12 +99,15 @@ def aws_metadata(config: WatchdogConfig, path: str) -> str:
     )
     if status != 200:
         raise MetadataError(f"PUT {token_url}: HTTP {status}")
-    url = f"{config.imds_url}/latest/meta-data/{path}"
-    status, body = request(
-        url,
-        timeout_seconds=config.http_timeout_seconds,
-        headers={"X-aws-ec2-metadata-token": token.decode()},
-    )
-    if status != 200:
-        raise MetadataError(f"GET {url}: HTTP {status}")
-    return body.decode().strip()
+    values = []
+    for path in paths:
+        url = f"{config.imds_url}/latest/meta-data/{path}"
+        status, body = request(
+            url,
+            timeout_seconds=config.http_timeout_seconds,
+            headers={"X-aws-ec2-metadata-token": token.decode()},
+        )
+        if status != 200:
+            raise MetadataError(f"GET {url}: HTTP {status}")
+        values.append(body.decode().strip())
+    return values

@@ -26,7 +26,6 @@ from watchdog_config import WatchdogConfig, load_config
 PREEMPTED_EXIT_CODE = 75
 # The trainer never got to write its final state: the host went down under it.
 UNFINISHED_STATES = ("running", "preempted")
-DOCKER_WAIT_SECONDS = 180
 DOCKER_POLL_SECONDS = 2
 
 
@@ -54,8 +53,8 @@ def why_not_resume(container: docker_cli.TrainerContainer, run_dir: Path) -> str
     return f"exited {container.exit_code} with status {status}: a failure, not an interruption"
 
 
-def wait_for_docker(command: str) -> bool:
-    deadline = time.monotonic() + DOCKER_WAIT_SECONDS
+def wait_for_docker(command: str, wait_seconds: int) -> bool:
+    deadline = time.monotonic() + wait_seconds
     while not docker_cli.is_up(command):
         if time.monotonic() >= deadline:
             return False
@@ -64,8 +63,8 @@ def wait_for_docker(command: str) -> bool:
 
 
 def resume(config: WatchdogConfig) -> int:
-    if not wait_for_docker(config.docker_command):
-        log(f"ERROR: docker did not answer within {DOCKER_WAIT_SECONDS}s; nothing resumed")
+    if not wait_for_docker(config.docker_command, config.docker_wait_seconds):
+        log(f"ERROR: docker did not answer within {config.docker_wait_seconds}s; nothing resumed")
         return 1
     containers = docker_cli.list_trainers(config.docker_command, include_stopped=True)
     if not containers:

@@ -76,11 +76,11 @@ def describe(state: dict, now: float) -> str:
         parts.append(f"stop_in={max(0.0, state['stop_at'] - now):.0f}s")
     if state["hung_run_ids"]:
         parts.append(f"hung={','.join(state['hung_run_ids'])}")
-    parts.append(f"gpu={signals['gpu_utilization']}")
-    parts.append(f"trainers={[t['run_id'] for t in signals['trainers']]}")
-    parts.append(f"ssh={signals['ssh_sessions']}")
+    parts.append(f"gpu={json.dumps(signals['gpu_utilization'])}")
+    parts.append(f"trainers={json.dumps([t['run_id'] for t in signals['trainers']])}")
+    parts.append(f"ssh={json.dumps(signals['ssh_sessions'])}")
     if signals["problems"]:
-        parts.append(f"problems={signals['problems']}")
+        parts.append(f"problems={json.dumps(signals['problems'])}")
     return " ".join(parts)
 
 

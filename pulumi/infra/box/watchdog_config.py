@@ -42,6 +42,8 @@ class WatchdogConfig:
     """Client id of a user-assigned identity; empty uses the VM's system-assigned one."""
     http_timeout_seconds: float = 10.0
     docker_command: str = "docker"
+    docker_wait_seconds: int = 180
+    """How long the resume unit waits for the docker engine after boot."""
     nvidia_smi_command: str = "nvidia-smi"
     aws_command: str = "aws"
     shutdown_command: tuple = ("shutdown", "-h", "now")

@@ -1,0 +1,111 @@
+"""The idle countdown: the real watchdog program, one run per simulated minute."""
+
+import pytest
+
+from tests.infra.box_fakes import FakeBox
+
+T0 = 1_800_000_000.0
+MINUTE = 60.0
+IDLE_LIMIT_MINUTES = 3
+
+
+@pytest.fixture
+def box(tmp_path):
+    return FakeBox(tmp_path, cloud="aws", idle_shutdown_minutes=IDLE_LIMIT_MINUTES)
+
+
+def test_busy_training_never_stops(box):
+    box.add_trainer("run-1", running=True, created_at=T0 - 600)
+    box.set_gpu(97)
+    for minute in range(4 * IDLE_LIMIT_MINUTES):
+        box.tick(T0 + minute * MINUTE)
+    assert box.calls("shutdown") == []
+    assert box.watchdog_state()["busy_reasons"] == ["gpu", "trainer"]
+
+
+def test_idle_box_is_not_stopped_before_the_limit(box):
+    for second in (0, 60, 120, 179):
+        box.tick(T0 + second)
+    assert box.calls("shutdown") == []
+    assert box.watchdog_state()["decision"] == "idle"
+
+
+def test_idle_box_stops_exactly_at_the_limit(box):
+    for second in (0, 60, 120):
+        box.tick(T0 + second)
+    box.tick(T0 + IDLE_LIMIT_MINUTES * MINUTE)
+    assert box.calls("shutdown") == [["-h", "now"]]
+    assert box.watchdog_state()["stop_method"] == "os-shutdown"
+
+
+def test_idle_since_survives_a_watchdog_restart(box):
+    box.tick(T0)
+    # Each tick is a fresh process, as systemd starts it: only state.json remembers.
+    box.tick(T0 + 2 * MINUTE)
+    assert box.watchdog_state()["idle_since"] == T0
+    box.tick(T0 + IDLE_LIMIT_MINUTES * MINUTE)
+    assert len(box.calls("shutdown")) == 1
+
+
+def test_state_shows_the_countdown(box):
+    box.tick(T0)
+    box.tick(T0 + MINUTE)
+    state = box.watchdog_state()
+    assert state["stop_at"] == T0 + IDLE_LIMIT_MINUTES * MINUTE
+    assert state["idle_shutdown_minutes"] == IDLE_LIMIT_MINUTES
+    assert state["checked_at"] == T0 + MINUTE
+
+
+def test_activity_restarts_the_countdown(box):
+    box.tick(T0)
+    box.set_gpu(60)
+    box.tick(T0 + 2 * MINUTE)
+    box.set_gpu(0)
+    box.tick(T0 + 3 * MINUTE)
+    box.tick(T0 + 5 * MINUTE)
+    assert box.calls("shutdown") == []
+    assert box.watchdog_state()["idle_since"] == T0 + 3 * MINUTE
+
+
+def test_a_reboot_starts_the_countdown_over(box):
+    box.tick(T0)
+    box.reboot("boot-2")
+    box.tick(T0 + IDLE_LIMIT_MINUTES * MINUTE)
+    assert box.calls("shutdown") == []
+    assert box.watchdog_state()["idle_since"] == T0 + IDLE_LIMIT_MINUTES * MINUTE
+
+
+def test_a_long_silence_of_the_watchdog_starts_the_countdown_over(box):
+    box.tick(T0)
+    box.tick(T0 + 20 * MINUTE)
+    assert box.calls("shutdown") == []
+    assert box.watchdog_state()["idle_since"] == T0 + 20 * MINUTE
+
+
+def test_a_requested_stop_is_not_repeated_every_minute(box):
+    for minute in range(IDLE_LIMIT_MINUTES + 3):
+        box.tick(T0 + minute * MINUTE)
+    assert len(box.calls("shutdown")) == 1
+
+
+def test_a_stop_that_did_not_happen_is_retried(box):
+    for minute in range(IDLE_LIMIT_MINUTES + 6):
+        box.tick(T0 + minute * MINUTE)
+    assert len(box.calls("shutdown")) == 2
+
+
+def test_every_decision_is_logged_with_its_signals(box):
+    box.add_process("sshd: alice@pts/1")
+    done = box.tick(T0)
+    assert "decision=busy busy=ssh" in done.stdout
+    assert "gpu=[0]" in done.stdout
+    assert "alice@pts/1" in done.stdout
+
+
+def test_a_bad_config_is_one_line_without_traceback(box):
+    box.config_file.write_text('{"cloud": "gcp", "idle_shutdown_minutes": 30}')
+    done = box.run("watchdog.py", now=T0)
+    assert done.returncode == 2
+    assert "cloud is 'gcp'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert box.calls("shutdown") == []
