@@ -209,12 +209,16 @@ def fetch_aws_prices(
     Needs AWS credentials (any identity allowed pricing:GetProducts and
     ec2:DescribeSpotPriceHistory). Sizes without an on-demand price are left out.
     """
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
     names = list(names)
     try:
         pricing = _boto_client("pricing", AWS_PRICING_API_REGION, pricing_endpoint_url, timeout_s)
         on_demand = {n: _aws_on_demand(pricing, n, region) for n in names}
+    except NoCredentialsError as e:
+        raise PriceFetchError(
+            "AWS Price List API needs AWS credentials; run `aws configure` or set AWS_PROFILE"
+        ) from e
     except (BotoCoreError, ClientError, KeyError, ValueError) as e:
         raise PriceFetchError(f"AWS Price List API: {e}") from e
     try:

@@ -141,6 +141,10 @@ def _footer(plan: Plan) -> list[str]:
     return lines
 
 
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
 @task(
     help={
         "windows": "dataset size in windows (or use --milestone)",
@@ -169,7 +173,6 @@ def plan(
     milestone=None,
 ):
     """Estimate hours and dollars of a training run on every GPU size."""
-    err = Console(stderr=True)
     try:
         request = PlanRequest(
             windows=_windows(windows, milestone),
@@ -184,7 +187,7 @@ def plan(
         prices = None
         if live:
             wanted = [s for s in select_sizes(request, every_size) if s.status != "retired"]
-            prices = live_prices(wanted, region, warn=lambda m: err.print(f"warning: {m}"))
+            prices = live_prices(wanted, region, warn=_warn)
         result = make_plan(request, every_size, prices, load_measured())
     except ValueError as e:
         raise Exit(f"fab plan: {e}") from None

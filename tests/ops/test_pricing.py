@@ -2,10 +2,14 @@
 and EC2 spot price history APIs on 127.0.0.1, and the snapshot fallback when offline."""
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -266,3 +270,29 @@ def test_size_the_live_api_does_not_list_keeps_its_snapshot_price(price_apis):
     assert prices[listed.name].live
     assert prices[unlisted.name] == pricing.snapshot_price(unlisted)
     assert seen == [f"no live azure price in eastus for {unlisted.name}; using the snapshot"]
+
+
+def test_fab_plan_live_uses_the_price_apis_named_in_the_environment(price_apis, aws_credentials):
+    env = {
+        **os.environ,
+        "GLUCOSE_AZURE_PRICES_URL": f"{price_apis.url}/api/retail/prices",
+        "AWS_ENDPOINT_URL_PRICING": price_apis.url,
+        "AWS_ENDPOINT_URL_EC2": price_apis.url,
+    }
+    fab = str(Path(sys.executable).with_name("fab"))
+    done = subprocess.run(
+        [fab, "plan", "--milestone", "M1", "--epochs", "1", "--live", "--json"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {r["size"]: r for r in json.loads(done.stdout)["rows"]}
+    t4, g5 = rows["Standard_NC4as_T4_v3"], rows["g5.xlarge"]
+    assert t4["price_source"].startswith("live")
+    assert t4["on_demand_usd"] == pytest.approx(t4["hours"] * 0.6)
+    assert g5["spot_usd"] == pytest.approx(g5["hours"] * 0.45)
+    assert rows["g6.xlarge"]["price_source"].startswith("snapshot")  # not served by the fake
+    assert "no live aws price in us-east-1 for" in done.stderr
