@@ -1,0 +1,304 @@
+"""One GPU training box (or a cluster of `nodeCount`) on AWS, with its guard rails.
+
+The same public shape as the Azure component: `hosts`, `ssh_user`, `storage_uri`,
+`registry`, `image_repository`. What it declares, all tagged project/stack/owner:
+
+- a small VPC of its own with an SSH-only security group (`aws_network.py` says why
+  not the default VPC); the EC2 key pair from `sshPublicKey`;
+- the instances: AMI looked up by owner and name, IMDSv2 only with hop limit 2 (the
+  trainer container reads spot notices), OS shutdown = stop, encrypted gp3 root,
+  optional persistent spot that stops instead of terminating, the shared cloud-init,
+  an Elastic IP each, a cluster placement group for more than one;
+- an S3 bucket (private, encrypted, versioned, lifecycle-trimmed) and an ECR repo;
+- an instance role: this bucket, this repository, one metric namespace (`aws_iam.py`);
+- guard rails (`aws_guard_rails.py`): an EventBridge Scheduler daily stop, a monthly
+  budget with e-mail alerts, a CloudWatch alarm that stops a box whose GPUs stay idle.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pulumi_aws as aws
+
+import pulumi
+from infra import aws_guard_rails, aws_iam
+from infra.aws_network import declare_network
+from infra.cloud_init import encode_user_data, render_cloud_init
+from infra.config import StackConfig
+
+SSH_USER = "ubuntu"
+
+# AWS Deep Learning Base AMI: NVIDIA driver, CUDA, Docker and the container toolkit.
+# Its open-source kernel module drives Turing (sm_75) and newer only, so Volta (p3,
+# V100) boots plain Ubuntu 22.04 and the shared setup script installs the
+# proprietary driver, docker and the toolkit there (pulumi/infra/box/setup-box.sh).
+DLAMI_OWNER = "amazon"
+DLAMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
+UBUNTU_OWNER = "099720109477"  # Canonical
+UBUNTU_NAME = "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"
+OSS_DRIVER_MIN_COMPUTE_CAPABILITY = (7, 5)
+
+IMDS_HOP_LIMIT = 2  # host -> docker bridge -> container: the trainer reads spot notices
+USER_DATA_LIMIT_BYTES = 16 * 1024  # after gzip, before base64
+
+TMP_PREFIX = "tmp/"
+STALE_TMP_DAYS = 2
+INCOMPLETE_UPLOAD_DAYS = 1
+NONCURRENT_VERSION_DAYS = 14
+
+
+class AwsTrainingBox(pulumi.ComponentResource):
+    """N GPU instances with storage, registry and every guard rail, under one name."""
+
+    hosts: pulumi.Output[list[str]]
+    ssh_user: str
+    storage_uri: pulumi.Output[str]
+    registry: pulumi.Output[str]
+    image_repository: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        if config.cloud != "aws":
+            raise ValueError(f"AwsTrainingBox got a stack for cloud {config.cloud!r}")
+        super().__init__("glucose-training:aws:TrainingBox", name, None, opts)
+        self._name = name
+        self._config = config
+        self._tags = config.tags
+
+        network = declare_network(name, config, self._tags, parent=self)
+        bucket = self._bucket()
+        repository = self._repository()
+        profile = self._instance_profile(bucket, repository)
+        instances = self._instances(network.subnet, network.security_group, profile)
+        addresses = [
+            aws.ec2.Eip(
+                f"{name}-ip-{index}",
+                domain="vpc",
+                instance=instance.id,
+                tags=self._tags,
+                opts=self._child(depends_on=[network.internet_gateway]),
+            )
+            for index, instance in enumerate(instances)
+        ]
+        aws_guard_rails.declare_daily_stop(name, config, instances, self._tags, parent=self)
+        aws_guard_rails.declare_budget(name, config, self._tags, parent=self)
+        aws_guard_rails.declare_idle_alarms(name, config, instances, self._tags, parent=self)
+
+        self.hosts = pulumi.Output.all(*[address.public_ip for address in addresses])
+        self.ssh_user = SSH_USER
+        self.storage_uri = bucket.bucket.apply(lambda b: f"s3://{b}")
+        self.image_repository = repository.repository_url
+        self.registry = repository.repository_url.apply(lambda url: url.split("/", 1)[0])
+        self.register_outputs(
+            {
+                "hosts": self.hosts,
+                "sshUser": self.ssh_user,
+                "storageUri": self.storage_uri,
+                "registry": self.registry,
+                "imageRepository": self.image_repository,
+            }
+        )
+
+    def _child(self, **kwargs) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, **kwargs)
+
+    def _retention(self) -> pulumi.ResourceOptions:
+        # The bucket's settings stay with it: a retained bucket whose public-access
+        # block was deleted would be one policy away from public.
+        return self._child(retain_on_delete=self._config.keep_storage_on_destroy)
+
+    def _bucket(self) -> aws.s3.Bucket:
+        name, keep = self._name, self._config.keep_storage_on_destroy
+        bucket = aws.s3.Bucket(
+            f"{name}-storage",
+            # Deleting a bucket that still holds checkpoints needs force_destroy; a kept
+            # bucket is never deleted by Pulumi, so it never needs it.
+            force_destroy=not keep,
+            tags={**self._tags, "keep-on-destroy": str(keep).lower()},
+            opts=self._retention(),
+        )
+        aws.s3.BucketPublicAccessBlock(
+            f"{name}-storage-private",
+            bucket=bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=self._retention(),
+        )
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-storage-encryption",
+            bucket=bucket.id,
+            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}],
+            opts=self._retention(),
+        )
+        aws.s3.BucketVersioning(
+            f"{name}-storage-versioning",
+            bucket=bucket.id,
+            versioning_configuration={"status": "Enabled"},
+            opts=self._retention(),
+        )
+        aws.s3.BucketLifecycleConfiguration(
+            f"{name}-storage-lifecycle",
+            bucket=bucket.id,
+            rules=_lifecycle_rules(),
+            opts=self._retention(),
+        )
+        return bucket
+
+    def _repository(self) -> aws.ecr.Repository:
+        return aws.ecr.Repository(
+            f"{self._name}-trainer",
+            image_scanning_configuration={"scan_on_push": True},
+            # `fab push` tags by git revision and may push a rebuilt revision again, which
+            # IMMUTABLE would refuse. Images are rebuilt from the repo, so they go with
+            # the stack (force_delete) instead of blocking `pulumi destroy`.
+            image_tag_mutability="MUTABLE",
+            force_delete=True,
+            tags=self._tags,
+            opts=self._child(),
+        )
+
+    def _instance_profile(
+        self, bucket: aws.s3.Bucket, repository: aws.ecr.Repository
+    ) -> aws.iam.InstanceProfile:
+        name = self._name
+        role = aws.iam.Role(
+            f"{name}-box-role",
+            assume_role_policy=json.dumps(aws_iam.assume_role_policy("ec2.amazonaws.com")),
+            tags=self._tags,
+            opts=self._child(),
+        )
+        aws.iam.RolePolicy(
+            f"{name}-box-access",
+            role=role.id,
+            policy=pulumi.Output.all(bucket.arn, repository.arn).apply(
+                lambda arns: json.dumps(
+                    aws_iam.box_policy(arns[0], arns[1], aws_guard_rails.METRIC_NAMESPACE)
+                )
+            ),
+            opts=self._child(),
+        )
+        return aws.iam.InstanceProfile(
+            f"{name}-box-profile", role=role.name, tags=self._tags, opts=self._child()
+        )
+
+    def _instances(
+        self,
+        subnet: aws.ec2.Subnet,
+        security_group: aws.ec2.SecurityGroup,
+        profile: aws.iam.InstanceProfile,
+    ) -> list[aws.ec2.Instance]:
+        config, name = self._config, self._name
+        key_pair = aws.ec2.KeyPair(
+            f"{name}-key", public_key=config.ssh_public_key, tags=self._tags, opts=self._child()
+        )
+        placement_group = None
+        if config.node_count > 1:
+            placement_group = aws.ec2.PlacementGroup(
+                f"{name}-cluster", strategy="cluster", tags=self._tags, opts=self._child()
+            ).name
+        spot = {
+            "market_type": "spot",
+            "spot_options": {
+                # Persistent + stop: capacity comes back to the same disk and resumes.
+                "instance_interruption_behavior": "stop",
+                "spot_instance_type": "persistent",
+            },
+        }
+        ami_id = self._ami_id()
+        user_data = _user_data(config)
+        return [
+            aws.ec2.Instance(
+                f"{name}-box-{index}",
+                ami=ami_id,
+                instance_type=config.vm_size,
+                subnet_id=subnet.id,
+                vpc_security_group_ids=[security_group.id],
+                key_name=key_pair.key_name,
+                iam_instance_profile=profile.name,
+                placement_group=placement_group,
+                metadata_options={
+                    "http_endpoint": "enabled",
+                    "http_tokens": "required",
+                    "http_put_response_hop_limit": IMDS_HOP_LIMIT,
+                },
+                # The watchdog's `shutdown -h now` must stop billing, not lose the disk.
+                instance_initiated_shutdown_behavior="stop",
+                root_block_device={
+                    "volume_type": "gp3",
+                    "volume_size": config.os_disk_size_gb,
+                    "encrypted": True,
+                    "delete_on_termination": True,
+                },
+                instance_market_options=spot if config.spot else None,
+                user_data_base64=user_data,
+                tags={**self._tags, "Name": f"{name}-box-{index}"},
+                volume_tags=self._tags,
+                opts=self._child(),
+            )
+            for index in range(config.node_count)
+        ]
+
+    def _ami_id(self) -> pulumi.Output[str]:
+        major, minor = (int(p) for p in self._config.size.gpu.compute_capability.split("."))
+        owner, pattern = (
+            (DLAMI_OWNER, DLAMI_NAME)
+            if (major, minor) >= OSS_DRIVER_MIN_COMPUTE_CAPABILITY
+            else (UBUNTU_OWNER, UBUNTU_NAME)
+        )
+        return aws.ec2.get_ami_output(
+            owners=[owner],
+            most_recent=True,
+            filters=[
+                {"name": "name", "values": [pattern]},
+                {"name": "architecture", "values": ["x86_64"]},
+                {"name": "state", "values": ["available"]},
+            ],
+            opts=pulumi.InvokeOutputOptions(parent=self),
+        ).id
+
+
+def _lifecycle_rules() -> list[dict]:
+    return [
+        {
+            "id": "expire-stale-temporaries",
+            "status": "Enabled",
+            "filter": {"prefix": TMP_PREFIX},
+            "expiration": {"days": STALE_TMP_DAYS},
+        },
+        {
+            # A preempted multipart upload of a checkpoint leaves invisible, billed parts.
+            "id": "abort-incomplete-multipart-uploads",
+            "status": "Enabled",
+            "filter": {"prefix": ""},
+            "abort_incomplete_multipart_upload": {"days_after_initiation": INCOMPLETE_UPLOAD_DAYS},
+        },
+        {
+            # Versioning protects against a bad overwrite; old checkpoint versions then age out.
+            "id": "expire-noncurrent-versions",
+            "status": "Enabled",
+            "filter": {"prefix": ""},
+            "noncurrent_version_expiration": {"noncurrent_days": NONCURRENT_VERSION_DAYS},
+        },
+    ]
+
+
+def _user_data(config: StackConfig) -> str:
+    """The shared cloud-init, gzipped: raw it is over EC2's 16 KB user-data limit
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html)."""
+    encoded = encode_user_data(
+        render_cloud_init(
+            cloud="aws", idle_shutdown_minutes=config.idle_shutdown_minutes, ssh_user=SSH_USER
+        )
+    )
+    packed_bytes = len(base64.b64decode(encoded))
+    if packed_bytes > USER_DATA_LIMIT_BYTES:
+        raise ValueError(
+            f"the box's cloud-init is {packed_bytes} bytes gzipped, over EC2's "
+            f"{USER_DATA_LIMIT_BYTES}-byte user-data limit; slim pulumi/infra/box/"
+        )
+    return encoded

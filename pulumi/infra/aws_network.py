@@ -1,0 +1,117 @@
+"""The AWS box's own small network: VPC, one public subnet, gateway, security group.
+
+Why not the default VPC: many accounts deleted it (and organisations often forbid
+it), its subnets sit in zones that may not sell p4d/p5, and anything we add to it
+outlives `pulumi destroy`. Our own VPC costs nothing, puts the subnet in a zone that
+offers the instance type, and goes away with the stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi_aws as aws
+
+import pulumi
+from infra.config import StackConfig
+
+VPC_CIDR = "10.42.0.0/16"
+SUBNET_CIDR = "10.42.0.0/24"
+ANYWHERE_CIDR = "0.0.0.0/0"
+SSH_PORT = 22
+
+
+@dataclass(frozen=True)
+class AwsNetwork:
+    subnet: aws.ec2.Subnet
+    security_group: aws.ec2.SecurityGroup
+    internet_gateway: aws.ec2.InternetGateway
+    """Elastic IPs depend on it: AWS wants the gateway before the address."""
+
+
+def declare_network(
+    name: str, config: StackConfig, tags: dict[str, str], parent: pulumi.Resource
+) -> AwsNetwork:
+    """VPC, public subnet in a zone offering `config.vm_size`, route, security group."""
+    child = pulumi.ResourceOptions(parent=parent)
+    vpc = aws.ec2.Vpc(
+        f"{name}-vpc",
+        cidr_block=VPC_CIDR,
+        enable_dns_support=True,
+        enable_dns_hostnames=True,
+        tags=tags,
+        opts=child,
+    )
+    gateway = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=tags, opts=child)
+    subnet = aws.ec2.Subnet(
+        f"{name}-subnet",
+        vpc_id=vpc.id,
+        cidr_block=SUBNET_CIDR,
+        availability_zone=_zone_offering(config, parent),
+        map_public_ip_on_launch=False,  # the Elastic IP is each box's one public address
+        tags=tags,
+        opts=child,
+    )
+    routes = aws.ec2.RouteTable(
+        f"{name}-routes",
+        vpc_id=vpc.id,
+        routes=[{"cidr_block": ANYWHERE_CIDR, "gateway_id": gateway.id}],
+        tags=tags,
+        opts=child,
+    )
+    aws.ec2.RouteTableAssociation(
+        f"{name}-routes-subnet", subnet_id=subnet.id, route_table_id=routes.id, opts=child
+    )
+    security_group = aws.ec2.SecurityGroup(
+        f"{name}-ssh",
+        description="glucose-training box: SSH from sshAllowedCidr, all egress",
+        vpc_id=vpc.id,
+        ingress=_ingress_rules(config),
+        egress=[{"protocol": "-1", "from_port": 0, "to_port": 0, "cidr_blocks": [ANYWHERE_CIDR]}],
+        tags=tags,
+        opts=child,
+    )
+    return AwsNetwork(subnet, security_group, gateway)
+
+
+def _ingress_rules(config: StackConfig) -> list[dict]:
+    rules = [
+        {
+            "description": "SSH from sshAllowedCidr only",
+            "protocol": "tcp",
+            "from_port": SSH_PORT,
+            "to_port": SSH_PORT,
+            "cidr_blocks": [config.ssh_allowed_cidr],
+        }
+    ]
+    if config.node_count > 1:
+        # torchrun's rendezvous and NCCL pick ports at run time: the group trusts itself.
+        rules.append(
+            {
+                "description": "node-to-node training traffic",
+                "protocol": "-1",
+                "from_port": 0,
+                "to_port": 0,
+                "self": True,
+            }
+        )
+    return rules
+
+
+def _zone_offering(config: StackConfig, parent: pulumi.Resource) -> pulumi.Output[str]:
+    """The first availability zone (by name) where the region sells this size."""
+    offerings = aws.ec2.get_instance_type_offerings_output(
+        location_type="availability-zone",
+        filters=[{"name": "instance-type", "values": [config.vm_size]}],
+        opts=pulumi.InvokeOutputOptions(parent=parent),
+    )
+
+    def first_zone(zones: list[str]) -> str:
+        if not zones:
+            raise ValueError(
+                f"no availability zone in {config.region} offers {config.vm_size} to this "
+                "account; pick another aws:region or vmSize (`fab plan` lists the options)"
+            )
+        return sorted(zones)[0]
+
+    return offerings.locations.apply(first_zone)
