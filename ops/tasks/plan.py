@@ -9,7 +9,7 @@ from __future__ import annotations
 import json as jsonlib
 import sys
 
-from invoke import Exit, task
+from invoke import Context, Exit, task
 from rich.console import Console
 from rich.table import Table
 
@@ -160,18 +160,18 @@ def _warn(message: str) -> None:
     }
 )
 def plan(
-    c,
-    windows=0,
-    epochs=0,
-    window_length=100,
-    cloud="all",
-    region=None,
-    spot=False,
-    deadline=None,
-    json=False,
-    live=False,
-    milestone=None,
-):
+    c: Context,
+    windows: int = 0,
+    epochs: int = 0,
+    window_length: int = 100,
+    cloud: str = "all",
+    region: str | None = None,
+    spot: bool = False,
+    deadline: str | None = None,
+    json: bool = False,
+    live: bool = False,
+    milestone: str | None = None,
+) -> None:
     """Estimate hours and dollars of a training run on every GPU size."""
     try:
         request = PlanRequest(
