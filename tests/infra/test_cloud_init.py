@@ -3,6 +3,7 @@
 import base64
 import gzip
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,157 @@ def test_encoded_user_data_fits_both_clouds_and_round_trips():
 def test_encoded_user_data_is_stable_between_renders():
     # Changed user data replaces the VM, so two previews must agree byte for byte.
     assert encode_user_data(_render()) == encode_user_data(_render())
+
+
+# --- setup-box.sh, the script cloud-init runs: real bash, fake system tools ---
+
+REAL_TOOLS = ("bash", "grep", "sort", "tail", "sed", "mkdir", "date", "mv", "cat", "ln")
+FAKE_SYSTEM_TOOL = """#!/bin/bash
+echo "${0##*/} $*" >> "$FAKE_LOG"
+case "${0##*/} $1" in
+    "apt-get install")
+        [ -z "${FAKE_APT_FAIL:-}" ] || exit 100
+        # An installed package brings its command, as the real one would.
+        for package in "$@"; do
+            case "$package" in
+                docker.io) ln -s "$FAKE_TOOL" "${0%/*}/docker" ;;
+                nvidia-utils-*) ln -s "$FAKE_TOOL" "${0%/*}/nvidia-smi" ;;
+                nvidia-container-toolkit) ln -s "$FAKE_TOOL" "${0%/*}/nvidia-ctk" ;;
+            esac
+        done ;;
+    "docker info") echo "$FAKE_DOCKER_RUNTIMES" ;;
+    "gpg --batch") cat > /dev/null ;;
+    "ubuntu-drivers list")
+        [ -z "${FAKE_NO_DRIVER:-}" ] || exit 0
+        echo "nvidia-driver-535-server, (kernel modules provided by linux-modules-nvidia-535)"
+        echo "nvidia-driver-550-server, (kernel modules provided by linux-modules-nvidia-550)" ;;
+    "curl -fsSL")
+        case "$2" in
+            *.list) echo 'deb https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /' ;;
+            *) echo KEY ;;
+        esac ;;
+esac
+exit 0
+"""
+ALWAYS_FAKE = ("apt-get", "systemctl", "ubuntu-drivers", "modprobe", "curl", "gpg", "chown")
+IMAGE_TOOLS = ("docker", "nvidia-smi", "nvidia-ctk")
+
+
+def _run_setup(tmp_path, *, image_has=IMAGE_TOOLS, gpu=True, runtimes='{"nvidia":{}}', env=()):
+    """Run setup-box.sh with only `image_has` of the GPU tools on PATH; return (rc, calls)."""
+    bin_dir, pci, apt_root = tmp_path / "bin", tmp_path / "pci", tmp_path / "apt"
+    for directory in (bin_dir, pci / "0000:00:1e.0", apt_root / "etc/apt/sources.list.d"):
+        directory.mkdir(parents=True)
+    (pci / "0000:00:1e.0" / "vendor").write_text("0x10de\n" if gpu else "0x1d0f\n")
+    for tool in REAL_TOOLS:
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    fake = tmp_path / "fake-system-tool"
+    fake.write_text(FAKE_SYSTEM_TOOL)
+    fake.chmod(0o755)
+    for tool in (*ALWAYS_FAKE, "usermod", *image_has):
+        (bin_dir / tool).symlink_to(fake)
+    log = tmp_path / "calls.log"
+    log.touch()
+    done = subprocess.run(
+        ["bash", str(BOX_DIR / "setup-box.sh"), "ubuntu", str(tmp_path / "box")],
+        env={
+            "PATH": str(bin_dir),
+            "FAKE_LOG": str(log),
+            "FAKE_TOOL": str(fake),
+            "FAKE_DOCKER_RUNTIMES": runtimes,
+            "GLUCOSE_PCI_ROOT": str(pci),
+            "GLUCOSE_APT_ROOT": str(apt_root),
+            **dict(env),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done, log.read_text().splitlines()
+
+
+def _installs(calls):
+    return [call for call in calls if call.startswith("apt-get install")]
+
+
+def test_setup_installs_nothing_on_an_image_that_has_it_all(tmp_path):
+    done, calls = _run_setup(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _installs(calls) == []
+    assert not any(call.startswith("nvidia-ctk") for call in calls)
+
+
+def test_setup_installs_docker_only_when_absent(tmp_path):
+    done, calls = _run_setup(tmp_path, image_has=(), gpu=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _installs(calls) == [
+        "apt-get install -y -q --no-install-recommends docker.io",
+    ]
+    assert "systemctl enable --now docker" in calls
+
+
+def test_setup_skips_gpu_software_without_a_gpu(tmp_path):
+    done, calls = _run_setup(tmp_path, image_has=("docker",), gpu=False)
+    assert "no NVIDIA GPU" in done.stdout
+    assert _installs(calls) == []
+
+
+def test_setup_installs_driver_and_toolkit_on_a_bare_gpu_image(tmp_path):
+    done, calls = _run_setup(tmp_path, image_has=("docker",), runtimes='{"runc":{}}')
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ubuntu-drivers install --gpgpu nvidia:550-server" in calls
+    assert _installs(calls)[-2:] == [
+        "apt-get install -y -q --no-install-recommends nvidia-utils-550-server",
+        "apt-get install -y -q --no-install-recommends nvidia-container-toolkit",
+    ]
+    assert "nvidia-ctk runtime configure --runtime=docker" in calls
+    assert calls.index("nvidia-ctk runtime configure --runtime=docker") < calls.index(
+        "systemctl restart docker"
+    )
+
+
+def test_setup_adds_nvidia_repository_signed_by_its_key(tmp_path):
+    _run_setup(tmp_path, image_has=("docker", "nvidia-smi"), runtimes='{"runc":{}}')
+    sources = tmp_path / "apt/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+    keyring = tmp_path / "apt/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+    assert sources.read_text().startswith(f"deb [signed-by={keyring}] https://nvidia.github.io/")
+
+
+def test_setup_registers_an_existing_toolkit_with_docker_once(tmp_path):
+    _, calls = _run_setup(tmp_path, runtimes='{"runc":{}}')
+    assert _installs(calls) == []
+    assert calls.count("nvidia-ctk runtime configure --runtime=docker") == 1
+
+
+def test_setup_enables_watchdog_timer_and_resume_unit(tmp_path):
+    _, calls = _run_setup(tmp_path)
+    assert "systemctl enable --now glucose-watchdog.timer" in calls
+    assert "systemctl enable glucose-resume.service" in calls
+
+
+def test_setup_lets_the_ssh_user_run_docker_and_write_runs(tmp_path):
+    _, calls = _run_setup(tmp_path)
+    box = tmp_path / "box"
+    assert "usermod -aG docker ubuntu" in calls
+    assert f"chown ubuntu:ubuntu {box}/runs {box}/datasets" in calls
+
+
+def test_setup_writes_the_ready_marker_last(tmp_path):
+    done, _ = _run_setup(tmp_path)
+    ready = json.loads((tmp_path / "box" / "ready").read_text())
+    assert ready["gpu"] == "nvidia"
+    assert done.stdout.strip().endswith(f"box ready: {tmp_path / 'box' / 'ready'}")
+
+
+def test_failed_setup_writes_no_ready_marker(tmp_path):
+    done, _ = _run_setup(tmp_path, image_has=(), env={"FAKE_APT_FAIL": "1"})
+    assert done.returncode != 0
+    assert not (tmp_path / "box" / "ready").exists()
+
+
+def test_gpu_without_a_recommended_driver_fails_setup_loudly(tmp_path):
+    done, _ = _run_setup(tmp_path, image_has=("docker",), env={"FAKE_NO_DRIVER": "1"})
+    assert done.returncode != 0
+    assert "ERROR: ubuntu-drivers recommends no NVIDIA server driver" in done.stdout
+    assert not (tmp_path / "box" / "ready").exists()

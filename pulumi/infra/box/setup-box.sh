@@ -7,18 +7,21 @@
 #
 # Usage: setup-box.sh SSH_USER BOX_ROOT
 # Every tool is called by name, so the tests run this script for real with fakes
-# first on PATH; GLUCOSE_PCI_ROOT points the GPU probe at a fake sysfs.
+# first on PATH; GLUCOSE_PCI_ROOT points the GPU probe at a fake sysfs and
+# GLUCOSE_APT_ROOT the apt source and keyring files into a temp dir.
 set -euo pipefail
 
 ssh_user="$1"
 box_root="$2"
 pci_root="${GLUCOSE_PCI_ROOT:-/sys/bus/pci/devices}"
+apt_root="${GLUCOSE_APT_ROOT:-}"
 NVIDIA_PCI_VENDOR=0x10de
 # NVIDIA's documented apt repository for the container toolkit:
 # https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html
 TOOLKIT_KEY_URL=https://nvidia.github.io/libnvidia-container/gpgkey
 TOOLKIT_LIST_URL=https://nvidia.github.io/libnvidia-container/stable/deb/nvidia-container-toolkit.list
-TOOLKIT_KEYRING=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
+TOOLKIT_KEYRING="$apt_root/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+TOOLKIT_SOURCES="$apt_root/etc/apt/sources.list.d/nvidia-container-toolkit.list"
 
 log() { echo "glucose-setup: $*"; }
 
@@ -54,7 +57,7 @@ install_gpu_driver() {
     apt_install ubuntu-drivers-common
     local version
     version=$(ubuntu-drivers list --gpgpu 2>/dev/null | grep -o 'nvidia-driver-[0-9]*-server' \
-        | grep -o '[0-9]*' | sort -n | tail -n 1)
+        | grep -o '[0-9]*' | sort -n | tail -n 1 || true)
     if [ -z "$version" ]; then
         log "ERROR: ubuntu-drivers recommends no NVIDIA server driver for this GPU"
         return 1
@@ -72,11 +75,15 @@ install_container_toolkit() {
         curl -fsSL "$TOOLKIT_KEY_URL" | gpg --batch --yes --dearmor -o "$TOOLKIT_KEYRING"
         curl -fsSL "$TOOLKIT_LIST_URL" \
             | sed "s#deb https://#deb [signed-by=$TOOLKIT_KEYRING] https://#g" \
-            > /etc/apt/sources.list.d/nvidia-container-toolkit.list
+            > "$TOOLKIT_SOURCES"
         apt_updated=""
         apt_install nvidia-container-toolkit
     fi
-    if docker info --format '{{json .Runtimes}}' | grep -q nvidia; then
+    # Captured, not piped into `grep -q`: under pipefail an early-exiting grep
+    # would fail the pipeline with SIGPIPE and look like "no nvidia runtime".
+    local runtimes
+    runtimes=$(docker info --format '{{json .Runtimes}}')
+    if [[ "$runtimes" == *nvidia* ]]; then
         log "docker already knows the nvidia runtime"
         return
     fi
