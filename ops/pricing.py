@@ -107,7 +107,10 @@ def fetch_azure_prices(
             raise PriceFetchError(f"Azure Retail Prices API answered without Items: {page!r:.200}")
         items.extend(page["Items"])
         page_url = page.get("NextPageLink")
-    return _azure_prices_from_items(items, names, region)
+    try:
+        return _azure_prices_from_items(items, names, region)
+    except (KeyError, TypeError, ValueError) as e:
+        raise PriceFetchError(f"Azure Retail Prices API: unexpected item ({e!r})") from e
 
 
 def _azure_prices_from_items(
