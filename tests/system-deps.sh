@@ -27,3 +27,9 @@ if [ ! -x .cache/node/node_modules/.bin/azurite-blob ]; then
     mkdir -p .cache/node
     npm install --prefix .cache/node --no-audit --no-fund --loglevel=error azurite@3
 fi
+
+# systemd-analyze verifies the box's units (tests/infra/test_cloud_init.py).
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends systemd
+fi
