@@ -31,6 +31,8 @@ DEFAULT_KNOWN_HOSTS = Path(".known_hosts")
 BOOT_WAIT_SECONDS = 600
 CONNECT_TIMEOUT_SECONDS = 10
 RETRY_PAUSE_SECONDS = 5
+# Once SSH answers, checking for the marker is one cheap command: poll it faster.
+READY_POLL_SECONDS = 1
 KEEPALIVE_SECONDS = 15
 DISK_FULL_MARKER = "No space left on device"
 
@@ -94,7 +96,8 @@ class Box:
             connection = _open_with_retries(self, deadline, status)
             ready = f"{self.root}/ready"
             while not _remote_exists(connection, ready):
-                _wait_or_give_up(deadline, f"{ready} (cloud-init still running)", self, status)
+                waiting_for = f"{ready} (cloud-init still running)"
+                _wait_or_give_up(deadline, waiting_for, self, status, READY_POLL_SECONDS)
         return connection
 
 
@@ -157,7 +160,9 @@ def _open_with_retries(box: Box, deadline: float, status) -> Connection:
             _wait_or_give_up(deadline, reason, box, status)
 
 
-def _wait_or_give_up(deadline: float, waiting_for: str, box: Box, status) -> None:
+def _wait_or_give_up(
+    deadline: float, waiting_for: str, box: Box, status, pause_seconds: float = RETRY_PAUSE_SECONDS
+) -> None:
     left_seconds = deadline - time.monotonic()
     if left_seconds <= 0:
         raise Exit(
@@ -166,7 +171,7 @@ def _wait_or_give_up(deadline: float, waiting_for: str, box: Box, status) -> Non
             f"box is started with `pulumi up` or the cloud console), then retry"
         )
     status.update(f"waiting for {box.address}: {waiting_for}; giving up in {left_seconds:.0f} s")
-    time.sleep(min(RETRY_PAUSE_SECONDS, max(left_seconds, 0.1)))
+    time.sleep(min(pause_seconds, max(left_seconds, 0.1)))
 
 
 def _remote_exists(connection: Connection, path: str) -> bool:
@@ -212,6 +217,7 @@ def openssh_args(target: Target) -> list[str]:
         "-p", str(target.ssh_port),
         "-o", f"UserKnownHostsFile={known_hosts_path().resolve()}",
         "-o", "StrictHostKeyChecking=accept-new",
+        "-o", "HashKnownHosts=no",  # readable lines, as paramiko writes them
         "-o", f"ConnectTimeout={CONNECT_TIMEOUT_SECONDS}",
     ]  # fmt: skip
     if target.ssh_key_path is not None:

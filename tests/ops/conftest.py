@@ -1,0 +1,101 @@
+"""A local "box" for the `fab` tests: the sshd fixture, a BOX_ROOT in a temp dir, and
+the real `fab` command line pointed at it through a target file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.sshd import SshServer
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FAB = Path(sys.executable).parent / "fab"
+FAB_TIMEOUT_SECONDS = 600
+
+
+@dataclass
+class LocalBox:
+    """A target file describing `server` as a box, and a way to run `fab` against it."""
+
+    server: SshServer
+    root: Path
+    target_file: Path
+    known_hosts: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def write_target(self, **overrides) -> None:
+        outputs = {
+            "cloud": "local",
+            "hosts": [self.server.host],
+            "sshUser": self.server.user,
+            "sshPort": self.server.port,
+            "sshKeyPath": str(self.server.client_key),
+            "storageUri": f"file://{self.root.parent / 'storage'}",
+            "registry": "",
+            "imageRepository": "glucose-training",
+            "vmSize": "local",
+            "gpuCount": 0,
+            "hourlyPriceUsd": 1.5,
+            "spot": False,
+            "boxRoot": str(self.root),
+        }
+        outputs.update(overrides)
+        self.target_file.write_text(json.dumps(outputs, indent=2))
+
+    def fab(self, *args: str, timeout: float = FAB_TIMEOUT_SECONDS) -> subprocess.CompletedProcess:
+        """Run the real `fab` from the repository root against this box."""
+        env = {
+            **os.environ,
+            "GLUCOSE_TARGET": str(self.target_file),
+            "GLUCOSE_KNOWN_HOSTS": str(self.known_hosts),
+            "GLUCOSE_BOOT_WAIT_SECONDS": "20",
+            "COLUMNS": "200",
+            **self.env,
+        }
+        return subprocess.run(
+            [str(FAB), *args],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+def make_local_box(server: SshServer, directory: Path) -> LocalBox:
+    root = directory / "box-root"
+    for sub in ("runs", "datasets", "watchdog"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    (root / "ready").write_text('{"gpu": "absent"}\n')
+    box = LocalBox(
+        server=server,
+        root=root,
+        target_file=directory / "target.json",
+        known_hosts=directory / "known_hosts",
+    )
+    box.write_target()
+    return box
+
+
+@pytest.fixture
+def local_box(sshd: SshServer, tmp_path: Path) -> LocalBox:
+    """The session's sshd as a ready box with a fresh BOX_ROOT and known_hosts."""
+    return make_local_box(sshd, tmp_path)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> str:
+    """The command failed with a one-line message (no traceback) naming `fragments`."""
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    message = lines[-1]
+    for fragment in fragments:
+        assert fragment in message, message
+    return message

@@ -1,0 +1,82 @@
+"""Which box `fab` drives: target files and the Pulumi stack, with one-line errors."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from invoke.exceptions import Exit
+
+from ops.target import DEFAULT_BOX_ROOT, load_target_file, resolve_target
+from tests.ops.conftest import FAB, REPO_ROOT, assert_one_line_error
+
+
+def _write(path: Path, outputs: dict) -> Path:
+    path.write_text(json.dumps(outputs))
+    return path
+
+
+def test_target_file_keys_become_a_target(tmp_path):
+    path = _write(
+        tmp_path / "box.json",
+        {
+            "cloud": "aws",
+            "hosts": ["10.0.0.5"],
+            "sshUser": "ubuntu",
+            "sshPort": 2222,
+            "sshKeyPath": "keys/id",
+            "storageUri": "s3://bucket/prefix/",
+            "registry": "123.dkr.ecr.eu-west-1.amazonaws.com",
+            "imageRepository": "glucose",
+            "gpuCount": 1,
+            "hourlyPriceUsd": 0.9,
+            "spot": True,
+            "containerEnv": {"A": 1},
+            "dockerNetwork": "host",
+        },
+    )
+    target = load_target_file(path)
+    assert (target.host, target.ssh_port, target.ssh_user) == ("10.0.0.5", 2222, "ubuntu")
+    assert target.ssh_key_path == tmp_path / "keys/id"  # relative to the target file
+    assert target.storage_uri == "s3://bucket/prefix"
+    assert target.image_name == "123.dkr.ecr.eu-west-1.amazonaws.com/glucose"
+    assert (target.gpu_count, target.hourly_price_usd, target.spot) == (1, 0.9, True)
+    assert target.container_env == {"A": "1"}
+    assert target.box_root == DEFAULT_BOX_ROOT
+
+
+def test_target_file_without_registry_keeps_a_bare_image_name(tmp_path):
+    path = _write(tmp_path / "t.json", {"hosts": "h", "sshUser": "u", "storageUri": "file:///s"})
+    target = load_target_file(path)
+    assert target.hosts == ("h",)
+    assert target.registry == ""
+    assert target.image_name == "glucose-training"
+
+
+def test_target_file_missing_keys_are_named(tmp_path):
+    path = _write(tmp_path / "t.json", {"hosts": ["h"]})
+    with pytest.raises(Exit, match="missing sshUser, storageUri"):
+        load_target_file(path)
+
+
+def test_target_file_that_is_not_json_is_refused(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text("hosts: [h]")
+    with pytest.raises(Exit, match="not valid JSON"):
+        load_target_file(path)
+
+
+def test_environment_variable_selects_the_target_file(tmp_path, monkeypatch):
+    path = _write(tmp_path / "t.json", {"hosts": ["h"], "sshUser": "u", "storageUri": "file:///s"})
+    monkeypatch.setenv("GLUCOSE_TARGET", str(path))
+    assert resolve_target().source == f"target file {path}"
+
+
+def test_no_pulumi_cli_and_no_target_file_says_what_to_do(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "GLUCOSE_TARGET"}
+    env["PATH"] = str(tmp_path)  # no pulumi here
+    result = subprocess.run(
+        [str(FAB), "status"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    assert_one_line_error(result, "`pulumi` CLI is not installed", "GLUCOSE_TARGET")
