@@ -29,6 +29,7 @@ class LoadReport:
     image: str
     bytes_sent: int
     seconds: float
+    output: str
 
 
 def box_has_image(box: Box, image: str) -> bool:
@@ -79,7 +80,8 @@ def load_on_box(box: Box, image: str) -> LoadReport:
         raise Exit(f"`docker save {image}` exited {save.returncode}; is the image built?")
     if exit_code != 0:
         raise_for_remote_failure(box, "docker load", exit_code, output)
-    return LoadReport(image=image, bytes_sent=sent, seconds=time.monotonic() - started)
+    seconds = time.monotonic() - started
+    return LoadReport(image=image, bytes_sent=sent, seconds=seconds, output=output)
 
 
 def _drain(channel) -> str:

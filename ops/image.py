@@ -1,8 +1,8 @@
 """The trainer image on the user's machine: its tag, build, push, and the no-registry path.
 
-The tag is the git revision, so a box runs exactly the code of a commit; a dirty
-tree adds `-dirty-<hash of the changes>`, so two different uncommitted states never
-share a tag (and the same state rebuilds to the same tag).
+The tag is the git revision, so a box runs exactly the code of a commit; uncommitted
+changes to the image's inputs add `-dirty-<hash of the changes>`, so two different
+uncommitted states never share a tag (and the same state rebuilds to the same tag).
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from rich.console import Console
 from ops.registry import RegistryLogin, login_failure_message, with_docker_login
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# What the build context holds (.dockerignore is an allow-list of these): only
+# changes here make the image differ, so only they make the tag dirty.
+IMAGE_INPUTS = ("Dockerfile", ".dockerignore", "requirements", "trainer")
 DIRTY_HASH_CHARS = 12
 REVISION_CHARS = 12
 BASE_IMAGE_ARG = re.compile(r"^\s*ARG\s+BASE_IMAGE=(\S+)", re.M)
@@ -40,25 +43,27 @@ class PushReport:
     existing_layers: int
 
 
-def _git(*args: str) -> str:
+def _git(repo: Path, *args: str) -> str:
     result = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, check=False
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
     )
     if result.returncode != 0:
-        raise Exit(f"`git {' '.join(args)}` failed in {REPO_ROOT}: {result.stderr.strip()}")
+        raise Exit(f"`git {' '.join(args)}` failed in {repo}: {result.stderr.strip()}")
     return result.stdout
 
 
-def image_tag() -> str:
-    """`<revision>` for a clean tree, `<revision>-dirty-<content hash>` otherwise."""
-    revision = _git("rev-parse", f"--short={REVISION_CHARS}", "HEAD").strip()
-    changed = _git("status", "--porcelain", "--untracked-files=all").splitlines()
+def image_tag(repo: Path = REPO_ROOT) -> str:
+    """`<revision>` when the image's inputs are committed, else `<revision>-dirty-<hash>`."""
+    revision = _git(repo, "rev-parse", f"--short={REVISION_CHARS}", "HEAD").strip()
+    changed = _git(
+        repo, "status", "--porcelain", "--untracked-files=all", "--", *IMAGE_INPUTS
+    ).splitlines()
     if not changed:
         return revision
-    digest = hashlib.sha256(_git("diff", "HEAD", "--binary").encode())
+    digest = hashlib.sha256(_git(repo, "diff", "HEAD", "--binary", "--", *IMAGE_INPUTS).encode())
     for line in sorted(changed):
         if line.startswith("??"):
-            path = REPO_ROOT / line[3:]
+            path = repo / line[3:]
             digest.update(line.encode())
             if path.is_file():
                 digest.update(path.read_bytes())

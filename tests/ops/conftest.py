@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,3 +101,16 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) 
     for fragment in fragments:
         assert fragment in message, message
     return message
+
+
+@pytest.fixture(scope="session")
+def tiny_image(docker_engine, tmp_path_factory) -> Iterator[str]:
+    """A few-kB image made by `docker import` (no registry to pull from here)."""
+    root = tmp_path_factory.mktemp("tiny-image")
+    (root / "hello.txt").write_text("hello from a tiny image\n" * 100)
+    name = f"glucose-fab-test-tiny:{uuid.uuid4().hex[:8]}"
+    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+    docker_engine.run(["import", "-", name], timeout_seconds=120, stdin=tar.stdout)
+    tar.wait()
+    yield name
+    docker_engine.run(["image", "rm", "--force", name], timeout_seconds=120, check=False)
