@@ -1,0 +1,120 @@
+"""trainer.storage against a real directory, moto (S3) and Azurite (Blob)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainer.storage import (
+    MULTIPART_THRESHOLD_BYTES,
+    InvalidStorageUri,
+    ObjectNotFound,
+    StorageError,
+    join_uri,
+    open_store,
+    parse_uri,
+)
+
+
+@pytest.fixture(params=["file", "s3", "az"])
+def store_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """One fresh, empty store of each kind."""
+    if request.param == "file":
+        return f"file://{tmp_path}/store/runs"
+    return request.getfixturevalue("s3_uri" if request.param == "s3" else "blob_uri")
+
+
+def test_large_file_round_trips_in_parts_with_progress(store_uri: str, tmp_path: Path) -> None:
+    source = tmp_path / "big.bin"
+    source.write_bytes(os.urandom(MULTIPART_THRESHOLD_BYTES + 3 * 1024 * 1024 + 7))
+    store = open_store(store_uri)
+    uploaded: list[int] = []
+    downloaded: list[int] = []
+    store.put_file("checkpoints/big.pt", source, progress=uploaded.append)
+    store.get_file("checkpoints/big.pt", tmp_path / "out" / "big.pt", progress=downloaded.append)
+    assert (tmp_path / "out" / "big.pt").read_bytes() == source.read_bytes()
+    assert sum(uploaded) == sum(downloaded) == source.stat().st_size
+
+
+def test_bytes_list_exists_and_delete(store_uri: str) -> None:
+    store = open_store(store_uri)
+    store.write_bytes("a/LATEST", b"step-1")
+    store.write_bytes("a/b/c.json", b"{}")
+    store.write_bytes("z.txt", b"z")
+    assert store.read_bytes("a/LATEST") == b"step-1"
+    assert store.list("a/") == ["a/LATEST", "a/b/c.json"]
+    assert store.list() == ["a/LATEST", "a/b/c.json", "z.txt"]
+    assert store.exists("z.txt") and not store.exists("nope")
+    store.delete("z.txt")
+    store.delete("z.txt")  # deleting what is gone is not an error
+    assert not store.exists("z.txt")
+
+
+def test_write_replaces_an_object_whole(store_uri: str) -> None:
+    store = open_store(store_uri)
+    store.write_bytes("LATEST", b"step-000000001")
+    store.write_bytes("LATEST", b"step-2")
+    assert store.read_bytes("LATEST") == b"step-2"
+
+
+def test_missing_object_raises_object_not_found(store_uri: str, tmp_path: Path) -> None:
+    store = open_store(store_uri)
+    with pytest.raises(ObjectNotFound):
+        store.read_bytes("checkpoints/none.pt")
+    with pytest.raises(ObjectNotFound):
+        store.get_file("checkpoints/none.pt", tmp_path / "none.pt")
+    assert not (tmp_path / "none.pt").exists()
+
+
+def test_prefix_isolates_stores_in_one_bucket(store_uri: str) -> None:
+    one = open_store(join_uri(store_uri, "run-1"))
+    two = open_store(join_uri(store_uri, "run-10"))
+    one.write_bytes("metrics.jsonl", b"1")
+    two.write_bytes("metrics.jsonl", b"10")
+    assert one.list() == ["metrics.jsonl"]
+    assert open_store(store_uri).list() == ["run-1/metrics.jsonl", "run-10/metrics.jsonl"]
+
+
+@pytest.mark.parametrize(
+    "uri", ["gs://bucket", "s3://", "az://account", "file://relative/path", "/abs/path"]
+)
+def test_unsupported_uri_names_the_forms_expected(uri: str) -> None:
+    with pytest.raises(InvalidStorageUri, match="expected file:///abs/path, s3://"):
+        parse_uri(uri)
+
+
+def test_uri_parts_are_parsed() -> None:
+    assert parse_uri("az://acct/cont/runs/r1").prefix == "runs/r1"
+    assert parse_uri("az://acct/cont").container == "cont"
+    assert parse_uri("s3://bucket/a/b/").prefix == "a/b"
+    assert join_uri("s3://bucket/", "/runs/", "r1") == "s3://bucket/runs/r1"
+
+
+def test_connection_string_for_another_account_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(
+        "AZURE_STORAGE_CONNECTION_STRING",
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;"
+        "BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;",
+    )
+    with pytest.raises(StorageError, match="is for account 'devstoreaccount1'"):
+        open_store("az://prodaccount/runs")
+
+
+def test_file_store_cannot_escape_its_root(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="escapes"):
+        open_store(f"file://{tmp_path}/store").write_bytes("../outside", b"x")
+
+
+def test_importing_storage_loads_no_sdk_and_no_torch() -> None:
+    code = (
+        "import sys, trainer.storage as s; s.open_store('file:///tmp/x');"
+        "print(sorted(m for m in ('torch','boto3','azure.storage.blob') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

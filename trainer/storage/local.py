@@ -1,0 +1,80 @@
+"""The `file://` backend: a directory, written atomically (temp file + rename)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from trainer.storage import FILE_COPY_CHUNK_BYTES, ObjectNotFound, Progress, StorageError
+
+
+class FileStore:
+    """A directory: writes go to a temp file in the same directory, then rename."""
+
+    def __init__(self, uri: str, root: Path) -> None:
+        self.uri = uri
+        self.root = root
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key.strip("/")).resolve()
+        if path != self.root.resolve() and self.root.resolve() not in path.parents:
+            raise StorageError(f"key {key!r} escapes the store root {self.root}")
+        return path
+
+    def _atomic_write(self, target: Path, write: Callable[[object], None]) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                write(out)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def put_file(self, key: str, path: Path, progress: Progress | None = None) -> None:
+        with open(path, "rb") as source:
+            self._atomic_write(self._path(key), lambda out: _copy(source, out, progress))
+
+    def get_file(self, key: str, path: Path, progress: Progress | None = None) -> None:
+        source_path = self._path(key)
+        if not source_path.is_file():
+            raise ObjectNotFound(f"{self.uri}: no object {key!r}")
+        with open(source_path, "rb") as source:
+            self._atomic_write(Path(path), lambda out: _copy(source, out, progress))
+
+    def read_bytes(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            raise ObjectNotFound(f"{self.uri}: no object {key!r}") from None
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        self._atomic_write(self._path(key), lambda out: out.write(data))
+
+    def list(self, prefix: str = "") -> list[str]:
+        if not self.root.is_dir():
+            return []
+        keys = (
+            path.relative_to(self.root).as_posix()
+            for path in self.root.rglob("*")
+            if path.is_file() and not path.name.endswith(".tmp")
+        )
+        return sorted(key for key in keys if key.startswith(prefix.lstrip("/")))
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+
+def _copy(source, out, progress: Progress | None) -> None:
+    while chunk := source.read(FILE_COPY_CHUNK_BYTES):
+        out.write(chunk)
+        if progress:
+            progress(len(chunk))
