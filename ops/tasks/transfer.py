@@ -48,9 +48,12 @@ def _box_hashes(where: Target, run_id: str) -> tuple[dict[str, str], str]:
     """sha256 of every file in the box's run dir, and the run's container state."""
     box = Box(where)
     run_dir = trainer_container.run_dir(box.root, run_id)
+    # The files the trainer mirrors (trainer.sync): not checkpoints/ (uploaded on their
+    # own under other names, verified by sidecars), no dot files, no *.tmp.
     listing = box.run(
-        f"cd {shlex.quote(run_dir)} && find . -type f ! -name launch.json "
-        "! -name STOPPED_BY_USER ! -name '.*' -exec sha256sum {} +",
+        f"cd {shlex.quote(run_dir)} && find . \\( -path ./checkpoints -o -name '.?*' \\) -prune "
+        "-o -type f ! -name '*.tmp' ! -name launch.json ! -name STOPPED_BY_USER "
+        "-exec sha256sum {} +",
         check=False,
     )
     state = trainer_container.inspect_container(box, run_id)

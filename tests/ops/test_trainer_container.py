@@ -1,0 +1,83 @@
+"""The `docker run` line of the trainer follows ARCHITECTURE.md's box contract."""
+
+import shlex
+from pathlib import Path
+
+import pytest
+from invoke.exceptions import Exit
+
+from ops.target import Target
+from ops.trainer_container import Launch, docker_run_command
+
+
+def _target(**overrides):
+    values = {
+        "cloud": "aws",
+        "hosts": ("10.0.0.1",),
+        "ssh_user": "ubuntu",
+        "storage_uri": "s3://bucket/stack",
+        "source": "test",
+        "box_root": "/var/lib/glucose-training",
+    }
+    values.update(overrides)
+    return Target(**values)
+
+
+def _args(target, *, gpus=False, trainer_args=()):
+    launch = Launch("r7", "reg/glucose:abc", "synthetic", trainer_args)
+    return shlex.split(docker_run_command(target, launch, gpus=gpus, user="1000:1000"))
+
+
+def _value(args, flag):
+    return [args[i + 1] for i, arg in enumerate(args) if arg == flag]
+
+
+def test_container_is_named_labelled_and_restarts_only_on_failure():
+    args = _args(_target())
+    assert _value(args, "--name") == ["glucose-train-r7"]
+    assert _value(args, "--label") == ["glucose-training.run-id=r7"]
+    assert _value(args, "--restart") == ["on-failure"]
+    assert _value(args, "--stop-timeout") == ["120"]
+    assert "--detach" in args
+
+
+def test_run_dir_and_dataset_are_mounted_and_checkpoints_go_to_storage():
+    args = _args(_target())
+    assert _value(args, "--volume") == [
+        "/var/lib/glucose-training/runs/r7:/workspace/runs/r7",
+        "/var/lib/glucose-training/datasets/synthetic:/workspace/datasets/synthetic:ro",
+    ]
+    trainer = args[args.index("reg/glucose:abc") + 1 :]
+    assert trainer[:7] == [
+        "train",
+        "--data", "/workspace/datasets/synthetic",
+        "--run-dir", "/workspace/runs/r7",
+        "--checkpoint-uri", "s3://bucket/stack/runs/r7",
+    ]  # fmt: skip
+
+
+def test_gpus_are_requested_only_on_a_gpu_box():
+    assert "--gpus" not in _args(_target())
+    assert _value(_args(_target(), gpus=True), "--gpus") == ["all"]
+
+
+def test_target_network_and_environment_reach_the_container():
+    target = _target(docker_network="host", container_env={"AWS_ENDPOINT_URL": "http://x"})
+    args = _args(target)
+    assert _value(args, "--network") == ["host"]
+    assert "AWS_ENDPOINT_URL=http://x" in _value(args, "--env")
+
+
+def test_trainer_flags_follow_the_fixed_ones():
+    args = _args(_target(), trainer_args=("--max-steps", "5"))
+    assert args[-2:] == ["--max-steps", "5"]
+
+
+def test_run_id_that_cannot_name_a_container_is_refused():
+    with pytest.raises(Exit, match="not usable as a container name"):
+        Launch("bad/id", "img", "data")
+
+
+def test_box_root_from_the_target_file_moves_every_mount():
+    args = _args(_target(box_root=str(Path("/srv/box"))))
+    assert all(v.startswith("/srv/box/") for v in _value(args, "--volume"))
