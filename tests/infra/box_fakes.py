@@ -158,7 +158,9 @@ class FakeBox:
     def watchdog_state(self) -> dict:
         return json.loads((self.box_root / "watchdog" / "state.json").read_text())
 
-    def run(self, program: str, *, now: float | None = None) -> subprocess.CompletedProcess:
+    def run(
+        self, program: str, *, now: float | None = None, python: str = sys.executable
+    ) -> subprocess.CompletedProcess:
         """Run pulumi/infra/box/<program> once, as its systemd unit would."""
         env = {
             "PATH": f"{self.bin_dir}{os.pathsep}{os.environ['PATH']}",
@@ -170,7 +172,7 @@ class FakeBox:
             env["GLUCOSE_WATCHDOG_NOW"] = str(now)
         return subprocess.run(
             # -S: no site-packages, which also proves the box programs need none.
-            [sys.executable, "-S", str(BOX_DIR / program)],
+            [python, "-S", str(BOX_DIR / program)],
             env=env,
             capture_output=True,
             text=True,

@@ -1,5 +1,9 @@
 """The idle countdown: the real watchdog program, one run per simulated minute."""
 
+import glob
+import shutil
+import subprocess
+
 import pytest
 
 from tests.infra.box_fakes import FakeBox
@@ -109,3 +113,24 @@ def test_a_bad_config_is_one_line_without_traceback(box):
     assert "cloud is 'gcp'" in done.stderr
     assert "Traceback" not in done.stderr
     assert box.calls("shutdown") == []
+
+
+def _box_python() -> str | None:
+    """Ubuntu 22.04's python3.10, the oldest python3 our images boot with."""
+    candidates = [shutil.which("python3.10"), *glob.glob("/root/.pyenv/versions/3.10.*/bin/python")]
+    for python in filter(None, candidates):
+        # pyenv's shims exist even where they refuse to run.
+        probe = [python, "-c", "import sys; assert sys.version_info[:2] == (3, 10)"]
+        if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+            return python
+    return None
+
+
+def test_watchdog_runs_on_python_3_10(box):
+    python = _box_python()
+    if python is None:
+        pytest.skip("no python3.10 here to check the box programs' compatibility")
+    box.tick(T0)
+    done = box.run("watchdog.py", now=T0 + IDLE_LIMIT_MINUTES * MINUTE, python=python)
+    assert done.returncode == 0, done.stderr
+    assert box.calls("shutdown") == [["-h", "now"]]
