@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import docker_cli
-from watchdog_config import WatchdogConfig, load_config
+from watchdog_config import WatchdogConfig, load_config_or_say_why
 
 PREEMPTED_EXIT_CODE = 75
 # The trainer never got to write its final state: the host went down under it.
@@ -84,10 +84,8 @@ def resume(config: WatchdogConfig) -> int:
 
 
 def main() -> int:
-    try:
-        config = load_config()
-    except (OSError, ValueError, TypeError) as error:
-        print(f"glucose-resume: cannot use the config: {error}", file=sys.stderr)
+    config = load_config_or_say_why("glucose-resume")
+    if config is None:
         return 2
     try:
         return resume(config)

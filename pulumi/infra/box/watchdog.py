@@ -25,7 +25,7 @@ from billing_stop import stop_billing
 from busy_signals import read_signals
 from gpu_metric import publish_gpu_utilization
 from idle_decision import decide, should_request_stop
-from watchdog_config import load_config
+from watchdog_config import load_config_or_say_why
 
 CLOCK_ENV = "GLUCOSE_WATCHDOG_NOW"
 
@@ -85,10 +85,8 @@ def describe(state: dict, now: float) -> str:
 
 
 def main() -> int:
-    try:
-        config = load_config()
-    except (OSError, ValueError, TypeError) as error:
-        print(f"glucose-watchdog: cannot use the config: {error}", file=sys.stderr)
+    config = load_config_or_say_why("glucose-watchdog")
+    if config is None:
         return 2
     now = now_seconds()
     state = decide(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,12 @@ def load_config() -> WatchdogConfig:
     path = os.environ.get(CONFIG_ENV, CONFIG_PATH)
     with open(path, encoding="utf-8") as handle:
         return WatchdogConfig.from_dict(json.load(handle))
+
+
+def load_config_or_say_why(program: str) -> WatchdogConfig | None:
+    """The config, or None after one line on stderr naming what is wrong with it."""
+    try:
+        return load_config()
+    except (OSError, ValueError, TypeError) as error:
+        print(f"{program}: cannot use the config: {error}", file=sys.stderr)
+        return None
