@@ -137,7 +137,9 @@ class FakeBox:
     def write_status(self, run_id: str, **fields) -> None:
         """The trainer's runs/<run_id>/status.json (ARCHITECTURE.md keys)."""
         status = {"run_id": run_id, "state": "running", "last_checkpoint_at": None} | fields
-        (self.box_root / "runs" / run_id / "status.json").write_text(json.dumps(status))
+        run_dir = self.box_root / "runs" / run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "status.json").write_text(json.dumps(status))
 
     def add_process(self, title: str) -> str:
         """A process in the fake /proc whose cmdline is `title` as sshd sets it."""
@@ -159,10 +161,16 @@ class FakeBox:
         return json.loads((self.box_root / "watchdog" / "state.json").read_text())
 
     def run(
-        self, program: str, *, now: float | None = None, python: str = sys.executable
+        self,
+        program: str,
+        *,
+        now: float | None = None,
+        python: str = sys.executable,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess:
         """Run pulumi/infra/box/<program> once, as its systemd unit would."""
         env = {
+            **(env or {}),
             "PATH": f"{self.bin_dir}{os.pathsep}{os.environ['PATH']}",
             "FAKE_BOX_STATE": str(self.state_file),
             "GLUCOSE_WATCHDOG_CONFIG": str(self.config_file),

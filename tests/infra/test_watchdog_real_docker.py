@@ -1,0 +1,93 @@
+"""The box programs against a real Docker engine: what the fakes assume, checked.
+
+A trainer stand-in (dash + sleep in a few-MB image) runs with the trainer's name
+and label, then exits 75 like a preempted trainer; the watchdog must see it
+running, and the resume unit must start it again.
+"""
+
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.infra.box_fakes import RUN_ID_LABEL, FakeBox
+
+PREEMPTED = 75
+EXIT_WAIT_SECONDS = 60
+STAND_IN_FILES = ("/bin/sh", "/bin/sleep")
+
+
+def _shared_libraries(binary: str) -> list[str]:
+    listing = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    return [part for part in listing.split() if part.startswith("/")]
+
+
+@pytest.fixture(scope="module")
+def stand_in_image(docker_engine, tmp_path_factory):
+    """An image with just dash, sleep and the C library, made by `docker import`."""
+    root = tmp_path_factory.mktemp("stand-in-image")
+    files = {path for binary in STAND_IN_FILES for path in [binary, *_shared_libraries(binary)]}
+    for path in files:
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(Path(path).resolve(), target)
+    name = f"glucose-box-test-stand-in:{uuid.uuid4().hex[:8]}"
+    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+    docker_engine.run(["import", "-", name], timeout_seconds=120, stdin=tar.stdout)
+    tar.wait()
+    yield name
+    docker_engine.run(["image", "rm", "--force", name], timeout_seconds=120, check=False)
+
+
+@pytest.fixture
+def trainer_stand_in(docker_engine, stand_in_image):
+    """(run id, container id) of a container that sleeps 4 s, then exits 75."""
+    run_id = f"box-test-{uuid.uuid4().hex[:8]}"
+    started = docker_engine.run(
+        [
+            *("run", "-d", "--network", "none", "--name", f"glucose-train-{run_id}"),
+            *("--label", f"{RUN_ID_LABEL}={run_id}"),
+            *(stand_in_image, "/bin/sh", "-c", f"sleep 4; exit {PREEMPTED}"),
+        ],
+        timeout_seconds=120,
+    )
+    yield run_id, started.stdout.strip()
+    docker_engine.run(["rm", "--force", started.stdout.strip()], timeout_seconds=60, check=False)
+
+
+def _started_at(docker_engine, container_id: str) -> str:
+    inspect = ["inspect", "--format", "{{.State.StartedAt}}", container_id]
+    return docker_engine.run(inspect, timeout_seconds=30).stdout.strip()
+
+
+def _box(tmp_path, docker_engine) -> FakeBox:
+    return FakeBox(tmp_path / "box", docker_command=docker_engine.binary)
+
+
+@pytest.mark.e2e
+def test_watchdog_sees_a_real_running_trainer(docker_engine, trainer_stand_in, tmp_path):
+    run_id, _ = trainer_stand_in
+    box = _box(tmp_path, docker_engine)
+    done = box.run("watchdog.py", now=time.time(), env=docker_engine.env)
+    assert done.returncode == 0, done.stderr
+    trainers = box.watchdog_state()["signals"]["trainers"]
+    assert run_id in [trainer["run_id"] for trainer in trainers]
+    assert "trainer" in box.watchdog_state()["busy_reasons"]
+
+
+@pytest.mark.e2e
+def test_resume_starts_a_real_preempted_trainer_again(docker_engine, trainer_stand_in, tmp_path):
+    run_id, container_id = trainer_stand_in
+    box = _box(tmp_path, docker_engine)
+    box.write_status(run_id, state="preempted")
+    wait = ["wait", container_id]
+    exit_code = docker_engine.run(wait, timeout_seconds=EXIT_WAIT_SECONDS).stdout.strip()
+    assert exit_code == str(PREEMPTED)
+    first_start = _started_at(docker_engine, container_id)
+    done = box.run("resume.py", env=docker_engine.env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"starting run {run_id} again" in done.stdout
+    assert _started_at(docker_engine, container_id) != first_start
