@@ -45,8 +45,9 @@ ANYWHERE_CIDRS = ("0.0.0.0/0", "*", "internet", "any")
 SSH_KEY_TYPES = ("ssh-rsa", "ssh-ed25519")  # what both Azure and EC2 accept for Linux
 MAX_NODE_COUNT = 16
 IDLE_SHUTDOWN_MINUTES_RANGE = (5, 24 * 60)
-# Azure and EC2 both cap a boot disk at a few TB; 30 GB is Ubuntu's image minimum.
-OS_DISK_SIZE_GB_RANGE = (30, 4095)
+# 64 GB: the Azure Ubuntu HPC image's own disk, and room for a ~10 GB CUDA image and a
+# cached dataset. 4095 GB: the largest boot disk both clouds take.
+OS_DISK_SIZE_GB_RANGE = (64, 4095)
 _EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+$")
 _HH_MM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 _OWNER_TAG = re.compile(r"^[\w.@+\- ]{1,128}$")
