@@ -30,7 +30,7 @@ REVISION_CHARS = 12
 BASE_IMAGE_ARG = re.compile(r"^\s*ARG\s+BASE_IMAGE=(\S+)", re.M)
 DOCKER_TIMEOUT_SECONDS = 3600
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from ops.remote import Box
 from ops.trainer_container import Launch
 
 LAUNCH_FILE = "launch.json"
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def ship_image(box: Box, local_name: str, remote_name: str | None) -> str:

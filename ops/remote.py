@@ -36,7 +36,7 @@ READY_POLL_SECONDS = 1
 KEEPALIVE_SECONDS = 15
 DISK_FULL_MARKER = "No space left on device"
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def known_hosts_path() -> Path:

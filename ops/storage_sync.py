@@ -30,7 +30,7 @@ from ops.dataset_manifest import MANIFEST, build_manifest, sha256_file
 SIDECAR_SUFFIX = ".sha256"
 LOCAL_MANIFEST = "manifest.json"
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def _progress() -> Progress:

@@ -20,7 +20,7 @@ from ops.target import resolve_target
 from ops.tasks.image import STACK_HELP, TARGET_HELP
 
 TENSORBOARD_PORT = 6006
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def _ssh_binary() -> str:

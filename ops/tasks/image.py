@@ -16,7 +16,7 @@ LOCAL_REPOSITORY = "glucose-training"
 TARGET_HELP = "target file (default: $GLUCOSE_TARGET, else the Pulumi stack's outputs)"
 STACK_HELP = "Pulumi stack to read outputs from (default: the selected stack)"
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def local_image() -> str:

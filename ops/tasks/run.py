@@ -15,7 +15,7 @@ from ops.target import resolve_target
 from ops.tasks.image import STACK_HELP, TARGET_HELP, ensure_built, push_image
 from ops.trainer_container import STOP_TIMEOUT_SECONDS, Launch
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 RUN_HELP = "run id (default: the newest run on the box)"
 
 

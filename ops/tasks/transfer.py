@@ -14,7 +14,7 @@ from ops.remote import Box
 from ops.target import Target, resolve_target
 from ops.tasks.image import STACK_HELP, TARGET_HELP
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 @task(

@@ -1,0 +1,242 @@
+"""`fab` end to end against a local box: real sshd, real Docker engines, a real
+registry, moto as S3, and the real trainer image built by `fab build`.
+
+The box's engine is a second, empty dockerd (tests/fixtures/box_engine.py), so the
+image really travels: pulled from the registry, or streamed by `docker save | load`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+
+from tests.fixtures.sshd import start_sshd
+from tests.fixtures.trainer_image import host_extra_ca_pem
+from tests.ops.conftest import LocalBox, assert_one_line_error, make_local_box
+
+pytestmark = pytest.mark.e2e
+
+RUN_ID = "e2e-run"
+DATASET = "synthetic-e2e"
+POLL_SECONDS = 2
+STATUS_WAIT_SECONDS = 300
+# Small and quick on 2 CPU cores: resnet18, tiny batches, a checkpoint every 4 steps.
+TRAINER_ARGS = (
+    "--model resnet18 --batch-size 16 --epochs 50 --log-every 1 --checkpoint-every-steps 4"
+)
+
+
+@pytest.fixture(scope="module")
+def e2e_box(box_engine, registry, moto_server, tmp_path_factory) -> LocalBox:
+    """A box whose sessions use the box engine, storage in moto, images via the registry."""
+    directory = tmp_path_factory.mktemp("e2e-box")
+    server = start_sshd(directory / "sshd", {"DOCKER_HOST": box_engine.docker_host})
+    box = make_local_box(server, directory)
+    storage = moto_server.create_bucket(prefix="stack")
+    box.write_target(
+        storageUri=storage,
+        registry=registry.address,
+        containerEnv=moto_server.env,
+        dockerNetwork="host",
+    )
+    box.env.update(moto_server.env)
+    yield box
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def extra_ca(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("ca") / "extra-ca.pem"
+    path.write_text(host_extra_ca_pem())
+    return path
+
+
+@pytest.fixture(scope="module")
+def built(e2e_box, trainer_base_image, extra_ca) -> str:
+    """`fab build` on the local stand-in base; returns the local image name."""
+    started = time.monotonic()
+    result = e2e_box.fab("build", "--base-image", trainer_base_image, "--extra-ca", str(extra_ca))
+    assert result.returncode == 0, result.stderr[-3000:]
+    print(f"fab build: {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return result.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def dataset(e2e_box, tmp_path_factory) -> str:
+    """A small synthetic dataset, uploaded with `fab upload-data`; returns its name."""
+    data = tmp_path_factory.mktemp("data") / DATASET
+    subprocess.run(
+        [sys.executable, "-m", "trainer", "synth", "--out", str(data), "--cases", "12",
+         "--windows-per-case", "64", "--seed", "0"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    _fab_ok(e2e_box, "upload-data", "--data", str(data))
+    return DATASET
+
+
+@pytest.fixture
+def box_has_trainer_image(built, box_engine) -> str:
+    """The box engine holds the trainer image (copied by the test, not by fab)."""
+    if box_engine.docker("image", "inspect", built).returncode != 0:
+        save = subprocess.Popen(["docker", "save", built], stdout=subprocess.PIPE)
+        load = subprocess.run(
+            ["docker", "load"],
+            stdin=save.stdout,
+            env={**os.environ, "DOCKER_HOST": box_engine.docker_host},
+            capture_output=True,
+            check=True,
+        )
+        assert save.wait() == 0 and load.returncode == 0
+    return built
+
+
+def _fab_ok(box: LocalBox, *args: str) -> subprocess.CompletedProcess:
+    result = box.fab(*args)
+    assert result.returncode == 0, f"fab {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def _wait_for_status(box: LocalBox, pattern: str) -> str:
+    deadline = time.monotonic() + STATUS_WAIT_SECONDS
+    out = ""
+    while time.monotonic() < deadline:
+        out = box.fab("status", "--run", RUN_ID).stdout
+        if re.search(pattern, out):
+            return out
+        time.sleep(POLL_SECONDS)
+    raise AssertionError(f"status never matched {pattern!r}; last:\n{out}")
+
+
+def _step(status_out: str) -> int:
+    return int(re.search(r"step (\d+) /", status_out).group(1))
+
+
+def _s3_objects(moto_server, uri: str) -> dict[str, bytes]:
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=moto_server.endpoint_url,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+    objects = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+        for item in page.get("Contents", []):
+            body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+            objects[item["Key"][len(prefix) + 1 :]] = body
+    return objects
+
+
+def test_build_push_train_status_stop_resume_download(
+    e2e_box, built, dataset, registry, box_engine, moto_server, tmp_path
+):
+    box = e2e_box
+    pushed = _fab_ok(box, "push")
+    print(pushed.stderr.strip().splitlines()[-1], file=sys.stderr)
+    assert re.search(r"pushed \S+ in [\d.]+ s: \d+ layers sent", pushed.stderr)
+
+    common = ("--dataset", dataset, "--run", RUN_ID, "--trainer-args", TRAINER_ARGS)
+    started = _fab_ok(box, "train", *common)
+    assert started.stdout.strip() == RUN_ID
+    pulled = f"{registry.address}/glucose-training:{built.rsplit(':', 1)[1]}"
+    assert box_engine.docker("image", "inspect", pulled).returncode == 0
+    running = _wait_for_status(box, r"state:\s+running[\s\S]*step [1-9]\d* /")
+    assert "gpu:        none" in running
+
+    stopped = _fab_ok(box, "stop", "--run", RUN_ID)
+    storage = json.loads(box.target_file.read_text())["storageUri"]
+    match = re.search(
+        rf"checkpoint: ({re.escape(storage)}/runs/{RUN_ID}/checkpoints/(\S+))", stopped.stdout
+    )
+    assert match, stopped.stdout
+    assert "exit 75" in stopped.stdout
+    objects = _s3_objects(moto_server, f"{storage}/runs/{RUN_ID}")
+    checkpoint = objects[f"checkpoints/{match.group(2)}"]
+    sidecar = objects[f"checkpoints/{match.group(2)}.sha256"].decode()
+    assert sidecar.split()[0] == hashlib.sha256(checkpoint).hexdigest()
+    after_stop = _fab_ok(box, "status", "--run", RUN_ID).stdout
+    assert "stopped by `fab stop`" in after_stop
+    stopped_step = _step(after_stop)
+
+    _fab_ok(box, "train", *common, "--max-steps", str(stopped_step + 4))
+    finished = _wait_for_status(box, r"state:\s+finished")
+    assert _step(finished) == stopped_step + 4
+    log = _fab_ok(box, "logs", "--run", RUN_ID).stdout
+    assert f"resume: step {stopped_step}" in log
+
+    to = tmp_path / "download"
+    downloaded = _fab_ok(box, "download", "--run", RUN_ID, "--to", str(to))
+    assert "safe to `pulumi destroy`" in downloaded.stderr
+    objects = _s3_objects(moto_server, f"{storage}/runs/{RUN_ID}")
+    manifest = json.loads((to / "manifest.json").read_text())
+    assert set(manifest["files"]) == set(objects)
+    for key, body in objects.items():
+        assert (
+            hashlib.sha256((to / key).read_bytes()).hexdigest() == manifest["files"][key]["sha256"]
+        )
+        assert (to / key).read_bytes() == body
+
+
+def test_without_a_registry_the_image_goes_by_save_and_load(
+    e2e_box, built, dataset, box_engine, tmp_path
+):
+    box = make_local_box(e2e_box.server, tmp_path)
+    box.write_target(**{**json.loads(e2e_box.target_file.read_text()), "registry": "",
+                        "boxRoot": str(box.root)})  # fmt: skip
+    box.env.update(e2e_box.env)
+    box_engine.docker("image", "rm", "--force", built)
+    started = time.monotonic()
+    result = box.fab("train", "--dataset", dataset, "--run", "e2e-saveload", "--max-steps", "1",
+                     "--trainer-args", TRAINER_ARGS)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    loaded = re.search(r"loaded \S+ on the box over SSH: \d+ MB in \d+ s", result.stderr)
+    assert loaded, result.stderr
+    print(f"{loaded.group(0)}; fab train took {time.monotonic() - started:.0f} s", file=sys.stderr)
+    assert box_engine.docker("image", "inspect", built).returncode == 0
+
+
+def test_wrong_ssh_key_is_refused_clearly(e2e_box, dataset, tmp_path):
+    wrong = tmp_path / "wrong"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong)], check=True)
+    box = make_local_box(e2e_box.server, tmp_path)
+    box.write_target(sshKeyPath=str(wrong))
+    assert_one_line_error(box.fab("train", "--dataset", dataset), "refused SSH key", str(wrong))
+
+
+def test_box_going_away_mid_logs_is_one_clear_line(
+    e2e_box, box_has_trainer_image, box_engine, sshd_factory, tmp_path
+):
+    server = sshd_factory({"DOCKER_HOST": box_engine.docker_host})
+    box = make_local_box(server, tmp_path)
+    box.write_target(**{**json.loads(e2e_box.target_file.read_text()), "sshPort": server.port,
+                        "boxRoot": str(box.root)})  # fmt: skip
+    ticker = "glucose-train-e2e-ticker"
+    box_engine.docker("rm", "--force", ticker)
+    image = box_has_trainer_image
+    box_engine.docker(
+        "run", "--detach", "--name", ticker, "--label", "glucose-training.run-id=e2e-ticker",
+        "--entrypoint", "bash", image, "-c", "while true; do echo tick; sleep 0.2; done",
+    )  # fmt: skip
+    follow = subprocess.Popen(
+        [str(Path(sys.executable).parent / "fab"), "logs", "--follow", "--run", "e2e-ticker"],
+        env={**os.environ, "GLUCOSE_TARGET": str(box.target_file),
+             "GLUCOSE_KNOWN_HOSTS": str(box.known_hosts)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert follow.stdout.readline().strip() == "tick"
+    server.stop()
+    _, stderr = follow.communicate(timeout=60)
+    box_engine.docker("rm", "--force", ticker)
+    assert follow.returncode == 1
+    assert "Traceback" not in stderr
+    assert "lost the connection to" in stderr.strip().splitlines()[-1]
