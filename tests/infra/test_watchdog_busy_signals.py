@@ -19,15 +19,16 @@ def box(tmp_path):
     )
 
 
-def _minutes(box, count):
-    for minute in range(count + 1):
+def _minutes(box, count, step=1):
+    """Ticks from T0 to T0 + count minutes, `step` minutes apart (the last one included)."""
+    for minute in [*range(0, count, step), count]:
         box.tick(T0 + minute * MINUTE)
 
 
 def test_interactive_ssh_session_keeps_the_box_up(box):
     box.add_process("sshd: alice [priv]")
     box.add_process("sshd: alice@pts/0")
-    _minutes(box, 2 * IDLE_LIMIT_MINUTES)
+    _minutes(box, 2 * IDLE_LIMIT_MINUTES, step=2)
     assert box.calls("shutdown") == []
     assert box.watchdog_state()["busy_reasons"] == ["ssh"]
 
@@ -54,7 +55,7 @@ def test_a_process_merely_named_after_a_pty_is_not_a_session(box):
 
 def test_busy_gpu_alone_keeps_the_box_up(box):
     box.set_gpu(0, 85)
-    _minutes(box, 2 * IDLE_LIMIT_MINUTES)
+    _minutes(box, 2 * IDLE_LIMIT_MINUTES, step=2)
     assert box.calls("shutdown") == []
     assert box.watchdog_state()["busy_reasons"] == ["gpu"]
 
@@ -69,7 +70,7 @@ def test_trainer_with_idle_gpu_outlives_the_idle_limit(box):
     # Loading data, evaluating, uploading: the GPU rests, the run is alive.
     box.add_trainer("run-1", running=True, created_at=T0)
     box.write_status("run-1", last_checkpoint_at=T0)
-    _minutes(box, HUNG_LIMIT_MINUTES - 1)
+    _minutes(box, HUNG_LIMIT_MINUTES - 1, step=3)
     assert box.calls("shutdown") == []
     assert box.watchdog_state()["busy_reasons"] == ["trainer"]
 
@@ -77,7 +78,7 @@ def test_trainer_with_idle_gpu_outlives_the_idle_limit(box):
 def test_hung_trainer_stops_the_box_after_the_long_limit(box):
     box.add_trainer("run-1", running=True, created_at=T0 - 3600)
     box.write_status("run-1", last_checkpoint_at=T0 - 1800)
-    _minutes(box, HUNG_LIMIT_MINUTES - 1)
+    _minutes(box, HUNG_LIMIT_MINUTES - 1, step=3)
     assert box.calls("shutdown") == []
     box.tick(T0 + HUNG_LIMIT_MINUTES * MINUTE)
     assert box.calls("shutdown") == [["-h", "now"]]
@@ -86,8 +87,8 @@ def test_hung_trainer_stops_the_box_after_the_long_limit(box):
 
 def test_trainer_that_keeps_checkpointing_is_not_hung(box):
     box.add_trainer("run-1", running=True, created_at=T0)
-    for minute in range(2 * HUNG_LIMIT_MINUTES):
-        box.write_status("run-1", last_checkpoint_at=T0 + (minute // 5) * 5 * MINUTE)
+    for minute in range(0, 2 * HUNG_LIMIT_MINUTES + 1, 3):
+        box.write_status("run-1", last_checkpoint_at=T0 + (minute // 6) * 6 * MINUTE)
         box.tick(T0 + minute * MINUTE)
     assert box.calls("shutdown") == []
 
@@ -103,7 +104,7 @@ def test_hung_trainer_without_status_file_counts_from_its_start(box):
 def test_ssh_session_keeps_a_box_with_a_hung_trainer_up(box):
     box.add_trainer("run-1", running=True, created_at=T0 - 3600)
     box.add_process("sshd: alice@pts/0")
-    _minutes(box, HUNG_LIMIT_MINUTES + 1)
+    _minutes(box, HUNG_LIMIT_MINUTES + 1, step=4)
     assert box.calls("shutdown") == []
 
 

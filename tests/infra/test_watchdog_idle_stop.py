@@ -21,7 +21,7 @@ def box(tmp_path):
 def test_busy_training_never_stops(box):
     box.add_trainer("run-1", running=True, created_at=T0 - 600)
     box.set_gpu(97)
-    for minute in range(4 * IDLE_LIMIT_MINUTES):
+    for minute in range(0, 4 * IDLE_LIMIT_MINUTES + 1, IDLE_LIMIT_MINUTES):
         box.tick(T0 + minute * MINUTE)
     assert box.calls("shutdown") == []
     assert box.watchdog_state()["busy_reasons"] == ["gpu", "trainer"]
@@ -87,13 +87,14 @@ def test_a_long_silence_of_the_watchdog_starts_the_countdown_over(box):
 
 
 def test_a_requested_stop_is_not_repeated_every_minute(box):
-    for minute in range(IDLE_LIMIT_MINUTES + 3):
+    for minute in (0, IDLE_LIMIT_MINUTES, IDLE_LIMIT_MINUTES + 1, IDLE_LIMIT_MINUTES + 4):
         box.tick(T0 + minute * MINUTE)
     assert len(box.calls("shutdown")) == 1
 
 
 def test_a_stop_that_did_not_happen_is_retried(box):
-    for minute in range(IDLE_LIMIT_MINUTES + 6):
+    # Stop requests are at least 5 minutes apart (idle_decision.STOP_RETRY_SECONDS).
+    for minute in (0, IDLE_LIMIT_MINUTES, IDLE_LIMIT_MINUTES + 4, IDLE_LIMIT_MINUTES + 5):
         box.tick(T0 + minute * MINUTE)
     assert len(box.calls("shutdown")) == 2
 
