@@ -50,9 +50,9 @@ class LocalBox:
         outputs.update(overrides)
         self.target_file.write_text(json.dumps(outputs, indent=2))
 
-    def fab(self, *args: str, timeout: float = FAB_TIMEOUT_SECONDS) -> subprocess.CompletedProcess:
-        """Run the real `fab` from the repository root against this box."""
-        env = {
+    def environment(self) -> dict[str, str]:
+        """What `fab` needs in its environment to drive this box."""
+        return {
             **os.environ,
             "GLUCOSE_TARGET": str(self.target_file),
             "GLUCOSE_KNOWN_HOSTS": str(self.known_hosts),
@@ -60,10 +60,13 @@ class LocalBox:
             "COLUMNS": "200",
             **self.env,
         }
+
+    def fab(self, *args: str, timeout: float = FAB_TIMEOUT_SECONDS) -> subprocess.CompletedProcess:
+        """Run the real `fab` from the repository root against this box."""
         return subprocess.run(
             [str(FAB), *args],
             cwd=REPO_ROOT,
-            env=env,
+            env=self.environment(),
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -11,17 +11,20 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import boto3
 import pytest
 
+from tests.fixtures.server_process import free_port
 from tests.fixtures.sshd import start_sshd
 from tests.fixtures.trainer_image import host_extra_ca_pem
-from tests.ops.conftest import LocalBox, assert_one_line_error, make_local_box
+from tests.ops.conftest import FAB, REPO_ROOT, LocalBox, assert_one_line_error, make_local_box
 
 pytestmark = pytest.mark.e2e
 
@@ -185,6 +188,31 @@ def test_build_push_train_status_stop_resume_download(
             hashlib.sha256((to / key).read_bytes()).hexdigest() == manifest["files"][key]["sha256"]
         )
         assert (to / key).read_bytes() == body
+    _assert_tensorboard_serves(box)
+
+
+def _assert_tensorboard_serves(box: LocalBox) -> None:
+    """`fab tensorboard` prints a URL that answers through the tunnel; Ctrl-C tidies up."""
+    fab = subprocess.Popen(
+        [str(FAB), "tensorboard", "--run", RUN_ID, "--port", str(free_port())],
+        cwd=REPO_ROOT, env=box.environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        url = re.search(r"http://\S+", fab.stdout.readline()).group(0)
+        deadline = time.monotonic() + STATUS_WAIT_SECONDS
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    assert b"TensorBoard" in response.read()
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, f"no TensorBoard at {url}"
+                time.sleep(POLL_SECONDS)
+    finally:
+        fab.send_signal(signal.SIGINT)
+        fab.wait(timeout=120)
+    assert "glucose-tensorboard" not in box.fab("ssh", "--command", "docker ps").stdout
 
 
 def test_without_a_registry_the_image_goes_by_save_and_load(
@@ -228,10 +256,9 @@ def test_box_going_away_mid_logs_is_one_clear_line(
         "--entrypoint", "bash", image, "-c", "while true; do echo tick; sleep 0.2; done",
     )  # fmt: skip
     follow = subprocess.Popen(
-        [str(Path(sys.executable).parent / "fab"), "logs", "--follow", "--run", "e2e-ticker"],
-        env={**os.environ, "GLUCOSE_TARGET": str(box.target_file),
-             "GLUCOSE_KNOWN_HOSTS": str(box.known_hosts)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [str(FAB), "logs", "--follow", "--run", "e2e-ticker"],
+        cwd=REPO_ROOT, env=box.environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
     )  # fmt: skip
     assert follow.stdout.readline().strip() == "tick"
     server.stop()
