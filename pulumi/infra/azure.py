@@ -15,25 +15,29 @@ setup script still does that as a fallback when it finds no driver.
 
 from __future__ import annotations
 
-import datetime
 import re
-import uuid
 
 from pulumi_azure_native import (
     authorization,
     compute,
-    consumption,
     containerregistry,
-    devtestlab,
     network,
     resources,
     storage,
 )
 
 import pulumi
+from infra.azure_access import (
+    ACR_PULL,
+    ACR_PUSH,
+    STORAGE_BLOB_DATA_CONTRIBUTOR,
+    builtin_role,
+    deallocate_role,
+    grant,
+)
+from infra.azure_guard_rails import monthly_budget, shutdown_schedule
 from infra.cloud_init import encode_user_data, render_cloud_init
 from infra.config import StackConfig
-from infra.time_zones import windows_time_zone
 
 SSH_USER = "azureuser"
 IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
@@ -44,21 +48,6 @@ IMAGE_NAME = "glucose-trainer"
 STALE_TEMP_DAYS = 2
 VNET_CIDR = "10.42.0.0/16"
 SUBNET_CIDR = "10.42.0.0/24"
-SHUTDOWN_NOTICE_MINUTES = 15
-ACTUAL_ALERT_PERCENTS = (50, 80, 100)
-FORECAST_ALERT_PERCENTS = (100,)
-# Built-in role ids (the same in every tenant).
-STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
-ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
-ACR_PUSH = "8311e382-0749-4cb8-b61a-304f252e45ec"
-# All the idle watchdog may do with the VM it runs on: see itself and deallocate itself
-# (an OS shutdown keeps billing on Azure; deallocation stops it).
-DEALLOCATE_ACTIONS = (
-    "Microsoft.Compute/virtualMachines/read",
-    "Microsoft.Compute/virtualMachines/deallocate/action",
-)
-# Stable namespace for the GUIDs Azure wants as role definition / assignment names.
-_GUID_NAMESPACE = uuid.UUID("5b0f3c1e-8a52-4a4e-9d0c-6f1f2a7c9e31")
 
 
 class AzureTrainingBox(pulumi.ComponentResource):
@@ -73,6 +62,8 @@ class AzureTrainingBox(pulumi.ComponentResource):
     def __init__(
         self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None
     ) -> None:
+        if config.cloud != "azure":
+            raise ValueError(f"AzureTrainingBox got a stack for cloud {config.cloud!r}")
         super().__init__("glucose-training:azure:TrainingBox", name, None, opts)
         self._name = name
         self._config = config
@@ -84,52 +75,18 @@ class AzureTrainingBox(pulumi.ComponentResource):
         self._group = resources.ResourceGroup(
             f"{name}-rg", location=config.region, tags=self._tags, opts=self._child(keep)
         )
-        client = authorization.get_client_config_output(opts=pulumi.InvokeOptions(parent=self))
-        self._subscription = client.subscription_id
         subnet = self._network()
         account, container = self._storage(keep)
         registry = self._registry()
-        deallocate_role = self._deallocate_role()
         placement = self._placement_group()
-        ips = []
+        vms, ips = [], []
         for index in range(config.node_count):
             vm, ip = self._box(index, subnet, placement)
+            vms.append(vm)
             ips.append(ip.ip_address)
-            principal = vm.identity.apply(lambda identity: identity.principal_id)
-            self._grant(
-                f"{name}-{index}-blob",
-                principal,
-                container.id,
-                self._builtin(STORAGE_BLOB_DATA_CONTRIBUTOR),
-                "ServicePrincipal",
-            )
-            self._grant(
-                f"{name}-{index}-acrpull",
-                principal,
-                registry.id,
-                self._builtin(ACR_PULL),
-                "ServicePrincipal",
-            )
-            self._grant(
-                f"{name}-{index}-deallocate",
-                principal,
-                vm.id,
-                deallocate_role.id,
-                "ServicePrincipal",
-            )
-            self._shutdown_schedule(index, vm)
-        # Shared-key access is off, so whoever runs `pulumi up` reaches data and images
-        # through their own identity (`fab upload-data`, `fab download`, `fab push`).
-        self._grant(
-            f"{name}-deployer-blob",
-            client.object_id,
-            container.id,
-            self._builtin(STORAGE_BLOB_DATA_CONTRIBUTOR),
-        )
-        self._grant(
-            f"{name}-deployer-acrpush", client.object_id, registry.id, self._builtin(ACR_PUSH)
-        )
-        self._budget()
+            shutdown_schedule(f"{name}-{index}-shutdown", vm, self._group, config, self)
+        self._grant_access(vms, container, registry)
+        monthly_budget(f"{name}-budget", self._group, config, self)
 
         self.hosts = pulumi.Output.all(*ips).apply(list)
         self.ssh_user = SSH_USER
@@ -146,16 +103,32 @@ class AzureTrainingBox(pulumi.ComponentResource):
             }
         )
 
-    def _child(self, retain: bool = False, **kwargs) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(parent=self, retain_on_delete=retain or None, **kwargs)
+    def _child(self, retain: bool = False) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, retain_on_delete=retain or None)
 
-    def _builtin(self, role_guid: str) -> pulumi.Output[str]:
-        return pulumi.Output.concat(
-            "/subscriptions/",
-            self._subscription,
-            "/providers/Microsoft.Authorization/roleDefinitions/",
-            role_guid,
-        )
+    def _grant_access(
+        self,
+        vms: list[compute.VirtualMachine],
+        container: storage.BlobContainer,
+        registry: containerregistry.Registry,
+    ) -> None:
+        """Each box: data, image pulls, deallocating itself. The deployer: data, pushes."""
+        client = authorization.get_client_config_output(opts=pulumi.InvokeOptions(parent=self))
+        blob_role = builtin_role(client.subscription_id, STORAGE_BLOB_DATA_CONTRIBUTOR)
+        role = deallocate_role(f"{self._name}-deallocate-role", self._group, self)
+        pull_role = builtin_role(client.subscription_id, ACR_PULL)
+        for index, vm in enumerate(vms):
+            box = vm.identity.apply(lambda identity: identity.principal_id)
+            prefix, kind = f"{self._name}-{index}", "ServicePrincipal"
+            grant(f"{prefix}-blob", box, container.id, blob_role, self, kind)
+            grant(f"{prefix}-acrpull", box, registry.id, pull_role, self, kind)
+            grant(f"{prefix}-deallocate", box, vm.id, role.id, self, kind)
+        # Shared-key access is off, so whoever runs `pulumi up` reaches data and images
+        # through their own identity (`fab upload-data`, `fab download`, `fab push`).
+        deployer = client.object_id
+        grant(f"{self._name}-deployer-blob", deployer, container.id, blob_role, self)
+        push_role = builtin_role(client.subscription_id, ACR_PUSH)
+        grant(f"{self._name}-deployer-acrpush", deployer, registry.id, push_role, self)
 
     def _network(self) -> network.Subnet:
         name, group = self._name, self._group
@@ -267,46 +240,6 @@ class AzureTrainingBox(pulumi.ComponentResource):
             opts=self._child(),
         )
 
-    def _deallocate_role(self) -> authorization.RoleDefinition:
-        # Custom roles may be assignable at a resource group at the narrowest; each VM's
-        # assignment is then scoped to that VM alone.
-        group_name = self._group.name
-        return authorization.RoleDefinition(
-            f"{self._name}-deallocate-role",
-            scope=self._group.id,
-            role_definition_id=group_name.apply(lambda g: _guid(g, "deallocate-role")),
-            role_name=pulumi.Output.concat(
-                "glucose-training VM self-deallocate (", group_name, ")"
-            ),
-            description="Lets a training VM's idle watchdog deallocate that VM, nothing else.",
-            role_type="CustomRole",
-            permissions=[{"actions": list(DEALLOCATE_ACTIONS)}],
-            assignable_scopes=[self._group.id],
-            opts=self._child(),
-        )
-
-    def _grant(
-        self,
-        name: str,
-        principal: pulumi.Input[str],
-        scope: pulumi.Input[str],
-        role: pulumi.Input[str],
-        principal_type: str | None = None,
-    ) -> authorization.RoleAssignment:
-        return authorization.RoleAssignment(
-            name,
-            principal_id=principal,
-            principal_type=principal_type,
-            role_definition_id=role,
-            scope=scope,
-            # Deterministic GUID like Bicep's guid(scope, principal, role): re-running
-            # never creates a duplicate assignment.
-            role_assignment_name=pulumi.Output.all(scope, principal, role).apply(
-                lambda parts: _guid(*parts)
-            ),
-            opts=self._child(),
-        )
-
     def _placement_group(self) -> compute.ProximityPlacementGroup | None:
         if self._config.node_count < 2:
             return None
@@ -323,7 +256,14 @@ class AzureTrainingBox(pulumi.ComponentResource):
     def _box(
         self, index: int, subnet: network.Subnet, placement: compute.ProximityPlacementGroup | None
     ) -> tuple[compute.VirtualMachine, network.PublicIPAddress]:
-        name, group, config = f"{self._name}-{index}", self._group, self._config
+        name = f"{self._name}-{index}"
+        ip, nic = self._public_nic(name, subnet)
+        return self._vm(name, nic, placement), ip
+
+    def _public_nic(
+        self, name: str, subnet: network.Subnet
+    ) -> tuple[network.PublicIPAddress, network.NetworkInterface]:
+        group = self._group
         ip = network.PublicIPAddress(
             f"{name}-ip",
             resource_group_name=group.name,
@@ -349,10 +289,19 @@ class AzureTrainingBox(pulumi.ComponentResource):
             tags=self._tags,
             opts=self._child(),
         )
+        return ip, nic
+
+    def _vm(
+        self,
+        name: str,
+        nic: network.NetworkInterface,
+        placement: compute.ProximityPlacementGroup | None,
+    ) -> compute.VirtualMachine:
+        group, config = self._group, self._config
         cloud_init = render_cloud_init(
             cloud="azure", idle_shutdown_minutes=config.idle_shutdown_minutes, ssh_user=SSH_USER
         )
-        vm = compute.VirtualMachine(
+        return compute.VirtualMachine(
             f"{name}-vm",
             vm_name=f"{name}-vm",  # fixed: the shutdown schedule's name is derived from it
             resource_group_name=group.name,
@@ -391,60 +340,6 @@ class AzureTrainingBox(pulumi.ComponentResource):
             tags=self._tags,
             opts=self._child(),
         )
-        return vm, ip
-
-    def _shutdown_schedule(self, index: int, vm: compute.VirtualMachine) -> None:
-        config = self._config
-        devtestlab.GlobalSchedule(
-            f"{self._name}-{index}-shutdown",
-            # Azure recognises auto-shutdown only under exactly this name.
-            name=vm.name.apply(lambda vm_name: f"shutdown-computevm-{vm_name}"),
-            resource_group_name=self._group.name,
-            location=self._group.location,
-            status="Enabled",  # the SDK's default is Disabled
-            task_type="ComputeVmShutdownTask",
-            daily_recurrence={"time": config.auto_shutdown_time.replace(":", "")},
-            time_zone_id=windows_time_zone(config.auto_shutdown_time_zone),
-            target_resource_id=vm.id,
-            notification_settings={
-                "status": "Enabled",
-                "time_in_minutes": SHUTDOWN_NOTICE_MINUTES,
-                "email_recipient": ";".join(config.alert_emails),
-                "notification_locale": "en",
-            },
-            tags=self._tags,
-            opts=self._child(),
-        )
-
-    def _budget(self) -> None:
-        config = self._config
-        notifications = {
-            f"{kind.lower()}{percent}": {
-                "enabled": True,
-                "operator": "GreaterThanOrEqualTo",
-                "threshold": percent,
-                "threshold_type": kind,
-                "contact_emails": list(config.alert_emails),
-                "locale": "en-us",
-            }
-            for kind, percents in (
-                ("Actual", ACTUAL_ALERT_PERCENTS),
-                ("Forecasted", FORECAST_ALERT_PERCENTS),
-            )
-            for percent in percents
-        }
-        consumption.Budget(
-            f"{self._name}-budget",
-            budget_name=f"{config.project}-{config.stack}-monthly",
-            scope=self._group.id,
-            amount=config.budget_amount,
-            category="Cost",
-            time_grain="Monthly",
-            # Azure wants the first of a month; later runs must not move it.
-            time_period={"start_date": _first_of_this_month()},
-            notifications=notifications,
-            opts=self._child(ignore_changes=["timePeriod"]),
-        )
 
 
 def _priority(spot: bool) -> dict:
@@ -461,12 +356,3 @@ def _priority(spot: bool) -> dict:
 
 def _alnum(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
-
-
-def _guid(*parts: str) -> str:
-    return str(uuid.uuid5(_GUID_NAMESPACE, "/".join(parts)))
-
-
-def _first_of_this_month() -> str:
-    today = datetime.datetime.now(datetime.timezone.utc)
-    return today.strftime("%Y-%m-01T00:00:00Z")

@@ -67,12 +67,6 @@ class RunResult:
         assert len(found) == 1, f"expected one resource named {name}, found {len(found)}"
         return found[0]
 
-    def by_urn(self, urn: str) -> Recorded:
-        return next(r for r in self.resources if r.urn == urn)
-
-    def by_id(self, id_: str) -> Recorded:
-        return next(r for r in self.resources if r.id == id_)
-
     @property
     def custom(self) -> list[Recorded]:
         """Resources a provider would create (components left out)."""
