@@ -1,0 +1,43 @@
+"""Tiny datasets and runs shared by the trainer tests (resnet18, a few steps)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainer.config import DataConfig, ModelConfig, RunConfig, SynthConfig, TrainConfig
+from trainer.synth import synthesize
+
+TINY_CASES = 5
+TINY_WINDOWS_PER_CASE = 48
+TINY_WINDOW_LENGTH = 64
+
+# One intra-op thread: the suite shares 2 cores with other test processes, and
+# oversubscribed OpenMP threads spin-wait each other into the ground.
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tiny-data")
+    return synthesize(SynthConfig(out, TINY_CASES, TINY_WINDOWS_PER_CASE, TINY_WINDOW_LENGTH, 0))
+
+
+def tiny_run_config(data: Path, run_dir: Path, **train_overrides) -> RunConfig:
+    train = {"epochs": 2, "batch_size": 32, "log_every_steps": 1, **train_overrides}
+    return RunConfig(
+        data=DataConfig(data),
+        train=TrainConfig(run_dir=run_dir, **train),
+        model=ModelConfig(arch="resnet18"),
+    )
+
+
+@pytest.fixture(scope="session")
+def trained_run(tiny_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from trainer.train import train
+
+    run_dir = tmp_path_factory.mktemp("runs") / "tiny-run"
+    assert train(tiny_run_config(tiny_data, run_dir)) == 0
+    return run_dir

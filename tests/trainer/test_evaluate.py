@@ -1,0 +1,43 @@
+import json
+
+from trainer.__main__ import main
+
+
+def test_evaluate_prints_json_metrics_for_the_test_split(trained_run, tiny_data, capsys):
+    code = main(
+        [
+            "evaluate",
+            "--data",
+            str(tiny_data),
+            "--checkpoint",
+            str(trained_run / "checkpoints/best.pt"),
+            "--split",
+            "test",
+        ]
+    )
+    result = json.loads(capsys.readouterr().out)
+    splits = json.loads((trained_run / "splits.json").read_text())
+    assert code == 0
+    assert result["split"] == "test" and result["cases"] == splits["test"]
+    assert result["mae"] > 0 and result["baseline"]["mae"] > 0
+
+
+def test_evaluate_matches_the_summary_written_by_train(trained_run, tiny_data, capsys):
+    main(
+        [
+            "evaluate",
+            "--data",
+            str(tiny_data),
+            "--checkpoint",
+            str(trained_run / "checkpoints/best.pt"),
+            "--split",
+            "val",
+        ]
+    )
+    summary = json.loads((trained_run / "summary.json").read_text())
+    assert json.loads(capsys.readouterr().out)["mae"] == summary["val"]["mae"]
+
+
+def test_evaluate_of_a_missing_checkpoint_is_a_user_error(tiny_data, tmp_path, capsys):
+    code = main(["evaluate", "--data", str(tiny_data), "--checkpoint", str(tmp_path / "x.pt")])
+    assert code == 2 and "no such checkpoint" in capsys.readouterr().err

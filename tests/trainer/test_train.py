@@ -1,0 +1,142 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from tests.trainer.conftest import tiny_run_config
+from trainer import checkpoint
+from trainer.__main__ import main
+from trainer.train import EXIT_STOPPED, train
+
+RUN_DIR_FILES = (
+    "splits.json",
+    "config.json",
+    "status.json",
+    "metrics.jsonl",
+    "summary.json",
+    "report.md",
+    "checkpoints/last.pt",
+    "checkpoints/last.pt.sha256",
+    "checkpoints/best.pt",
+    "plots/learning_curve.png",
+    "plots/clarke_grid.png",
+)
+SIGTERM_WAIT_SECONDS = 120
+
+
+def test_tiny_run_writes_every_run_dir_file(trained_run):
+    missing = [name for name in RUN_DIR_FILES if not (trained_run / name).is_file()]
+    assert not missing
+    assert any((trained_run / "tb").iterdir())
+
+
+def test_finished_run_reports_finished_status(trained_run):
+    status = json.loads((trained_run / "status.json").read_text())
+    assert status["state"] == "finished" and status["exit_code"] == 0
+    assert status["step"] == status["total_steps"]
+
+
+def test_splits_json_holds_disjoint_case_lists(trained_run):
+    splits = json.loads((trained_run / "splits.json").read_text())
+    assert not set(splits["train"]) & (set(splits["val"]) | set(splits["test"]))
+
+
+def test_summary_holds_val_and_test_with_baseline(trained_run):
+    summary = json.loads((trained_run / "summary.json").read_text())
+    assert {"mae", "baseline"} <= set(summary["test"]) and "mae" in summary["val"]
+
+
+def test_resume_from_last_continues_the_step_count(tiny_data, tmp_path):
+    run_dir = tmp_path / "run"
+    assert train(tiny_run_config(tiny_data, run_dir, max_steps=2)) == 0
+    assert checkpoint.load(run_dir / "checkpoints/last.pt")["step"] == 2
+    assert train(tiny_run_config(tiny_data, run_dir, max_steps=5)) == 0
+    assert checkpoint.load(run_dir / "checkpoints/last.pt")["step"] == 5
+    steps = [
+        r["step"]
+        for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
+        if r["kind"] == "train"
+    ]
+    assert steps == [1, 2, 3, 4, 5]
+
+
+def test_interrupted_and_resumed_run_ends_with_identical_weights(tiny_data, tmp_path):
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert train(tiny_run_config(tiny_data, straight, max_steps=6)) == 0
+    # checkpoint every step, stop mid-epoch at step 3, resume to the same end
+    assert train(tiny_run_config(tiny_data, split, max_steps=3)) == 0
+    assert train(tiny_run_config(tiny_data, split, max_steps=6)) == 0
+    a = checkpoint.load(straight / "checkpoints/last.pt")["model"]
+    b = checkpoint.load(split / "checkpoints/last.pt")["model"]
+    assert all(torch.equal(a[key], b[key]) for key in a)
+
+
+def test_resume_with_another_batch_size_is_a_user_error(tiny_data, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert train(tiny_run_config(tiny_data, run_dir, max_steps=1)) == 0
+    code = main(
+        [
+            "train",
+            "--data",
+            str(tiny_data),
+            "--run-dir",
+            str(run_dir),
+            "--model",
+            "resnet18",
+            "--batch-size",
+            "16",
+        ]
+    )
+    assert code == 2 and "train.batch_size was 32" in capsys.readouterr().err
+
+
+def _wait_for_step(status_path, proc):
+    deadline = time.monotonic() + SIGTERM_WAIT_SECONDS
+    while time.monotonic() < deadline and proc.poll() is None:
+        if status_path.exists() and (json.loads(status_path.read_text())["step"] or 0) >= 1:
+            return
+        time.sleep(0.2)
+    pytest.fail("trainer never reported a step")
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_75(tiny_data, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "train",
+            "--data",
+            str(tiny_data),
+            "--run-dir",
+            str(run_dir),
+            "--model",
+            "resnet18",
+            "--epochs",
+            "1000",
+            "--batch-size",
+            "32",
+            "--log-every",
+            "1",
+        ],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        _wait_for_step(run_dir / "status.json", proc)
+        os.kill(proc.pid, signal.SIGTERM)
+        output, _ = proc.communicate(timeout=SIGTERM_WAIT_SECONDS)
+    finally:
+        proc.kill()
+    assert proc.returncode == EXIT_STOPPED, output
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "stopped" and status["exit_code"] == EXIT_STOPPED
+    assert checkpoint.load(run_dir / "checkpoints/last.pt")["step"] == status["step"]

@@ -1,0 +1,137 @@
+"""`python -m trainer synth|train|evaluate|bench` (also the image's ENTRYPOINT).
+
+Exit codes (ARCHITECTURE.md): 0 done, 2 user error (one line on stderr), 75 stopped
+or preempted with a checkpoint written (restart me).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from trainer.config import (
+    ARCHS,
+    PRECISIONS,
+    DataConfig,
+    ModelConfig,
+    OptimConfig,
+    RunConfig,
+    SynthConfig,
+    TrainConfig,
+    UserError,
+)
+
+EXIT_USER_ERROR = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    synth = commands.add_parser("synth", help="write a synthetic PPG dataset")
+    synth.add_argument("--out", type=Path, required=True)
+    synth.add_argument("--cases", type=int, required=True)
+    synth.add_argument("--windows-per-case", type=int, required=True)
+    synth.add_argument("--window-length", type=int, default=100)
+    synth.add_argument("--seed", type=int, default=0)
+
+    train = commands.add_parser("train", help="train (resumes from the run dir by itself)")
+    train.add_argument("--data", type=Path, required=True)
+    train.add_argument("--run-dir", type=Path, required=True)
+    train.add_argument("--epochs", type=int, default=20)
+    train.add_argument("--batch-size", type=int, default=256)
+    train.add_argument("--lr", type=float, default=OptimConfig.lr)
+    train.add_argument("--precision", choices=PRECISIONS, default="auto")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--model", choices=ARCHS, default="resnet34")
+    train.add_argument("--grad-accum", type=int, default=1)
+    train.add_argument("--patience", type=int, default=5)
+    train.add_argument("--max-steps", type=int, default=None)
+    train.add_argument("--log-every", type=int, default=10, help="optimizer steps per log line")
+    train.add_argument("--checkpoint-uri", default=None)
+    train.add_argument("--checkpoint-every", type=float, default=600.0, metavar="SECONDS")
+    train.add_argument("--checkpoint-every-steps", type=int, default=None, metavar="N")
+
+    evaluate = commands.add_parser("evaluate", help="print JSON metrics of a checkpoint")
+    evaluate.add_argument("--data", type=Path, required=True)
+    evaluate.add_argument("--checkpoint", required=True, metavar="PATH_OR_URI")
+    evaluate.add_argument("--split", default="test", choices=("train", "val", "test"))
+
+    bench = commands.add_parser("bench", help="windows/s of pipeline and train step vs baseline")
+    bench.add_argument("--json", action="store_true", help="print one JSON object")
+    bench.add_argument(
+        "--record",
+        type=Path,
+        default=None,
+        metavar="CSV",
+        help="append a row to a measured-throughput CSV",
+    )
+    bench.add_argument("--quick", action="store_true", help="a few seconds, for tests")
+    bench.add_argument("--batch-size", type=int, default=None)
+    return parser
+
+
+def _run_config(args: argparse.Namespace) -> RunConfig:
+    return RunConfig(
+        data=DataConfig(data_dir=args.data),
+        train=TrainConfig(
+            run_dir=args.run_dir,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            precision=args.precision,
+            seed=args.seed,
+            patience=args.patience,
+            max_steps=args.max_steps,
+            log_every_steps=args.log_every,
+        ),
+        model=ModelConfig(arch=args.model),
+        optim=OptimConfig(lr=args.lr, grad_accum=args.grad_accum),
+        checkpoint_every_seconds=args.checkpoint_every,
+        checkpoint_every_steps=args.checkpoint_every_steps,
+        checkpoint_uri=args.checkpoint_uri,
+    )
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    # Heavy modules (torch) load per command: `--help` and flag errors stay instant.
+    if args.command == "synth":
+        from trainer.synth import synthesize
+
+        config = SynthConfig(
+            args.out, args.cases, args.windows_per_case, args.window_length, args.seed
+        )
+        out = synthesize(config)
+        print(
+            f"wrote {config.cases * config.windows_per_case} windows of "
+            f"{config.window_length} samples ({config.cases} cases) to {out}"
+        )
+        return 0
+    if args.command == "train":
+        from trainer.train import train
+
+        return train(_run_config(args))
+    if args.command == "evaluate":
+        from trainer.evaluate import evaluate_checkpoint
+
+        print(json.dumps(evaluate_checkpoint(args.data, args.checkpoint, args.split), indent=2))
+        return 0
+    from trainer.bench import run_bench
+
+    return run_bench(
+        json_output=args.json, record=args.record, quick=args.quick, batch_size=args.batch_size
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USER_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""One typed config per component, validated on construction.
+
+A bad value raises `UserError` naming the flag that fixes it; `python -m trainer`
+turns that into one line on stderr and exit code 2. The resolved `RunConfig` is
+written to `config.json` in the run dir and stored (as a plain dict) in every
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+ARCHS = ("resnet34", "resnet18")
+
+
+class UserError(Exception):
+    """A mistake the user can fix (bad flag, bad dataset, incompatible resume): exit 2."""
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise UserError(message)
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    out: Path
+    """Directory the dataset is written to (created)."""
+    cases: int
+    """Number of synthetic subjects; splits are made by case."""
+    windows_per_case: int
+    """Windows (one glucose label each) per case."""
+    window_length: int = 100
+    """Samples per window."""
+    seed: int = 0
+    """Everything generated is a pure function of this seed."""
+
+    def __post_init__(self) -> None:
+        _require(self.cases >= 3, f"--cases {self.cases}: need at least 3 (train/val/test)")
+        _require(self.windows_per_case >= 1, "--windows-per-case must be at least 1")
+        _require(
+            self.window_length >= 32,
+            f"--window-length {self.window_length}: the model needs at least 32 samples",
+        )
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    data_dir: Path
+    """Dataset directory (windows.npy, glucose.npy, case_id.npy, meta.json)."""
+    val_fraction: float = 0.15
+    """Share of cases held out for validation (at least one case)."""
+    test_fraction: float = 0.15
+    """Share of cases held out for the final test (at least one case)."""
+
+    def __post_init__(self) -> None:
+        for name in ("val_fraction", "test_fraction"):
+            value = getattr(self, name)
+            _require(0 < value < 0.5, f"{name}={value}: expected a share between 0 and 0.5")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    arch: str = "resnet34"
+    """resnet34 (the product model, ~7.2M parameters) or resnet18 (quick experiments)."""
+    kernel_size: int = 3
+    """Width of the residual blocks' convolutions."""
+    dropout: float = 0.2
+    """Dropout before the linear head."""
+
+    def __post_init__(self) -> None:
+        _require(self.arch in ARCHS, f"--model {self.arch}: expected one of {', '.join(ARCHS)}")
+        _require(self.kernel_size % 2 == 1, f"kernel_size {self.kernel_size}: must be odd")
+        _require(0 <= self.dropout < 1, f"dropout {self.dropout}: expected 0 <= p < 1")
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    lr: float = 2e-3
+    """Peak AdamW learning rate, reached after warmup, then cosine decay."""
+    weight_decay: float = 1e-2
+    """AdamW decoupled weight decay."""
+    warmup_fraction: float = 0.05
+    """Share of all optimizer steps spent warming up linearly from zero."""
+    min_lr_fraction: float = 0.02
+    """Cosine decays to this share of the peak learning rate."""
+    grad_clip_norm: float = 1.0
+    """Global gradient norm clip (0 turns clipping off)."""
+    grad_accum: int = 1
+    """Micro-batches accumulated per optimizer step."""
+
+    def __post_init__(self) -> None:
+        _require(self.lr > 0, f"--lr {self.lr}: must be positive")
+        _require(self.grad_accum >= 1, f"--grad-accum {self.grad_accum}: must be at least 1")
+        _require(0 <= self.warmup_fraction < 1, "warmup_fraction must be in [0, 1)")
+        _require(self.grad_clip_norm >= 0, "grad_clip_norm must be >= 0")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    run_dir: Path
+    """Everything the run writes goes here; its name is the run id."""
+    epochs: int = 20
+    """Passes over the training cases' windows."""
+    batch_size: int = 256
+    """Windows per micro-batch."""
+    precision: str = "auto"
+    """auto = bf16 on GPUs that have it, fp16 + GradScaler on older GPUs, fp32 on CPU."""
+    seed: int = 0
+    """Seeds the split, the init, every epoch's permutation and dropout."""
+    patience: int = 5
+    """Stop after this many epochs without a better validation MAE."""
+    max_steps: int | None = None
+    """Stop (as finished) after this many optimizer steps in total."""
+    log_every_steps: int = 10
+    """Optimizer steps between log lines; the only per-step host syncs happen here."""
+
+    def __post_init__(self) -> None:
+        _require(self.epochs >= 1, f"--epochs {self.epochs}: must be at least 1")
+        _require(self.batch_size >= 2, f"--batch-size {self.batch_size}: must be at least 2")
+        _require(
+            self.precision in PRECISIONS,
+            f"--precision {self.precision}: expected one of {', '.join(PRECISIONS)}",
+        )
+        _require(self.patience >= 1, f"--patience {self.patience}: must be at least 1")
+        _require(
+            self.max_steps is None or self.max_steps >= 1,
+            f"--max-steps {self.max_steps}: must be at least 1",
+        )
+        _require(self.log_every_steps >= 1, "log_every_steps must be at least 1")
+
+    @property
+    def run_id(self) -> str:
+        return Path(self.run_dir).resolve().name
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything `train` needs; what config.json and checkpoints record."""
+
+    data: DataConfig
+    train: TrainConfig
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    checkpoint_every_seconds: float = 600.0
+    """Wall-clock seconds between `last.pt` saves inside an epoch (0 = only per epoch)."""
+    checkpoint_every_steps: int | None = None
+    """Optimizer steps between `last.pt` saves, on top of the time-based ones."""
+    checkpoint_uri: str | None = None
+    """Remote mirror for checkpoints (file://, s3://, az://)."""
+
+    def __post_init__(self) -> None:
+        _require(self.checkpoint_every_seconds >= 0, "--checkpoint-every must be >= 0 seconds")
+        _require(
+            self.checkpoint_every_steps is None or self.checkpoint_every_steps >= 1,
+            "--checkpoint-every-steps must be at least 1",
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (paths as strings) for config.json and checkpoints."""
+
+        def plain(value: Any) -> Any:
+            if isinstance(value, Path):
+                return str(value)
+            if isinstance(value, dict):
+                return {key: plain(item) for key, item in value.items()}
+            return value
+
+        return plain(dataclasses.asdict(self))

@@ -1,0 +1,52 @@
+"""status.json: the run's heartbeat, read by `fab status` and the box's idle watchdog.
+
+Rewritten atomically (temp file + rename) at every log interval and at exit, so a
+reader never sees half a file. Keys are fixed by ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+STATES = ("running", "preempted", "stopped", "finished", "failed")
+STATUS_KEYS = (
+    "run_id",
+    "state",
+    "epoch",
+    "step",
+    "total_steps",
+    "train_loss",
+    "val_mae",
+    "windows_per_s",
+    "eta_s",
+    "last_checkpoint_at",
+    "updated_at",
+    "exit_code",
+)
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Write JSON to `path` via a temp file in the same dir and a rename."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+class StatusWriter:
+    """Holds the latest values; `write(**changes)` merges them and rewrites the file."""
+
+    def __init__(self, run_dir: Path, run_id: str, total_steps: int) -> None:
+        self.path = Path(run_dir) / "status.json"
+        self.fields: dict[str, Any] = dict.fromkeys(STATUS_KEYS)
+        self.fields.update(run_id=run_id, state="running", total_steps=total_steps)
+
+    def write(self, **changes: Any) -> None:
+        unknown = set(changes) - set(STATUS_KEYS)
+        assert not unknown, f"status.json has no keys {unknown}"
+        assert changes.get("state", "running") in STATES, changes["state"]
+        self.fields.update(changes, updated_at=time.time())
+        write_json_atomic(self.path, self.fields)

@@ -1,0 +1,332 @@
+"""Train ResNet-1D on a dataset dir. Reads top to bottom, like nanoGPT's train.py:
+
+config -> device -> data -> model/optimizer -> resume -> loop -> final evaluation.
+
+Exact resume is a design constraint: the epoch order is a pure function of (seed,
+epoch), the position inside an epoch is one integer (`Position.step_in_epoch`), and
+everything else the loop depends on (weights, optimizer, schedule, scaler, RNG, best
+score, patience) lives in the checkpoint dict. A run killed at any point and restarted
+from `last.pt` on CPU ends with bit-identical weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from trainer import checkpoint
+from trainer.checkpoint import CheckpointConfig, CheckpointManager
+from trainer.config import RunConfig, UserError
+from trainer.data import Normalisation, WindowPipeline, load_dataset, norm_to_state, split_cases
+from trainer.device import choose_device
+from trainer.evaluate import split_report
+from trainer.model import build_model, count_parameters
+from trainer.preemption import StopSignal
+from trainer.progress import RunOutputs
+from trainer.report import write_report
+from trainer.status import write_json_atomic
+
+EXIT_OK = 0
+EXIT_STOPPED = 75  # a checkpoint is written: restart me (docker on-failure, the box's unit)
+# Resuming with any of these changed would silently train a different run.
+RESUME_MUST_MATCH = ("model", "train.seed", "train.batch_size", "optim.grad_accum", "data")
+
+
+@dataclass
+class Position:
+    """Where the loop is. Saved in every checkpoint: no loop state lives anywhere else."""
+
+    step: int = 0  # optimizer steps done
+    epoch: int = 0  # epochs completed (validated)
+    step_in_epoch: int = 0  # micro-batch index of the next batch in this epoch's order
+    best_val_mae: float = math.inf
+    epochs_without_improvement: int = 0
+
+
+def lr_lambda(total_steps: int, warmup_fraction: float, min_lr_fraction: float):
+    """Linear warmup to the peak, then cosine down to min_lr_fraction of it."""
+    warmup = max(1, int(total_steps * warmup_fraction))
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
+        return min_lr_fraction + (1 - min_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return factor
+
+
+class Run:
+    """Everything built from the config: device, data, model, optimizer, checkpoints."""
+
+    def __init__(self, config: RunConfig) -> None:
+        tc, oc = config.train, config.optim
+        self.config, self.run_dir = config, Path(tc.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.choice = choose_device(tc.precision)
+        print(f"device: {self.choice.description}; precision {self.choice.precision}", flush=True)
+        torch.manual_seed(tc.seed)
+        np.random.seed(tc.seed)
+        random.seed(tc.seed)
+
+        # Data: validated, split by case, normalised with train statistics only.
+        self.dataset = load_dataset(config.data.data_dir)
+        self.splits = split_cases(
+            self.dataset.cases, tc.seed, config.data.val_fraction, config.data.test_fraction
+        )
+        self.norm = Normalisation.from_train(self.dataset, self.splits.train)
+        self.train_data = self.pipeline(self.splits.train)
+        self.val_data = self.pipeline(self.splits.val)
+        write_json_atomic(self.run_dir / "splits.json", self.splits.to_dict())
+        write_json_atomic(self.run_dir / "config.json", config.to_dict())
+
+        # Model, AdamW, warmup + cosine over every optimizer step of every epoch.
+        self.model = build_model(config.model).to(self.choice.device)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=oc.lr, weight_decay=oc.weight_decay
+        )
+        self.steps_per_epoch = math.ceil(self.train_data.steps_per_epoch / oc.grad_accum)
+        self.total_steps = self.steps_per_epoch * tc.epochs
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_lambda(self.total_steps, oc.warmup_fraction, oc.min_lr_fraction)
+        )
+        self.scaler = (
+            torch.amp.GradScaler(self.choice.device.type) if self.choice.needs_grad_scaler else None
+        )
+        self.checkpoints = CheckpointManager(
+            CheckpointConfig(
+                self.run_dir / "checkpoints",
+                config.checkpoint_every_seconds,
+                config.checkpoint_every_steps,
+                config.checkpoint_uri,
+            )
+        )
+        print(
+            f"data: {len(self.train_data)} train / {len(self.val_data)} val windows, cases "
+            f"{len(self.splits.train)}/{len(self.splits.val)}/{len(self.splits.test)}; "
+            f"model: {config.model.arch}, {count_parameters(self.model):,} parameters; "
+            f"{self.steps_per_epoch} steps/epoch x {tc.epochs} epochs",
+            flush=True,
+        )
+
+    def pipeline(self, cases: list[int]) -> WindowPipeline:
+        return WindowPipeline(
+            self.dataset, cases, self.norm, self.choice.device, self.config.train.batch_size
+        )
+
+    def state(self, position: Position) -> dict[str, Any]:
+        """The checkpoint dict (checkpoint.STATE_KEYS)."""
+        label_norm, input_norm = norm_to_state(self.norm)
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            **dataclasses.asdict(position),
+            "rng": checkpoint.capture_rng(),
+            "config": self.config.to_dict(),
+            "label_norm": label_norm,
+            "input_norm": input_norm,
+            "splits": self.splits.to_dict(),
+            "dataset_fingerprint": self.dataset.fingerprint,
+        }
+
+    def resume(self) -> Position | None:
+        """Load the newest valid checkpoint of this run dir, if any; its Position."""
+        state = self.checkpoints.load_latest()
+        if state is None:
+            return None
+        _check_resumable(state, self.config.to_dict(), self.dataset.fingerprint)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler is not None and state["scaler"] is not None:
+            self.scaler.load_state_dict(state["scaler"])
+        checkpoint.restore_rng(state["rng"])
+        fields = {f.name for f in dataclasses.fields(Position)}
+        return Position(**{key: value for key, value in state.items() if key in fields})
+
+
+def _check_resumable(state: dict[str, Any], config: dict[str, Any], fingerprint: str) -> None:
+    if state["dataset_fingerprint"] != fingerprint:
+        raise UserError(
+            "resume: the dataset differs from the one in the run dir's checkpoint; "
+            "use the same --data or a new --run-dir"
+        )
+    for dotted in RESUME_MUST_MATCH:
+        old, new = state["config"], config
+        for part in dotted.split("."):
+            old, new = old[part], new[part]
+        if old != new:
+            raise UserError(
+                f"resume: {dotted} was {old} in the run dir's checkpoint, now {new}; "
+                "use the same flags or a new --run-dir"
+            )
+
+
+def _optimizer_step(run: Run) -> None:
+    """Unscale (fp16), clip, step, clear, advance the schedule; no host sync outside fp16."""
+    if run.scaler is not None:
+        run.scaler.unscale_(run.optimizer)
+    if run.config.optim.grad_clip_norm:
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.config.optim.grad_clip_norm)
+    if run.scaler is not None:
+        run.scaler.step(run.optimizer)
+        run.scaler.update()
+    else:
+        run.optimizer.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    run.scheduler.step()
+
+
+def train_epoch(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> str | None:
+    """Optimizer steps through the rest of epoch `pos.epoch`.
+
+    Returns None when the epoch's batches are done, "stopped" on a stop request and
+    "max_steps" at --max-steps; `pos` is then the exact place to resume from.
+    """
+    tc, accum, data = run.config.train, run.config.optim.grad_accum, run.train_data
+    run.model.train()
+    order = data.permutation(tc.seed, pos.epoch)
+    while pos.step_in_epoch < data.steps_per_epoch:
+        x, y = data.batch(order, pos.step_in_epoch)
+        with run.choice.autocast():
+            loss = F.smooth_l1_loss(run.model(x).float(), y) / accum
+        (run.scaler.scale(loss) if run.scaler is not None else loss).backward()
+        out.meter.add(loss, x.shape[0])
+        pos.step_in_epoch += 1
+        if pos.step_in_epoch % accum and pos.step_in_epoch < data.steps_per_epoch:
+            continue  # accumulate; the epoch's last micro-batch always steps
+        _optimizer_step(run)
+        pos.step += 1
+        if out.meter.due(pos.step):
+            out.interval(
+                pos.epoch, pos.step, run.scheduler.get_last_lr()[0], run.checkpoints.last_saved_at
+            )
+        if stop.requested:  # an Event read: no device sync
+            return "stopped"
+        if tc.max_steps is not None and pos.step >= tc.max_steps:
+            return "max_steps"
+        if run.checkpoints.due(pos.step):
+            run.checkpoints.save_last(run.state(pos))
+    return None
+
+
+def end_epoch(run: Run, pos: Position, out: RunOutputs) -> bool:
+    """Validate, keep best.pt and last.pt; True when patience ran out (early stop)."""
+    report, _, _ = split_report(run.model, run.val_data, run.choice, run.norm)
+    pos.epoch, pos.step_in_epoch = pos.epoch + 1, 0
+    improved = report["mae"] < pos.best_val_mae
+    if improved:
+        pos.best_val_mae, pos.epochs_without_improvement = report["mae"], 0
+    else:
+        pos.epochs_without_improvement += 1
+    state = run.state(pos)
+    if improved:
+        run.checkpoints.save_best(state)
+    run.checkpoints.save_last(state)
+    out.epoch_end(pos.epoch, pos.step, report, pos.best_val_mae, run.checkpoints.last_saved_at)
+    return pos.epochs_without_improvement >= run.config.train.patience
+
+
+def _done(run: Run, pos: Position) -> bool:
+    tc = run.config.train
+    return (
+        pos.epoch >= tc.epochs
+        or pos.epochs_without_improvement >= tc.patience
+        or (tc.max_steps is not None and pos.step >= tc.max_steps)
+    )
+
+
+def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str, Any]:
+    """Best weights on val and test -> summary.json, report.md, plots; status finished."""
+    best = run.checkpoints.best_path
+    best_state = checkpoint.load(best if best.exists() else run.checkpoints.last_path)
+    run.model.load_state_dict(best_state["model"])
+    val, _, _ = split_report(run.model, run.val_data, run.choice, run.norm)
+    test, test_ref, test_pred = split_report(
+        run.model, run.pipeline(run.splits.test), run.choice, run.norm
+    )
+    summary = {
+        "run_id": run.config.train.run_id,
+        "best_epoch": int(best_state["epoch"]),
+        "best_step": int(best_state["step"]),
+        "steps": pos.step,
+        "epochs": pos.epoch,
+        "parameters": count_parameters(run.model),
+        "device": run.choice.description,
+        "precision": run.choice.precision,
+        "wall_s": wall_s,
+        "val": val,
+        "test": test,
+    }
+    write_json_atomic(run.run_dir / "summary.json", summary)
+    write_report(run.run_dir, summary, test_ref, test_pred)
+    out.status.write(
+        state="finished",
+        epoch=pos.epoch,
+        step=pos.step,
+        val_mae=val["mae"],
+        exit_code=EXIT_OK,
+        eta_s=0,
+        last_checkpoint_at=run.checkpoints.last_saved_at,
+    )
+    print(
+        f"done: test MAE {test['mae']:.2f} mg/dL vs constant-median baseline "
+        f"{test['baseline']['mae']:.2f}; report in {run.run_dir / 'report.md'}",
+        flush=True,
+    )
+    return summary
+
+
+def train(config: RunConfig) -> int:
+    """Run or resume training; the process exit code (0 finished, 75 stopped)."""
+    started = time.monotonic()
+    run = Run(config)
+    resumed = run.resume()
+    pos = resumed or Position()
+    if resumed is not None:
+        print(f"resume: step {pos.step}, epoch {pos.epoch}, batch {pos.step_in_epoch}", flush=True)
+
+    stop = StopSignal().install()
+    out = RunOutputs(
+        run.run_dir,
+        config.train.run_id,
+        run.total_steps,
+        pos.step,
+        resumed=resumed is not None,
+        device=run.choice.device,
+        log_every_steps=config.train.log_every_steps,
+    )
+    try:
+        while not _done(run, pos):
+            outcome = train_epoch(run, pos, stop, out)
+            if outcome == "stopped":
+                run.checkpoints.save_last(run.state(pos))
+                out.stopped(stop.reason, stop.state, pos.step, run.checkpoints.last_saved_at)
+                return EXIT_STOPPED
+            if outcome == "max_steps":
+                run.checkpoints.save_last(run.state(pos))
+                break
+            if end_epoch(run, pos, out):
+                print(
+                    f"early stop: no better val MAE for {pos.epochs_without_improvement} epochs",
+                    flush=True,
+                )
+    except BaseException:
+        out.status.write(state="failed", step=pos.step, exit_code=1)
+        raise
+    finally:
+        out.close()
+        stop.uninstall()
+    finish(run, pos, out, time.monotonic() - started)
+    return EXIT_OK
