@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from pulumi_policy import (
@@ -90,15 +90,30 @@ def is_gpu_box(resource_type: str, props: Any) -> bool:
     return False
 
 
-def _references(referrer: PolicyResource, target: PolicyResource, values: Iterable[Any]) -> bool:
-    """`referrer` points at `target`: by id when known, else by a recorded dependency."""
-    target_id = _known(lambda: target.props.get("id"))
-    if target_id and any(str(v).lower() == str(target_id).lower() for v in values if v):
-        return True
-    linked = list(referrer.dependencies)
-    for dependents in referrer.property_dependencies.values():
-        linked += dependents
+def _references(
+    referrer: PolicyResource,
+    target: PolicyResource,
+    prop: str,
+    values: list[Any] | None,
+    key: str = "id",
+) -> bool:
+    """`referrer.prop` points at `target`: compared with `target.props[key]` when both
+    are known (`values` None means unknown), else through the engine's record that
+    `prop` was computed from `target`."""
+    wanted = _known(lambda: target.props.get(key))
+    if values is not None and wanted:
+        return any(str(v).lower() == str(wanted).lower() for v in values if v)
+    if prop in referrer.property_dependencies:
+        linked = referrer.property_dependencies[prop]
+    else:
+        linked = referrer.dependencies
     return any(d.urn == target.urn for d in linked)
+
+
+def _value(resource: PolicyResource, prop: str) -> list[Any] | None:
+    """[props[prop]], or None while the engine does not know it."""
+    value = _known(lambda: resource.props.get(prop))
+    return None if value is None else [value]
 
 
 # --- mandatory, per resource -----------------------------------------------------------
@@ -221,8 +236,8 @@ def _aws_stop_covers(schedule: PolicyResource, box: PolicyResource) -> bool:
     if _get(props, "target", "arn") != STOP_INSTANCES_TARGET:
         return False
     text = _known(lambda: _get(props, "target", "input"))
-    instance_ids = (json.loads(text) if text else {}).get("InstanceIds", [])
-    return _references(schedule, box, instance_ids)
+    instance_ids = None if text is None else json.loads(text).get("InstanceIds", [])
+    return _references(schedule, box, "target", instance_ids)
 
 
 def _azure_stop_covers(schedule: PolicyResource, box: PolicyResource) -> bool:
@@ -231,7 +246,7 @@ def _azure_stop_covers(schedule: PolicyResource, box: PolicyResource) -> bool:
         return False
     if not _get(props, "dailyRecurrence", "time"):
         return False
-    return _references(schedule, box, [_known(lambda: props.get("targetResourceId"))])
+    return _references(schedule, box, "targetResourceId", _value(schedule, "targetResourceId"))
 
 
 def gpu_box_under_budget(args: StackValidationArgs, report: ReportViolation) -> None:
@@ -272,17 +287,15 @@ def _azure_budget_covers(
     notifications = props.get("notifications") or {}
     if not any(n.get("enabled") and n.get("contactEmails") for n in notifications.values()):
         return False
-    scope = str(_known(lambda: props.get("scope")) or "")
-    if re.fullmatch(r"/subscriptions/[^/]+/?", scope):
+    scope = _value(budget, "scope")
+    if scope and re.fullmatch(r"/subscriptions/[^/]+/?", str(scope[0])):
         return True  # the whole subscription
-    group_name = str(_known(lambda: box.props.get("resourceGroupName")) or "").lower()
-    if scope.lower().endswith(f"/resourcegroups/{group_name}"):
-        return True
-    groups = [
-        g for g in _of_type(resources, AZURE_RESOURCE_GROUP)
-        if str(_known(lambda g=g: g.props.get("name")) or "").lower() == group_name
-    ]  # fmt: skip
-    return any(_references(budget, group, [scope]) for group in groups)
+    box_group = _value(box, "resourceGroupName")
+    return any(
+        _references(box, group, "resourceGroupName", box_group, key="name")
+        and _references(budget, group, "scope", scope)
+        for group in _of_type(resources, AZURE_RESOURCE_GROUP)
+    )
 
 
 def s3_public_access_blocked(args: StackValidationArgs, report: ReportViolation) -> None:
@@ -293,13 +306,7 @@ def s3_public_access_blocked(args: StackValidationArgs, report: ReportViolation)
     ]  # fmt: skip
     for bucket in (r for r in args.resources if r.resource_type in AWS_BUCKETS):
         # A block names its bucket by id, which for S3 is the bucket's name.
-        name = _known(lambda bucket=bucket: bucket.props.get("bucket"))
-        guarded = any(
-            _references(block, bucket, [_known(lambda b=block: b.props.get("bucket"))])
-            or (name and _known(lambda b=block: b.props.get("bucket")) == name)
-            for block in blocks
-        )
-        if not guarded:
+        if not any(_references(b, bucket, "bucket", _value(b, "bucket")) for b in blocks):
             report(f"bucket {bucket.name} lacks a full public-access block", bucket.urn)
 
 

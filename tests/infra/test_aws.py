@@ -514,7 +514,7 @@ def test_example_stack_file_is_a_valid_aws_stack():
         key: value if isinstance(value, str) else json.dumps(value) for key, value in stack.items()
     }
     result = run_program(lambda: runpy.run_path(str(PROGRAM)), aws_recorder(), settings)
-    assert (result.exports["cloud"], result.exports["vmSize"]) == ("aws", "g5.xlarge")
+    assert (result.exports["cloud"], result.exports["vmSize"]) == ("aws", "g6.xlarge")
     assert len(result.of_type(INSTANCE)) == 1
 
 

@@ -33,6 +33,7 @@ from pulumi_policy import (
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
 import pulumi
+from tests.infra import test_azure as azure_tests
 from tests.infra.aws_program import PROGRAM, STACK, aws_recorder, stack_settings
 from tests.infra.mocks import RunResult, run_program, unwrap
 
@@ -54,13 +55,21 @@ def _options(parent: str | None) -> PolicyResourceOptions:
     return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], parent)
 
 
-def as_policy_resources(result: RunResult) -> list[PolicyResource]:
-    """What AnalyzeStack would receive: state properties (inputs + outputs + id)."""
+def as_policy_resources(
+    result: RunResult, unknown: dict[str, set[str]] | None = None
+) -> list[PolicyResource]:
+    """What AnalyzeStack would receive: state properties (inputs + outputs + id).
+
+    `unknown` maps a resource type to dotted property paths the engine does not know
+    yet, as in the first preview of a stack (ids, and everything computed from them).
+    """
     resources: dict[str, PolicyResource] = {}
     for recorded in result.resources:
         props = unwrap(recorded.outputs) if recorded.custom else {}
         if recorded.id:
             props = {**props, "id": recorded.id}
+        for path in (unknown or {}).get(recorded.type, ()):
+            props = _set_path(props, path.split("."), UNKNOWN_STRING_VALUE)
         resources[recorded.urn] = PolicyResource(
             recorded.type,
             unknown_checking_proxy(props),
@@ -77,6 +86,13 @@ def as_policy_resources(result: RunResult) -> list[PolicyResource]:
         resource.parent = resources.get(recorded.parent or "")
         resource.dependencies = [resources[u] for u in recorded.dependencies if u in resources]
     return list(resources.values())
+
+
+def _set_path(props: dict[str, Any], path: list[str], value: Any) -> dict[str, Any]:
+    head, *rest = path
+    if head not in props:
+        return props
+    return {**props, head: _set_path(props[head], rest, value) if rest else value}
 
 
 def evaluate(resources: list[PolicyResource]) -> list[Violation]:
@@ -127,6 +143,20 @@ def run_aws(transformation: Callable | None = None, **overrides: str) -> RunResu
         runpy.run_path(str(PROGRAM))
 
     return run_program(program, aws_recorder(), stack_settings(**overrides), stack=STACK)
+
+
+def run_azure(transformation: Callable | None = None, **overrides: str) -> RunResult:
+    """The Azure program with the Azure tests' own mocks (what Azure computes)."""
+    raw = {**azure_tests.BASE, **overrides}
+    settings = {f"glucose-training:{k}": v for k, v in raw.items() if v is not None}
+    settings["azure-native:location"] = "eastus"
+
+    def program() -> None:
+        if transformation is not None:
+            pulumi.runtime.register_stack_transformation(transformation)
+        runpy.run_path(str(PROGRAM))
+
+    return run_program(program, azure_tests._recorder(), settings, stack=STACK)
 
 
 def _edit(key: str, **changes: Any) -> Callable[[dict[str, Any]], None]:
@@ -212,6 +242,56 @@ def test_broken_aws_program_trips_exactly_its_policy(transformation, policy):
     assert all(v.level == EnforcementLevel.MANDATORY for v in violations)
 
 
+AZURE_VM = "azure-native:compute:VirtualMachine"
+AZURE_SCHEDULE = "azure-native:devtestlab:GlobalSchedule"
+AZURE_ACCOUNT = "azure-native:storage:StorageAccount"
+
+
+def _password_login(props: dict[str, Any]) -> None:
+    linux = {**props["os_profile"]["linux_configuration"], "disable_password_authentication": False}
+    props["os_profile"] = {**props["os_profile"], "linux_configuration": linux}
+
+
+BROKEN_AZURE = {
+    "shutdown schedule disabled": (
+        sabotage(AZURE_SCHEDULE, lambda p: p.update(status="Disabled")),
+        "gpu-box-daily-stop",
+    ),
+    "shutdown schedule for another VM": (
+        sabotage(AZURE_SCHEDULE, lambda p: p.update(target_resource_id="/subscriptions/s/x/vm")),
+        "gpu-box-daily-stop",
+    ),
+    "budget on another resource group": (
+        sabotage(
+            "azure-native:consumption:Budget",
+            lambda p: p.update(scope="/subscriptions/s/resourceGroups/someone-else"),
+        ),
+        "gpu-box-under-budget",
+    ),
+    "anonymous blob reads allowed": (
+        sabotage(AZURE_ACCOUNT, lambda p: p.update(allow_blob_public_access=True)),
+        "storage-never-public",
+    ),
+    "public container": (
+        sabotage("azure-native:storage:BlobContainer", lambda p: p.update(public_access="Blob")),
+        "storage-never-public",
+    ),
+    "password login": (sabotage(AZURE_VM, _password_login), "azure-vm-password-auth-off"),
+}
+
+
+@pytest.mark.parametrize("transformation, policy", BROKEN_AZURE.values(), ids=BROKEN_AZURE.keys())
+def test_broken_azure_program_trips_exactly_its_policy(transformation, policy):
+    violations = evaluate(as_policy_resources(run_azure(transformation, spot="true")))
+    assert _fired(violations) == {policy}
+    assert all(v.level == EnforcementLevel.MANDATORY for v in violations)
+
+
+def test_azure_ssh_from_anywhere_is_refused_even_when_the_stack_insists():
+    result = run_azure(spot="true", sshAllowedCidr="0.0.0.0/0", allowSshFromAnywhere="true")
+    assert _fired(evaluate(as_policy_resources(result))) == {"no-ssh-from-anywhere"}
+
+
 def test_ssh_from_anywhere_is_refused_even_when_the_stack_insists():
     result = run_aws(**CAREFUL_AWS, sshAllowedCidr="0.0.0.0/0", allowSshFromAnywhere="true")
     assert _fired(evaluate(as_policy_resources(result))) == {"no-ssh-from-anywhere"}
@@ -235,26 +315,33 @@ def test_cluster_with_one_box_left_out_of_the_daily_stop_names_that_box():
 # --- preview: ids not known yet --------------------------------------------------------
 
 
-def _unknown_ids(resources: list[PolicyResource], types: set[str]) -> None:
-    """Make ids and schedule inputs unknown, as in the first preview of a stack."""
-    for resource in resources:
-        props = dict(resource.props)
-        if resource.resource_type in types:
-            props["id"] = UNKNOWN_STRING_VALUE
-        if resource.resource_type == SCHEDULE:
-            props["target"] = {**props["target"], "input": UNKNOWN_STRING_VALUE}
-        resource.props = unknown_checking_proxy(props)
+# What a first preview cannot know: every id, and whatever is computed from one.
+AWS_PREVIEW_UNKNOWNS = {
+    INSTANCE: {"id"},
+    SCHEDULE: {"target.input"},
+    BUCKET: {"id", "bucket"},
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": {"bucket"},
+}
+AZURE_PREVIEW_UNKNOWNS = {
+    AZURE_VM: {"id", "resourceGroupName"},
+    "azure-native:resources:ResourceGroup": {"id", "name"},
+    AZURE_SCHEDULE: {"targetResourceId", "resourceGroupName"},
+    "azure-native:consumption:Budget": {"scope"},
+}
 
 
-def test_during_preview_the_daily_stop_is_matched_through_dependencies():
-    resources = as_policy_resources(run_aws(**CAREFUL_AWS))
-    _unknown_ids(resources, {INSTANCE})
+def test_during_preview_aws_links_are_matched_through_dependencies():
+    resources = as_policy_resources(run_aws(**CAREFUL_AWS), AWS_PREVIEW_UNKNOWNS)
+    assert evaluate(resources) == []
+
+
+def test_during_preview_azure_links_are_matched_through_dependencies():
+    resources = as_policy_resources(run_azure(spot="true"), AZURE_PREVIEW_UNKNOWNS)
     assert evaluate(resources) == []
 
 
 def test_during_preview_a_schedule_without_the_dependency_does_not_count():
-    resources = as_policy_resources(run_aws(**CAREFUL_AWS))
-    _unknown_ids(resources, {INSTANCE})
+    resources = as_policy_resources(run_aws(**CAREFUL_AWS), AWS_PREVIEW_UNKNOWNS)
     schedule = next(r for r in resources if r.resource_type == SCHEDULE)
     schedule.dependencies = [d for d in schedule.dependencies if d.resource_type != INSTANCE]
     assert _fired(evaluate(resources)) == {"gpu-box-daily-stop"}
