@@ -7,9 +7,9 @@ cloud in use, so an Azure stack never needs the AWS provider and vice versa.
 
 from __future__ import annotations
 
-from infra.config import ConfigError, StackConfig, load_stack_config
-
 import pulumi
+
+from infra.config import ConfigError, StackConfig, load_stack_config
 
 COMPONENT_NAME = "glucose"
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+import pulumi
 from pulumi_azure_native import (
     authorization,
     compute,
@@ -26,7 +27,6 @@ from pulumi_azure_native import (
     storage,
 )
 
-import pulumi
 from infra.azure_access import (
     ACR_PULL,
     ACR_PUSH,

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import uuid
 
-from pulumi_azure_native import authorization, resources
-
 import pulumi
+from pulumi_azure_native import authorization, resources
 
 # Built-in role ids (the same in every tenant).
 STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"

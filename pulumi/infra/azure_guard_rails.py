@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import datetime
 
+import pulumi
 from pulumi_azure_native import compute, consumption, devtestlab, resources
 
-import pulumi
 from infra.config import StackConfig
 from infra.time_zones import windows_time_zone
 

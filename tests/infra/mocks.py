@@ -18,10 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
-
-import pulumi
 
 OutputsHook = Callable[[pulumi_mocks.MockResourceArgs], dict[str, Any]]
 CallHook = Callable[[pulumi_mocks.MockCallArgs], dict[str, Any]]

@@ -7,11 +7,11 @@ import json
 import runpy
 from pathlib import Path
 
+import pulumi
 import pytest
 import yaml
-from infra.config import validate
 
-import pulumi
+from infra.config import validate
 from ops import catalog
 from tests.infra.mocks import Recorder, RunResult, run_program
 

@@ -1,9 +1,9 @@
 import dataclasses
 
-import pytest
-from infra.config import ConfigError, StackConfig, load_stack_config, validate
-
 import pulumi
+import pytest
+
+from infra.config import ConfigError, StackConfig, load_stack_config, validate
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx1Y29zZS10cmFpbmluZy10ZXN0LWtleQ me@laptop"
 GOOD = {

@@ -1,6 +1,7 @@
 import zoneinfo
 
 import pytest
+
 from infra.time_zones import IANA_TO_WINDOWS, windows_time_zone
 
 
