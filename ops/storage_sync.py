@@ -104,62 +104,66 @@ def _already_here(path: Path, entry: dict | None) -> bool:
     )
 
 
-def _expected_hash(store, key: str, keys: set[str], box_hashes: dict[str, str]) -> tuple:
-    """(sha256, how) the file must have, or (None, None) when nothing says."""
-    if key + SIDECAR_SUFFIX in keys:
-        return store.read_bytes(key + SIDECAR_SUFFIX).decode().split()[0], "sidecar"
-    if key in box_hashes:
-        return box_hashes[key], "box"
-    return None, None
-
-
 def download_run(uri: str, directory: Path, box_hashes: dict[str, str]) -> DownloadReport:
-    """Fetch every object under `uri` into `directory`, verified; resumable."""
+    """Fetch every object under `uri` into `directory`, verified; resumable per file."""
     store = _store(uri)
     keys = [key for key in store.list() if key != LOCAL_MANIFEST]
     if not keys:
         raise Exit(f"nothing stored at {uri}; check the run id with `fab status`")
     directory.mkdir(parents=True, exist_ok=True)
-    manifest = _load_local_manifest(directory)
-    manifest["source"] = uri
-    report = DownloadReport(directory=directory)
-    key_set = set(keys)
+    download = _RunDownload(store, uri, set(keys), directory, box_hashes)
     with _progress() as progress:
         for key in keys:
-            _download_one(store, key, key_set, directory, manifest, box_hashes, report, progress)
-            _write_manifest(directory, manifest)
-    report.box_only = sorted(set(box_hashes) - key_set)
-    return report
+            download.fetch(key, progress)
+    download.report.box_only = sorted(set(box_hashes) - set(keys))
+    return download.report
 
 
-def _download_one(store, key, keys, directory, manifest, box_hashes, report, progress) -> None:
-    path = directory / key
-    expected, how = _expected_hash(store, key, keys, box_hashes)
-    entry = manifest["files"].get(key)
-    if _already_here(path, entry) and expected in (None, entry["sha256"]):
-        report.skipped.append(key)
-    else:
+class _RunDownload:
+    """One `download_run`: the store, what is already here, and what happened."""
+
+    def __init__(self, store, uri: str, keys: set[str], directory: Path, box_hashes: dict):
+        self.store, self.uri, self.keys, self.directory = store, uri, keys, directory
+        self.box_hashes = box_hashes
+        self.manifest = _load_local_manifest(directory)
+        self.manifest["source"] = uri
+        self.report = DownloadReport(directory=directory)
+
+    def _expected(self, key: str) -> tuple[str | None, str | None]:
+        """(sha256, how we know it) the file must have, or (None, None) when nothing says."""
+        if key + SIDECAR_SUFFIX in self.keys:
+            return self.store.read_bytes(key + SIDECAR_SUFFIX).decode().split()[0], "sidecar"
+        if key in self.box_hashes:
+            return self.box_hashes[key], "box"
+        return None, None
+
+    def fetch(self, key: str, progress: Progress) -> None:
+        path = self.directory / key
+        expected, how = self._expected(key)
+        entry = self.manifest["files"].get(key)
+        if _already_here(path, entry) and expected in (None, entry["sha256"]):
+            self.report.skipped.append(key)
+        else:
+            self._get_verified(key, path, expected, how, progress)
+            self.report.fetched.append(key)
+        verified = {"sidecar": self.report.verified_by_sidecar, "box": self.report.verified_by_box}
+        verified.get(how, self.report.unverified).append(key)
+
+    def _get_verified(self, key: str, path: Path, expected, how, progress: Progress) -> None:
         partial = path.with_name(f".{path.name}.part")
         bar = progress.add_task(key, total=None)
-        store.get_file(key, partial, lambda n: progress.advance(bar, n))
+        self.store.get_file(key, partial, lambda n: progress.advance(bar, n))
         progress.remove_task(bar)
         actual = sha256_file(partial)
         if expected is not None and actual != expected:
             partial.unlink()
             raise Exit(
-                f"{uri_of(store)}/{key}: sha256 {actual[:12]} != {how}'s {expected[:12]}; "
+                f"{self.uri}/{key}: sha256 {actual[:12]} != {how}'s {expected[:12]}; "
                 "the stored copy is damaged or still being written; retry after `fab stop`"
             )
         partial.replace(path)
-        manifest["files"][key] = {"sha256": actual, "bytes": path.stat().st_size}
-        report.fetched.append(key)
-    {"sidecar": report.verified_by_sidecar, "box": report.verified_by_box}.get(
-        how, report.unverified
-    ).append(key)
-
-
-def uri_of(store) -> str:
-    return getattr(store, "uri", "storage")
+        self.manifest["files"][key] = {"sha256": actual, "bytes": path.stat().st_size}
+        _write_manifest(self.directory, self.manifest)
 
 
 def _write_manifest(directory: Path, manifest: dict) -> None:

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from ops import storage_sync, trainer_container
 from ops.remote import Box
-from ops.target import Target, resolve_target
+from ops.target import resolve_target
 from ops.tasks.image import STACK_HELP, TARGET_HELP
 
 console = Console(stderr=True, soft_wrap=True)
@@ -44,9 +44,12 @@ def upload_data(c, data="", name="", target="", stack=""):
     )
 
 
-def _box_hashes(where: Target, run_id: str) -> tuple[dict[str, str], str]:
-    """sha256 of every file in the box's run dir, and the run's container state."""
-    box = Box(where)
+def _box_hashes(box: Box, run_id: str) -> tuple[dict[str, str], str]:
+    """sha256 of the files of the box's run dir that storage mirrors; "running" or ""."""
+    state = trainer_container.inspect_container(box, run_id)
+    if state is not None and (state.running or state.restarting):
+        # Files still change between mirror passes: comparing would only cry wolf.
+        return {}, "running"
     run_dir = trainer_container.run_dir(box.root, run_id)
     # The files the trainer mirrors (trainer.sync): not checkpoints/ (uploaded on their
     # own under other names, verified by sidecars), no dot files, no *.tmp.
@@ -56,9 +59,7 @@ def _box_hashes(where: Target, run_id: str) -> tuple[dict[str, str], str]:
         "-exec sha256sum {} +",
         check=False,
     )
-    state = trainer_container.inspect_container(box, run_id)
-    running = state is not None and (state.running or state.restarting)
-    return storage_sync.parse_sha256sum(listing.stdout.splitlines()), "running" if running else ""
+    return storage_sync.parse_sha256sum(listing.stdout.splitlines()), ""
 
 
 @task(
@@ -75,8 +76,9 @@ def download(c, run="", to="", offline=False, target="", stack=""):
     where = resolve_target(target or None, stack or None)
     box_hashes, box_state = {}, ""
     if not offline:
-        run = trainer_container.resolve_run_id(Box(where), run)
-        box_hashes, box_state = _box_hashes(where, run)
+        box = Box(where)
+        run = trainer_container.resolve_run_id(box, run)
+        box_hashes, box_state = _box_hashes(box, run)
     elif not run:
         raise Exit("--offline needs --run ID (the box cannot be asked for the newest run)")
     directory = Path(to or f"runs/{run}")
