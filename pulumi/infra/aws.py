@@ -20,9 +20,9 @@ from __future__ import annotations
 import base64
 import json
 
+import pulumi
 import pulumi_aws as aws
 
-import pulumi
 from infra import aws_guard_rails, aws_iam
 from infra.aws_network import declare_network
 from infra.cloud_init import encode_user_data, render_cloud_init
@@ -37,7 +37,8 @@ SSH_USER = "ubuntu"
 DLAMI_OWNER = "amazon"
 DLAMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
 UBUNTU_OWNER = "099720109477"  # Canonical
-UBUNTU_NAME = "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"
+# Canonical names EBS images hvm-ssd/ or, newer ones, hvm-ssd-gp3/: match either.
+UBUNTU_NAME = "ubuntu/images/hvm-ssd*/ubuntu-jammy-22.04-amd64-server-*"
 OSS_DRIVER_MIN_COMPUTE_CAPABILITY = (7, 5)
 
 IMDS_HOP_LIMIT = 2  # host -> docker bridge -> container: the trainer reads spot notices

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 
+import pulumi
 import pulumi_aws as aws
 
-import pulumi
 from infra import aws_iam
 from infra.config import StackConfig
 

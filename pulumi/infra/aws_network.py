@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pulumi
 import pulumi_aws as aws
 
-import pulumi
 from infra.config import StackConfig
 
 VPC_CIDR = "10.42.0.0/16"

@@ -10,13 +10,13 @@ import runpy
 import sys
 from pathlib import Path
 
+import pulumi
 import pytest
 import yaml
+
 from infra import aws, aws_guard_rails, aws_iam, aws_network
 from infra.cloud_init import render_cloud_init
 from infra.config import validate
-
-import pulumi
 from ops import catalog
 from tests.infra.aws_program import (
     ACCOUNT_ID,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 import yaml
 from policy import policies
@@ -32,7 +33,6 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
-import pulumi
 from tests.infra import test_azure as azure_tests
 from tests.infra.aws_program import PROGRAM, STACK, aws_recorder, stack_settings
 from tests.infra.mocks import RunResult, run_program, unwrap
