@@ -34,6 +34,7 @@ class RunSnapshot:
     last_metrics: dict
     gpus: list[str]
     launch: dict
+    watchdog: dict
     now: float
 
 
@@ -79,8 +80,21 @@ def snapshot(box: Box, run_id: str) -> RunSnapshot:
         last_metrics=_json_or_empty(metrics_tail.strip()),
         gpus=gpus.stdout.strip().splitlines() if gpus.exited == 0 else [],
         launch=_json_or_empty(box.read_text(f"{run_dir}/{LAUNCH_FILE}")),
+        watchdog=_json_or_empty(box.read_text(f"{box.root}/watchdog/state.json")),
         now=time.time(),
     )
+
+
+def watchdog_line(state: dict, now: float) -> str | None:
+    """The box's idle watchdog (pulumi/infra/box/watchdog.py) in a line, when it runs."""
+    if not state:
+        return None
+    if state.get("busy_reasons"):
+        return f"watchdog:   box busy ({', '.join(state['busy_reasons'])})"
+    if isinstance(state.get("stop_at"), (int, float)):
+        left_minutes = max(state["stop_at"] - now, 0) / 60
+        return f"watchdog:   box idle; it stops itself (and its bill) in {left_minutes:.0f} min"
+    return None
 
 
 def _hours(seconds: float) -> str:
@@ -133,4 +147,5 @@ def render(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> str:
     if not snap.gpus:
         lines.append("gpu:        none (nvidia-smi not on the box)")
     lines += cost_lines(snap, hourly_price_usd, spot)
-    return "\n".join(lines)
+    watchdog = watchdog_line(snap.watchdog, snap.now)
+    return "\n".join([*lines, watchdog] if watchdog else lines)

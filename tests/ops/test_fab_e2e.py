@@ -119,6 +119,10 @@ def _wait_for_status(box: LocalBox, pattern: str) -> str:
     raise AssertionError(f"status never matched {pattern!r}; last:\n{out}")
 
 
+def _tree_bytes(root: Path) -> int:
+    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
+
+
 def _step(status_out: str) -> int:
     return int(re.search(r"step (\d+) /", status_out).group(1))
 
@@ -144,8 +148,12 @@ def test_build_push_train_status_stop_resume_download(
     e2e_box, built, dataset, registry, box_engine, moto_server, tmp_path
 ):
     box = e2e_box
+    before = _tree_bytes(registry.storage_dir)
     pushed = _fab_ok(box, "push")
-    print(pushed.stderr.strip().splitlines()[-1], file=sys.stderr)
+    sent_mb = (_tree_bytes(registry.storage_dir) - before) / 1e6
+    print(
+        f"{pushed.stderr.strip().splitlines()[-1]}; registry grew {sent_mb:.0f} MB", file=sys.stderr
+    )
     assert re.search(r"pushed \S+ in [\d.]+ s: \d+ layers sent", pushed.stderr)
 
     common = ("--dataset", dataset, "--run", RUN_ID, "--trainer-args", TRAINER_ARGS)

@@ -60,3 +60,12 @@ def test_stop_of_a_run_that_is_not_running_says_so(local_box):
     result = local_box.fab("stop", "--run", "never-started")
     assert result.returncode == 1
     assert "run never-started is not running" in result.stderr
+
+
+def test_status_shows_the_watchdog_countdown_of_an_idle_box(local_box):
+    _write_run(local_box, "r2", {"state": "finished", "step": 9}, started_ago_s=60)
+    state = {"decision": "idle", "busy_reasons": [], "stop_at": time.time() + 600}
+    (local_box.root / "watchdog" / "state.json").write_text(json.dumps(state))
+    result = local_box.fab("status", "--run", "r2")
+    assert result.returncode == 0, result.stderr
+    assert "stops itself (and its bill) in 10 min" in result.stdout
