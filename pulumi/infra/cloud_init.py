@@ -2,8 +2,9 @@
 
 It writes the on-box programs from `pulumi/infra/box/` (idle watchdog, resume
 unit, their systemd units and the one-time setup script) plus the watchdog's
-config, then runs the setup script, which installs docker and the NVIDIA container
-toolkit only where the image lacks them and writes the `ready` marker last.
+config, then runs the setup script, which installs docker, the NVIDIA container
+toolkit and (on AWS) the `aws` CLI only where the image lacks them and writes the
+`ready` marker last.
 
 Standard library only and free of pulumi imports, so both Pulumi programs and the
 tests call it as a plain function.
@@ -63,7 +64,7 @@ def render_cloud_init(
     ]
     for path, mode, content in files:
         lines += _write_file_entry(path, mode, content)
-    setup = [f"{PROGRAM_DIR}/setup-box.sh", ssh_user, BOX_ROOT]
+    setup = [f"{PROGRAM_DIR}/setup-box.sh", ssh_user, BOX_ROOT, cloud]
     lines += ["runcmd:", f"  - {json.dumps(['bash', *setup])}"]
     return "\n".join(lines) + "\n"
 

@@ -60,7 +60,13 @@ def test_programs_are_executable_and_libraries_are_not():
 def test_runcmd_runs_the_setup_script_for_the_ssh_user():
     runcmd = yaml.safe_load(_render(ssh_user="azureuser"))["runcmd"]
     assert runcmd == [
-        ["bash", "/opt/glucose-training/setup-box.sh", "azureuser", "/var/lib/glucose-training"]
+        [
+            "bash",
+            "/opt/glucose-training/setup-box.sh",
+            "azureuser",
+            "/var/lib/glucose-training",
+            "aws",
+        ]
     ]
 
 
@@ -127,6 +133,7 @@ case "${0##*/} $1" in
                 docker.io) ln -s "$FAKE_TOOL" "${0%/*}/docker" ;;
                 nvidia-utils-*) ln -s "$FAKE_TOOL" "${0%/*}/nvidia-smi" ;;
                 nvidia-container-toolkit) ln -s "$FAKE_TOOL" "${0%/*}/nvidia-ctk" ;;
+                awscli) ln -s "$FAKE_TOOL" "${0%/*}/aws" ;;
             esac
         done ;;
     "docker info") echo "$FAKE_DOCKER_RUNTIMES" ;;
@@ -144,11 +151,13 @@ esac
 exit 0
 """
 ALWAYS_FAKE = ("apt-get", "systemctl", "ubuntu-drivers", "modprobe", "curl", "gpg", "chown")
-IMAGE_TOOLS = ("docker", "nvidia-smi", "nvidia-ctk")
+IMAGE_TOOLS = ("docker", "nvidia-smi", "nvidia-ctk", "aws")  # the AWS DLAMI has all four
 
 
-def _run_setup(tmp_path, *, image_has=IMAGE_TOOLS, gpu=True, runtimes='{"nvidia":{}}', env=()):
-    """Run setup-box.sh with only `image_has` of the GPU tools on PATH; return (rc, calls)."""
+def _run_setup(
+    tmp_path, *, image_has=IMAGE_TOOLS, gpu=True, runtimes='{"nvidia":{}}', env=(), cloud="aws"
+):
+    """Run setup-box.sh with only `image_has` of IMAGE_TOOLS on PATH; return (rc, calls)."""
     bin_dir, pci, apt_root = tmp_path / "bin", tmp_path / "pci", tmp_path / "apt"
     for directory in (bin_dir, pci / "0000:00:1e.0", apt_root / "etc/apt/sources.list.d"):
         directory.mkdir(parents=True)
@@ -163,7 +172,7 @@ def _run_setup(tmp_path, *, image_has=IMAGE_TOOLS, gpu=True, runtimes='{"nvidia"
     log = tmp_path / "calls.log"
     log.touch()
     done = subprocess.run(
-        ["bash", str(BOX_DIR / "setup-box.sh"), "ubuntu", str(tmp_path / "box")],
+        ["bash", str(BOX_DIR / "setup-box.sh"), "ubuntu", str(tmp_path / "box"), cloud],
         env={
             "PATH": str(bin_dir),
             "FAKE_LOG": str(log),
@@ -193,7 +202,7 @@ def test_setup_installs_nothing_on_an_image_that_has_it_all(tmp_path):
 
 
 def test_setup_installs_docker_only_when_absent(tmp_path):
-    done, calls = _run_setup(tmp_path, image_has=(), gpu=False)
+    done, calls = _run_setup(tmp_path, image_has=(), gpu=False, cloud="azure")
     assert done.returncode == 0, done.stdout + done.stderr
     assert _installs(calls) == [
         "apt-get install -y -q --no-install-recommends docker.io",
@@ -202,13 +211,13 @@ def test_setup_installs_docker_only_when_absent(tmp_path):
 
 
 def test_setup_skips_gpu_software_without_a_gpu(tmp_path):
-    done, calls = _run_setup(tmp_path, image_has=("docker",), gpu=False)
+    done, calls = _run_setup(tmp_path, image_has=("docker", "aws"), gpu=False)
     assert "no NVIDIA GPU" in done.stdout
     assert _installs(calls) == []
 
 
 def test_setup_installs_driver_and_toolkit_on_a_bare_gpu_image(tmp_path):
-    done, calls = _run_setup(tmp_path, image_has=("docker",), runtimes='{"runc":{}}')
+    done, calls = _run_setup(tmp_path, image_has=("docker", "aws"), runtimes='{"runc":{}}')
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ubuntu-drivers install --gpgpu nvidia:550-server" in calls
     assert _installs(calls)[-2:] == [
@@ -226,6 +235,32 @@ def test_setup_adds_nvidia_repository_signed_by_its_key(tmp_path):
     sources = tmp_path / "apt/etc/apt/sources.list.d/nvidia-container-toolkit.list"
     keyring = tmp_path / "apt/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
     assert sources.read_text().startswith(f"deb [signed-by={keyring}] https://nvidia.github.io/")
+
+
+def test_setup_installs_the_aws_cli_where_an_aws_image_lacks_it(tmp_path):
+    # Plain Ubuntu 22.04 (Volta boxes): without `aws` no GPU metric, no idle alarm.
+    done, calls = _run_setup(tmp_path, image_has=("docker", "nvidia-smi", "nvidia-ctk"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    install = "apt-get install -y -q --no-install-recommends awscli"
+    assert _installs(calls) == [install]
+    assert (tmp_path / "bin" / "aws").exists()
+    # Before the watchdog's first run, so its first metric is published.
+    assert calls.index(install) < calls.index("systemctl enable --now glucose-watchdog.timer")
+
+
+def test_setup_installs_no_aws_cli_on_azure(tmp_path):
+    done, calls = _run_setup(
+        tmp_path, image_has=("docker", "nvidia-smi", "nvidia-ctk"), cloud="azure"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _installs(calls) == []
+
+
+def test_setup_refuses_an_unknown_cloud_before_installing_anything(tmp_path):
+    done, calls = _run_setup(tmp_path, image_has=(), cloud="gcp")
+    assert done.returncode == 2
+    assert "cloud is 'gcp', expected aws or azure" in done.stderr
+    assert calls == []
 
 
 def test_setup_registers_an_existing_toolkit_with_docker_once(tmp_path):

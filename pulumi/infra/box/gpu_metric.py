@@ -1,8 +1,9 @@
 """GPU utilisation as a CloudWatch metric, for the idle alarm of the AWS program.
 
-Published with the `aws` CLI under the instance role. The CLI (present on the
-Deep Learning AMI) signs requests and refreshes the role's credentials itself; a
-hand-rolled SigV4 signer here would be more code to trust for one call a minute.
+Published with the `aws` CLI under the instance role. The CLI (on the Deep Learning
+AMI; setup-box.sh installs it where an AWS image lacks it) signs requests and
+refreshes the role's credentials itself; a hand-rolled SigV4 signer here would be
+more code to trust for one call a minute.
 Where the CLI is missing the metric is skipped with a log line: the watchdog's
 own idle stop does not depend on it. Standard library only.
 """

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Prepares a GPU box once, at first boot (cloud-init runcmd), on both clouds:
 # docker and the NVIDIA container toolkit only where the image lacks them (the AWS
-# Deep Learning AMI has both; a plain Ubuntu image on Azure has neither), the box
-# root, the watchdog timer and the resume unit; the `ready` marker `fab` waits
-# for comes last, so its presence means every step above succeeded.
+# Deep Learning AMI has both; a plain Ubuntu image has neither), on AWS the `aws`
+# CLI the watchdog publishes the GPU metric with, the box root, the watchdog timer
+# and the resume unit; the `ready` marker `fab` waits for comes last, so its
+# presence means every step above succeeded.
 #
-# Usage: setup-box.sh SSH_USER BOX_ROOT
+# Usage: setup-box.sh SSH_USER BOX_ROOT CLOUD   (CLOUD: aws or azure)
 # Every tool is called by name, so the tests run this script for real with fakes
 # first on PATH; GLUCOSE_PCI_ROOT points the GPU probe at a fake sysfs and
 # GLUCOSE_APT_ROOT the apt source and keyring files into a temp dir.
@@ -13,6 +14,11 @@ set -euo pipefail
 
 ssh_user="$1"
 box_root="$2"
+cloud="$3"
+case "$cloud" in
+    aws | azure) ;;
+    *) echo "glucose-setup: ERROR: cloud is '$cloud', expected aws or azure" >&2; exit 2 ;;
+esac
 pci_root="${GLUCOSE_PCI_ROOT:-/sys/bus/pci/devices}"
 apt_root="${GLUCOSE_APT_ROOT:-}"
 NVIDIA_PCI_VENDOR=0x10de
@@ -91,6 +97,20 @@ install_container_toolkit() {
     systemctl restart docker
 }
 
+install_aws_cli() {
+    # The watchdog publishes GPUUtilization with it, and the CloudWatch idle alarm
+    # stops a box on that metric: without the CLI the alarm never fires. The DLAMI
+    # has it; plain Ubuntu 22.04 (Volta boxes) does not. Ubuntu's `awscli` package
+    # (v1, universe) needs no download from outside the archive and signs with the
+    # instance role like v2 does.
+    if command -v aws >/dev/null 2>&1; then
+        log "aws CLI already installed"
+        return
+    fi
+    log "aws CLI missing: installing awscli for the GPU idle metric"
+    apt_install awscli
+}
+
 prepare_box_root() {
     mkdir -p "$box_root/runs" "$box_root/datasets" "$box_root/watchdog"
     # fab (as the SSH user) writes runs/<id>/STOPPED_BY_USER and caches datasets.
@@ -120,6 +140,9 @@ if has_nvidia_gpu; then
     install_container_toolkit
 else
     log "no NVIDIA GPU on the PCI bus: skipping driver and container toolkit"
+fi
+if [ "$cloud" = aws ]; then
+    install_aws_cli
 fi
 prepare_box_root
 enable_units
