@@ -33,3 +33,10 @@ if ! command -v systemd-analyze >/dev/null 2>&1; then
     $SUDO apt-get update -q
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends systemd
 fi
+
+# checkov (the Dockerfile's policy checks, tests/trainer/test_image_lint.py) pins
+# heavy deps that clash with the project venv's: it gets a venv of its own.
+if [ ! -x .venv-checkov/bin/checkov ]; then
+    python3 -m venv .venv-checkov
+    .venv-checkov/bin/python -m pip install -q --no-compile "checkov==3.3.30"
+fi
