@@ -15,6 +15,11 @@ from ops.target import resolve_target
 LOCAL_REPOSITORY = "glucose-training"
 TARGET_HELP = "target file (default: $GLUCOSE_TARGET, else the Pulumi stack's outputs)"
 STACK_HELP = "Pulumi stack to read outputs from (default: the selected stack)"
+BUILD_HELP = {
+    "base-image": "base image (default: the Dockerfile's pinned PyTorch CUDA runtime)",
+    "build-arg": "extra docker build arg NAME=VALUE (repeatable)",
+    "extra-ca": "PEM file of extra CA certificates (networks that intercept TLS)",
+}
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -59,12 +64,7 @@ def ensure_built(base_image: str, build_arg: list[str], extra_ca: str, force: bo
 
 @task(
     iterable=["build_arg"],
-    help={
-        "base-image": "base image (default: the Dockerfile's pinned PyTorch CUDA runtime)",
-        "build-arg": "extra docker build arg NAME=VALUE (repeatable)",
-        "extra-ca": "PEM file of extra CA certificates (networks that intercept TLS)",
-        "force": "rebuild even when this tree's image exists",
-    },
+    help={**BUILD_HELP, "force": "rebuild even when this tree's image exists"},
 )
 def build(c, base_image="", build_arg=None, extra_ca="", force=False):
     """Build the trainer image, tagged with the git revision."""

@@ -12,7 +12,7 @@ from rich.console import Console
 from ops import launch, run_status, trainer_container
 from ops.remote import Box
 from ops.target import resolve_target
-from ops.tasks.image import STACK_HELP, TARGET_HELP, ensure_built, push_image
+from ops.tasks.image import BUILD_HELP, STACK_HELP, TARGET_HELP, ensure_built, push_image
 from ops.trainer_container import STOP_TIMEOUT_SECONDS, Launch
 
 console = Console(stderr=True, soft_wrap=True)
@@ -42,9 +42,7 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str) -> tuple[str, 
         "max-steps": "stop after this many steps (default: no limit)",
         "trainer-args": "more `python -m trainer train` flags, quoted as one string",
         "allow-concurrent": "start even though another run is busy on the box",
-        "base-image": "base image when the trainer image must be built",
-        "build-arg": "extra docker build arg NAME=VALUE (repeatable)",
-        "extra-ca": "PEM file of extra CA certificates for the build",
+        **BUILD_HELP,
         "target": TARGET_HELP,
         "stack": STACK_HELP,
     },
