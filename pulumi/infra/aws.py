@@ -118,7 +118,7 @@ class AwsTrainingBox(pulumi.ComponentResource):
             # Deleting a bucket that still holds checkpoints needs force_destroy; a kept
             # bucket is never deleted by Pulumi, so it never needs it.
             force_destroy=not keep,
-            tags={**self._tags, "keep-on-destroy": str(keep).lower()},
+            tags=self._config.storage_tags,
             opts=self._retention(),
         )
         aws.s3.BucketPublicAccessBlock(

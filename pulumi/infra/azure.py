@@ -187,7 +187,7 @@ class AzureTrainingBox(pulumi.ComponentResource):
             allow_shared_key_access=False,
             default_to_o_auth_authentication=True,
             allow_cross_tenant_replication=False,
-            tags=self._tags,
+            tags=self._config.storage_tags,
             opts=self._child(keep),
         )
         container = storage.BlobContainer(

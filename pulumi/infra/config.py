@@ -51,6 +51,9 @@ OS_DISK_SIZE_GB_RANGE = (64, 4095)
 _EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+$")
 _HH_MM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 _OWNER_TAG = re.compile(r"^[\w.@+\- ]{1,128}$")
+# On the storage of both clouds; the policy pack's storage-deleted-on-destroy advisory
+# reads it, since Pulumi's retain_on_delete is not among a resource's properties.
+KEEP_ON_DESTROY_TAG = "keep-on-destroy"
 
 
 class ConfigError(ValueError):
@@ -105,6 +108,11 @@ class StackConfig:
         if self.owner:
             tags["owner"] = self.owner
         return tags
+
+    @property
+    def storage_tags(self) -> dict[str, str]:
+        """`tags` plus whether `pulumi destroy` keeps the storage ("true"/"false")."""
+        return {**self.tags, KEEP_ON_DESTROY_TAG: str(self.keep_storage_on_destroy).lower()}
 
 
 def validate(

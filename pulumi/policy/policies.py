@@ -60,7 +60,9 @@ PUBLIC_ACCESS_FLAGS = (
     "ignorePublicAcls",
     "restrictPublicBuckets",
 )
-KEEP_TAG = "keep-on-destroy"  # set by both training-box components on their storage
+# Both training-box components tag their storage (S3 bucket, Azure storage account)
+# with it (infra/config.py KEEP_ON_DESTROY_TAG); retain_on_delete itself is no property.
+KEEP_TAG = "keep-on-destroy"
 
 
 def _get(value: Any, *path: str) -> Any:
@@ -336,7 +338,7 @@ def storage_deleted_on_destroy(args: ResourceValidationArgs, report: ReportViola
     elif args.resource_type in AWS_BUCKETS:
         doomed = args.props.get("forceDestroy") is True
     else:
-        return  # no way to tell from an Azure account's properties alone
+        return  # an untagged Azure account: nothing in its properties tells
     if doomed:
         report(
             "`pulumi destroy` deletes this storage and every checkpoint in it; run "

@@ -153,11 +153,11 @@ def test_every_taggable_resource_carries_project_stack_and_owner(on_demand):
     assert tagged == TAGGED_TYPES
     for resource in on_demand.custom:
         if "tags" in resource.inputs:
-            assert resource.inputs["tags"] == {
-                "project": "glucose-training",
-                "stack": "test",
-                "owner": "ana",
-            }, resource.name
+            tags = dict(resource.inputs["tags"])
+            tags.pop("keep-on-destroy", None)  # the storage account's own (tested below)
+            assert tags == {"project": "glucose-training", "stack": "test", "owner": "ana"}, (
+                resource.name
+            )
 
 
 def test_resource_group_is_in_the_configured_region(on_demand):
@@ -402,8 +402,15 @@ def test_storage_is_deleted_with_the_stack_by_default(on_demand):
     assert not any(r.retain_on_delete or r.protect for r in on_demand.resources)
 
 
-def test_keep_storage_retains_group_account_container_and_policy_but_nothing_else():
-    result = run(keepStorageOnDestroy="true")
+@pytest.fixture(scope="module")
+def kept_storage() -> RunResult:
+    return run(keepStorageOnDestroy="true")
+
+
+def test_keep_storage_retains_group_account_container_and_policy_but_nothing_else(
+    kept_storage,
+):
+    result = kept_storage
     retained = {r.type for r in result.resources if r.retain_on_delete}
     assert retained == {
         "azure-native:resources:ResourceGroup",
@@ -413,6 +420,13 @@ def test_keep_storage_retains_group_account_container_and_policy_but_nothing_els
     }
     # protect would make `pulumi destroy` fail and leave the GPU VM billing.
     assert not any(r.protect for r in result.resources)
+
+
+def test_storage_account_tag_says_whether_destroy_keeps_it(on_demand, kept_storage):
+    # The policy pack's storage-deleted-on-destroy advisory reads this tag.
+    account = "azure-native:storage:StorageAccount"
+    assert on_demand.one(account).inputs["tags"]["keep-on-destroy"] == "false"
+    assert kept_storage.one(account).inputs["tags"]["keep-on-destroy"] == "true"
 
 
 def test_utc_shutdown_uses_the_windows_utc_id():

@@ -39,8 +39,9 @@ from tests.infra.mocks import RunResult, run_program, unwrap
 
 PACK_DIR = Path(__file__).resolve().parents[2] / "pulumi" / "policy"
 PACK_START_TIMEOUT_SECONDS = 60
-# The AWS stack with no advisory either: spot capacity, storage kept through destroy.
+# A stack with no advisory either: spot capacity, storage kept through destroy.
 CAREFUL_AWS = {"spot": "true", "keepStorageOnDestroy": "true"}
+CAREFUL_AZURE = CAREFUL_AWS
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,25 @@ def test_default_aws_program_gets_only_the_two_advisories():
     }
 
 
+def test_careful_azure_program_passes_every_policy():
+    assert evaluate(as_policy_resources(run_azure(**CAREFUL_AZURE))) == []
+
+
+def test_default_azure_program_gets_only_the_two_advisories():
+    violations = evaluate(as_policy_resources(run_azure()))
+    assert {(v.policy, v.level) for v in violations} == {
+        ("gpu-box-on-demand", EnforcementLevel.ADVISORY),
+        ("storage-deleted-on-destroy", EnforcementLevel.ADVISORY),
+    }
+
+
+def test_storage_advisory_names_the_azure_account_that_destroy_deletes():
+    result = run_azure(spot="true")
+    account = result.one("azure-native:storage:StorageAccount")
+    violations = evaluate(as_policy_resources(result))
+    assert [(v.policy, v.urn) for v in violations] == [("storage-deleted-on-destroy", account.urn)]
+
+
 # --- broken programs -------------------------------------------------------------------
 
 SCHEDULE = "aws:scheduler/schedule:Schedule"
@@ -282,13 +302,13 @@ BROKEN_AZURE = {
 
 @pytest.mark.parametrize("transformation, policy", BROKEN_AZURE.values(), ids=BROKEN_AZURE.keys())
 def test_broken_azure_program_trips_exactly_its_policy(transformation, policy):
-    violations = evaluate(as_policy_resources(run_azure(transformation, spot="true")))
+    violations = evaluate(as_policy_resources(run_azure(transformation, **CAREFUL_AZURE)))
     assert _fired(violations) == {policy}
     assert all(v.level == EnforcementLevel.MANDATORY for v in violations)
 
 
 def test_azure_ssh_from_anywhere_is_refused_even_when_the_stack_insists():
-    result = run_azure(spot="true", sshAllowedCidr="0.0.0.0/0", allowSshFromAnywhere="true")
+    result = run_azure(**CAREFUL_AZURE, sshAllowedCidr="0.0.0.0/0", allowSshFromAnywhere="true")
     assert _fired(evaluate(as_policy_resources(result))) == {"no-ssh-from-anywhere"}
 
 
@@ -336,7 +356,7 @@ def test_during_preview_aws_links_are_matched_through_dependencies():
 
 
 def test_during_preview_azure_links_are_matched_through_dependencies():
-    resources = as_policy_resources(run_azure(spot="true"), AZURE_PREVIEW_UNKNOWNS)
+    resources = as_policy_resources(run_azure(**CAREFUL_AZURE), AZURE_PREVIEW_UNKNOWNS)
     assert evaluate(resources) == []
 
 
