@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -33,6 +34,9 @@ WINDOW_LENGTH = 100
 BASELINE_BATCH_SIZE = 64
 CPU_BATCH_SIZE = 256  # measured best on 2 cores: larger batches gain little, cost memory
 GPU_BATCH_SIZE = 1024
+BENCH_CASES = 16
+PIPELINE_EPOCHS_PER_ROUND = 20
+FULL_BUDGETS_S = (3.0, 45.0)  # pipeline, training step: the bench takes ~1-2 minutes
 H100_BF16_DENSE_PEAK_FLOPS = 989e12
 TARGET_PEAK_FRACTION = 0.30
 RECORD_FIELDS = (
@@ -62,64 +66,41 @@ class SeedsStyleDataset(TorchDataset):
         return window, torch.tensor(self.labels[index], dtype=torch.float32)
 
 
-def _rate(run: Callable[[], int], budget_s: float, max_rounds: int) -> float:
-    """Windows/s of `run` (returns windows done) over up to `budget_s` or `max_rounds`."""
-    done, start = 0, time.perf_counter()
-    for _ in range(max_rounds):
-        done += run()
-        if time.perf_counter() - start >= budget_s:
-            break
-    return done / (time.perf_counter() - start)
-
-
 def _synthetic(windows: int) -> Dataset:
     rng = np.random.default_rng(0)
     data = rng.normal(size=(windows, WINDOW_LENGTH)).astype(np.float32)
     glucose = rng.uniform(70, 250, windows).astype(np.float32)
-    case_id = np.arange(windows, dtype=np.int32) % 16
+    case_id = np.arange(windows, dtype=np.int32) % BENCH_CASES
     return Dataset(Path("<bench>"), data, glucose, case_id, {}, "bench")
 
 
-def pipeline_rates(dataset: Dataset, choice: DeviceChoice, batch: int, budget_s: float):
-    """(ours, baseline) windows/s of delivering shuffled batches, no model."""
+def our_pipeline(dataset: Dataset, choice: DeviceChoice, batch: int) -> WindowPipeline:
     norm = Normalisation(0.0, 1.0, 150.0, 50.0, 150.0)
-    ours = WindowPipeline(dataset, list(range(16)), norm, choice.device, batch)
-    epoch = iter(range(10**9))
+    return WindowPipeline(dataset, list(range(BENCH_CASES)), norm, choice.device, batch)
 
-    def our_epoch() -> int:
-        order = ours.permutation(0, next(epoch))
-        for step in range(ours.steps_per_epoch):
-            ours.batch(order, step)
-        if choice.device.type == "cuda":
-            torch.cuda.synchronize()
-        return len(ours)
 
+def our_pipeline_epoch(pipeline: WindowPipeline, choice: DeviceChoice) -> Callable[[], int]:
+    """One epoch of our batches: a permutation, then one index per batch."""
+    epochs = itertools.count()
+
+    def epoch() -> int:
+        order = pipeline.permutation(0, next(epochs))
+        for step in range(pipeline.steps_per_epoch):
+            pipeline.batch(order, step)
+        _sync(choice)
+        return len(pipeline)
+
+    return epoch
+
+
+def baseline_pipeline_epoch(dataset: Dataset) -> Callable[[], int]:
+    """One epoch of the seeds' DataLoader over per-sample tensors."""
     loader = DataLoader(
         SeedsStyleDataset(dataset.windows, dataset.glucose),
         batch_size=BASELINE_BATCH_SIZE,
         shuffle=True,
     )
-
-    def baseline_epoch() -> int:
-        return sum(x.shape[0] for x, _ in loader)
-
-    return _rate(our_epoch, budget_s, 10_000), _rate(baseline_epoch, budget_s, 100)
-
-
-def _timed_steps(
-    step: Callable[[], int], choice: DeviceChoice, budget_s: float, max_steps: int
-) -> float:
-    """Windows/s over steps run until `budget_s` or `max_steps`, after two warm-up steps."""
-    for _ in range(2):  # warm-up: allocator, oneDNN/cuDNN kernel choice
-        step()
-    _sync(choice)
-    done, start = 0, time.perf_counter()
-    for _ in range(max_steps):
-        done += step()
-        if time.perf_counter() - start >= budget_s:
-            break
-    _sync(choice)  # the GPU may still be working through queued steps
-    return done / (time.perf_counter() - start)
+    return lambda: sum(x.shape[0] for x, _ in loader)
 
 
 def _model_and_optimizer(choice: DeviceChoice):
@@ -128,13 +109,11 @@ def _model_and_optimizer(choice: DeviceChoice):
     return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
 
 
-def our_train_rate(
-    pipeline: WindowPipeline, choice: DeviceChoice, budget_s: float, max_steps: int
-) -> float:
+def our_train_step(pipeline: WindowPipeline, choice: DeviceChoice) -> Callable[[], int]:
     """Our step: batches indexed from the resident tensor, autocast, no host sync."""
     model, optimizer = _model_and_optimizer(choice)
     order = pipeline.permutation(0, 0)
-    position = iter(range(10**9))
+    position = itertools.count()
 
     def step() -> int:
         x, y = pipeline.batch(order, next(position) % pipeline.steps_per_epoch)
@@ -146,12 +125,10 @@ def our_train_rate(
         optimizer.zero_grad(set_to_none=True)
         return x.shape[0]
 
-    return _timed_steps(step, choice, budget_s, max_steps)
+    return step
 
 
-def baseline_train_rate(
-    dataset: Dataset, choice: DeviceChoice, budget_s: float, max_steps: int
-) -> float:
+def baseline_train_step(dataset: Dataset, choice: DeviceChoice) -> Callable[[], int]:
     """The seeds' step: DataLoader batches of 64, fp32, `loss.item()` every step."""
     model, optimizer = _model_and_optimizer(choice)
     loader = DataLoader(
@@ -177,7 +154,35 @@ def baseline_train_rate(
         loss.item()
         return x.shape[0]
 
-    return _timed_steps(step, choice, budget_s, max_steps)
+    return step
+
+
+def interleaved_rates(
+    steps: dict[str, tuple[Callable[[], int], int]],
+    choice: DeviceChoice,
+    budget_s: float,
+    warmup_steps: int,
+) -> dict[str, float]:
+    """Windows/s of each named step, run in alternating rounds of `repeats` steps each.
+
+    Alternating makes load from other processes (a shared CI box) hit every contender
+    alike, so the ratio stays meaningful even when the absolute numbers wobble.
+    """
+    for step, _ in steps.values():
+        for _ in range(warmup_steps):  # allocator, oneDNN/cuDNN kernel choice
+            step()
+    _sync(choice)
+    totals = {name: [0, 0.0] for name in steps}
+    deadline = time.perf_counter() + budget_s
+    while True:
+        for name, (step, repeats) in steps.items():
+            start = time.perf_counter()
+            done = sum(step() for _ in range(repeats))
+            _sync(choice)  # the GPU may still be working through queued steps
+            totals[name][0] += done
+            totals[name][1] += time.perf_counter() - start
+        if time.perf_counter() >= deadline:
+            return {name: windows / seconds for name, (windows, seconds) in totals.items()}
 
 
 def _sync(choice: DeviceChoice) -> None:
@@ -215,23 +220,42 @@ def measure(quick: bool, batch_size: int | None) -> dict[str, Any]:
     """Every number the bench reports, as one dict."""
     choice = choose_device("auto")
     batch = batch_size or (GPU_BATCH_SIZE if choice.device.type == "cuda" else CPU_BATCH_SIZE)
-    windows = 4 * batch if quick else 32 * batch
-    budget_s, max_steps = (0.5, 1) if quick else (20.0, 10_000)
-    dataset = _synthetic(max(windows, 4 * BASELINE_BATCH_SIZE))
-    pipeline, baseline_pipeline = pipeline_rates(dataset, choice, batch, 0.2 if quick else 3.0)
-    norm = Normalisation(0.0, 1.0, 150.0, 50.0, 150.0)
-    train_pipeline = WindowPipeline(dataset, list(range(16)), norm, choice.device, batch)
-    train = our_train_rate(train_pipeline, choice, budget_s, max_steps)
-    baseline_train = baseline_train_rate(dataset, choice, budget_s, max_steps)
+    if quick:  # one round of everything at a small batch: proves the wiring, not the speed
+        batch, windows, budgets_s, warmup = min(batch, 32), 512, (0.0, 0.0), 1
+    else:
+        batch, windows, budgets_s, warmup = batch, max(16 * batch, 8192), FULL_BUDGETS_S, 2
+    dataset = _synthetic(windows)
+    pipeline = our_pipeline(dataset, choice, batch)
+    pipe = interleaved_rates(
+        {
+            "ours": (our_pipeline_epoch(pipeline, choice), PIPELINE_EPOCHS_PER_ROUND),
+            "baseline": (baseline_pipeline_epoch(dataset), 1),
+        },
+        choice,
+        budgets_s[0],
+        warmup_steps=1,
+    )
+    train = interleaved_rates(
+        {
+            "ours": (our_train_step(pipeline, choice), 1),
+            "baseline": (
+                baseline_train_step(dataset, choice),
+                max(1, batch // BASELINE_BATCH_SIZE),
+            ),
+        },
+        choice,
+        budgets_s[1],
+        warmup_steps=warmup,
+    )
     flops = train_flops_per_window()
     gpu, gpu_count = _device_name(choice)
     return {
-        "pipeline_windows_per_s": pipeline,
-        "train_windows_per_s": train,
-        "baseline_pipeline_windows_per_s": baseline_pipeline,
-        "baseline_train_windows_per_s": baseline_train,
-        "pipeline_speedup": pipeline / baseline_pipeline,
-        "train_speedup": train / baseline_train,
+        "pipeline_windows_per_s": pipe["ours"],
+        "train_windows_per_s": train["ours"],
+        "baseline_pipeline_windows_per_s": pipe["baseline"],
+        "baseline_train_windows_per_s": train["baseline"],
+        "pipeline_speedup": pipe["ours"] / pipe["baseline"],
+        "train_speedup": train["ours"] / train["baseline"],
         "train_flops_per_window": flops,
         "h100_30pct_peak_windows_per_s": TARGET_PEAK_FRACTION * H100_BF16_DENSE_PEAK_FLOPS / flops,
         "device": choice.description,

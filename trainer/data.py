@@ -243,7 +243,8 @@ class WindowPipeline:
     def batch(self, order: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Micro-batch `step` of an epoch whose order is `order` (the last one may be short)."""
         index = order[step * self.batch_size : (step + 1) * self.batch_size]
-        x, y = self.windows[index], self.labels[index]
+        # index_select, not windows[index]: advanced indexing is ~20x slower on CPU.
+        x, y = self.windows.index_select(0, index), self.labels.index_select(0, index)
         if not self.on_device:
             x, y = x.pin_memory().to(self.device, non_blocking=True), y.to(self.device)
         return x, y
