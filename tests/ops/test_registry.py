@@ -29,45 +29,51 @@ def test_ecr_token_comes_from_get_authorization_token(moto_server, monkeypatch):
     assert login.password not in repr(login)
 
 
-def _retag(engine, image, registry_address):
-    remote = f"{registry_address}/fab-test/tiny:{uuid.uuid4().hex[:8]}"
-    engine.run(["tag", image, remote], timeout_seconds=60)
-    return remote
+@pytest.fixture
+def retag(docker_engine, tiny_image):
+    """Tag the tiny image for a registry; the tags go again after the test."""
+    tags = []
+
+    def tag(registry_address: str) -> str:
+        remote = f"{registry_address}/fab-test/tiny:{uuid.uuid4().hex[:8]}"
+        docker_engine.run(["tag", tiny_image, remote], timeout_seconds=60)
+        tags.append(remote)
+        return remote
+
+    yield tag
+    if tags:
+        docker_engine.run(["image", "rm", *tags], timeout_seconds=60, check=False)
 
 
 def _docker_shm_dirs():
     return glob.glob("/dev/shm/glucose-docker.*")
 
 
-def test_push_sends_layers_once_then_finds_them_in_the_registry(
-    docker_engine, tiny_image, registry
-):
-    remote = _retag(docker_engine, tiny_image, registry.address)
+def test_push_sends_layers_once_then_finds_them_in_the_registry(retag, registry):
+    remote = retag(registry.address)
     first = push(remote, None, registry.address)
     assert first.pushed_layers == 1 and first.existing_layers == 0
     second = push(remote, None, registry.address)
     assert second.pushed_layers == 0 and second.existing_layers == 1
 
 
-def test_push_with_a_login_leaves_no_credential_behind(docker_engine, tiny_image, auth_registry):
+def test_push_with_a_login_leaves_no_credential_behind(retag, auth_registry):
     before = set(_docker_shm_dirs())
-    remote = _retag(docker_engine, tiny_image, auth_registry.address)
+    remote = retag(auth_registry.address)
     login = RegistryLogin(auth_registry.address, auth_registry.username, auth_registry.password)
     assert push(remote, login, auth_registry.address).pushed_layers == 1
     assert set(_docker_shm_dirs()) == before
 
 
-def test_wrong_registry_token_is_a_one_line_auth_failure(docker_engine, tiny_image, auth_registry):
-    remote = _retag(docker_engine, tiny_image, auth_registry.address)
+def test_wrong_registry_token_is_a_one_line_auth_failure(retag, auth_registry):
+    remote = retag(auth_registry.address)
     login = RegistryLogin(auth_registry.address, auth_registry.username, "expired-token")
     with pytest.raises(Exit, match=f"registry auth failure at {auth_registry.address}"):
         push(remote, login, auth_registry.address)
 
 
-def test_push_without_login_to_a_registry_that_wants_one_fails_clearly(
-    docker_engine, tiny_image, auth_registry
-):
-    remote = _retag(docker_engine, tiny_image, auth_registry.address)
+def test_push_without_login_to_a_registry_that_wants_one_fails_clearly(retag, auth_registry):
+    remote = retag(auth_registry.address)
     with pytest.raises(Exit, match="registry auth failure"):
         push(remote, None, auth_registry.address)
 
@@ -78,8 +84,8 @@ def box(local_box, monkeypatch):
     return Box(load_target_file(local_box.target_file))
 
 
-def test_box_pulls_with_a_token_given_on_stdin(docker_engine, tiny_image, auth_registry, box):
-    remote = _retag(docker_engine, tiny_image, auth_registry.address)
+def test_box_pulls_with_a_token_given_on_stdin(docker_engine, retag, auth_registry, box):
+    remote = retag(auth_registry.address)
     login = RegistryLogin(auth_registry.address, auth_registry.username, auth_registry.password)
     push(remote, login, auth_registry.address)
     docker_engine.run(["image", "rm", remote], timeout_seconds=60)
