@@ -7,15 +7,13 @@ in which policy, which id in which schedule) is visible to the tests.
 
 from __future__ import annotations
 
-import runpy
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from pulumi.runtime import mocks as pulumi_mocks
 
-from tests.infra.mocks import Recorder, RunResult, run_program
+from tests.infra.mocks import Recorder, RunResult, main_program, run_program
 
-PROGRAM = Path(__file__).resolve().parents[2] / "pulumi" / "__main__.py"
 STACK = "test"
 ACCOUNT_ID = "123456789012"
 REGION = "us-east-1"
@@ -92,10 +90,12 @@ def stack_settings(**overrides: Any) -> dict[str, str]:
     return settings
 
 
-def run_stack(recorder: Recorder | None = None, **overrides: Any) -> RunResult:
+def run_stack(
+    recorder: Recorder | None = None, *, transformation: Callable | None = None, **overrides: Any
+) -> RunResult:
     """Run the real program (pulumi/__main__.py) for an AWS stack; exceptions propagate."""
     return run_program(
-        lambda: runpy.run_path(str(PROGRAM)),
+        main_program(transformation),
         recorder or aws_recorder(),
         stack_settings(**overrides),
         stack=STACK,

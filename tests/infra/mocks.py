@@ -14,14 +14,17 @@ stack's exports. Shared by the Azure, AWS and policy-pack tests.
 from __future__ import annotations
 
 import contextlib
+import runpy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
+PROGRAM = Path(__file__).resolve().parents[2] / "pulumi" / "__main__.py"
 OutputsHook = Callable[[pulumi_mocks.MockResourceArgs], dict[str, Any]]
 CallHook = Callable[[pulumi_mocks.MockCallArgs], dict[str, Any]]
 
@@ -177,6 +180,18 @@ def run_program(
 
         body()
     return RunResult(resources=recorder.resources, exports=exports, calls=recorder.calls)
+
+
+def main_program(transformation: Callable | None = None) -> Callable[[], None]:
+    """pulumi/__main__.py as the engine runs it; `transformation` (a stack
+    transformation, e.g. a sabotage in the policy tests) is registered first."""
+
+    def program() -> None:
+        if transformation is not None:
+            pulumi.runtime.register_stack_transformation(transformation)
+        runpy.run_path(str(PROGRAM))
+
+    return program
 
 
 @contextlib.contextmanager

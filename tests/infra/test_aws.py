@@ -6,7 +6,6 @@ import base64
 import gzip
 import importlib.util
 import json
-import runpy
 import sys
 from pathlib import Path
 
@@ -22,12 +21,11 @@ from tests.infra.aws_program import (
     ACCOUNT_ID,
     AMI_ID,
     GOOD_CONFIG,
-    PROGRAM,
     REGION,
     aws_recorder,
     run_stack,
 )
-from tests.infra.mocks import RunResult, run_program, unwrap
+from tests.infra.mocks import RunResult, main_program, run_program, unwrap
 
 INSTANCE = "aws:ec2/instance:Instance"
 BUCKET = "aws:s3/bucket:Bucket"
@@ -54,6 +52,12 @@ BUCKET_TYPES = {
     "aws:s3/bucketVersioning:BucketVersioning",
     "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
 }
+
+
+def _by_name(resources: list) -> list:
+    # The engine receives sibling resources in whatever order their inputs resolve;
+    # the index in each logical name (glucose-box-0, glucose-ip-0...) is the box's.
+    return sorted(resources, key=lambda r: r.name)
 
 
 @pytest.fixture(scope="module")
@@ -218,8 +222,8 @@ def test_instance_is_wired_to_its_subnet_group_key_and_profile(box):
 
 
 def test_each_box_gets_an_elastic_ip_after_the_gateway(spot_pair):
-    instances = spot_pair.of_type(INSTANCE)
-    addresses = spot_pair.of_type("aws:ec2/eip:Eip")
+    instances = _by_name(spot_pair.of_type(INSTANCE))
+    addresses = _by_name(spot_pair.of_type("aws:ec2/eip:Eip"))
     gateway = spot_pair.one("aws:ec2/internetGateway:InternetGateway")
     assert [a.inputs["instance"] for a in addresses] == [i.id for i in instances]
     assert all(a.inputs["domain"] == "vpc" for a in addresses)
@@ -422,12 +426,12 @@ def test_two_boxes_may_talk_to_each_other_on_any_port(spot_pair):
 
 
 def test_two_boxes_each_get_an_idle_alarm(spot_pair):
-    dimensions = [a.inputs["dimensions"] for a in spot_pair.of_type(ALARM)]
-    assert dimensions == [{"InstanceId": i.id} for i in spot_pair.of_type(INSTANCE)]
+    dimensions = [a.inputs["dimensions"] for a in _by_name(spot_pair.of_type(ALARM))]
+    assert dimensions == [{"InstanceId": i.id} for i in _by_name(spot_pair.of_type(INSTANCE))]
 
 
 def test_hosts_lists_every_box_address(spot_pair):
-    addresses = [a.outputs["publicIp"] for a in spot_pair.of_type("aws:ec2/eip:Eip")]
+    addresses = [a.outputs["publicIp"] for a in _by_name(spot_pair.of_type("aws:ec2/eip:Eip"))]
     assert spot_pair.exports["hosts"] == addresses
     assert len(set(addresses)) == 2
 
@@ -513,7 +517,7 @@ def test_example_stack_file_is_a_valid_aws_stack():
     settings = {
         key: value if isinstance(value, str) else json.dumps(value) for key, value in stack.items()
     }
-    result = run_program(lambda: runpy.run_path(str(PROGRAM)), aws_recorder(), settings)
+    result = run_program(main_program(), aws_recorder(), settings)
     assert (result.exports["cloud"], result.exports["vmSize"]) == ("aws", "g6.xlarge")
     assert len(result.of_type(INSTANCE)) == 1
 

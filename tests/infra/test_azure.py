@@ -4,7 +4,6 @@ import base64
 import datetime
 import gzip
 import json
-import runpy
 from pathlib import Path
 
 import pulumi
@@ -13,28 +12,18 @@ import yaml
 
 from infra.config import validate
 from ops import catalog
-from tests.infra.mocks import Recorder, RunResult, run_program
+from tests.infra.azure_program import (
+    DEPLOYER,
+    SSH_KEY,
+    SUBSCRIPTION,
+    VM,
+    azure_recorder,
+    run_stack,
+)
+from tests.infra.mocks import RunResult, main_program, run_program
 
 REPO = Path(__file__).resolve().parents[2]
-PROGRAM = REPO / "pulumi" / "__main__.py"
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx1Y29zZS10cmFpbmluZy10ZXN0LWtleQ me@laptop"
-BASE = {
-    "cloud": "azure",
-    "vmSize": "Standard_NC24ads_A100_v4",
-    "sshPublicKey": KEY,
-    "sshAllowedCidr": "203.0.113.7/32",
-    "budgetAmount": "150",
-    "alertEmails": '["ana@example.org", "ben@example.org"]',
-    "autoShutdownTime": "21:30",
-    "autoShutdownTimeZone": "Europe/Berlin",
-    "idleShutdownMinutes": "45",
-    "osDiskSizeGb": "256",
-    "owner": "ana",
-}
-VM = "azure-native:compute:VirtualMachine"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
-SUBSCRIPTION = "00000000-0000-0000-0000-00000000sub1"
-DEPLOYER = "deployer-object-id"
 DESIGN_OUTPUTS = {
     "cloud",
     "hosts",
@@ -60,55 +49,19 @@ TAGGED_TYPES = {
 }
 
 
-def _recorder() -> Recorder:
-    addresses = iter(f"20.30.40.{n}" for n in range(1, 100))
-    return Recorder(
-        outputs={
-            # What Azure computes: the VM's name and identity, the IP, the login server.
-            VM: lambda a: {
-                "name": a.inputs["vmName"],
-                "identity": {
-                    "type": "SystemAssigned",
-                    "principalId": f"principal-{a.inputs['vmName']}",
-                },
-            },
-            "azure-native:network:PublicIPAddress": lambda a: {"ipAddress": next(addresses)},
-            "azure-native:storage:BlobContainer": lambda a: {"name": a.inputs["containerName"]},
-            "azure-native:containerregistry:Registry": lambda a: {
-                "loginServer": f"{a.name}.azurecr.io"
-            },
-        },
-        calls={
-            "azure-native:authorization:getClientConfig": lambda a: {
-                "subscriptionId": SUBSCRIPTION,
-                "objectId": DEPLOYER,
-                "tenantId": "tenant",
-                "clientId": "client",
-            }
-        },
-    )
-
-
-def run(location: str = "eastus", **overrides: str) -> RunResult:
-    raw = {**BASE, **overrides}
-    config = {f"glucose-training:{k}": v for k, v in raw.items() if v is not None}
-    config["azure-native:location"] = location
-    return run_program(lambda: runpy.run_path(str(PROGRAM)), _recorder(), config)
-
-
 @pytest.fixture(scope="module")
 def on_demand() -> RunResult:
-    return run()
+    return run_stack()
 
 
 @pytest.fixture(scope="module")
 def spot() -> RunResult:
-    return run(spot="true")
+    return run_stack(spot="true")
 
 
 @pytest.fixture(scope="module")
 def two_nodes() -> RunResult:
-    return run(nodeCount="2")
+    return run_stack(nodeCount="2")
 
 
 def test_exports_exactly_the_design_outputs(on_demand):
@@ -207,7 +160,7 @@ def test_vm_allows_only_key_ssh(on_demand):
     linux = on_demand.one(VM).inputs["osProfile"]["linuxConfiguration"]
     assert linux["disablePasswordAuthentication"] is True
     assert linux["ssh"]["publicKeys"] == [
-        {"path": "/home/azureuser/.ssh/authorized_keys", "keyData": KEY}
+        {"path": "/home/azureuser/.ssh/authorized_keys", "keyData": SSH_KEY}
     ]
     assert "adminPassword" not in on_demand.one(VM).inputs["osProfile"]
 
@@ -334,7 +287,7 @@ def test_deployer_can_reach_data_and_push_images(on_demand):
 def test_role_assignment_names_are_stable_guids(on_demand):
     names = [r.inputs["roleAssignmentName"] for r in on_demand.of_type(ROLE_ASSIGNMENT)]
     assert len(set(names)) == len(names) == 5
-    again = [r.inputs["roleAssignmentName"] for r in run().of_type(ROLE_ASSIGNMENT)]
+    again = [r.inputs["roleAssignmentName"] for r in run_stack().of_type(ROLE_ASSIGNMENT)]
     assert again == names
 
 
@@ -404,7 +357,7 @@ def test_storage_is_deleted_with_the_stack_by_default(on_demand):
 
 @pytest.fixture(scope="module")
 def kept_storage() -> RunResult:
-    return run(keepStorageOnDestroy="true")
+    return run_stack(keepStorageOnDestroy="true")
 
 
 def test_keep_storage_retains_group_account_container_and_policy_but_nothing_else(
@@ -430,7 +383,7 @@ def test_storage_account_tag_says_whether_destroy_keeps_it(on_demand, kept_stora
 
 
 def test_utc_shutdown_uses_the_windows_utc_id():
-    result = run(autoShutdownTimeZone="UTC")
+    result = run_stack(autoShutdownTimeZone="UTC")
     assert result.one("azure-native:devtestlab:GlobalSchedule").inputs["timeZoneId"] == "UTC"
 
 
@@ -447,24 +400,21 @@ def test_utc_shutdown_uses_the_windows_utc_id():
     ],
 )
 def test_bad_config_fails_cleanly_before_any_resource(overrides, needle):
-    recorder = _recorder()
-    raw = {**BASE, **overrides}
-    config = {f"glucose-training:{k}": v for k, v in raw.items() if v is not None}
-    config["azure-native:location"] = "westeurope"
+    recorder = azure_recorder()
     with pytest.raises(pulumi.RunError, match=needle):
-        run_program(lambda: runpy.run_path(str(PROGRAM)), recorder, config)
+        run_stack(recorder, location="westeurope", **overrides)
     assert recorder.resources == []
 
 
 def test_all_problems_are_reported_together_one_per_line():
-    recorder = _recorder()
+    recorder = azure_recorder()
     config = {
         "glucose-training:cloud": "azure",
         "glucose-training:vmSize": "Standard_NC12s_v3",
         "azure-native:location": "eastus",
     }
     with pytest.raises(pulumi.RunError) as info:
-        run_program(lambda: runpy.run_path(str(PROGRAM)), recorder, config)
+        run_program(main_program(), recorder, config)
     lines = str(info.value).splitlines()
     assert len(lines) == 6 and all(line.startswith("  - ") for line in lines[1:])
     assert recorder.resources == []

@@ -10,7 +10,6 @@ unknown-checking proxy, with ids, parents and dependencies.
 from __future__ import annotations
 
 import json
-import runpy
 import subprocess
 import sys
 from collections.abc import Callable
@@ -33,9 +32,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
-from tests.infra import test_azure as azure_tests
-from tests.infra.aws_program import PROGRAM, STACK, aws_recorder, stack_settings
-from tests.infra.mocks import RunResult, run_program, unwrap
+from tests.infra import aws_program, azure_program
+from tests.infra.mocks import RunResult, unwrap
 
 PACK_DIR = Path(__file__).resolve().parents[2] / "pulumi" / "policy"
 PACK_START_TIMEOUT_SECONDS = 60
@@ -138,26 +136,11 @@ def sabotage(resource_type: str, mutate: Callable[[dict[str, Any]], None]) -> Ca
 
 
 def run_aws(transformation: Callable | None = None, **overrides: str) -> RunResult:
-    def program() -> None:
-        if transformation is not None:
-            pulumi.runtime.register_stack_transformation(transformation)
-        runpy.run_path(str(PROGRAM))
-
-    return run_program(program, aws_recorder(), stack_settings(**overrides), stack=STACK)
+    return aws_program.run_stack(transformation=transformation, **overrides)
 
 
 def run_azure(transformation: Callable | None = None, **overrides: str) -> RunResult:
-    """The Azure program with the Azure tests' own mocks (what Azure computes)."""
-    raw = {**azure_tests.BASE, **overrides}
-    settings = {f"glucose-training:{k}": v for k, v in raw.items() if v is not None}
-    settings["azure-native:location"] = "eastus"
-
-    def program() -> None:
-        if transformation is not None:
-            pulumi.runtime.register_stack_transformation(transformation)
-        runpy.run_path(str(PROGRAM))
-
-    return run_program(program, azure_tests._recorder(), settings, stack=STACK)
+    return azure_program.run_stack(transformation=transformation, **overrides)
 
 
 def _edit(key: str, **changes: Any) -> Callable[[dict[str, Any]], None]:
