@@ -1,4 +1,6 @@
+import dataclasses
 import json
+import math
 import os
 import signal
 import subprocess
@@ -8,7 +10,7 @@ import time
 import pytest
 import torch
 
-from tests.trainer.conftest import tiny_run_config
+from tests.trainer.conftest import TINY_WINDOWS_PER_CASE, tiny_run_config
 from trainer import checkpoint
 from trainer.__main__ import main
 from trainer.train import EXIT_STOPPED, train
@@ -140,3 +142,21 @@ def test_sigterm_saves_a_checkpoint_and_exits_75(tiny_data, tmp_path):
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "stopped" and status["exit_code"] == EXIT_STOPPED
     assert checkpoint.load(run_dir / "checkpoints/last.pt")["step"] == status["step"]
+
+
+def test_grad_accumulation_steps_once_per_group_and_at_epoch_end(tiny_data, tmp_path):
+    run_dir = tmp_path / "run"
+    config = tiny_run_config(tiny_data, run_dir, epochs=1)
+    config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, grad_accum=2))
+    assert train(config) == 0
+    micro_batches = math.ceil(
+        len(json.loads((run_dir / "splits.json").read_text())["train"]) * TINY_WINDOWS_PER_CASE / 32
+    )
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == math.ceil(micro_batches / 2)
+
+
+def test_bad_flag_value_is_one_line_and_exit_2(tiny_data, tmp_path, capsys):
+    code = main(["train", "--data", str(tiny_data), "--run-dir", str(tmp_path), "--epochs", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--epochs 0" in err
