@@ -217,6 +217,7 @@ class RunOutputs:
             epoch=epoch,
             val_mae=val["mae"],
             val_rmse=val["rmse"],
+            val_baseline_mae=val["baseline"]["mae"],
             best_val_mae=best_val_mae,
             time=time.time(),
         )

@@ -62,7 +62,17 @@ def plot_learning_curve(records: list[dict[str, Any]], path: Path) -> None:
         title="Training loss",
         yscale="log",
     )
-    mae_ax.plot([r["step"] for r in epochs], [r["val_mae"] for r in epochs], marker="o")
+    mae_ax.plot(
+        [r["step"] for r in epochs], [r["val_mae"] for r in epochs], marker="o", label="model"
+    )
+    if epochs and "val_baseline_mae" in epochs[-1]:
+        mae_ax.axhline(
+            epochs[-1]["val_baseline_mae"],
+            color="grey",
+            linestyle="--",
+            label="constant train median",
+        )
+    mae_ax.legend()
     mae_ax.set(xlabel="optimizer step", ylabel="MAE (mg/dL)", title="Validation MAE per epoch")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -71,7 +81,7 @@ def plot_learning_curve(records: list[dict[str, Any]], path: Path) -> None:
 
 def plot_clarke_grid(ref: np.ndarray, pred: np.ndarray, path: Path) -> None:
     zones = clarke_zones(ref, pred)
-    fig, ax = plt.subplots(figsize=(6, 6))
+    fig, ax = plt.subplots(figsize=(7.5, 6))
     for zone, colour in ZONE_COLOURS.items():
         mask = zones == zone
         if mask.any():
@@ -95,7 +105,7 @@ def plot_clarke_grid(ref: np.ndarray, pred: np.ndarray, path: Path) -> None:
         ylabel="prediction (mg/dL)",
         title="Clarke error grid, test cases",
     )
-    ax.legend(loc="upper left", bbox_to_anchor=(0.05, 0.95), fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, title="zone")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
