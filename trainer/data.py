@@ -155,12 +155,12 @@ def split_cases(cases: np.ndarray, seed: int, val_fraction: float, test_fraction
     n_val = max(1, round(len(order) * val_fraction))
     if len(order) - n_test - n_val < 1:
         raise UserError(f"{len(order)} cases leave none for training; need at least {MIN_CASES}")
-    as_list = lambda part: sorted(int(case) for case in part)  # noqa: E731
-    return Splits(
-        train=as_list(order[n_test + n_val :]),
-        val=as_list(order[n_test : n_test + n_val]),
-        test=as_list(order[:n_test]),
-    )
+    test, val, train = np.split(order, [n_test, n_test + n_val])
+    return Splits(train=_sorted_ids(train), val=_sorted_ids(val), test=_sorted_ids(test))
+
+
+def _sorted_ids(cases: np.ndarray) -> list[int]:
+    return sorted(int(case) for case in cases)
 
 
 @dataclass(frozen=True)
