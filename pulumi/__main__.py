@@ -10,11 +10,12 @@ from __future__ import annotations
 import pulumi
 
 from infra.config import ConfigError, StackConfig, load_stack_config
+from infra.training_box import TrainingBox
 
 COMPONENT_NAME = "glucose"
 
 
-def build(config: StackConfig):
+def build(config: StackConfig) -> TrainingBox:
     """The training box component for the configured cloud."""
     if config.cloud == "azure":
         from infra.azure import AzureTrainingBox

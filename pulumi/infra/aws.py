@@ -1,7 +1,7 @@
 """One GPU training box (or a cluster of `nodeCount`) on AWS, with its guard rails.
 
-The same public shape as the Azure component: `hosts`, `ssh_user`, `storage_uri`,
-`registry`, `image_repository`. What it declares, all tagged project/stack/owner:
+The same public shape as the Azure component (`training_box.TrainingBox`). What it
+declares, all tagged project/stack/owner:
 
 - a small VPC of its own with an SSH-only security group (`aws_network.py` says why
   not the default VPC); the EC2 key pair from `sshPublicKey`;
@@ -27,6 +27,7 @@ from infra import aws_guard_rails, aws_iam
 from infra.aws_network import declare_network
 from infra.cloud_init import encode_user_data, render_cloud_init
 from infra.config import StackConfig
+from infra.training_box import TrainingBox
 
 SSH_USER = "ubuntu"
 
@@ -50,25 +51,15 @@ INCOMPLETE_UPLOAD_DAYS = 1
 NONCURRENT_VERSION_DAYS = 14
 
 
-class AwsTrainingBox(pulumi.ComponentResource):
+class AwsTrainingBox(TrainingBox):
     """N GPU instances with storage, registry and every guard rail, under one name."""
 
-    hosts: pulumi.Output[list[str]]
-    ssh_user: str
-    storage_uri: pulumi.Output[str]
-    registry: pulumi.Output[str]
-    image_repository: pulumi.Output[str]
+    CLOUD = "aws"
 
     def __init__(
         self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        if config.cloud != "aws":
-            raise ValueError(f"AwsTrainingBox got a stack for cloud {config.cloud!r}")
-        super().__init__("glucose-training:aws:TrainingBox", name, None, opts)
-        self._name = name
-        self._config = config
-        self._tags = config.tags
-
+        super().__init__(name, config, opts)
         network = declare_network(name, config, self._tags, parent=self)
         bucket = self._bucket()
         repository = self._repository()
@@ -88,19 +79,12 @@ class AwsTrainingBox(pulumi.ComponentResource):
         aws_guard_rails.declare_budget(name, config, self._tags, parent=self)
         aws_guard_rails.declare_idle_alarms(name, config, instances, self._tags, parent=self)
 
-        self.hosts = pulumi.Output.all(*[address.public_ip for address in addresses])
-        self.ssh_user = SSH_USER
-        self.storage_uri = bucket.bucket.apply(lambda b: f"s3://{b}")
-        self.image_repository = repository.repository_url
-        self.registry = repository.repository_url.apply(lambda url: url.split("/", 1)[0])
-        self.register_outputs(
-            {
-                "hosts": self.hosts,
-                "sshUser": self.ssh_user,
-                "storageUri": self.storage_uri,
-                "registry": self.registry,
-                "imageRepository": self.image_repository,
-            }
+        self._expose(
+            hosts=pulumi.Output.all(*[address.public_ip for address in addresses]),
+            ssh_user=SSH_USER,
+            storage_uri=bucket.bucket.apply(lambda b: f"s3://{b}"),
+            registry=repository.repository_url.apply(lambda url: url.split("/", 1)[0]),
+            image_repository=repository.repository_url,
         )
 
     def _child(self, **kwargs) -> pulumi.ResourceOptions:

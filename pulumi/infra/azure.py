@@ -1,7 +1,7 @@
 """`cloud: azure` — N GPU boxes with guard rails, private storage and a registry.
 
 One ComponentResource, `AzureTrainingBox`, with the same public shape as the AWS one
-(`hosts`, `ssh_user`, `storage_uri`, `registry`, `image_repository`). Every child is
+(`training_box.TrainingBox`). Every child is
 named from the component's name and parented to it; nothing here reads config.
 
 Why the image: Microsoft's Ubuntu 22.04 HPC image (microsoft-dsvm/ubuntu-hpc/2204) is
@@ -38,6 +38,7 @@ from infra.azure_access import (
 from infra.azure_guard_rails import monthly_budget, shutdown_schedule
 from infra.cloud_init import encode_user_data, render_cloud_init
 from infra.config import StackConfig
+from infra.training_box import TrainingBox
 
 SSH_USER = "azureuser"
 IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
@@ -50,24 +51,15 @@ VNET_CIDR = "10.42.0.0/16"
 SUBNET_CIDR = "10.42.0.0/24"
 
 
-class AzureTrainingBox(pulumi.ComponentResource):
+class AzureTrainingBox(TrainingBox):
     """Resource group, network, `node_count` GPU VMs, storage, registry and guard rails."""
 
-    hosts: pulumi.Output[list[str]]
-    ssh_user: str
-    storage_uri: pulumi.Output[str]
-    registry: pulumi.Output[str]
-    image_repository: pulumi.Output[str]
+    CLOUD = "azure"
 
     def __init__(
         self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        if config.cloud != "azure":
-            raise ValueError(f"AzureTrainingBox got a stack for cloud {config.cloud!r}")
-        super().__init__("glucose-training:azure:TrainingBox", name, None, opts)
-        self._name = name
-        self._config = config
-        self._tags = config.tags
+        super().__init__(name, config, opts)
         keep = config.keep_storage_on_destroy
         # An Azure resource group deletes everything in it: keeping the storage means
         # keeping its group too. retain_on_delete, not protect: protect would make the
@@ -88,19 +80,12 @@ class AzureTrainingBox(pulumi.ComponentResource):
         self._grant_access(vms, container, registry)
         monthly_budget(f"{name}-budget", self._group, config, self)
 
-        self.hosts = pulumi.Output.all(*ips).apply(list)
-        self.ssh_user = SSH_USER
-        self.storage_uri = pulumi.Output.concat("az://", account.name, "/", container.name)
-        self.registry = registry.login_server
-        self.image_repository = pulumi.Output.concat(registry.login_server, "/", IMAGE_NAME)
-        self.register_outputs(
-            {
-                "hosts": self.hosts,
-                "sshUser": self.ssh_user,
-                "storageUri": self.storage_uri,
-                "registry": self.registry,
-                "imageRepository": self.image_repository,
-            }
+        self._expose(
+            hosts=pulumi.Output.all(*ips).apply(list),
+            ssh_user=SSH_USER,
+            storage_uri=pulumi.Output.concat("az://", account.name, "/", container.name),
+            registry=registry.login_server,
+            image_repository=pulumi.Output.concat(registry.login_server, "/", IMAGE_NAME),
         )
 
     def _child(self, retain: bool = False) -> pulumi.ResourceOptions:

@@ -10,10 +10,12 @@ import pulumi
 import pytest
 import yaml
 
+from infra.azure import AzureTrainingBox
 from infra.config import validate
 from ops import catalog
 from tests.infra.azure_program import (
     DEPLOYER,
+    GOOD_CONFIG,
     SSH_KEY,
     SUBSCRIPTION,
     VM,
@@ -99,6 +101,14 @@ def test_every_resource_is_a_child_of_the_one_component(on_demand):
     assert component.name == "glucose"
     children = [r for r in on_demand.resources if r is not component]
     assert children and all(r.parent == component.urn for r in children)
+
+
+def test_the_component_refuses_an_aws_stack():
+    config = validate({**GOOD_CONFIG, "cloud": "aws", "vmSize": "g5.xlarge"}, "us-east-1")
+    recorder = azure_recorder()
+    with pytest.raises(ValueError, match="AzureTrainingBox got a stack for cloud 'aws'"):
+        run_program(lambda: AzureTrainingBox("glucose", config), recorder)
+    assert recorder.resources == []
 
 
 def test_every_taggable_resource_carries_project_stack_and_owner(on_demand):

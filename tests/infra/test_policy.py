@@ -38,8 +38,7 @@ from tests.infra.mocks import RunResult, unwrap
 PACK_DIR = Path(__file__).resolve().parents[2] / "pulumi" / "policy"
 PACK_START_TIMEOUT_SECONDS = 60
 # A stack with no advisory either: spot capacity, storage kept through destroy.
-CAREFUL_AWS = {"spot": "true", "keepStorageOnDestroy": "true"}
-CAREFUL_AZURE = CAREFUL_AWS
+CAREFUL = {"spot": "true", "keepStorageOnDestroy": "true"}
 
 
 @dataclass(frozen=True)
@@ -143,6 +142,9 @@ def run_azure(transformation: Callable | None = None, **overrides: str) -> RunRe
     return azure_program.run_stack(transformation=transformation, **overrides)
 
 
+BOTH_CLOUDS = pytest.mark.parametrize("run", [run_aws, run_azure], ids=["aws", "azure"])
+
+
 def _edit(key: str, **changes: Any) -> Callable[[dict[str, Any]], None]:
     def mutate(props: dict[str, Any]) -> None:
         props[key] = {**props[key], **changes}
@@ -153,29 +155,19 @@ def _edit(key: str, **changes: Any) -> Callable[[dict[str, Any]], None]:
 # --- good programs ---------------------------------------------------------------------
 
 
-def test_careful_aws_program_passes_every_policy():
-    assert evaluate(as_policy_resources(run_aws(**CAREFUL_AWS))) == []
+@BOTH_CLOUDS
+def test_careful_program_passes_every_policy(run):
+    assert evaluate(as_policy_resources(run(**CAREFUL))) == []
 
 
 def test_careful_aws_cluster_passes_every_policy():
-    result = run_aws(**CAREFUL_AWS, nodeCount="3")
+    result = run_aws(**CAREFUL, nodeCount="3")
     assert evaluate(as_policy_resources(result)) == []
 
 
-def test_default_aws_program_gets_only_the_two_advisories():
-    violations = evaluate(as_policy_resources(run_aws()))
-    assert {(v.policy, v.level) for v in violations} == {
-        ("gpu-box-on-demand", EnforcementLevel.ADVISORY),
-        ("storage-deleted-on-destroy", EnforcementLevel.ADVISORY),
-    }
-
-
-def test_careful_azure_program_passes_every_policy():
-    assert evaluate(as_policy_resources(run_azure(**CAREFUL_AZURE))) == []
-
-
-def test_default_azure_program_gets_only_the_two_advisories():
-    violations = evaluate(as_policy_resources(run_azure()))
+@BOTH_CLOUDS
+def test_default_program_gets_only_the_two_advisories(run):
+    violations = evaluate(as_policy_resources(run()))
     assert {(v.policy, v.level) for v in violations} == {
         ("gpu-box-on-demand", EnforcementLevel.ADVISORY),
         ("storage-deleted-on-destroy", EnforcementLevel.ADVISORY),
@@ -240,7 +232,7 @@ BROKEN_AWS = {
 
 @pytest.mark.parametrize("transformation, policy", BROKEN_AWS.values(), ids=BROKEN_AWS.keys())
 def test_broken_aws_program_trips_exactly_its_policy(transformation, policy):
-    violations = evaluate(as_policy_resources(run_aws(transformation, **CAREFUL_AWS)))
+    violations = evaluate(as_policy_resources(run_aws(transformation, **CAREFUL)))
     assert _fired(violations) == {policy}
     assert all(v.level == EnforcementLevel.MANDATORY for v in violations)
 
@@ -285,23 +277,19 @@ BROKEN_AZURE = {
 
 @pytest.mark.parametrize("transformation, policy", BROKEN_AZURE.values(), ids=BROKEN_AZURE.keys())
 def test_broken_azure_program_trips_exactly_its_policy(transformation, policy):
-    violations = evaluate(as_policy_resources(run_azure(transformation, **CAREFUL_AZURE)))
+    violations = evaluate(as_policy_resources(run_azure(transformation, **CAREFUL)))
     assert _fired(violations) == {policy}
     assert all(v.level == EnforcementLevel.MANDATORY for v in violations)
 
 
-def test_azure_ssh_from_anywhere_is_refused_even_when_the_stack_insists():
-    result = run_azure(**CAREFUL_AZURE, sshAllowedCidr="0.0.0.0/0", allowSshFromAnywhere="true")
-    assert _fired(evaluate(as_policy_resources(result))) == {"no-ssh-from-anywhere"}
-
-
-def test_ssh_from_anywhere_is_refused_even_when_the_stack_insists():
-    result = run_aws(**CAREFUL_AWS, sshAllowedCidr="0.0.0.0/0", allowSshFromAnywhere="true")
+@BOTH_CLOUDS
+def test_ssh_from_anywhere_is_refused_even_when_the_stack_insists(run):
+    result = run(**CAREFUL, sshAllowedCidr="0.0.0.0/0", allowSshFromAnywhere="true")
     assert _fired(evaluate(as_policy_resources(result))) == {"no-ssh-from-anywhere"}
 
 
 def test_a_missing_daily_stop_names_the_box_it_leaves_running():
-    result = run_aws(sabotage(SCHEDULE, lambda p: p.update(state="DISABLED")), **CAREFUL_AWS)
+    result = run_aws(sabotage(SCHEDULE, lambda p: p.update(state="DISABLED")), **CAREFUL)
     (violation,) = evaluate(as_policy_resources(result))
     assert violation.urn == result.one(INSTANCE).urn
     assert "glucose-box-0" in violation.message
@@ -310,7 +298,7 @@ def test_a_missing_daily_stop_names_the_box_it_leaves_running():
 def test_cluster_with_one_box_left_out_of_the_daily_stop_names_that_box():
     first_box_only = {"InstanceIds": [f"{INSTANCE}/glucose-box-0"]}  # the mock's id
     transformation = sabotage(SCHEDULE, _edit("target", input=json.dumps(first_box_only)))
-    result = run_aws(transformation, **CAREFUL_AWS, nodeCount="2")
+    result = run_aws(transformation, **CAREFUL, nodeCount="2")
     violations = evaluate(as_policy_resources(result))
     assert [v.urn for v in violations] == [result.named("glucose-box-1").urn]
 
@@ -334,17 +322,17 @@ AZURE_PREVIEW_UNKNOWNS = {
 
 
 def test_during_preview_aws_links_are_matched_through_dependencies():
-    resources = as_policy_resources(run_aws(**CAREFUL_AWS), AWS_PREVIEW_UNKNOWNS)
+    resources = as_policy_resources(run_aws(**CAREFUL), AWS_PREVIEW_UNKNOWNS)
     assert evaluate(resources) == []
 
 
 def test_during_preview_azure_links_are_matched_through_dependencies():
-    resources = as_policy_resources(run_azure(**CAREFUL_AZURE), AZURE_PREVIEW_UNKNOWNS)
+    resources = as_policy_resources(run_azure(**CAREFUL), AZURE_PREVIEW_UNKNOWNS)
     assert evaluate(resources) == []
 
 
 def test_during_preview_a_schedule_without_the_dependency_does_not_count():
-    resources = as_policy_resources(run_aws(**CAREFUL_AWS), AWS_PREVIEW_UNKNOWNS)
+    resources = as_policy_resources(run_aws(**CAREFUL), AWS_PREVIEW_UNKNOWNS)
     schedule = next(r for r in resources if r.resource_type == SCHEDULE)
     schedule.dependencies = [d for d in schedule.dependencies if d.resource_type != INSTANCE]
     assert _fired(evaluate(resources)) == {"gpu-box-daily-stop"}

@@ -1,0 +1,63 @@
+"""What a training box is on either cloud: the public shape both components share.
+
+`AzureTrainingBox` and `AwsTrainingBox` build very different resources, but the
+program (`pulumi/__main__.py`) and DESIGN.md's stack outputs see only this: `hosts`,
+`ssh_user`, `storage_uri`, `registry` and `image_repository`, set once through
+`_expose`, which also registers them as the component's outputs.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pulumi
+
+from infra.config import StackConfig
+
+
+class TrainingBox(pulumi.ComponentResource):
+    """One stack's GPU boxes with storage, registry and guard rails, under one name."""
+
+    CLOUD: ClassVar[str]
+    """The `cloud` stack setting this component builds for."""
+
+    hosts: pulumi.Output[list[str]]
+    ssh_user: str
+    storage_uri: pulumi.Output[str]
+    registry: pulumi.Output[str]
+    image_repository: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        if config.cloud != self.CLOUD:
+            raise ValueError(f"{type(self).__name__} got a stack for cloud {config.cloud!r}")
+        super().__init__(f"glucose-training:{self.CLOUD}:TrainingBox", name, None, opts)
+        self._name = name
+        self._config = config
+        self._tags = config.tags
+
+    def _expose(
+        self,
+        *,
+        hosts: pulumi.Output[list[str]],
+        ssh_user: str,
+        storage_uri: pulumi.Output[str],
+        registry: pulumi.Output[str],
+        image_repository: pulumi.Output[str],
+    ) -> None:
+        """Set the public outputs and register them (camelCase, as the stack exports them)."""
+        self.hosts = hosts
+        self.ssh_user = ssh_user
+        self.storage_uri = storage_uri
+        self.registry = registry
+        self.image_repository = image_repository
+        self.register_outputs(
+            {
+                "hosts": hosts,
+                "sshUser": ssh_user,
+                "storageUri": storage_uri,
+                "registry": registry,
+                "imageRepository": image_repository,
+            }
+        )
