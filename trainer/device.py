@@ -9,6 +9,7 @@ launch fails deep inside the first step with "no kernel image is available".
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 from dataclasses import dataclass
 
@@ -55,21 +56,36 @@ def _driver_version() -> str:
         return "unknown (nvidia-smi unavailable)"
 
 
+def _parse_arch(arch: str) -> tuple[str, int, int, bool] | None:
+    """'sm_90a' -> ('sm', 9, 0, True); None for anything unrecognised."""
+    match = re.fullmatch(r"(sm|compute)_(\d+)([a-z]?)", arch)
+    if match is None:
+        return None
+    digits = match.group(2)
+    return match.group(1), int(digits[:-1]), int(digits[-1]), bool(match.group(3))
+
+
 def check_arch_supported(capability: tuple[int, int], arch_list: list[str]) -> None:
     """Raise UserError when `arch_list` (torch.cuda.get_arch_list()) cannot run on the GPU."""
     major, minor = capability
-    sm = f"sm_{major}{minor}"
-    # Same-major SASS of a lower minor runs; PTX (compute_XY) of a lower version JITs.
-    runnable = any(
-        (arch.startswith("sm_") and arch[3:-1] == str(major) and int(arch[-1]) <= minor)
-        or (arch.startswith("compute_") and int(arch[8:]) <= major * 10 + minor)
-        for arch in arch_list
-    )
-    if not runnable:
+
+    def runs(arch: str) -> bool:
+        parsed = _parse_arch(arch)
+        if parsed is None:
+            return False
+        kind, a_major, a_minor, specific = parsed
+        if specific:  # sm_90a-style code runs on exactly that architecture
+            return (a_major, a_minor) == (major, minor)
+        if kind == "sm":  # SASS runs on the same major at an equal or higher minor
+            return a_major == major and a_minor <= minor
+        return (a_major, a_minor) <= (major, minor)  # PTX JIT-compiles forward
+
+    if not any(runs(arch) for arch in arch_list):
+        sm = f"sm_{major}{minor}"
         raise UserError(
             f"this torch build has kernels for {' '.join(arch_list) or 'no GPU arch'} but the GPU "
             f"is {sm}; install a torch/CUDA build that lists {sm} (CUDA 13 dropped sm_70: use "
-            f"a CUDA 12.x image on V100)"
+            "a CUDA 12.x image on V100)"
         )
 
 

@@ -24,3 +24,14 @@ def test_auto_precision_on_cpu_is_fp32():
 def test_fp16_on_cpu_is_a_user_error():
     with pytest.raises(UserError, match="fp16 needs a GPU"):
         choose_device("fp16")
+
+
+def test_arch_specific_kernels_run_only_on_that_arch():
+    check_arch_supported((9, 0), ["sm_90a"])
+    with pytest.raises(UserError):
+        check_arch_supported((10, 0), ["sm_90a"])
+
+
+def test_sass_of_another_major_does_not_count():
+    with pytest.raises(UserError):
+        check_arch_supported((8, 0), ["sm_75", "sm_90"])
