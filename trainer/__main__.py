@@ -1,4 +1,4 @@
-"""`python -m trainer synth|train|evaluate|bench` (also the image's ENTRYPOINT).
+"""`python -m trainer synth|train|evaluate|bench|bench-checkpoint` (also the image's ENTRYPOINT).
 
 Exit codes (ARCHITECTURE.md): 0 done, 2 user error (one line on stderr), 75 stopped
 or preempted with a checkpoint written (restart me).
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -70,6 +71,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--quick", action="store_true", help="a few seconds, for tests")
     bench.add_argument("--batch-size", type=int, default=None)
+
+    bench_checkpoint = commands.add_parser(
+        "bench-checkpoint",
+        help="seconds to save + upload a checkpoint, throughput with vs without checkpoints",
+    )
+    bench_checkpoint.add_argument("--uri", required=True, help="file://, s3:// or az:// URI")
+    bench_checkpoint.add_argument("--every", type=float, default=30.0, metavar="SECONDS")
+    bench_checkpoint.add_argument("--round-seconds", type=float, default=60.0)
+    bench_checkpoint.add_argument("--rounds", type=int, default=4)
+    bench_checkpoint.add_argument("--repeats", type=int, default=3)
+    bench_checkpoint.add_argument("--upload-only", action="store_true")
+    bench_checkpoint.add_argument("--batch-size", type=int, default=None)
+    bench_checkpoint.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
@@ -117,6 +131,19 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         print(json.dumps(evaluate_checkpoint(args.data, args.checkpoint, args.split), indent=2))
         return 0
+    if args.command == "bench-checkpoint":
+        from trainer.bench_checkpoint import run_bench_checkpoint
+
+        return run_bench_checkpoint(
+            args.uri,
+            every_seconds=args.every,
+            round_seconds=args.round_seconds,
+            rounds=args.rounds,
+            repeats=args.repeats,
+            upload_only=args.upload_only,
+            batch_size=args.batch_size,
+            json_output=args.json,
+        )
     from trainer.bench import run_bench
 
     return run_bench(
@@ -124,8 +151,16 @@ def _dispatch(args: argparse.Namespace) -> int:
     )
 
 
+def _configure_logging() -> None:
+    """Storage sync, resume and spot notices log; the SDKs' INFO chatter stays out."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    for noisy in ("botocore", "boto3", "s3transfer", "urllib3", "azure"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _configure_logging()
     try:
         return _dispatch(args)
     except UserError as error:

@@ -1,21 +1,30 @@
 """Checkpoints: one dict with fixed keys, written atomically, verified by sha256.
 
-`save` writes a temp file in the target's directory, fsyncs it, renames it over the
+`save` serialises in memory (hashing it there, not by reading the file back),
+writes a temp file in the target's directory, fsyncs it, renames it over the
 target and fsyncs the directory, so a crash at any moment leaves either the old or
 the new file, never half of one; a `<name>.sha256` sidecar (sha256sum format) lets
 `load` refuse a damaged file. `load` uses `torch.load(weights_only=True)`: a
 checkpoint from a bucket must not be able to run code.
 
-`CheckpointManager` is the one object `train.py` talks to: when to save, `last.pt` /
-`best.pt`, and the newest loadable state to resume from. Remote mirroring
-(`--checkpoint-uri`) plugs in at `CheckpointManager._publish`.
+On disk (`<run_dir>/checkpoints/`): `step-<step>-epoch-<epoch>.pt` for the last K
+saves, and `last.pt` / `best.pt` as hard links to the newest and the best of them.
+Names sort in training order, locally and in the store (`trainer.remote_checkpoints`).
+
+`CheckpointManager` is the one object `train.py` talks to: when to save, the files,
+the newest valid state to resume from (local or at `--checkpoint-uri`, see
+`trainer.resume`) and the background upload (`trainer.sync`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
+import logging
 import os
 import random
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +33,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainer import remote_checkpoints as layout
 from trainer.config import UserError
+from trainer.storage import InvalidStorageUri, ObjectStore, StorageError, open_store
+from trainer.sync import RunSync, SyncConfig
+
+log = logging.getLogger(__name__)
 
 STATE_KEYS = (
     "model",
@@ -43,7 +57,9 @@ STATE_KEYS = (
     "epochs_without_improvement",
     "dataset_fingerprint",
 )
-HASH_CHUNK_BYTES = 1 << 20
+STEP_FILE_GLOB = "step-*.pt"
+SYNC_STOP_SECONDS = 1.0
+DAMAGED_SUFFIX = ".damaged"
 
 
 class CheckpointError(Exception):
@@ -53,21 +69,28 @@ class CheckpointError(Exception):
 @dataclass(frozen=True)
 class CheckpointConfig:
     directory: Path
-    """Local checkpoint dir, normally `<run_dir>/checkpoints`."""
+    """Local checkpoint dir, normally `<run_dir>/checkpoints` (its parent is mirrored)."""
     every_seconds: float = 600.0
-    """Save `last.pt` when this many seconds passed since the previous save (0 = off)."""
+    """Save when this many seconds passed since the previous save (0 = off)."""
     every_steps: int | None = None
-    """Save `last.pt` every this many optimizer steps (None = off)."""
+    """Save every this many optimizer steps (None = off)."""
     uri: str | None = None
-    """Remote mirror (file://, s3://, az://); None keeps checkpoints local only."""
+    """The run's remote dir (file://, s3://, az://); None keeps everything local."""
+    keep_last: int = 3
+    """Checkpoints kept besides best, locally and in the store."""
+
+    def __post_init__(self) -> None:
+        if self.keep_last < 1:
+            raise UserError(f"keep_last {self.keep_last}: must be at least 1")
+        if self.every_seconds < 0:
+            raise UserError(f"--checkpoint-every {self.every_seconds}: must be >= 0 seconds")
+        if self.every_steps is not None and self.every_steps < 1:
+            raise UserError(f"--checkpoint-every-steps {self.every_steps}: must be >= 1")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(HASH_CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
+def checkpoint_name(state: dict[str, Any]) -> str:
+    """Sorts in training order: the same step is saved again after its epoch's validation."""
+    return f"step-{int(state['step']):09d}-epoch-{int(state['epoch']):04d}.pt"
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -78,14 +101,19 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _write_atomic(path: Path, write) -> None:
+def _write_atomic(path: Path, data: bytes | memoryview) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with tmp.open("wb") as handle:
-        write(handle)
+        handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+
+
+def _write_sidecar(path: Path, digest: str) -> None:
+    sidecar = path.with_name(path.name + layout.HASH_SUFFIX)
+    _write_atomic(sidecar, layout.hash_line(digest, path.name).encode())
 
 
 def save(path: Path, state: dict[str, Any]) -> str:
@@ -94,10 +122,12 @@ def save(path: Path, state: dict[str, Any]) -> str:
     assert not missing, f"checkpoint state lacks {missing}"
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, lambda handle: torch.save(state, handle))
-    digest = _sha256(path)
-    sidecar = path.with_name(path.name + ".sha256")
-    _write_atomic(sidecar, lambda handle: handle.write(f"{digest}  {path.name}\n".encode()))
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    data = buffer.getbuffer()
+    digest = hashlib.sha256(data).hexdigest()
+    _write_atomic(path, data)
+    _write_sidecar(path, digest)
     return digest
 
 
@@ -106,10 +136,13 @@ def load(path: Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint")
-    sidecar = path.with_name(path.name + ".sha256")
+    sidecar = path.with_name(path.name + layout.HASH_SUFFIX)
     if sidecar.is_file():
-        expected = sidecar.read_text().split()[0]
-        if (actual := _sha256(path)) != expected:
+        try:
+            expected = layout.parse_hash_line(sidecar.read_text())
+        except ValueError as error:
+            raise CheckpointError(f"{path}: unreadable sha256 record ({error})") from None
+        if (actual := layout.sha256_of(path)) != expected:
             raise CheckpointError(f"{path}: sha256 {actual[:12]} != recorded {expected[:12]}")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
@@ -120,32 +153,83 @@ def load(path: Path) -> dict[str, Any]:
     return state
 
 
+def link_atomic(source: Path, target: Path) -> None:
+    """Make `target` name `source`'s content (a hard link; a copy where links fail)."""
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, target)
+    digest_line = source.with_name(source.name + layout.HASH_SUFFIX).read_text()
+    _write_sidecar(target, layout.parse_hash_line(digest_line))
+    _fsync_dir(target.parent)
+
+
+def open_run_store(uri: str) -> ObjectStore:
+    """The store for `--checkpoint-uri`, or a one-line UserError."""
+    try:
+        return open_store(uri)
+    except (InvalidStorageUri, StorageError, ImportError) as error:
+        raise UserError(f"--checkpoint-uri: {error}") from None
+
+
 def resolve_local(path_or_uri: str) -> Path:
-    """A checkpoint argument as a local path (`file://` accepted)."""
-    if path_or_uri.startswith("file://"):
+    """A checkpoint argument as a local path, fetching (and verifying) a remote one.
+
+    Remote forms: a run's URI (its BEST checkpoint, else LATEST) or
+    `<run URI>/checkpoints/<name>.pt`.
+    """
+    if path_or_uri.startswith("file://") and path_or_uri.endswith(".pt"):
         return Path(path_or_uri[len("file://") :])
-    if "://" in path_or_uri:
-        raise UserError(
-            f"--checkpoint {path_or_uri}: remote checkpoints are fetched by trainer.sync, which "
-            "this build lacks; download it first and pass the local path"
-        )
-    return Path(path_or_uri)
+    if "://" not in path_or_uri:
+        return Path(path_or_uri)
+    run_uri, name = path_or_uri.rstrip("/"), None
+    if run_uri.endswith(".pt"):
+        run_uri, _, name = run_uri.rpartition("/" + layout.CHECKPOINTS_PREFIX)
+    store = open_run_store(run_uri)
+    name = (
+        name
+        or layout.read_pointer(store, layout.BEST_KEY)
+        or layout.read_pointer(store, layout.LATEST_KEY)
+    )
+    if not name:
+        raise UserError(f"--checkpoint {path_or_uri}: no BEST or LATEST checkpoint there")
+    # A directory of its own: runs share step names, so a shared cache could mix them.
+    dest = Path(tempfile.mkdtemp(prefix="glucose-checkpoint-")) / name
+    digest = layout.download_verified(store, name, dest)
+    if digest is None:
+        raise UserError(f"--checkpoint {path_or_uri}: {name} is missing or fails its sha256")
+    _write_sidecar(dest, digest)
+    return dest
 
 
 class CheckpointManager:
-    """When to save, where (`last.pt`, `best.pt`), and what to resume from."""
+    """When to save, where (step files, `last.pt`, `best.pt`), upload, and resume."""
 
     def __init__(self, config: CheckpointConfig) -> None:
         self.config = config
         self.directory = Path(config.directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
         self.last_path = self.directory / "last.pt"
         self.best_path = self.directory / "best.pt"
         self.last_saved_at: float | None = None  # unix seconds, for status.json
         self._last_save_monotonic = time.monotonic()
         self._last_save_step = 0
+        self._newest: Path | None = None
+        self._published: set[str] = set()
+        for stale in self.directory.glob(".*.tmp-*"):  # a crash mid-save left it
+            stale.unlink(missing_ok=True)
+        self.store = open_run_store(config.uri) if config.uri else None
+        self.sync: RunSync | None = None
+        if self.store is not None:
+            sync_config = SyncConfig(keep_last=config.keep_last)
+            # The checkpoint dir's parent is the run dir: metrics, tb/, plots sync too.
+            self.sync = RunSync(self.store, self.directory.parent, sync_config).start()
 
     def due(self, step: int) -> bool:
-        """Whether the time- or step-based policy asks for a `last.pt` now."""
+        """Whether the time- or step-based policy asks for a checkpoint now."""
         every_steps = self.config.every_steps
         if every_steps and step - self._last_save_step >= every_steps:
             return True
@@ -153,45 +237,84 @@ class CheckpointManager:
         return bool(every_seconds) and time.monotonic() - self._last_save_monotonic >= every_seconds
 
     def save_last(self, state: dict[str, Any]) -> Path:
-        save(self.last_path, state)
-        self._mark_saved(state["step"])
-        self._publish(self.last_path)
-        return self.last_path
+        return self._save(state, best=False)
 
     def save_best(self, state: dict[str, Any]) -> Path:
-        save(self.best_path, state)
-        self._publish(self.best_path)
-        return self.best_path
+        """Also the newest checkpoint: `last.pt` follows too."""
+        return self._save(state, best=True)
+
+    def _save(self, state: dict[str, Any], *, best: bool) -> Path:
+        path = self.directory / checkpoint_name(state)
+        if path != self._newest or not path.exists():
+            digest = save(path, state)
+            self._published.discard(path.name)
+        else:  # save_best then save_last of one state: already on disk
+            digest = layout.parse_hash_line(path.with_name(path.name + ".sha256").read_text())
+        self._newest = path
+        link_atomic(path, self.last_path)
+        if best:
+            link_atomic(path, self.best_path)
+        self._mark_saved(int(state["step"]))
+        self._prune()
+        if self.sync is not None and (best or path.name not in self._published):
+            self.sync.publish_checkpoint(path, digest, best=best)
+            self._published.add(path.name)
+        return path
+
+    def _prune(self) -> None:
+        names = sorted(p.name for p in self.directory.glob(STEP_FILE_GLOB))
+        for name in names[: -self.config.keep_last]:
+            (self.directory / name).unlink(missing_ok=True)
+            (self.directory / (name + layout.HASH_SUFFIX)).unlink(missing_ok=True)
 
     def load_latest(self) -> dict[str, Any] | None:
-        """The newest loadable checkpoint (last.pt, else best.pt), or None for a fresh run."""
-        for path in (self.last_path, self.best_path):
-            if not path.exists():
-                continue
-            try:
-                state = load(path)
-            except CheckpointError as error:
-                print(f"checkpoint: skipping damaged {error}", flush=True)
-                continue
-            self._mark_saved(state["step"])
-            return state
-        return None
+        """The newest valid checkpoint here or in the store, or None for a fresh run."""
+        from trainer.resume import find_newest
+
+        found = find_newest(self.directory, self.store)
+        if found is None:
+            return None
+        self._newest = found.path
+        if found.path.name.startswith("step-"):
+            link_atomic(found.path, self.last_path)
+        if self.sync is not None and not found.in_store:
+            # Killed before its upload finished: send it now.
+            self.sync.publish_checkpoint(found.path, layout.sha256_of(found.path))
+            self._published.add(found.path.name)
+        self._mark_saved(int(found.state["step"]))
+        return found.state
+
+    def flush(self, timeout_s: float) -> bool:
+        """Upload everything saved so far, synchronously; True when it all landed."""
+        if self.sync is None:
+            return True
+        started = time.monotonic()
+        done = self.sync.flush(timeout_s)
+        waited = time.monotonic() - started
+        if done:
+            log.info("checkpoint: %s up to date after %.1f s", self.config.uri, waited)
+        else:
+            log.warning(
+                "checkpoint: upload to %s not finished after %.0f s; the local copy in %s "
+                "stays and is uploaded on resume",
+                self.config.uri,
+                waited,
+                self.directory,
+            )
+        return done
+
+    def close(self, timeout_s: float) -> bool:
+        """Final flush (summary, report, plots too) and stop the uploader."""
+        if self.sync is None:
+            return True
+        done = self.flush(timeout_s)
+        self.sync.close(SYNC_STOP_SECONDS)
+        return done
 
     def _mark_saved(self, step: int) -> None:
         self.last_saved_at = time.time()
         self._last_save_monotonic = time.monotonic()
         self._last_save_step = step
-
-    def _publish(self, path: Path) -> None:
-        """Mirror a freshly written checkpoint to `config.uri` (remote sync: issue 3)."""
-        if self.config.uri is None:
-            return
-        # Seam for trainer.sync: upload `path` and its sidecar, then move LATEST.
-        print(
-            f"checkpoint: {path.name} kept locally; remote sync to {self.config.uri} "
-            "is not in this build",
-            flush=True,
-        )
 
 
 def capture_rng() -> dict[str, Any]:

@@ -1,47 +1,83 @@
-"""Stop requests: SIGTERM/SIGINT (docker stop, Ctrl-C, a spot notice's shutdown).
+"""Stop requests: SIGTERM/SIGINT (docker stop, Ctrl-C) and spot eviction notices.
 
-The handler only sets an Event; the training loop polls `StopSignal.requested` after
-every optimizer step (a Python attribute read, no device sync), then writes a
-checkpoint and exits 75 so the restart policy brings the run back.
+The signal handler and the notice pollers (`trainer.spot_notice`, background
+threads) only set an Event; the training loop reads `StopSignal.requested` after
+every optimizer step (a Python attribute read, no device sync), then finishes the
+step, writes a checkpoint, uploads it synchronously within `upload_seconds_left()`,
+acknowledges the notice (Azure lets the eviction go ahead early) and exits 75 so the
+restart policy brings the run back.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+import time
 from types import FrameType
 
+from trainer.spot_notice import Notice, NoticeWatcher
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# From the request to the end of the upload. Azure gives a Preempt >= 30 s; the
+# container's stop timeout is 120 s (ARCHITECTURE.md) and AWS gives 2 minutes.
+AZURE_PREEMPT_BUDGET_SECONDS = 25.0
+STOP_BUDGET_SECONDS = 100.0
+MIN_UPLOAD_SECONDS = 5.0
 
 
 class StopSignal:
     """Install with `install()`; ask with `requested`; `reason` says what asked."""
 
-    def __init__(self) -> None:
+    def __init__(self, watch_notices: bool = True) -> None:
         self.event = threading.Event()
         self.reason: str | None = None
         self.state = "stopped"  # status.json state to report: "stopped" or "preempted"
+        self.requested_at: float | None = None
+        self.budget_s = STOP_BUDGET_SECONDS
         self._previous: dict[int, object] = {}
+        self._watcher = NoticeWatcher(self._on_notice) if watch_notices else None
 
     def install(self) -> StopSignal:
         for sig in STOP_SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
+        if self._watcher is not None:
+            self._watcher.start()
         return self
 
     def uninstall(self) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+        if self._watcher is not None:
+            self._watcher.stop()
 
-    def request(self, reason: str, state: str = "stopped") -> None:
+    def request(self, reason: str, state: str = "stopped", budget_s: float | None = None) -> None:
         """Ask the loop to stop; signal handlers call this, spot-notice pollers with "preempted"."""
         if self.reason is None:
             self.reason, self.state = reason, state
+            self.requested_at = time.monotonic()
+            self.budget_s = budget_s or STOP_BUDGET_SECONDS
         self.event.set()
 
     @property
     def requested(self) -> bool:
         return self.event.is_set()
+
+    def upload_seconds_left(self) -> float:
+        """How long the final upload may take before the machine is gone."""
+        if self.requested_at is None:
+            return self.budget_s
+        left = self.requested_at + self.budget_s - time.monotonic()
+        return max(MIN_UPLOAD_SECONDS, left)
+
+    def acknowledge(self) -> None:
+        """After the upload: tell the platform it may go ahead (Azure Scheduled Events)."""
+        if self._watcher is not None:
+            self._watcher.acknowledge()
+
+    def _on_notice(self, notice: Notice) -> None:
+        budget = AZURE_PREEMPT_BUDGET_SECONDS if notice.cloud == "azure" else STOP_BUDGET_SECONDS
+        self.request(f"{notice.cloud} {notice.detail}", "preempted", budget)
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         self.request(signal.Signals(signum).name)

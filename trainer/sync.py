@@ -15,6 +15,7 @@ synchronous path for preemption: it waits until everything recorded is uploaded.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 
 OUTBOX_DIR_NAME = ".outbox"
 WORKER_JOIN_SECONDS = 10.0
+UPLOAD_NICENESS = 10
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class SyncConfig:
     """Checkpoints kept in the store besides BEST."""
     retry_initial_seconds: float = 1.0
     """First wait after a failed upload; doubles per failure."""
-    retry_max_seconds: float = 60.0
+    retry_max_seconds: float = 30.0
     """Cap on that wait: storage that comes back is noticed within this long."""
 
     def __post_init__(self) -> None:
@@ -164,6 +166,7 @@ class RunSync:
     # -- the worker -------------------------------------------------------------------
 
     def _run(self) -> None:
+        _lower_priority()
         backoff_s = self.config.retry_initial_seconds
         next_mirror = time.monotonic() + self.config.mirror_every_seconds
         retry_at = 0.0
@@ -274,6 +277,13 @@ class RunSync:
             log.warning("upload to %s works again after %.0f s; caught up", self.store.uri, down_s)
             self.status.failing_since = None
             self.status.last_error = None
+
+
+def _lower_priority() -> None:
+    """Make this thread (and the SDK transfer threads it starts, which inherit it)
+    yield the CPU to training: on a busy box, uploads wait rather than steps."""
+    with contextlib.suppress(AttributeError, OSError):  # not Linux: the scheduler decides
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), UPLOAD_NICENESS)
 
 
 def _stage(path: Path) -> Path:

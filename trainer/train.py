@@ -37,8 +37,21 @@ from trainer.status import write_json_atomic
 
 EXIT_OK = 0
 EXIT_STOPPED = 75  # a checkpoint is written: restart me (docker on-failure, the box's unit)
-# Resuming with any of these changed would silently train a different run.
-RESUME_MUST_MATCH = ("model", "train.seed", "train.batch_size", "optim.grad_accum", "data")
+# The last uploads (final checkpoint, summary, report, plots) of a finished run, and
+# of a failed one (its metrics say why).
+FINAL_UPLOAD_SECONDS = 300.0
+FAILED_UPLOAD_SECONDS = 30.0
+# Resuming with any of these changed would silently train a different run. The data
+# set's content is checked by fingerprint, not by path: a box resuming from storage
+# may keep it elsewhere.
+RESUME_MUST_MATCH = (
+    "model",
+    "train.seed",
+    "train.batch_size",
+    "optim.grad_accum",
+    "data.val_fraction",
+    "data.test_fraction",
+)
 
 
 @dataclass
@@ -313,6 +326,8 @@ def train(config: RunConfig) -> int:
             if outcome == "stopped":
                 run.checkpoints.save_last(run.state(pos))
                 out.stopped(stop.reason, stop.state, pos.step, run.checkpoints.last_saved_at)
+                run.checkpoints.flush(stop.upload_seconds_left())
+                stop.acknowledge()  # after the upload: Azure may now evict early
                 return EXIT_STOPPED
             if outcome == "max_steps":
                 run.checkpoints.save_last(run.state(pos))
@@ -324,9 +339,11 @@ def train(config: RunConfig) -> int:
                 )
     except BaseException:
         out.status.write(state="failed", step=pos.step, exit_code=1)
+        run.checkpoints.close(FAILED_UPLOAD_SECONDS)
         raise
     finally:
         out.close()
         stop.uninstall()
     finish(run, pos, out, time.monotonic() - started)
+    run.checkpoints.close(FINAL_UPLOAD_SECONDS)
     return EXIT_OK

@@ -1,14 +1,21 @@
+import logging
+
 import pytest
 import torch
 
 from trainer import checkpoint
 from trainer.checkpoint import CheckpointConfig, CheckpointError, CheckpointManager
+from trainer.config import UserError
 
 
-def _state(step=3):
+def _state(step=3, epoch=0):
     state = dict.fromkeys(checkpoint.STATE_KEYS)
-    state.update(model={"w": torch.arange(4.0)}, step=step, config={"seed": 1})
+    state.update(model={"w": torch.arange(4.0) + step}, step=step, epoch=epoch, config={"seed": 1})
     return state
+
+
+def _step_files(directory):
+    return sorted(p.name for p in directory.glob("step-*.pt"))
 
 
 def test_save_writes_file_and_sha256_sidecar_and_no_temp(tmp_path):
@@ -20,7 +27,7 @@ def test_save_writes_file_and_sha256_sidecar_and_no_temp(tmp_path):
 def test_saved_state_loads_with_weights_only(tmp_path):
     checkpoint.save(tmp_path / "c.pt", _state())
     raw = torch.load(tmp_path / "c.pt", weights_only=True)
-    assert torch.equal(raw["model"]["w"], torch.arange(4.0))
+    assert torch.equal(raw["model"]["w"], torch.arange(4.0) + 3)
 
 
 def test_damaged_checkpoint_is_refused(tmp_path):
@@ -33,11 +40,48 @@ def test_damaged_checkpoint_is_refused(tmp_path):
         checkpoint.load(path)
 
 
-def test_manager_falls_back_to_best_when_last_is_damaged(tmp_path):
+def test_manager_keeps_the_last_k_step_files_and_best(tmp_path):
+    manager = CheckpointManager(CheckpointConfig(tmp_path, keep_last=2))
+    manager.save_best(_state(step=1))
+    for step in (2, 3, 4):
+        manager.save_last(_state(step=step))
+    assert _step_files(tmp_path) == ["step-000000003-epoch-0000.pt", "step-000000004-epoch-0000.pt"]
+    assert checkpoint.load(manager.best_path)["step"] == 1
+    assert checkpoint.load(manager.last_path)["step"] == 4
+
+
+def test_best_then_last_of_one_state_writes_one_file(tmp_path):
+    manager = CheckpointManager(CheckpointConfig(tmp_path))
+    state = _state(step=5, epoch=1)
+    manager.save_best(state)
+    manager.save_last(state)
+    assert _step_files(tmp_path) == ["step-000000005-epoch-0001.pt"]
+    assert manager.best_path.samefile(manager.last_path)
+
+
+def test_damaged_newest_falls_back_to_the_previous_with_a_warning(tmp_path, caplog):
+    manager = CheckpointManager(CheckpointConfig(tmp_path))
+    for step in (1, 2):
+        manager.save_last(_state(step=step))
+    newest = tmp_path / "step-000000002-epoch-0000.pt"
+    newest.write_bytes(newest.read_bytes()[:-10])  # in place: last.pt shares the file
+    with caplog.at_level(logging.WARNING):
+        state = CheckpointManager(CheckpointConfig(tmp_path)).load_latest()
+    assert state["step"] == 1
+    assert "skipping damaged" in caplog.text
+    assert (tmp_path / "step-000000002-epoch-0000.pt.damaged").exists()
+
+
+def test_manager_falls_back_to_best_when_every_step_file_is_damaged(tmp_path):
     manager = CheckpointManager(CheckpointConfig(tmp_path))
     manager.save_best(_state(step=2))
     manager.save_last(_state(step=5))
-    manager.last_path.write_bytes(b"truncated")
+    best_copy = tmp_path / "best-copy.pt"
+    best_copy.write_bytes(manager.best_path.read_bytes())
+    for path in tmp_path.glob("step-*.pt"):
+        path.write_bytes(b"truncated")
+    manager.best_path.unlink()
+    best_copy.rename(manager.best_path)  # best.pt kept its own good copy
     assert manager.load_latest()["step"] == 2
 
 
@@ -48,3 +92,26 @@ def test_manager_without_checkpoints_means_fresh_start(tmp_path):
 def test_step_policy_says_when_a_save_is_due(tmp_path):
     manager = CheckpointManager(CheckpointConfig(tmp_path, every_seconds=0, every_steps=4))
     assert [manager.due(step) for step in (1, 3, 4)] == [False, False, True]
+
+
+def test_time_policy_says_when_a_save_is_due(tmp_path):
+    manager = CheckpointManager(CheckpointConfig(tmp_path, every_seconds=0.2))
+    assert not manager.due(1)
+    manager._last_save_monotonic -= 0.3
+    assert manager.due(2)
+
+
+def test_unknown_checkpoint_uri_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="--checkpoint-uri: storage URI 'gs://b'"):
+        CheckpointManager(CheckpointConfig(tmp_path, uri="gs://b"))
+
+
+def test_remote_checkpoint_argument_is_fetched_and_verified(tmp_path):
+    run_uri = f"file://{tmp_path}/store/runs/r1"
+    manager = CheckpointManager(CheckpointConfig(tmp_path / "run" / "checkpoints", uri=run_uri))
+    manager.save_best(_state(step=1))
+    manager.save_last(_state(step=2))
+    assert manager.close(30)
+    assert checkpoint.load(checkpoint.resolve_local(run_uri))["step"] == 1  # BEST
+    named = f"{run_uri}/checkpoints/step-000000002-epoch-0000.pt"
+    assert checkpoint.load(checkpoint.resolve_local(named))["step"] == 2

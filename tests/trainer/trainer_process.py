@@ -1,0 +1,60 @@
+"""`python -m trainer train` as a real process, for the stop/kill/outage tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+STEP_WAIT_SECONDS = 180
+EXIT_WAIT_SECONDS = 300
+
+
+def start_training(
+    data: Path, run_dir: Path, *flags: str, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """Train resnet18 on the tiny data set; output goes to `run_dir`/../<name>.log."""
+    command = [sys.executable, "-m", "trainer", "train", "--data", str(data)]
+    command += ["--run-dir", str(run_dir), "--model", "resnet18", "--log-every", "1"]
+    log = run_dir.parent / f"{run_dir.name}.log"
+    environment = {"GLUCOSE_IMDS_URL": "off", **os.environ, **(env or {})}
+    with log.open("ab") as output:
+        return subprocess.Popen(
+            [*command, *flags], cwd=REPO_ROOT, env=environment, stdout=output, stderr=output
+        )
+
+
+def output_of(run_dir: Path) -> str:
+    return (run_dir.parent / f"{run_dir.name}.log").read_text()
+
+
+def status_of(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / "status.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def wait_for_step(run_dir: Path, step: int, process: subprocess.Popen) -> int:
+    """Block until status.json reports `step` or more; the step seen."""
+    deadline = time.monotonic() + STEP_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        seen = status_of(run_dir).get("step") or 0
+        if seen >= step:
+            return seen
+        if process.poll() is not None:
+            raise AssertionError(f"trainer exited {process.returncode}:\n{output_of(run_dir)}")
+        time.sleep(0.05)
+    raise AssertionError(f"no step {step} after {STEP_WAIT_SECONDS} s:\n{output_of(run_dir)}")
+
+
+def wait_for_exit(process: subprocess.Popen, run_dir: Path) -> int:
+    try:
+        return process.wait(EXIT_WAIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError(f"trainer still running:\n{output_of(run_dir)}") from None
