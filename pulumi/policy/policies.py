@@ -50,6 +50,7 @@ AZURE_CONTAINER = "azure-native:storage:BlobContainer"
 
 STOP_INSTANCES_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:stopInstances"
 AWS_GPU_FAMILY = re.compile(r"^(p\d|g\d|gr\d|dl\d)", re.IGNORECASE)  # p3, p4d, p5, g5, g6...
+AZURE_HHMM = re.compile(r"([01]\d|2[0-3])[0-5]\d")  # DevTestLab's daily time, e.g. 2130
 AZURE_GPU_SIZE = re.compile(r"^Standard_N", re.IGNORECASE)  # the N-series are the GPU sizes
 SSH_PORT = 22
 ANYWHERE = {"0.0.0.0/0", "::/0", "*", "internet", "any"}
@@ -246,7 +247,14 @@ def _azure_stop_covers(schedule: PolicyResource, box: PolicyResource) -> bool:
     props = schedule.props
     if props.get("status") != "Enabled" or props.get("taskType") != "ComputeVmShutdownTask":
         return False
-    if not _get(props, "dailyRecurrence", "time"):
+    # DevTestLab wants "HHmm" and a Windows time-zone id; "21:30" or an IANA name is
+    # refused by Azure at deploy time, after the VM is already up and billing.
+    # None: not known yet in a preview; "": not set at all.
+    time = _known(lambda: str(_get(props, "dailyRecurrence", "time") or ""))
+    zone = _known(lambda: str(props.get("timeZoneId") or ""))
+    if time is not None and not AZURE_HHMM.fullmatch(time):
+        return False
+    if zone is not None and (not zone or "/" in zone):
         return False
     return _references(schedule, box, "targetResourceId", _value(schedule, "targetResourceId"))
 

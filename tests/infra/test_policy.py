@@ -252,6 +252,14 @@ BROKEN_AZURE = {
         sabotage(AZURE_SCHEDULE, lambda p: p.update(status="Disabled")),
         "gpu-box-daily-stop",
     ),
+    "shutdown time as HH:MM, not HHmm": (
+        sabotage(AZURE_SCHEDULE, lambda p: p.update(daily_recurrence={"time": "21:30"})),
+        "gpu-box-daily-stop",
+    ),
+    "shutdown time zone as an IANA name, not a Windows id": (
+        sabotage(AZURE_SCHEDULE, lambda p: p.update(time_zone_id="Europe/Berlin")),
+        "gpu-box-daily-stop",
+    ),
     "shutdown schedule for another VM": (
         sabotage(AZURE_SCHEDULE, lambda p: p.update(target_resource_id="/subscriptions/s/x/vm")),
         "gpu-box-daily-stop",
