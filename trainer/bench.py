@@ -200,8 +200,10 @@ def train_flops_per_window() -> float:
 
 
 def _device_name(choice: DeviceChoice) -> tuple[str, int]:
+    # The bench drives one GPU however many the box has: recording the box's count
+    # would make `fab plan` read a one-GPU speed as a multi-GPU one.
     if choice.device.type == "cuda":
-        return torch.cuda.get_device_name(choice.device), torch.cuda.device_count()
+        return torch.cuda.get_device_name(choice.device), 1
     return "cpu", 0
 
 
