@@ -21,9 +21,9 @@ from pathlib import Path
 import boto3
 import pytest
 
-from tests.fixtures.server_process import free_port
 from tests.fixtures.sshd import start_sshd
 from tests.fixtures.trainer_image import host_extra_ca_pem
+from tests.local_server import free_port
 from tests.ops.conftest import FAB, REPO_ROOT, LocalBox, assert_one_line_error, make_local_box
 
 pytestmark = pytest.mark.e2e
