@@ -87,6 +87,7 @@ class _State:
     mirrors_wanted: int = 0
     mirrors_done: int = 0
     busy: bool = False
+    current: _Checkpoint | None = None
     stopping: bool = False
     urgent: bool = False
 
@@ -125,8 +126,9 @@ class RunSync:
             pending = self._state.pending
             pending[path.name] = _Checkpoint(path.name, staged, sha256, best)
             for dropped in _superseded(pending, self.config.keep_last):
-                dropped.staged.unlink(missing_ok=True)
                 del pending[dropped.name]
+                if dropped is not self._state.current:  # else the worker unlinks it
+                    dropped.staged.unlink(missing_ok=True)
             self.status.pending_checkpoints = len(pending)
             self._cond.notify_all()
 
@@ -188,7 +190,7 @@ class RunSync:
                     wake_at = retry_at if has_work else next_mirror
                     self._cond.wait(max(0.0, wake_at - now))
                 state.busy = True
-                job = self._next_checkpoint()
+                job = state.current = self._next_checkpoint()
                 mirror_ticket = state.mirrors_wanted
             try:
                 if job is not None:
@@ -200,23 +202,28 @@ class RunSync:
                 self._failed(error, backoff_s)
                 retry_at = time.monotonic() + backoff_s
                 backoff_s = min(backoff_s * 2, self.config.retry_max_seconds)
-                self._done(None, None)
+                self._done(job, None, uploaded=False)
                 continue
             backoff_s = self.config.retry_initial_seconds
             retry_at = 0.0
             self._recovered()
-            self._done(job, None if job else mirror_ticket)
+            self._done(job, None if job else mirror_ticket, uploaded=True)
 
     def _next_checkpoint(self) -> _Checkpoint | None:
         pending = self._state.pending
         return pending[min(pending)] if pending else None
 
-    def _done(self, uploaded: _Checkpoint | None, mirrored_ticket: int | None) -> None:
+    def _done(self, job: _Checkpoint | None, mirrored_ticket: int | None, *, uploaded: bool):
         with self._cond:
             state = self._state
-            if uploaded is not None and state.pending.get(uploaded.name) is uploaded:
-                del state.pending[uploaded.name]
-                uploaded.staged.unlink(missing_ok=True)
+            state.current = None
+            if job is not None:
+                waiting = state.pending.get(job.name)
+                if uploaded and waiting is job:
+                    del state.pending[job.name]
+                    waiting = None
+                if waiting is None:  # done, or dropped meanwhile; not published anew
+                    job.staged.unlink(missing_ok=True)
             if mirrored_ticket is not None:
                 state.mirrors_done = max(state.mirrors_done, mirrored_ticket)
             state.busy = False
