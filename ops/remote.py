@@ -25,7 +25,8 @@ from ops.target import Target
 
 KNOWN_HOSTS_ENV = "GLUCOSE_KNOWN_HOSTS"
 BOOT_WAIT_ENV = "GLUCOSE_BOOT_WAIT_SECONDS"
-DEFAULT_KNOWN_HOSTS = Path(".known_hosts")
+# Beside fabfile.py (the project root), wherever `fab` is run from.
+DEFAULT_KNOWN_HOSTS = Path(__file__).resolve().parents[1] / ".known_hosts"
 # A fresh cloud VM takes 1-3 minutes to answer SSH and a few more for cloud-init
 # (docker, NVIDIA toolkit); `fab train` right after `pulumi up` should just wait.
 BOOT_WAIT_SECONDS = 600

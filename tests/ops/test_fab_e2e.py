@@ -32,6 +32,8 @@ RUN_ID = "e2e-run"
 DATASET = "synthetic-e2e"
 POLL_SECONDS = 2
 STATUS_WAIT_SECONDS = 300
+# A cold build on vfs copies the whole filesystem per step: many minutes on 2 cores.
+BUILD_TIMEOUT_SECONDS = 2400
 # Small and quick on 2 CPU cores: resnet18, tiny batches, a checkpoint every 4 steps.
 TRAINER_ARGS = (
     "--model resnet18 --batch-size 16 --epochs 50 --log-every 1 --checkpoint-every-steps 4"
@@ -67,7 +69,10 @@ def extra_ca(tmp_path_factory) -> Path:
 def built(e2e_box, trainer_base_image, extra_ca) -> str:
     """`fab build` on the local stand-in base; returns the local image name."""
     started = time.monotonic()
-    result = e2e_box.fab("build", "--base-image", trainer_base_image, "--extra-ca", str(extra_ca))
+    result = e2e_box.fab(
+        "build", "--base-image", trainer_base_image, "--extra-ca", str(extra_ca),
+        timeout=BUILD_TIMEOUT_SECONDS,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     print(f"fab build: {time.monotonic() - started:.0f} s", file=sys.stderr)
     return result.stdout.strip().splitlines()[-1]
