@@ -20,14 +20,6 @@ from trainer.storage import (
 )
 
 
-@pytest.fixture(params=["file", "s3", "az"])
-def store_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """One fresh, empty store of each kind."""
-    if request.param == "file":
-        return f"file://{tmp_path}/store/runs"
-    return request.getfixturevalue("s3_uri" if request.param == "s3" else "blob_uri")
-
-
 def test_large_file_round_trips_in_parts_with_progress(store_uri: str, tmp_path: Path) -> None:
     source = tmp_path / "big.bin"
     source.write_bytes(os.urandom(MULTIPART_THRESHOLD_BYTES + 3 * 1024 * 1024 + 7))

@@ -38,13 +38,6 @@ def _run_files(run_dir: Path) -> None:
     (run_dir / ".status.json.tmp").write_text("half")
 
 
-@pytest.fixture(params=["file", "s3", "az"])
-def store_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "file":
-        return f"file://{tmp_path}/store/runs/r1"
-    return request.getfixturevalue("s3_uri" if request.param == "s3" else "blob_uri")
-
-
 def test_flush_uploads_checkpoint_pointers_and_run_files(store_uri: str, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     _run_files(run_dir)
