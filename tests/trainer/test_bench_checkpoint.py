@@ -13,7 +13,7 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(params=["s3", "az"])
-def store_uri(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+def remote_uri(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("GLUCOSE_IMDS_URL", "off")
     return request.getfixturevalue("s3_uri" if request.param == "s3" else "blob_uri")
 
@@ -24,9 +24,9 @@ def _bench(capsys: pytest.CaptureFixture, *argv: str) -> dict:
 
 
 def test_resnet34_checkpoint_saves_and_uploads_within_the_spot_budget(
-    store_uri: str, capsys: pytest.CaptureFixture
+    remote_uri: str, capsys: pytest.CaptureFixture
 ) -> None:
-    result = _bench(capsys, "--uri", f"{store_uri}/bench", "--upload-only", "--repeats", "2")
+    result = _bench(capsys, "--uri", f"{remote_uri}/bench", "--upload-only", "--repeats", "2")
     assert result["state_mb"] > 80  # the whole ResNet34-1D state, AdamW moments included
     assert result["save_and_upload_max_s"] < CHECKPOINT_BUDGET_SECONDS
     # Each checkpoint's CPU (save + upload threads), charged against one 30 s interval.
