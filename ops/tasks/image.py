@@ -15,6 +15,7 @@ from ops.target import resolve_target
 LOCAL_REPOSITORY = "glucose-training"
 TARGET_HELP = "target file (default: $GLUCOSE_TARGET, else the Pulumi stack's outputs)"
 STACK_HELP = "Pulumi stack to read outputs from (default: the selected stack)"
+IMAGE_HELP = "a built image (default: this tree's, glucose-training:<git revision>)"
 BUILD_HELP = {
     "base-image": "base image (default: the Dockerfile's pinned PyTorch CUDA runtime)",
     "build-arg": "extra docker build arg NAME=VALUE (repeatable)",
@@ -89,10 +90,16 @@ def push_image(target, name: str) -> str:
     return remote
 
 
-@task(help={"target": TARGET_HELP, "stack": STACK_HELP})
-def push(c, target="", stack=""):
-    """Push the image to the registry with a short-lived token."""
-    name = local_image()
+def require_image(name: str) -> str:
+    """`name` (default: this tree's image) when it is built; Exit otherwise."""
+    name = name or local_image()
     if not image.image_exists(name):
-        raise Exit(f"image {name} is not built for this tree; run `fab build` first")
+        raise Exit(f"image {name} is not built; run `fab build` first")
+    return name
+
+
+@task(help={"image-name": IMAGE_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
+def push(c, image_name="", target="", stack=""):
+    """Push the image to the registry with a short-lived token."""
+    name = require_image(image_name)
     print(push_image(resolve_target(target or None, stack or None), name))

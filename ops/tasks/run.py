@@ -12,7 +12,15 @@ from rich.console import Console
 from ops import launch, run_status, trainer_container
 from ops.remote import Box
 from ops.target import resolve_target
-from ops.tasks.image import BUILD_HELP, STACK_HELP, TARGET_HELP, ensure_built, push_image
+from ops.tasks.image import (
+    BUILD_HELP,
+    IMAGE_HELP,
+    STACK_HELP,
+    TARGET_HELP,
+    ensure_built,
+    push_image,
+    require_image,
+)
 from ops.trainer_container import STOP_TIMEOUT_SECONDS, Launch
 
 console = Console(stderr=True, soft_wrap=True)
@@ -43,6 +51,7 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str) -> tuple[str, 
         "trainer-args": "more `python -m trainer train` flags, quoted as one string",
         "allow-concurrent": "start even though another run is busy on the box",
         **BUILD_HELP,
+        "image-name": IMAGE_HELP,
         "target": TARGET_HELP,
         "stack": STACK_HELP,
     },
@@ -59,6 +68,7 @@ def train(
     base_image="",
     build_arg=None,
     extra_ca="",
+    image_name="",
     target="",
     stack="",
 ):
@@ -74,7 +84,10 @@ def train(
             f"the box is busy with run {busy[0]}; `fab stop --run {busy[0]}` first, "
             "or pass --allow-concurrent to share it"
         )
-    local_name = ensure_built(base_image, build_arg or [], extra_ca, force=False)
+    if image_name:
+        local_name = require_image(image_name)
+    else:
+        local_name = ensure_built(base_image, build_arg or [], extra_ca, force=False)
     remote_name = push_image(box.target, local_name) if box.target.registry else None
     image = launch.ship_image(box, local_name, remote_name)
     user = trainer_container.box_user(box)

@@ -154,14 +154,16 @@ def test_build_push_train_status_stop_resume_download(
 ):
     box = e2e_box
     before = _tree_bytes(registry.storage_dir)
-    pushed = _fab_ok(box, "push")
+    # --image-name: HEAD moves under a shared checkout; CI would not need it.
+    pushed = _fab_ok(box, "push", "--image-name", built)
     sent_mb = (_tree_bytes(registry.storage_dir) - before) / 1e6
     print(
         f"{pushed.stderr.strip().splitlines()[-1]}; registry grew {sent_mb:.0f} MB", file=sys.stderr
     )
     assert re.search(r"pushed \S+ in [\d.]+ s: \d+ layers sent", pushed.stderr)
 
-    common = ("--dataset", dataset, "--run", RUN_ID, "--trainer-args", TRAINER_ARGS)
+    common = ("--dataset", dataset, "--run", RUN_ID, "--trainer-args", TRAINER_ARGS,
+              "--image-name", built)  # fmt: skip
     started = _fab_ok(box, "train", *common)
     assert started.stdout.strip() == RUN_ID
     pulled = f"{registry.address}/glucose-training:{built.rsplit(':', 1)[1]}"
@@ -238,7 +240,7 @@ def test_without_a_registry_the_image_goes_by_save_and_load(
     box_engine.docker("image", "rm", "--force", built)
     started = time.monotonic()
     result = box.fab("train", "--dataset", dataset, "--run", "e2e-saveload", "--max-steps", "1",
-                     "--trainer-args", TRAINER_ARGS)  # fmt: skip
+                     "--trainer-args", TRAINER_ARGS, "--image-name", built)  # fmt: skip
     assert result.returncode == 0, result.stderr
     loaded = re.search(r"loaded \S+ on the box over SSH: \d+ MB in \d+ s", result.stderr)
     assert loaded, result.stderr
