@@ -55,6 +55,7 @@ def find_newest(directory: Path, store: ObjectStore | None) -> Found | None:
             if state is None:
                 continue
             log.warning("checkpoint: resuming from %s, fetched from the store", name)
+            _restore_run_files(directory.parent, store)
             found = Found(path, state, True)
         else:
             continue
@@ -115,6 +116,22 @@ def _fetch(store: ObjectStore, name: str, directory: Path) -> Path | None:
         return None
     path.with_name(name + layout.HASH_SUFFIX).write_text(layout.hash_line(digest, name))
     return path
+
+
+def _restore_run_files(run_dir: Path, store: ObjectStore) -> None:
+    """A new box resuming from the store gets the run's history back (metrics.jsonl,
+    tb/, ...) before it logs more: its mirror would otherwise replace the stored
+    history with the part after the resume."""
+    try:
+        keys = [key for key in store.list() if not key.startswith(layout.CHECKPOINTS_PREFIX)]
+        missing = [key for key in keys if not (run_dir / key).exists()]
+        for key in missing:
+            store.get_file(key, run_dir / key)
+    except Exception as error:  # history is worth a warning, not a refusal to train
+        log.warning("checkpoint: could not restore run files from %s: %s", store.uri, error)
+        return
+    if missing:
+        log.warning("checkpoint: restored %d run files from %s", len(missing), store.uri)
 
 
 def _fetch_best(directory: Path, store: ObjectStore) -> None:

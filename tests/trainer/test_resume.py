@@ -47,13 +47,16 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return checkpoint.load(run_dir / "checkpoints" / "last.pt")["model"]
 
 
-def test_empty_run_dir_resumes_from_the_store(tiny_data: Path, tmp_path: Path, run_uri: str):
+def test_empty_run_dir_resumes_from_the_store(
+    tiny_data: Path, tmp_path: Path, run_uri: str, capsys: pytest.CaptureFixture
+):
     run_dir = tmp_path / "run"
     assert train(_config(tiny_data, run_dir, run_uri, max_steps=3)) == 0
     shutil.rmtree(run_dir)  # a new box: nothing local, the data set at another path
     moved_data = shutil.copytree(tiny_data, tmp_path / "elsewhere")
     assert train(_config(moved_data, run_dir, run_uri, max_steps=5)) == 0
-    assert _train_steps(run_dir) == [4, 5]
+    assert _train_steps(run_dir) == [1, 2, 3, 4, 5]  # the history came back from the store
+    assert "resume: step 3" in capsys.readouterr().out
     straight = tmp_path / "straight"
     assert train(_config(tiny_data, straight, None, max_steps=5)) == 0
     a, b = _weights(straight), _weights(run_dir)
@@ -75,7 +78,11 @@ def test_finished_run_leaves_checkpoints_and_run_files_in_the_store(
 
 
 def test_damaged_newest_object_falls_back_to_the_previous(
-    tiny_data: Path, tmp_path: Path, s3_uri: str, caplog: pytest.LogCaptureFixture
+    tiny_data: Path,
+    tmp_path: Path,
+    s3_uri: str,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture,
 ):
     run_dir, uri = tmp_path / "run", f"{s3_uri}/tiny"
     assert train(_config(tiny_data, run_dir, uri, max_steps=3)) == 0
@@ -86,7 +93,8 @@ def test_damaged_newest_object_falls_back_to_the_previous(
     with caplog.at_level(logging.WARNING):
         assert train(_config(tiny_data, run_dir, uri, max_steps=3)) == 0
     assert "does not match its record" in caplog.text
-    assert _train_steps(run_dir) == [3]  # resumed from step 2, redid step 3
+    assert "resume: step 2," in capsys.readouterr().out
+    assert _train_steps(run_dir) == [1, 2, 3]
 
 
 def test_resume_with_another_dataset_is_refused_with_exit_2(
