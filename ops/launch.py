@@ -89,8 +89,9 @@ def write_launch_record(box: Box, launch: Launch) -> None:
         "hourly_price_usd": box.target.hourly_price_usd,
         "spot": box.target.spot,
     }
-    # noclobber: a resume keeps the first launch's record (and so its start time).
-    box.run(f"set -C; cat > {shlex.quote(path)} 2>/dev/null || true", stdin=json.dumps(record))
+    # A resume keeps the first launch's record (and so its start time).
+    if not box.exists(path):
+        box.run(f"cat > {shlex.quote(path)}", stdin=json.dumps(record))
 
 
 def start_trainer(box: Box, launch: Launch, user: str) -> None:
