@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 OUTBOX_DIR_NAME = ".outbox"
 WORKER_JOIN_SECONDS = 10.0
 UPLOAD_NICENESS = 10
+# Written by `fab stop` for this box's resume unit (ARCHITECTURE.md): restored on
+# another box from the store, it would keep that box's run from resuming.
+BOX_MARKERS = ("STOPPED_BY_USER",)
 
 
 @dataclass(frozen=True)
@@ -314,7 +317,8 @@ def _superseded(pending: dict[str, _Checkpoint], keep_last: int) -> list[_Checkp
 
 
 def _run_files(run_dir: Path) -> list[Path]:
-    """Files to mirror: everything but checkpoints (uploaded on their own) and temp files."""
+    """Files to mirror: everything but checkpoints (uploaded on their own), temp files
+    and the box's control markers."""
     if not run_dir.is_dir():
         return []
     files = []
@@ -322,6 +326,8 @@ def _run_files(run_dir: Path) -> list[Path]:
         top = Path(root) == run_dir
         dirs[:] = [d for d in dirs if not d.startswith(".") and not (top and d == "checkpoints")]
         files.extend(
-            Path(root) / n for n in names if not n.startswith(".") and not n.endswith(".tmp")
+            Path(root) / n
+            for n in names
+            if not (n.startswith(".") or n.endswith(".tmp") or (top and n in BOX_MARKERS))
         )
     return sorted(files)

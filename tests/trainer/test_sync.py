@@ -36,6 +36,7 @@ def _run_files(run_dir: Path) -> None:
     (run_dir / "tb" / "events.out.tfevents.1").write_bytes(b"\x00" * 100)
     (run_dir / "plots" / "loss.png").write_bytes(b"png")
     (run_dir / ".status.json.tmp").write_text("half")
+    (run_dir / "STOPPED_BY_USER").write_text("")  # the box's marker stays on the box
 
 
 def test_flush_uploads_checkpoint_pointers_and_run_files(store_uri: str, tmp_path: Path) -> None:
