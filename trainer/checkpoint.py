@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from trainer import remote_checkpoints as layout
+from trainer.atomic_write import fsync_dir, temp_path, write_bytes_atomic
 from trainer.config import UserError
 from trainer.storage import InvalidStorageUri, ObjectStore, StorageError, open_store
 from trainer.sync import RunSync, SyncConfig
@@ -93,27 +94,14 @@ def checkpoint_name(state: dict[str, Any]) -> str:
     return f"step-{int(state['step']):09d}-epoch-{int(state['epoch']):04d}.pt"
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def sidecar_path(path: Path) -> Path:
+    """Where the `.sha256` record of checkpoint `path` lives."""
+    return path.with_name(path.name + layout.HASH_SUFFIX)
 
 
-def _write_atomic(path: Path, data: bytes | memoryview) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with tmp.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _write_sidecar(path: Path, digest: str) -> None:
-    sidecar = path.with_name(path.name + layout.HASH_SUFFIX)
-    _write_atomic(sidecar, layout.hash_line(digest, path.name).encode())
+def write_sidecar(path: Path, digest: str) -> None:
+    record = layout.hash_line(digest, path.name).encode()
+    write_bytes_atomic(sidecar_path(path), record, durable=True)
 
 
 def save(path: Path, state: dict[str, Any]) -> str:
@@ -126,8 +114,8 @@ def save(path: Path, state: dict[str, Any]) -> str:
     torch.save(state, buffer)
     data = buffer.getbuffer()
     digest = hashlib.sha256(data).hexdigest()
-    _write_atomic(path, data)
-    _write_sidecar(path, digest)
+    write_bytes_atomic(path, data, durable=True)
+    write_sidecar(path, digest)
     return digest
 
 
@@ -136,7 +124,7 @@ def load(path: Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint")
-    sidecar = path.with_name(path.name + layout.HASH_SUFFIX)
+    sidecar = sidecar_path(path)
     if sidecar.is_file():
         try:
             expected = layout.parse_hash_line(sidecar.read_text())
@@ -155,16 +143,15 @@ def load(path: Path) -> dict[str, Any]:
 
 def link_atomic(source: Path, target: Path) -> None:
     """Make `target` name `source`'s content (a hard link; a copy where links fail)."""
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    tmp = temp_path(target)
     tmp.unlink(missing_ok=True)
     try:
         os.link(source, tmp)
     except OSError:
         shutil.copyfile(source, tmp)
     os.replace(tmp, target)
-    digest_line = source.with_name(source.name + layout.HASH_SUFFIX).read_text()
-    _write_sidecar(target, layout.parse_hash_line(digest_line))
-    _fsync_dir(target.parent)
+    write_sidecar(target, layout.parse_hash_line(sidecar_path(source).read_text()))
+    fsync_dir(target.parent)
 
 
 def open_run_store(uri: str) -> ObjectStore:
@@ -201,7 +188,7 @@ def resolve_local(path_or_uri: str) -> Path:
     digest = layout.download_verified(store, name, dest)
     if digest is None:
         raise UserError(f"--checkpoint {path_or_uri}: {name} is missing or fails its sha256")
-    _write_sidecar(dest, digest)
+    write_sidecar(dest, digest)
     return dest
 
 
@@ -249,7 +236,7 @@ class CheckpointManager:
             digest = save(path, state)
             self._published.discard(path.name)
         else:  # save_best then save_last of one state: already on disk
-            digest = layout.parse_hash_line(path.with_name(path.name + ".sha256").read_text())
+            digest = layout.parse_hash_line(sidecar_path(path).read_text())
         self._newest = path
         link_atomic(path, self.last_path)
         if best:
@@ -265,7 +252,7 @@ class CheckpointManager:
         names = sorted(p.name for p in self.directory.glob(STEP_FILE_GLOB))
         for name in names[: -self.config.keep_last]:
             (self.directory / name).unlink(missing_ok=True)
-            (self.directory / (name + layout.HASH_SUFFIX)).unlink(missing_ok=True)
+            sidecar_path(self.directory / name).unlink(missing_ok=True)
 
     def load_latest(self) -> dict[str, Any] | None:
         """The newest valid checkpoint here or in the store, or None for a fresh run."""

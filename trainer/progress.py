@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from trainer.atomic_write import write_bytes_atomic
 from trainer.status import StatusWriter
 
 
@@ -104,9 +105,7 @@ class MetricsLog:
             for line in self.path.read_text().splitlines()
             if line.strip() and json.loads(line)["step"] <= step
         ]
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in kept))
-        tmp.replace(self.path)
+        write_bytes_atomic(self.path, "".join(line + "\n" for line in kept).encode())
 
     def record(self, kind: str, step: int, **values: Any) -> None:
         self._file.write(json.dumps({"kind": kind, "step": step, **values}) + "\n")

@@ -23,6 +23,8 @@ from trainer.checkpoint import (
     CheckpointError,
     link_atomic,
     load,
+    sidecar_path,
+    write_sidecar,
 )
 from trainer.config import UserError
 from trainer.storage import ObjectStore
@@ -74,7 +76,7 @@ def _try_load(path: Path) -> dict[str, Any] | None:
     except CheckpointError as error:
         log.warning("checkpoint: skipping damaged %s; trying the previous one", error)
     if path.name.startswith("step-"):
-        for damaged in (path, path.with_name(path.name + layout.HASH_SUFFIX)):
+        for damaged in (path, sidecar_path(path)):
             if damaged.exists():
                 damaged.replace(damaged.with_name(damaged.name + DAMAGED_SUFFIX))
     return None
@@ -114,7 +116,7 @@ def _fetch(store: ObjectStore, name: str, directory: Path) -> Path | None:
         return None
     if digest is None:
         return None
-    path.with_name(name + layout.HASH_SUFFIX).write_text(layout.hash_line(digest, name))
+    write_sidecar(path, digest)
     return path
 
 

@@ -6,11 +6,11 @@ reader never sees half a file. Keys are fixed by ARCHITECTURE.md.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from pathlib import Path
 from typing import Any
+
+from trainer.atomic_write import write_json_atomic
 
 STATES = ("running", "preempted", "stopped", "finished", "failed")
 STATUS_KEYS = (
@@ -27,13 +27,6 @@ STATUS_KEYS = (
     "updated_at",
     "exit_code",
 )
-
-
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write JSON to `path` via a temp file in the same dir and a rename."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 class StatusWriter:

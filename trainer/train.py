@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from trainer import checkpoint
+from trainer.atomic_write import write_json_atomic
 from trainer.checkpoint import CheckpointConfig, CheckpointManager
 from trainer.config import RunConfig, UserError
 from trainer.data import Normalisation, WindowPipeline, load_dataset, norm_to_state, split_cases
@@ -33,7 +34,6 @@ from trainer.model import build_model, count_parameters
 from trainer.preemption import StopSignal
 from trainer.progress import RunOutputs
 from trainer.report import write_report
-from trainer.status import write_json_atomic
 
 EXIT_OK = 0
 EXIT_STOPPED = 75  # a checkpoint is written: restart me (docker on-failure, the box's unit)
