@@ -55,7 +55,9 @@ class ProgressDisplay:
             self._bar.start()
         self.total_steps = total_steps
 
-    def update(self, epoch: int, step: int, loss: float, windows_per_s: float, eta_s: float | None):
+    def update(
+        self, epoch: int, step: int, loss: float, windows_per_s: float, eta_s: float | None
+    ) -> None:
         if self._bar is not None:
             self._bar.update(
                 self._task,
@@ -178,7 +180,7 @@ class RunOutputs:
         self.status.write(step=step)
         self._val_mae: float | None = None
 
-    def interval(self, epoch: int, step: int, lr: float, last_checkpoint_at: float | None):
+    def interval(self, epoch: int, step: int, lr: float, last_checkpoint_at: float | None) -> None:
         """One log line: the only place the loop syncs with the device."""
         values = self.meter.flush(step)
         self.log.record(

@@ -52,7 +52,11 @@ class Notice:
 
 
 def _call(
-    url: str, timeout_s: float, method: str = "GET", headers=None, body=None
+    url: str,
+    timeout_s: float,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
 ) -> tuple[int, bytes]:
     """(status, body); raises OSError when nothing answers."""
     request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
@@ -180,7 +184,7 @@ class NoticeWatcher:
                 except OSError as error:
                     log.warning("spot notice: acknowledging %s failed: %s", notice, error)
 
-    def _watch(self, poller) -> None:
+    def _watch(self, poller: AwsSpotPoller | AzurePreemptPoller) -> None:
         try:
             available = poller.probe()
         except OSError:

@@ -15,6 +15,7 @@ import dataclasses
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,9 @@ class Position:
     epochs_without_improvement: int = 0
 
 
-def lr_lambda(total_steps: int, warmup_fraction: float, min_lr_fraction: float):
+def lr_lambda(
+    total_steps: int, warmup_fraction: float, min_lr_fraction: float
+) -> Callable[[int], float]:
     """Linear warmup to the peak, then cosine down to min_lr_fraction of it."""
     warmup = max(1, int(total_steps * warmup_fraction))
 

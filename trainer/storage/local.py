@@ -6,6 +6,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from trainer.storage import FILE_COPY_CHUNK_BYTES, ObjectNotFound, Progress, StorageError
 
@@ -73,7 +74,7 @@ class FileStore:
         return self._path(key).is_file()
 
 
-def _copy(source, out, progress: Progress | None) -> None:
+def _copy(source: BinaryIO, out: BinaryIO, progress: Progress | None) -> None:
     while chunk := source.read(FILE_COPY_CHUNK_BYTES):
         out.write(chunk)
         if progress:
