@@ -1,16 +1,12 @@
 import dataclasses
 import json
 import math
-import os
 import signal
-import subprocess
-import sys
-import time
 
-import pytest
 import torch
 
 from tests.trainer.conftest import TINY_WINDOWS_PER_CASE, tiny_run_config
+from tests.trainer.trainer_process import output_of, start_training, wait_for_exit, wait_for_step
 from trainer import checkpoint
 from trainer.__main__ import main
 from trainer.train import EXIT_STOPPED, train
@@ -28,7 +24,6 @@ RUN_DIR_FILES = (
     "plots/learning_curve.png",
     "plots/clarke_grid.png",
 )
-SIGTERM_WAIT_SECONDS = 120
 
 
 def test_tiny_run_writes_every_run_dir_file(trained_run):
@@ -97,48 +92,17 @@ def test_resume_with_another_batch_size_is_a_user_error(tiny_data, tmp_path, cap
     assert code == 2 and "train.batch_size was 32" in capsys.readouterr().err
 
 
-def _wait_for_step(status_path, proc):
-    deadline = time.monotonic() + SIGTERM_WAIT_SECONDS
-    while time.monotonic() < deadline and proc.poll() is None:
-        if status_path.exists() and (json.loads(status_path.read_text())["step"] or 0) >= 1:
-            return
-        time.sleep(0.2)
-    pytest.fail("trainer never reported a step")
-
-
 def test_sigterm_saves_a_checkpoint_and_exits_75(tiny_data, tmp_path):
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "trainer",
-            "train",
-            "--data",
-            str(tiny_data),
-            "--run-dir",
-            str(run_dir),
-            "--model",
-            "resnet18",
-            "--epochs",
-            "1000",
-            "--batch-size",
-            "32",
-            "--log-every",
-            "1",
-        ],
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    flags = ("--epochs", "1000", "--batch-size", "32")
+    proc = start_training(tiny_data, run_dir, *flags, env={"OMP_NUM_THREADS": "1"})
     try:
-        _wait_for_step(run_dir / "status.json", proc)
-        os.kill(proc.pid, signal.SIGTERM)
-        output, _ = proc.communicate(timeout=SIGTERM_WAIT_SECONDS)
+        wait_for_step(run_dir, 1, proc)
+        proc.send_signal(signal.SIGTERM)
+        code = wait_for_exit(proc, run_dir)
     finally:
         proc.kill()
-    assert proc.returncode == EXIT_STOPPED, output
+    assert code == EXIT_STOPPED, output_of(run_dir)
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "stopped" and status["exit_code"] == EXIT_STOPPED
     assert checkpoint.load(run_dir / "checkpoints/last.pt")["step"] == status["step"]
