@@ -271,6 +271,10 @@ class CheckpointManager:
         self._mark_saved(int(found.state["step"]))
         return found.state
 
+    def uploads(self) -> dict[str, Any] | None:
+        """The uploader's state for status.json; None without --checkpoint-uri."""
+        return self.sync.uploads() if self.sync is not None else None
+
     def flush(self, timeout_s: float) -> bool:
         """Upload everything saved so far, synchronously; True when it all landed."""
         if self.sync is None:

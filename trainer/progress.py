@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -172,11 +173,12 @@ class RunOutputs:
         resumed: bool,
         device: torch.device,
         log_every_steps: int,
+        uploads: Callable[[], dict[str, Any] | None] | None = None,
     ) -> None:
         self.meter = IntervalMeter(device, step, total_steps, log_every_steps)
         self.log = MetricsLog(run_dir, resume_step=step if resumed else None)
         self.display = ProgressDisplay(total_steps, step)
-        self.status = StatusWriter(run_dir, run_id, total_steps)
+        self.status = StatusWriter(run_dir, run_id, total_steps, uploads)
         self.status.write(step=step)
         self._val_mae: float | None = None
 

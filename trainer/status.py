@@ -7,6 +7,7 @@ reader never sees half a file. Keys are fixed by ARCHITECTURE.md.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,20 +27,31 @@ STATUS_KEYS = (
     "last_checkpoint_at",
     "updated_at",
     "exit_code",
+    "uploads",
 )
 
 
 class StatusWriter:
     """Holds the latest values; `write(**changes)` merges them and rewrites the file."""
 
-    def __init__(self, run_dir: Path, run_id: str, total_steps: int) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        run_id: str,
+        total_steps: int,
+        uploads: Callable[[], dict[str, Any] | None] | None = None,
+    ) -> None:
         self.path = Path(run_dir) / "status.json"
         self.fields: dict[str, Any] = dict.fromkeys(STATUS_KEYS)
         self.fields.update(run_id=run_id, state="running", total_steps=total_steps)
+        # Asked at every write, not pushed by the uploader: its thread never touches
+        # the file, and a stalled upload still shows at the next log interval.
+        self._uploads = uploads
 
     def write(self, **changes: Any) -> None:
         unknown = set(changes) - set(STATUS_KEYS)
         assert not unknown, f"status.json has no keys {unknown}"
         assert changes.get("state", "running") in STATES, changes["state"]
-        self.fields.update(changes, updated_at=time.time())
+        uploads = self._uploads() if self._uploads is not None else None
+        self.fields.update(changes, updated_at=time.time(), uploads=uploads)
         write_json_atomic(self.path, self.fields)

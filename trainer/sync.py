@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trainer import remote_checkpoints as layout
 from trainer.storage import ObjectStore
@@ -163,6 +164,16 @@ class RunSync:
             self._cond.notify_all()
         self._thread.join(WORKER_JOIN_SECONDS)
         return done
+
+    def uploads(self) -> dict[str, Any]:
+        """status.json's `uploads`: checkpoints waiting, since when uploads fail (unix s,
+        None while they work) and when a checkpoint last landed."""
+        with self._cond:
+            return {
+                "pending": self.status.pending_checkpoints,
+                "failing_since": self.status.failing_since,
+                "last_uploaded_at": self.status.last_uploaded_at,
+            }
 
     def _idle(self) -> bool:
         state = self._state

@@ -322,6 +322,7 @@ def train(config: RunConfig) -> int:
         resumed=resumed is not None,
         device=run.choice.device,
         log_every_steps=config.train.log_every_steps,
+        uploads=run.checkpoints.uploads,
     )
     try:
         while not _done(run, pos):

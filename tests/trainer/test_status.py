@@ -1,6 +1,14 @@
+import dataclasses
 import json
+import time
 
+from tests.trainer.conftest import tiny_run_config
 from trainer.status import STATUS_KEYS, StatusWriter
+from trainer.storage import open_store
+from trainer.sync import RunSync, SyncConfig
+from trainer.train import train
+
+FAILING_WAIT_SECONDS = 30
 
 
 def test_status_json_has_every_contract_key_after_each_write(tmp_path):
@@ -10,3 +18,40 @@ def test_status_json_has_every_contract_key_after_each_write(tmp_path):
     assert set(status) == set(STATUS_KEYS)
     assert (status["run_id"], status["state"], status["step"]) == ("run-1", "running", 3)
     assert status["updated_at"] > 0
+
+
+def test_status_json_shows_since_when_uploads_fail(tmp_path):
+    unwritable = tmp_path / "store"
+    unwritable.write_text("a file where the store's directory should be")
+    run_dir = tmp_path / "run"
+    checkpoint = run_dir / "checkpoints" / "step-000000001.pt"
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_bytes(b"weights")
+    fast_retry = SyncConfig(retry_initial_seconds=0.05, retry_max_seconds=0.1)
+    sync = RunSync(open_store(f"file://{unwritable}"), run_dir, fast_retry).start()
+    writer = StatusWriter(run_dir, "run-1", total_steps=10, uploads=sync.uploads)
+    before = time.time()
+    sync.publish_checkpoint(checkpoint, "0" * 64)
+    deadline = time.monotonic() + FAILING_WAIT_SECONDS
+    while sync.status.failing_since is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    writer.write(step=1)
+    sync.close(0.5)
+    uploads = json.loads((run_dir / "status.json").read_text())["uploads"]
+    assert uploads["pending"] == 1 and uploads["last_uploaded_at"] is None
+    assert before <= uploads["failing_since"] <= time.time()
+
+
+def test_status_json_of_a_run_with_a_store_shows_working_uploads(tiny_data, tmp_path):
+    config = tiny_run_config(tiny_data, tmp_path / "run", max_steps=2)
+    store_dir = tmp_path / "store"
+    config = dataclasses.replace(config, checkpoint_uri=f"file://{store_dir}")
+    assert train(config) == 0
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "finished"
+    assert set(status["uploads"]) == {"pending", "failing_since", "last_uploaded_at"}
+    assert status["uploads"]["failing_since"] is None
+
+
+def test_status_json_of_a_run_without_a_store_has_no_uploads(trained_run):
+    assert json.loads((trained_run / "status.json").read_text())["uploads"] is None
