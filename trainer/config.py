@@ -41,7 +41,10 @@ class SynthConfig:
 
     def __post_init__(self) -> None:
         _require(self.cases >= 3, f"--cases {self.cases}: need at least 3 (train/val/test)")
-        _require(self.windows_per_case >= 1, "--windows-per-case must be at least 1")
+        _require(
+            self.windows_per_case >= 1,
+            f"--windows-per-case {self.windows_per_case}: must be at least 1",
+        )
         _require(
             self.window_length >= 32,
             f"--window-length {self.window_length}: the model needs at least 32 samples",
@@ -131,7 +134,9 @@ class TrainConfig:
             self.max_steps is None or self.max_steps >= 1,
             f"--max-steps {self.max_steps}: must be at least 1",
         )
-        _require(self.log_every_steps >= 1, "log_every_steps must be at least 1")
+        _require(
+            self.log_every_steps >= 1, f"--log-every {self.log_every_steps}: must be at least 1"
+        )
 
     @property
     def run_id(self) -> str:
@@ -154,10 +159,13 @@ class RunConfig:
     """Remote mirror for checkpoints (file://, s3://, az://)."""
 
     def __post_init__(self) -> None:
-        _require(self.checkpoint_every_seconds >= 0, "--checkpoint-every must be >= 0 seconds")
+        _require(
+            self.checkpoint_every_seconds >= 0,
+            f"--checkpoint-every {self.checkpoint_every_seconds:g}: must be >= 0 seconds",
+        )
         _require(
             self.checkpoint_every_steps is None or self.checkpoint_every_steps >= 1,
-            "--checkpoint-every-steps must be at least 1",
+            f"--checkpoint-every-steps {self.checkpoint_every_steps}: must be at least 1",
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -115,7 +115,7 @@ def load_dataset(directory: Path) -> Dataset:
     directory = Path(directory)
     if not directory.is_dir():
         raise UserError(
-            f"{directory}: no such dataset directory; `python -m trainer synth` makes one"
+            f"--data {directory}: no such dataset directory; `python -m trainer synth` makes one"
         )
     windows, glucose, case_id = (_load_array(directory / name) for name in DATASET_FILES[:3])
     meta_path = directory / "meta.json"

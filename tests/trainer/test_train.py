@@ -3,6 +3,7 @@ import json
 import math
 import signal
 
+import pytest
 import torch
 
 from tests.trainer.conftest import TINY_WINDOWS_PER_CASE, tiny_run_config
@@ -124,3 +125,25 @@ def test_bad_flag_value_is_one_line_and_exit_2(tiny_data, tmp_path, capsys):
     code = main(["train", "--data", str(tiny_data), "--run-dir", str(tmp_path), "--epochs", "0"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--epochs 0" in err
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("--log-every", "0"),
+        ("--checkpoint-every-steps", "0"),
+        ("--checkpoint-every", "-1"),
+        ("--max-steps", "0"),
+    ],
+)
+def test_bad_flag_error_names_the_flag_and_the_value_seen(tiny_data, tmp_path, capsys, flags):
+    code = main(["train", "--data", str(tiny_data), "--run-dir", str(tmp_path), *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and f"{flags[0]} {flags[1]}:" in err
+
+
+def test_missing_data_dir_error_names_the_data_flag(tmp_path, capsys):
+    missing = tmp_path / "nowhere"
+    code = main(["train", "--data", str(missing), "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and f"--data {missing}:" in err
