@@ -25,6 +25,7 @@ pytestmark = pytest.mark.e2e
 FLAGS = ("--batch-size", "32", "--epochs", "3", "--patience", "100")
 FLAGS += ("--checkpoint-every-steps", "1")
 KILL_AT_STEPS = (2, 6, 12)
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
 def _final_state(run_dir: Path) -> dict:
@@ -48,16 +49,18 @@ def _same(a: dict, b: dict) -> bool:
 
 
 def test_sigkilled_run_resumed_ends_bit_identical(tiny_data: Path, tmp_path: Path) -> None:
-    straight = tmp_path / "straight"
-    assert wait_for_exit(start_training(tiny_data, straight, *FLAGS), straight) == 0
-
-    killed = tmp_path / "killed"
+    # The uninterrupted run goes beside the killed ones: it waits on its own fsyncs
+    # and imports while they wait on theirs. One thread each: two processes on two
+    # cores, no OpenMP spinning against each other.
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    uninterrupted = start_training(tiny_data, straight, *FLAGS, env=ONE_THREAD)
     for step in KILL_AT_STEPS:
-        process = start_training(tiny_data, killed, *FLAGS)
+        process = start_training(tiny_data, killed, *FLAGS, env=ONE_THREAD)
         wait_for_step(killed, step, process)
         process.send_signal(signal.SIGKILL)
         assert process.wait(30) == -signal.SIGKILL
-    assert wait_for_exit(start_training(tiny_data, killed, *FLAGS), killed) == 0
+    assert wait_for_exit(start_training(tiny_data, killed, *FLAGS, env=ONE_THREAD), killed) == 0
+    assert wait_for_exit(uninterrupted, straight) == 0
     # A fresh start would end identical too (it is deterministic): each restart must
     # have resumed, from at most one step before its kill.
     resumed = [int(n) for n in re.findall(r"^resume: step (\d+),", output_of(killed), re.M)]
