@@ -27,3 +27,14 @@ def test_record_appends_rows_under_one_header(tmp_path, capsys):
     assert record.read_text().splitlines()[0] == ",".join(RECORD_FIELDS)
     assert len(rows) == 2 and rows[0]["gpu"] == "cpu" and float(rows[0]["train_windows_per_s"]) > 0
     assert "windows/s" in capsys.readouterr().out
+
+
+def test_recorded_row_is_one_fab_plan_reads(tmp_path, capsys):
+    # The CSV's columns are written here and read by ops.throughput: one contract
+    # (ARCHITECTURE.md), two spellings of it; this keeps them in step.
+    from ops.throughput import load_measured
+
+    record = tmp_path / "measured_throughput.csv"
+    assert main(["bench", "--quick", "--record", str(record)]) == 0
+    (row,) = load_measured(record)
+    assert row.gpu == "cpu" and row.window_length == 100 and row.train_windows_per_s > 0
