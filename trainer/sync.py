@@ -73,14 +73,11 @@ class _Checkpoint:
 
 @dataclass
 class SyncStatus:
-    """What the uploader has done, for status.json and logs."""
+    """What the uploader has done, for status.json (`uploads`) and its log lines."""
 
     pending_checkpoints: int = 0
-    last_uploaded: str | None = None
     last_uploaded_at: float | None = None
     failing_since: float | None = None
-    last_error: str | None = None
-    uploaded_files: int = 0
 
 
 @dataclass
@@ -252,7 +249,7 @@ class RunSync:
         layout.set_pointer(self.store, layout.LATEST_KEY, job.name)
         if job.name not in self._uploaded_names:
             self._uploaded_names.append(job.name)
-        self.status.last_uploaded, self.status.last_uploaded_at = job.name, time.time()
+        self.status.last_uploaded_at = time.time()
         self._prune()
 
     def _prune(self) -> None:
@@ -276,12 +273,11 @@ class RunSync:
                 continue
             self.store.put_file(relative, path)
             self._mirrored[relative] = signature
-            self.status.uploaded_files += 1
 
     def _failed(self, error: Exception, backoff_s: float) -> None:
-        message = f"{type(error).__name__}: {error}".splitlines()[0][:300]
-        if self.status.failing_since is None:
+        if self.status.failing_since is None:  # one warning per outage, not per retry
             self.status.failing_since = time.time()
+            message = f"{type(error).__name__}: {error}".splitlines()[0][:300]
             log.warning(
                 "upload to %s failed (%s); training goes on, uploads are kept and "
                 "retried every %.0f-%.0f s",
@@ -290,14 +286,12 @@ class RunSync:
                 backoff_s,
                 self.config.retry_max_seconds,
             )
-        self.status.last_error = message
 
     def _recovered(self) -> None:
         if self.status.failing_since is not None:
             down_s = time.time() - self.status.failing_since
             log.warning("upload to %s works again after %.0f s; caught up", self.store.uri, down_s)
             self.status.failing_since = None
-            self.status.last_error = None
 
 
 def _lower_priority() -> None:
