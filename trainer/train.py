@@ -102,8 +102,6 @@ class Run:
         self.norm = Normalisation.from_train(self.dataset, self.splits.train)
         self.train_data = self.pipeline(self.splits.train)
         self.val_data = self.pipeline(self.splits.val)
-        write_json_atomic(self.run_dir / "splits.json", self.splits.to_dict())
-        write_json_atomic(self.run_dir / "config.json", config.to_dict())
 
         # Model, AdamW, warmup + cosine over every optimizer step of every epoch.
         self.model = build_model(config.model).to(self.choice.device)
@@ -310,6 +308,9 @@ def train(config: RunConfig) -> int:
     run = Run(config)
     resumed = run.resume()
     pos = resumed or Position()
+    # Only now: a refused resume must leave the run's own config.json as it was.
+    write_json_atomic(run.run_dir / "splits.json", run.splits.to_dict())
+    write_json_atomic(run.run_dir / "config.json", config.to_dict())
     if resumed is not None:
         print(f"resume: step {pos.step}, epoch {pos.epoch}, batch {pos.step_in_epoch}", flush=True)
 

@@ -93,6 +93,14 @@ def test_resume_with_another_batch_size_is_a_user_error(tiny_data, tmp_path, cap
     assert code == 2 and "train.batch_size was 32" in capsys.readouterr().err
 
 
+def test_refused_resume_leaves_the_runs_config_json(tiny_data, tmp_path):
+    run_dir = tmp_path / "run"
+    assert train(tiny_run_config(tiny_data, run_dir, max_steps=1)) == 0
+    flags = ["--data", str(tiny_data), "--run-dir", str(run_dir), "--model", "resnet18"]
+    assert main(["train", *flags, "--batch-size", "16"]) == 2
+    assert json.loads((run_dir / "config.json").read_text())["train"]["batch_size"] == 32
+
+
 def test_sigterm_saves_a_checkpoint_and_exits_75(tiny_data, tmp_path):
     run_dir = tmp_path / "run"
     flags = ("--epochs", "1000", "--batch-size", "32")
