@@ -261,21 +261,24 @@ def test_box_going_away_mid_logs_is_one_clear_line(
 ):
     server = sshd_factory({"DOCKER_HOST": box_engine.docker_host})
     box = make_local_box(server, tmp_path)
-    box.write_target(**{**json.loads(e2e_box.target_file.read_text()), "sshPort": server.port,
-                        "boxRoot": str(box.root)})  # fmt: skip
+    e2e_outputs = json.loads(e2e_box.target_file.read_text())
+    box.write_target(**{**e2e_outputs, "sshPort": server.port, "boxRoot": str(box.root),
+                        "sshKeyPath": str(server.client_key)})  # fmt: skip
     ticker = "glucose-train-e2e-ticker"
     box_engine.docker("rm", "--force", ticker)
     image = box_has_trainer_image
-    box_engine.docker(
+    started = box_engine.docker(
         "run", "--detach", "--name", ticker, "--label", "glucose-training.run-id=e2e-ticker",
         "--entrypoint", "bash", image, "-c", "while true; do echo tick; sleep 0.2; done",
     )  # fmt: skip
+    assert started.returncode == 0, started.stderr
     follow = subprocess.Popen(
         [str(FAB), "logs", "--follow", "--run", "e2e-ticker"],
         cwd=REPO_ROOT, env=box.environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    assert follow.stdout.readline().strip() == "tick"
+    first = follow.stdout.readline().strip()
+    assert first == "tick", follow.communicate(timeout=60)[1]
     server.stop()
     _, stderr = follow.communicate(timeout=60)
     box_engine.docker("rm", "--force", ticker)
