@@ -115,7 +115,7 @@ def test_storage_killed_mid_run_catches_up_when_it_returns(
     tiny_data: Path, tmp_path: Path, private_moto_server: S3Emulator
 ) -> None:
     uri, run_dir = f"{private_moto_server.create_bucket()}/outage", tmp_path / "run"
-    flags = ("--batch-size", "8", "--epochs", "3", "--checkpoint-every-steps", "4")
+    flags = ("--batch-size", "8", "--epochs", "2", "--checkpoint-every-steps", "4")
     process = start_training(
         tiny_data, run_dir, *flags, "--checkpoint-uri", uri, env=private_moto_server.env
     )
