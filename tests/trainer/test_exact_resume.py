@@ -25,7 +25,6 @@ pytestmark = pytest.mark.e2e
 FLAGS = ("--batch-size", "32", "--epochs", "3", "--patience", "100")
 FLAGS += ("--checkpoint-every-steps", "1")
 KILL_AT_STEPS = (2, 6, 12)
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
 def _final_state(run_dir: Path) -> dict:
@@ -50,16 +49,15 @@ def _same(a: dict, b: dict) -> bool:
 
 def test_sigkilled_run_resumed_ends_bit_identical(tiny_data: Path, tmp_path: Path) -> None:
     # The uninterrupted run goes beside the killed ones: it waits on its own fsyncs
-    # and imports while they wait on theirs. One thread each: two processes on two
-    # cores, no OpenMP spinning against each other.
+    # and imports while they wait on theirs (one thread each, see start_training).
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    uninterrupted = start_training(tiny_data, straight, *FLAGS, env=ONE_THREAD)
+    uninterrupted = start_training(tiny_data, straight, *FLAGS)
     for step in KILL_AT_STEPS:
-        process = start_training(tiny_data, killed, *FLAGS, env=ONE_THREAD)
+        process = start_training(tiny_data, killed, *FLAGS)
         wait_for_step(killed, step, process)
         process.send_signal(signal.SIGKILL)
         assert process.wait(30) == -signal.SIGKILL
-    assert wait_for_exit(start_training(tiny_data, killed, *FLAGS, env=ONE_THREAD), killed) == 0
+    assert wait_for_exit(start_training(tiny_data, killed, *FLAGS), killed) == 0
     assert wait_for_exit(uninterrupted, straight) == 0
     # A fresh start would end identical too (it is deterministic): each restart must
     # have resumed, from at most one step before its kill.

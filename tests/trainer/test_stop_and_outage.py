@@ -116,9 +116,9 @@ def test_storage_killed_mid_run_catches_up_when_it_returns(
 ) -> None:
     uri, run_dir = f"{private_moto_server.create_bucket()}/outage", tmp_path / "run"
     flags = ("--batch-size", "8", "--epochs", "2", "--checkpoint-every-steps", "4")
-    # One intra-op thread: the trainer shares two cores with moto's uploads.
-    env = {**private_moto_server.env, "OMP_NUM_THREADS": "1"}
-    process = start_training(tiny_data, run_dir, *flags, "--checkpoint-uri", uri, env=env)
+    process = start_training(
+        tiny_data, run_dir, *flags, "--checkpoint-uri", uri, env=private_moto_server.env
+    )
     store = open_store(uri)
     _wait_until(lambda: layout.read_pointer(store, layout.LATEST_KEY), "a first upload")
     private_moto_server.kill()

@@ -104,7 +104,7 @@ def test_refused_resume_leaves_the_runs_config_json(tiny_data, tmp_path):
 def test_sigterm_saves_a_checkpoint_and_exits_75(tiny_data, tmp_path):
     run_dir = tmp_path / "run"
     flags = ("--epochs", "1000", "--batch-size", "32")
-    proc = start_training(tiny_data, run_dir, *flags, env={"OMP_NUM_THREADS": "1"})
+    proc = start_training(tiny_data, run_dir, *flags)
     try:
         wait_for_step(run_dir, 1, proc)
         proc.send_signal(signal.SIGTERM)

@@ -21,7 +21,9 @@ def start_training(
     command = [sys.executable, "-m", "trainer", "train", "--data", str(data)]
     command += ["--run-dir", str(run_dir), "--model", "resnet18", "--log-every", "1"]
     log = run_dir.parent / f"{run_dir.name}.log"
-    environment = {"GLUCOSE_IMDS_URL": "off", **os.environ, **(env or {})}
+    # One OpenMP thread: the trainer shares two CI cores with the test's storage
+    # servers and often a second trainer; spinning threads there cost 2-3x the time.
+    environment = {"GLUCOSE_IMDS_URL": "off", **os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     with log.open("ab") as output:
         return subprocess.Popen(
             [*command, *flags], cwd=REPO_ROOT, env=environment, stdout=output, stderr=output
