@@ -246,7 +246,10 @@ class WindowPipeline:
         # index_select, not windows[index]: advanced indexing is ~20x slower on CPU.
         x, y = self.windows.index_select(0, index), self.labels.index_select(0, index)
         if not self.on_device:
-            x, y = x.pin_memory().to(self.device, non_blocking=True), y.to(self.device)
+            # Both from pinned memory and non-blocking: a pageable copy would stall the
+            # host on every step, the per-step sync the pipeline exists to avoid.
+            x = x.pin_memory().to(self.device, non_blocking=True)
+            y = y.pin_memory().to(self.device, non_blocking=True)
         return x, y
 
     def in_order(self, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
