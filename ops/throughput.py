@@ -15,19 +15,11 @@ from pathlib import Path
 from typing import Literal
 
 from ops.catalog import GpuSpec
+from trainer.throughput_record import RECORD_FIELDS
 
 MEASURED_CSV = Path(__file__).with_name("measured_throughput.csv")
-MEASURED_COLUMNS = (
-    "date",
-    "gpu",
-    "gpu_count",
-    "precision",
-    "batch_size",
-    "window_length",
-    "train_windows_per_s",
-    "pipeline_windows_per_s",
-    "torch_version",
-)
+# The CSV's columns are the trainer's (`bench --record` writes the rows).
+MEASURED_COLUMNS = RECORD_FIELDS
 
 # ResNet34-1D as trainer/model.py builds it: the torchvision ResNet34 mapped to 1-D.
 RESNET34_BLOCKS = (3, 4, 6, 3)

@@ -9,7 +9,6 @@ of an H100's dense bf16 peak: the figure a GPU run must feed without being input
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import itertools
 import json
@@ -29,6 +28,7 @@ from trainer.config import ModelConfig
 from trainer.data import Dataset, Normalisation, WindowPipeline
 from trainer.device import DeviceChoice, choose_device
 from trainer.model import build_model
+from trainer.throughput_record import append_record
 
 WINDOW_LENGTH = 100
 BASELINE_BATCH_SIZE = 64
@@ -39,17 +39,6 @@ PIPELINE_EPOCHS_PER_ROUND = 20
 FULL_BUDGETS_S = (3.0, 45.0)  # pipeline, training step: the bench takes ~1-2 minutes
 H100_BF16_DENSE_PEAK_FLOPS = 989e12
 TARGET_PEAK_FRACTION = 0.30
-RECORD_FIELDS = (
-    "date",
-    "gpu",
-    "gpu_count",
-    "precision",
-    "batch_size",
-    "window_length",
-    "train_windows_per_s",
-    "pipeline_windows_per_s",
-    "torch_version",
-)
 
 
 class SeedsStyleDataset(TorchDataset):
@@ -205,17 +194,6 @@ def _device_name(choice: DeviceChoice) -> tuple[str, int]:
     if choice.device.type == "cuda":
         return torch.cuda.get_device_name(choice.device), 1
     return "cpu", 0
-
-
-def append_record(path: Path, result: dict[str, Any]) -> None:
-    """Append one row to a measured-throughput CSV (header when the file is new)."""
-    new = not path.exists() or path.stat().st_size == 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=RECORD_FIELDS, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        writer.writerow(result)
 
 
 def measure(quick: bool, batch_size: int | None) -> dict[str, Any]:
