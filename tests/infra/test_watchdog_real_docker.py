@@ -35,9 +35,7 @@ def stand_in_image(docker_engine, tmp_path_factory):
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(Path(path).resolve(), target)
     name = f"glucose-box-test-stand-in:{uuid.uuid4().hex[:8]}"
-    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-    docker_engine.run(["import", "-", name], timeout_seconds=120, stdin=tar.stdout)
-    tar.wait()
+    docker_engine.import_dir(root, name)
     yield name
     docker_engine.run(["image", "rm", "--force", name], timeout_seconds=120, check=False)
 

@@ -112,8 +112,6 @@ def tiny_image(docker_engine, tmp_path_factory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("tiny-image")
     (root / "hello.txt").write_text("hello from a tiny image\n" * 100)
     name = f"glucose-fab-test-tiny:{uuid.uuid4().hex[:8]}"
-    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-    docker_engine.run(["import", "-", name], timeout_seconds=120, stdin=tar.stdout)
-    tar.wait()
+    docker_engine.import_dir(root, name)
     yield name
     docker_engine.run(["image", "rm", "--force", name], timeout_seconds=120, check=False)
