@@ -18,7 +18,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import boto3
 import pytest
 
 from tests.fixtures.sshd import start_sshd
@@ -134,13 +133,7 @@ def _step(status_out: str) -> int:
 
 def _s3_objects(moto_server, uri: str) -> dict[str, bytes]:
     bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=moto_server.endpoint_url,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
+    s3 = moto_server.client()
     objects = {}
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
         for item in page.get("Contents", []):

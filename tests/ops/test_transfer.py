@@ -3,7 +3,6 @@
 import hashlib
 import json
 
-import boto3
 import numpy as np
 import pytest
 
@@ -17,18 +16,6 @@ def s3_box(local_box, moto_server):
     local_box.write_target(storageUri=bucket_uri)
     local_box.env.update(moto_server.env)
     return local_box, bucket_uri
-
-
-def _s3(moto_server):
-    return boto3.client("s3", region_name="us-east-1", **_moto_kwargs(moto_server))
-
-
-def _moto_kwargs(moto_server):
-    return {
-        "endpoint_url": moto_server.endpoint_url,
-        "aws_access_key_id": "testing",
-        "aws_secret_access_key": "testing",
-    }
 
 
 def _split(uri):
@@ -57,7 +44,7 @@ def test_upload_data_puts_every_file_and_a_manifest(s3_box, moto_server, tmp_pat
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"{bucket_uri}/datasets/synthetic-small"
     bucket, prefix = _split(bucket_uri)
-    s3 = _s3(moto_server)
+    s3 = moto_server.client()
     manifest_key = f"{prefix}/datasets/synthetic-small/manifest.json"
     manifest = json.loads(s3.get_object(Bucket=bucket, Key=manifest_key)["Body"].read())
     assert sorted(manifest["files"]) == ["case_id.npy", "glucose.npy", "meta.json", "windows.npy"]
@@ -104,7 +91,7 @@ def test_box_side_fetch_rejects_a_damaged_object(s3_box, moto_server, tmp_path, 
     assert box.fab("upload-data", "--data", str(data)).returncode == 0
     bucket, prefix = _split(bucket_uri)
     key = f"{prefix}/datasets/damaged/glucose.npy"
-    _s3(moto_server).put_object(Bucket=bucket, Key=key, Body=b"not the data")
+    moto_server.client().put_object(Bucket=bucket, Key=key, Body=b"not the data")
     with pytest.raises(SystemExit, match=r"glucose\.npy: sha256"):
         fetch(f"{bucket_uri}/datasets/damaged", tmp_path / "cache2")
 
@@ -120,7 +107,7 @@ RUN_FILES = {
 def _put_run(box, moto_server, bucket_uri, run_id, *, box_copy=True):
     """A run as the trainer leaves it: mirrored to S3 and on the box's disk."""
     bucket, prefix = _split(bucket_uri)
-    s3 = _s3(moto_server)
+    s3 = moto_server.client()
     files = dict(RUN_FILES)
     digest = _sha(files["checkpoints/last.pt"])
     files["checkpoints/last.pt.sha256"] = f"{digest}  last.pt\n".encode()
@@ -168,7 +155,7 @@ def test_download_refuses_a_checkpoint_that_does_not_match_its_sidecar(
     _put_run(box, moto_server, bucket_uri, "r3", box_copy=False)
     bucket, prefix = _split(bucket_uri)
     key = f"{prefix}/runs/r3/checkpoints/last.pt"
-    _s3(moto_server).put_object(Bucket=bucket, Key=key, Body=b"truncated")
+    moto_server.client().put_object(Bucket=bucket, Key=key, Body=b"truncated")
     result = box.fab("download", "--run", "r3", "--to", str(tmp_path / "d"), "--offline")
     assert result.returncode == 1
     assert "checkpoints/last.pt: sha256" in result.stderr

@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 
 from tests.fixtures.docker_engine import DockerEngine
@@ -221,13 +220,7 @@ def _wait_for_step(run_dir: Path, step: int) -> None:
 
 def _s3_keys(moto_server, uri: str) -> list[str]:
     bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    client = boto3.client(
-        "s3",
-        endpoint_url=moto_server.endpoint_url,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
+    client = moto_server.client()
     listing = client.list_objects_v2(Bucket=bucket, Prefix=prefix)
     return [item["Key"] for item in listing.get("Contents", [])]
 
