@@ -1,7 +1,8 @@
 """`python -m trainer bench`: windows/s of our input pipeline and training step, beside
 a seeds-style baseline (per-sample Dataset + DataLoader, batch 64, fp32, `.item()`
-every step) measured in the same run on the same data, so other load on the machine
-hits both alike.
+every step, `nn.Conv1d`) measured in the same run on the same data, so other load on
+the machine hits both alike. Our step is the trainer's: the model formulation chosen
+for the device (`trainer.model`), the batch size below, autocast where it pays.
 
 Also states the FLOPs of one training window and the windows/s that would mean 30%
 of an H100's dense bf16 peak: the figure a GPU run must feed without being input-bound.
@@ -92,9 +93,9 @@ def baseline_pipeline_epoch(dataset: Dataset) -> Callable[[], int]:
     return lambda: sum(x.shape[0] for x, _ in loader)
 
 
-def _model_and_optimizer(choice: DeviceChoice):
+def _model_and_optimizer(choice: DeviceChoice, formulation: str | None = None):
     torch.manual_seed(0)
-    model = build_model(ModelConfig("resnet34")).to(choice.device).train()
+    model = build_model(ModelConfig("resnet34"), choice.device, formulation).train()
     return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
 
 
@@ -119,7 +120,7 @@ def our_train_step(pipeline: WindowPipeline, choice: DeviceChoice) -> Callable[[
 
 def baseline_train_step(dataset: Dataset, choice: DeviceChoice) -> Callable[[], int]:
     """The seeds' step: DataLoader batches of 64, fp32, `loss.item()` every step."""
-    model, optimizer = _model_and_optimizer(choice)
+    model, optimizer = _model_and_optimizer(choice, formulation="torch")
     loader = DataLoader(
         SeedsStyleDataset(dataset.windows, dataset.glucose),
         batch_size=BASELINE_BATCH_SIZE,

@@ -4,11 +4,26 @@ The layout follows torchvision's `resnet34`/`resnet18` layer for layer (stem con
 s2 + BN + ReLU + MaxPool(3, 2), BasicBlocks, projection shortcuts where the shape
 changes, global average pool) with Conv2d(kxk) replaced by Conv1d(k), then dropout
 and a linear head with one output: glucose in normalised units.
+
+The same network comes in two formulations with identical parameters, names and
+shapes, so a checkpoint written by one loads into the other:
+
+- ``"gemm"`` (the CPU default): activations channels-last, (batch, length, channels);
+  a convolution is an im2col copy and one matrix multiply, a batch norm normalises a
+  (batch * length, channels) matrix. On CPU this is what runs fast: MKL's GEMM runs
+  near the core's peak, while oneDNN's conv1d over (batch, channels, length) reorders
+  every activation to its blocked layout and back, and batch norm over a short
+  innermost length barely vectorises (`python -m trainer bench` measures the two).
+- ``"torch"``: `nn.Conv1d` over (batch, channels, length), cuDNN on a GPU; also what
+  the seeds' trainer ran, so the bench's baseline uses it.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from trainer.config import ModelConfig
@@ -16,23 +31,88 @@ from trainer.config import ModelConfig
 BLOCKS_PER_STAGE = {"resnet18": (2, 2, 2, 2), "resnet34": (3, 4, 6, 3)}
 STAGE_WIDTHS = (64, 128, 256, 512)
 MIN_INPUT_LENGTH = 32  # stem (/2) + pool (/2) + three strided stages (/8) leave >= 1 sample
+CONV_FORMULATIONS = ("gemm", "torch")
+
+
+def default_formulation(device: torch.device) -> str:
+    """The faster formulation on `device`: GEMM on CPU (measured), cuDNN on a GPU."""
+    return "torch" if device.type == "cuda" else "gemm"
+
+
+class ConvGemm1d(nn.Module):
+    """`nn.Conv1d` (no bias) over channels-last (batch, length, channels) input."""
+
+    def __init__(
+        self, in_ch: int, out_ch: int, kernel_size: int, stride: int = 1, padding: int = 0
+    ) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        # nn.Conv1d's shape (out, in, k), so state_dicts interchange with the torch
+        # formulation, but stored k-major: the GEMM then reads the (k * in, out) matrix
+        # in place instead of copying a permuted weight, and its gradient, every step.
+        self.weight = nn.Parameter(torch.empty(kernel_size, in_ch, out_ch).permute(2, 1, 0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k, stride = self.kernel_size, self.stride
+        if self.padding:
+            x = F.pad(x, (0, 0, self.padding, self.padding))
+        out_len = (x.shape[1] - k) // stride + 1
+        span = stride * (out_len - 1) + 1
+        # im2col: row i holds input steps i*stride .. i*stride+k-1, tap-major.
+        columns = torch.cat([x[:, tap : tap + span : stride] for tap in range(k)], dim=2)
+        return columns @ self.weight.permute(2, 1, 0).flatten(0, 1)
+
+
+class BatchNormLast(nn.BatchNorm1d):
+    """BatchNorm1d over channels-last (batch, length, channels) input."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.flatten(0, 1)).view_as(x)
+
+
+class MaxPoolLast(nn.MaxPool1d):
+    """MaxPool1d over channels-last (batch, length, channels) input."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.transpose(1, 2)).transpose(1, 2).contiguous()
+
+
+class _Layers(NamedTuple):
+    conv: type[nn.Module]
+    norm: type[nn.Module]
+    max_pool: type[nn.Module]
+    length_dim: int
+
+
+def _torch_conv(
+    in_ch: int, out_ch: int, kernel_size: int, stride: int = 1, padding: int = 0
+) -> nn.Conv1d:
+    return nn.Conv1d(in_ch, out_ch, kernel_size, stride, padding, bias=False)
+
+
+LAYERS = {
+    "gemm": _Layers(ConvGemm1d, BatchNormLast, MaxPoolLast, length_dim=1),
+    "torch": _Layers(_torch_conv, nn.BatchNorm1d, nn.MaxPool1d, length_dim=2),
+}
 
 
 class BasicBlock1d(nn.Module):
     """Two k-wide convolutions with a residual; a 1x1 projection when the shape changes."""
 
-    def __init__(self, in_ch: int, out_ch: int, stride: int, kernel_size: int) -> None:
+    def __init__(
+        self, in_ch: int, out_ch: int, stride: int, kernel_size: int, layers: _Layers
+    ) -> None:
         super().__init__()
         pad = kernel_size // 2
-        self.conv1 = nn.Conv1d(in_ch, out_ch, kernel_size, stride, pad, bias=False)
-        self.bn1 = nn.BatchNorm1d(out_ch)
-        self.conv2 = nn.Conv1d(out_ch, out_ch, kernel_size, 1, pad, bias=False)
-        self.bn2 = nn.BatchNorm1d(out_ch)
+        self.conv1 = layers.conv(in_ch, out_ch, kernel_size, stride, pad)
+        self.bn1 = layers.norm(out_ch)
+        self.conv2 = layers.conv(out_ch, out_ch, kernel_size, 1, pad)
+        self.bn2 = layers.norm(out_ch)
         self.relu = nn.ReLU(inplace=True)
         self.downsample: nn.Module | None = None
         if stride != 1 or in_ch != out_ch:
             self.downsample = nn.Sequential(
-                nn.Conv1d(in_ch, out_ch, 1, stride, bias=False), nn.BatchNorm1d(out_ch)
+                layers.conv(in_ch, out_ch, 1, stride), layers.norm(out_ch)
             )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -45,13 +125,18 @@ class BasicBlock1d(nn.Module):
 class ResNet1d(nn.Module):
     """ResNet over (batch, 1, length) windows, one regression output per window."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, formulation: str = "gemm") -> None:
         super().__init__()
+        if formulation not in LAYERS:
+            raise ValueError(f"formulation {formulation!r}: expected one of {CONV_FORMULATIONS}")
+        self.formulation = formulation
+        layers = LAYERS[formulation]
+        self.length_dim = layers.length_dim
         self.stem = nn.Sequential(
-            nn.Conv1d(1, STAGE_WIDTHS[0], 7, 2, 3, bias=False),
-            nn.BatchNorm1d(STAGE_WIDTHS[0]),
+            layers.conv(1, STAGE_WIDTHS[0], 7, 2, 3),
+            layers.norm(STAGE_WIDTHS[0]),
             nn.ReLU(inplace=True),
-            nn.MaxPool1d(3, 2, 1),
+            layers.max_pool(3, 2, 1),
         )
         stages = []
         in_ch = STAGE_WIDTHS[0]
@@ -59,15 +144,15 @@ class ResNet1d(nn.Module):
             zip(BLOCKS_PER_STAGE[config.arch], STAGE_WIDTHS, strict=True)
         ):
             stride = 1 if index == 0 else 2
-            layers = []
+            blocks_of_stage = []
             for block in range(blocks):
-                layers.append(
-                    BasicBlock1d(in_ch, width, stride if block == 0 else 1, config.kernel_size)
+                first_stride = stride if block == 0 else 1
+                blocks_of_stage.append(
+                    BasicBlock1d(in_ch, width, first_stride, config.kernel_size, layers)
                 )
                 in_ch = width
-            stages.append(nn.Sequential(*layers))
+            stages.append(nn.Sequential(*blocks_of_stage))
         self.stages = nn.Sequential(*stages)
-        self.pool = nn.AdaptiveAvgPool1d(1)
         self.dropout = nn.Dropout(config.dropout)
         self.head = nn.Linear(in_ch, 1)
         self._init_weights()
@@ -75,7 +160,7 @@ class ResNet1d(nn.Module):
     def _init_weights(self) -> None:
         # torchvision's init: He-normal convs, BN to identity.
         for module in self.modules():
-            if isinstance(module, nn.Conv1d):
+            if isinstance(module, (nn.Conv1d, ConvGemm1d)):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
             elif isinstance(module, nn.BatchNorm1d):
                 nn.init.ones_(module.weight)
@@ -83,13 +168,19 @@ class ResNet1d(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, 1, L) -> (B,) predictions in normalised label units."""
+        if self.length_dim == 1:
+            x = x.transpose(1, 2)  # (B, L, 1): channels last from here on
         x = self.stages(self.stem(x))
-        x = self.dropout(torch.flatten(self.pool(x), 1))
+        x = self.dropout(x.mean(self.length_dim))  # global average pool
         return self.head(x).squeeze(1)
 
 
-def build_model(config: ModelConfig) -> ResNet1d:
-    return ResNet1d(config)
+def build_model(
+    config: ModelConfig, device: torch.device | str = "cpu", formulation: str | None = None
+) -> ResNet1d:
+    """The network on `device`, in the formulation that is fastest there unless given."""
+    device = torch.device(device)
+    return ResNet1d(config, formulation or default_formulation(device)).to(device)
 
 
 def count_parameters(model: nn.Module) -> int:

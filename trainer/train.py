@@ -104,7 +104,7 @@ class Run:
         self.val_data = self.pipeline(self.splits.val)
 
         # Model, AdamW, warmup + cosine over every optimizer step of every epoch.
-        self.model = build_model(config.model).to(self.choice.device)
+        self.model = build_model(config.model, self.choice.device)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=oc.lr, weight_decay=oc.weight_decay
         )
