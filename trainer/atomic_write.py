@@ -10,10 +10,12 @@ manager removes the ones a crash left.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 
 def temp_path(path: Path) -> Path:
@@ -30,17 +32,25 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_bytes_atomic(path: Path, data: bytes | memoryview, *, durable: bool = False) -> None:
+@contextlib.contextmanager
+def open_atomic(path: Path, *, durable: bool = False) -> Iterator[BinaryIO]:
+    """A handle to write `path` through: it appears under its name, whole, only when
+    the block ends without an exception (streamed, so no copy of the data is needed)."""
     path = Path(path)
     tmp = temp_path(path)
     with tmp.open("wb") as handle:
-        handle.write(data)
+        yield handle
         if durable:
             handle.flush()
             os.fsync(handle.fileno())
     os.replace(tmp, path)
     if durable:
         fsync_dir(path.parent)
+
+
+def write_bytes_atomic(path: Path, data: bytes | memoryview, *, durable: bool = False) -> None:
+    with open_atomic(path, durable=durable) as handle:
+        handle.write(data)
 
 
 def write_json_atomic(path: Path, payload: Any) -> None:

@@ -1,11 +1,12 @@
 """Checkpoints: one dict with fixed keys, written atomically, verified by sha256.
 
-`save` serialises in memory (hashing it there, not by reading the file back),
-writes a temp file in the target's directory, fsyncs it, renames it over the
-target and fsyncs the directory, so a crash at any moment leaves either the old or
-the new file, never half of one; a `<name>.sha256` sidecar (sha256sum format) lets
-`load` refuse a damaged file. `load` uses `torch.load(weights_only=True)`: a
-checkpoint from a bucket must not be able to run code.
+`save` streams the serialisation into a temp file in the target's directory,
+hashing it on the way (one pass, no in-memory copy, no reading back), fsyncs it,
+renames it over the target and fsyncs the directory, so a crash at any moment
+leaves either the old or the new file, never half of one; a `<name>.sha256` sidecar
+(sha256sum format) lets `load` refuse a damaged file. `load` uses
+`torch.load(weights_only=True)`: a checkpoint from a bucket must not be able to run
+code.
 
 On disk (`<run_dir>/checkpoints/`): `step-<step>-epoch-<epoch>.pt` for the last K
 saves, and `last.pt` / `best.pt` as hard links to the newest and the best of them.
@@ -13,13 +14,15 @@ Names sort in training order, locally and in the store (`trainer.remote_checkpoi
 
 `CheckpointManager` is the one object `train.py` talks to: when to save, the files,
 the newest valid state to resume from (local or at `--checkpoint-uri`, see
-`trainer.resume`) and the background upload (`trainer.sync`).
+`trainer.resume`) and the background upload (`trainer.sync`). A save blocks the loop
+only for a snapshot of the state; the write, the links, pruning and handing the file
+to the uploader follow in that order on a writer thread (`trainer.checkpoint_writer`).
+`flush`, `close` and `load_best` wait for it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import os
 import random
@@ -28,13 +31,14 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
 
 from trainer import remote_checkpoints as layout
-from trainer.atomic_write import fsync_dir, temp_path, write_bytes_atomic
+from trainer.atomic_write import fsync_dir, open_atomic, temp_path, write_bytes_atomic
+from trainer.checkpoint_writer import BackgroundWriter, snapshot
 from trainer.config import UserError
 from trainer.storage import InvalidStorageUri, ObjectStore, StorageError, open_store
 from trainer.sync import RunSync, SyncConfig
@@ -104,17 +108,31 @@ def write_sidecar(path: Path, digest: str) -> None:
     write_bytes_atomic(sidecar_path(path), record, durable=True)
 
 
+class _HashingWriter:
+    """Passes torch.save's writes to a file, hashing them on the way."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self._handle = handle
+        self.sha256 = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        return self._handle.write(data)
+
+    def flush(self) -> None:
+        self._handle.flush()
+
+
 def save(path: Path, state: dict[str, Any]) -> str:
     """Write `state` to `path` atomically with a `.sha256` sidecar; return the digest."""
     missing = [key for key in STATE_KEYS if key not in state]
     assert not missing, f"checkpoint state lacks {missing}"
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    data = buffer.getbuffer()
-    digest = hashlib.sha256(data).hexdigest()
-    write_bytes_atomic(path, data, durable=True)
+    with open_atomic(path, durable=True) as handle:
+        writer = _HashingWriter(handle)
+        torch.save(state, writer)
+    digest = writer.sha256.hexdigest()
     write_sidecar(path, digest)
     return digest
 
@@ -205,7 +223,8 @@ class CheckpointManager:
         self._last_save_monotonic = time.monotonic()
         self._last_save_step = 0
         self._newest: Path | None = None
-        self._published: set[str] = set()
+        self._published: set[str] = set()  # touched by the writer thread once saving
+        self._writer = BackgroundWriter()
         for stale in self.directory.glob(".*.tmp-*"):  # a crash mid-save left it
             stale.unlink(missing_ok=True)
         self.store = open_run_store(config.uri) if config.uri else None
@@ -224,29 +243,44 @@ class CheckpointManager:
         return bool(every_seconds) and time.monotonic() - self._last_save_monotonic >= every_seconds
 
     def save_last(self, state: dict[str, Any]) -> Path:
+        """Snapshot `state` now, write it in the background; the path it will have."""
         return self._save(state, best=False)
 
     def save_best(self, state: dict[str, Any]) -> Path:
-        """Also the newest checkpoint: `last.pt` follows too."""
+        """As `save_last`, and `best.pt` follows too."""
         return self._save(state, best=True)
 
     def _save(self, state: dict[str, Any], *, best: bool) -> Path:
         path = self.directory / checkpoint_name(state)
-        if path != self._newest or not path.exists():
+        copy = None
+        if path != self._newest:  # else save_best then save_last of one state: written once
+            self._writer.wait()  # one snapshot in flight at most
+            copy = snapshot(state)
+        self._newest = path
+        self._mark_saved(int(state["step"]))
+        self._writer.submit(lambda: self._write(path, copy, best=best))
+        return path
+
+    def _write(self, path: Path, state: dict[str, Any] | None, *, best: bool) -> None:
+        """On the writer thread: the file (unless `state` is None: it is written),
+        then the links, pruning and the upload, in that order."""
+        if state is not None:
             digest = save(path, state)
             self._published.discard(path.name)
-        else:  # save_best then save_last of one state: already on disk
+        else:
             digest = layout.parse_hash_line(sidecar_path(path).read_text())
-        self._newest = path
         link_atomic(path, self.last_path)
         if best:
             link_atomic(path, self.best_path)
-        self._mark_saved(int(state["step"]))
         self._prune()
         if self.sync is not None and (best or path.name not in self._published):
             self.sync.publish_checkpoint(path, digest, best=best)
             self._published.add(path.name)
-        return path
+
+    def load_best(self) -> dict[str, Any]:
+        """The best checkpoint's state (the newest when none was best yet), once written."""
+        self._writer.wait()
+        return load(self.best_path if self.best_path.exists() else self.last_path)
 
     def _prune(self) -> None:
         names = sorted(p.name for p in self.directory.glob(STEP_FILE_GLOB))
@@ -276,11 +310,13 @@ class CheckpointManager:
         return self.sync.uploads() if self.sync is not None else None
 
     def flush(self, timeout_s: float) -> bool:
-        """Upload everything saved so far, synchronously; True when it all landed."""
+        """Write and upload everything saved so far, synchronously; True when it all
+        landed (a failed write raises)."""
+        started = time.monotonic()
+        self._writer.wait()
         if self.sync is None:
             return True
-        started = time.monotonic()
-        done = self.sync.flush(timeout_s)
+        done = self.sync.flush(max(0.0, timeout_s - (time.monotonic() - started)))
         waited = time.monotonic() - started
         if done:
             log.info("checkpoint: %s up to date after %.1f s", self.config.uri, waited)
@@ -295,11 +331,13 @@ class CheckpointManager:
         return done
 
     def close(self, timeout_s: float) -> bool:
-        """Final flush (summary, report, plots too) and stop the uploader."""
-        if self.sync is None:
-            return True
-        done = self.flush(timeout_s)
-        self.sync.close(SYNC_STOP_SECONDS)
+        """Final flush (summary, report, plots too) and stop the writer and uploader."""
+        try:
+            done = self.flush(timeout_s)
+        finally:
+            self._writer.close()
+        if self.sync is not None:
+            self.sync.close(SYNC_STOP_SECONDS)
         return done
 
     def _mark_saved(self, step: int) -> None:

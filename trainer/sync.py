@@ -15,7 +15,6 @@ synchronous path for preemption: it waits until everything recorded is uploaded.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -27,12 +26,12 @@ from typing import Any
 
 from trainer import remote_checkpoints as layout
 from trainer.storage import ObjectStore
+from trainer.thread_priority import lower_thread_priority
 
 log = logging.getLogger(__name__)
 
 OUTBOX_DIR_NAME = ".outbox"
 WORKER_JOIN_SECONDS = 10.0
-UPLOAD_NICENESS = 10
 # Written by `fab stop` for this box's resume unit (ARCHITECTURE.md): restored on
 # another box from the store, it would keep that box's run from resuming.
 BOX_MARKERS = ("STOPPED_BY_USER",)
@@ -179,7 +178,8 @@ class RunSync:
     # -- the worker -------------------------------------------------------------------
 
     def _run(self) -> None:
-        _lower_priority()
+        # Uploads wait rather than steps; the SDK's transfer threads inherit this.
+        lower_thread_priority()
         backoff_s = self.config.retry_initial_seconds
         next_mirror = time.monotonic() + self.config.mirror_every_seconds
         retry_at = 0.0
@@ -292,13 +292,6 @@ class RunSync:
             down_s = time.time() - self.status.failing_since
             log.warning("upload to %s works again after %.0f s; caught up", self.store.uri, down_s)
             self.status.failing_since = None
-
-
-def _lower_priority() -> None:
-    """Make this thread (and the SDK transfer threads it starts, which inherit it)
-    yield the CPU to training: on a busy box, uploads wait rather than steps."""
-    with contextlib.suppress(AttributeError, OSError):  # not Linux: the scheduler decides
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), UPLOAD_NICENESS)
 
 
 def _stage(path: Path) -> Path:

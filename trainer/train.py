@@ -263,8 +263,7 @@ def _done(run: Run, pos: Position) -> bool:
 
 def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str, Any]:
     """Best weights on val and test -> summary.json, report.md, plots; status finished."""
-    best = run.checkpoints.best_path
-    best_state = checkpoint.load(best if best.exists() else run.checkpoints.last_path)
+    best_state = run.checkpoints.load_best()
     run.model.load_state_dict(best_state["model"])
     val, _, _ = split_report(run.model, run.val_data, run.choice, run.norm)
     test, test_ref, test_pred = split_report(

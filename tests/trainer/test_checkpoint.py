@@ -14,6 +14,9 @@ def _state(step=3, epoch=0):
     return state
 
 
+WRITE_SECONDS = 30
+
+
 def _step_files(directory):
     return sorted(p.name for p in directory.glob("step-*.pt"))
 
@@ -45,6 +48,7 @@ def test_manager_keeps_the_last_k_step_files_and_best(tmp_path):
     manager.save_best(_state(step=1))
     for step in (2, 3, 4):
         manager.save_last(_state(step=step))
+    assert manager.flush(WRITE_SECONDS)
     assert _step_files(tmp_path) == ["step-000000003-epoch-0000.pt", "step-000000004-epoch-0000.pt"]
     assert checkpoint.load(manager.best_path)["step"] == 1
     assert checkpoint.load(manager.last_path)["step"] == 4
@@ -55,6 +59,7 @@ def test_best_then_last_of_one_state_writes_one_file(tmp_path):
     state = _state(step=5, epoch=1)
     manager.save_best(state)
     manager.save_last(state)
+    assert manager.flush(WRITE_SECONDS)
     assert _step_files(tmp_path) == ["step-000000005-epoch-0001.pt"]
     assert manager.best_path.samefile(manager.last_path)
 
@@ -63,6 +68,7 @@ def test_damaged_newest_falls_back_to_the_previous_with_a_warning(tmp_path, capl
     manager = CheckpointManager(CheckpointConfig(tmp_path))
     for step in (1, 2):
         manager.save_last(_state(step=step))
+    assert manager.flush(WRITE_SECONDS)
     newest = tmp_path / "step-000000002-epoch-0000.pt"
     newest.write_bytes(newest.read_bytes()[:-10])  # in place: last.pt shares the file
     with caplog.at_level(logging.WARNING):
@@ -76,6 +82,7 @@ def test_manager_falls_back_to_best_when_every_step_file_is_damaged(tmp_path):
     manager = CheckpointManager(CheckpointConfig(tmp_path))
     manager.save_best(_state(step=2))
     manager.save_last(_state(step=5))
+    assert manager.flush(WRITE_SECONDS)
     best_copy = tmp_path / "best-copy.pt"
     best_copy.write_bytes(manager.best_path.read_bytes())
     for path in tmp_path.glob("step-*.pt"):
@@ -83,6 +90,40 @@ def test_manager_falls_back_to_best_when_every_step_file_is_damaged(tmp_path):
     manager.best_path.unlink()
     best_copy.rename(manager.best_path)  # best.pt kept its own good copy
     assert manager.load_latest()["step"] == 2
+
+
+def test_saved_state_is_the_state_at_save_time_not_later(tmp_path):
+    manager = CheckpointManager(CheckpointConfig(tmp_path))
+    state = _state(step=3)
+    manager.save_last(state)
+    state["model"]["w"].add_(100)  # the optimizer updates weights in place
+    assert torch.equal(manager.load_best()["model"]["w"], torch.arange(4.0) + 3)
+
+
+def test_flush_without_a_store_returns_once_the_checkpoint_is_on_disk(tmp_path):
+    manager = CheckpointManager(CheckpointConfig(tmp_path))
+    path = manager.save_last(_state(step=7))
+    assert manager.flush(WRITE_SECONDS)
+    assert checkpoint.load(path)["step"] == 7
+    assert manager.last_path.samefile(path)
+
+
+def test_load_best_is_the_newest_checkpoint_until_one_is_best(tmp_path):
+    manager = CheckpointManager(CheckpointConfig(tmp_path))
+    manager.save_last(_state(step=1))
+    assert manager.load_best()["step"] == 1
+    manager.save_best(_state(step=2))
+    manager.save_last(_state(step=3))
+    assert manager.load_best()["step"] == 2
+
+
+def test_a_failed_background_write_raises_at_the_next_flush(tmp_path):
+    manager = CheckpointManager(CheckpointConfig(tmp_path))
+    state = _state(step=1)
+    state["config"] = lambda: None  # torch.save cannot pickle it
+    manager.save_last(state)
+    with pytest.raises(Exception, match="lambda"):
+        manager.flush(WRITE_SECONDS)
 
 
 def test_manager_without_checkpoints_means_fresh_start(tmp_path):

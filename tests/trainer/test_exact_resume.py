@@ -24,7 +24,10 @@ pytestmark = pytest.mark.e2e
 # resumes from a different place (mid-epoch, at an epoch's end, in the last epoch).
 FLAGS = ("--batch-size", "32", "--epochs", "3", "--patience", "100")
 FLAGS += ("--checkpoint-every-steps", "1")
-KILL_AT_STEPS = (2, 6, 12)
+KILL_AT_STEPS = (3, 6, 12)
+# Checkpoints are written in the background, one at a time: when step N shows, the
+# write of N - 1 may still be running, but that of N - 2 is done.
+STEPS_WRITTEN_BEHIND = 2
 
 
 def _final_state(run_dir: Path) -> dict:
@@ -60,10 +63,11 @@ def test_sigkilled_run_resumed_ends_bit_identical(tiny_data: Path, tmp_path: Pat
     assert wait_for_exit(start_training(tiny_data, killed, *FLAGS), killed) == 0
     assert wait_for_exit(uninterrupted, straight) == 0
     # A fresh start would end identical too (it is deterministic): each restart must
-    # have resumed, from at most one step before its kill.
+    # have resumed, from at most two steps before its kill.
     resumed = [int(n) for n in re.findall(r"^resume: step (\d+),", output_of(killed), re.M)]
     assert len(resumed) == len(KILL_AT_STEPS)
-    assert all(at >= step - 1 for at, step in zip(resumed, KILL_AT_STEPS, strict=True))
+    behind = [step - at for at, step in zip(resumed, KILL_AT_STEPS, strict=True)]
+    assert all(steps <= STEPS_WRITTEN_BEHIND for steps in behind)
 
     expected, actual = _final_state(straight), _final_state(killed)
     assert actual["step"] == expected["step"] == 15
