@@ -6,9 +6,10 @@
 2. Unless `--upload-only`: training-step throughput with a checkpoint every
    `--every` seconds (30) uploaded to URI, against no checkpoints, in alternating
    rounds of `--round-seconds` (30) so that other load on the machine hits both arms
-   alike. Each checkpointing round saves at its start and then on the timer, so a
-   round of 30 s holds one save, and its upload runs inside the round that caused it
-   (the round's time includes waiting for the upload to finish, if it must).
+   alike. Each checkpointing round saves at its start and then on the timer while the
+   round lasts, so a round of 30 s holds one save, and its write and upload run inside
+   the round that caused it (the round's time includes waiting for them to finish, if
+   it must).
 """
 
 from __future__ import annotations
@@ -81,24 +82,25 @@ class _Trainer:
 
 
 def measure_upload(trainer: _Trainer, manager: CheckpointManager, repeats: int) -> dict:
-    """Seconds for save (blocking the loop) and for save + upload, per repeat."""
-    save_s, total_s, cpu_s = [], [], []
+    """Seconds the save blocks the loop (the snapshot; the write is in the background)
+    and seconds for save + write + upload, per repeat."""
+    blocked_s, total_s, cpu_s = [], [], []
     for _ in range(repeats):
         trainer.step()
         trainer.sync()
         started, cpu_started = time.perf_counter(), time.process_time()
         path = manager.save_last(trainer.state())
-        saved = time.perf_counter()
+        returned = time.perf_counter()
         if not manager.flush(UPLOAD_TIMEOUT_SECONDS):
             raise UserError(f"--uri {manager.config.uri}: upload did not finish; is it reachable?")
         total_s.append(time.perf_counter() - started)
-        save_s.append(saved - started)
+        blocked_s.append(returned - started)
         # The training thread waits idle in flush: this is the save's and the upload
         # threads' CPU, whatever the neighbours on the machine are doing.
         cpu_s.append(time.process_time() - cpu_started)
     return {
         "state_mb": path.stat().st_size / 1e6,
-        "save_s": save_s,
+        "loop_blocked_s": blocked_s,
         "save_and_upload_s": total_s,
         "save_and_upload_max_s": max(total_s),
         "save_and_upload_cpu_s": cpu_s,
@@ -107,17 +109,19 @@ def measure_upload(trainer: _Trainer, manager: CheckpointManager, repeats: int) 
 
 def _round(trainer: _Trainer, manager: CheckpointManager | None, round_s: float) -> tuple:
     """(windows, seconds, saves) of one round; with a manager, save at its start and
-    whenever the timer says so."""
+    whenever the timer says so before the round is over."""
     trainer.sync()
     started, windows, saves = time.perf_counter(), 0, 0
     if manager is not None:
         manager.save_last(trainer.state())
         saves += 1
     while time.perf_counter() - started < round_s:
-        windows += trainer.step()
+        # Asked before the step, not after it: a save due after the round's last step
+        # would be a second one in a round of `every` seconds, charged to this arm.
         if manager is not None and manager.due(trainer.steps):
             manager.save_last(trainer.state())
             saves += 1
+        windows += trainer.step()
     trainer.sync()
     return windows, time.perf_counter() - started, saves
 
@@ -207,8 +211,8 @@ def _print(result: dict[str, Any], json_output: bool) -> None:
     uploads = ", ".join(f"{s:.1f}" for s in result["save_and_upload_s"])
     verdict = "within" if result["save_and_upload_max_s"] <= CHECKPOINT_BUDGET_SECONDS else "OVER"
     print(
-        f"checkpoint of {result['state_mb']:.0f} MB to {result['uri']}: save "
-        f"{statistics.median(result['save_s']):.2f} s, save + upload {uploads} s "
+        f"checkpoint of {result['state_mb']:.0f} MB to {result['uri']}: the loop waits "
+        f"{statistics.median(result['loop_blocked_s']):.2f} s, save + upload {uploads} s "
         f"({verdict} the {CHECKPOINT_BUDGET_SECONDS:.0f} s budget); CPU per checkpoint "
         f"{statistics.median(result['save_and_upload_cpu_s']):.2f} s, so at most "
         f"{1 - result['cpu_accounted_ratio']:.1%} of the time"
