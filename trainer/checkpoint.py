@@ -132,8 +132,11 @@ def save(path: Path, state: dict[str, Any]) -> str:
     with open_atomic(path, durable=True) as handle:
         writer = _HashingWriter(handle)
         torch.save(state, writer)
-    digest = writer.sha256.hexdigest()
-    write_sidecar(path, digest)
+        digest = writer.sha256.hexdigest()
+        # The record before the file: a step file never exists without one (resuming
+        # from it links last.pt, which copies its record), while a kill between the
+        # two leaves only a record that the next save of that name replaces.
+        write_sidecar(path, digest)
     return digest
 
 

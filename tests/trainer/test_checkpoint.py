@@ -1,4 +1,6 @@
 import logging
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -7,14 +9,13 @@ from trainer import checkpoint
 from trainer.checkpoint import CheckpointConfig, CheckpointError, CheckpointManager
 from trainer.config import UserError
 
+WRITE_SECONDS = 30
+
 
 def _state(step=3, epoch=0):
     state = dict.fromkeys(checkpoint.STATE_KEYS)
     state.update(model={"w": torch.arange(4.0) + step}, step=step, epoch=epoch, config={"seed": 1})
     return state
-
-
-WRITE_SECONDS = 30
 
 
 def _step_files(directory):
@@ -25,6 +26,19 @@ def test_save_writes_file_and_sha256_sidecar_and_no_temp(tmp_path):
     digest = checkpoint.save(tmp_path / "last.pt", _state())
     assert (tmp_path / "last.pt.sha256").read_text() == f"{digest}  last.pt\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt", "last.pt.sha256"]
+
+
+def test_the_hash_record_is_in_place_before_the_checkpoint_appears(tmp_path, monkeypatch):
+    renamed = []
+    replace = os.replace
+
+    def recording_replace(source, target):
+        renamed.append(Path(target).name)
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", recording_replace)
+    checkpoint.save(tmp_path / "c.pt", _state())
+    assert renamed == ["c.pt.sha256", "c.pt"]
 
 
 def test_saved_state_loads_with_weights_only(tmp_path):
