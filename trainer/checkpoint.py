@@ -135,7 +135,7 @@ def save(path: Path, state: dict[str, Any]) -> str:
         digest = writer.sha256.hexdigest()
         # The record before the file: a step file never exists without one (resuming
         # from it links last.pt, which copies its record), while a kill between the
-        # two leaves only a record that the next save of that name replaces.
+        # two leaves only a stray record, which nothing reads without its file.
         write_sidecar(path, digest)
     return digest
 
