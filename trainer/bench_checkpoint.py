@@ -45,7 +45,7 @@ class _Trainer:
     def __init__(self, batch_size: int | None) -> None:
         self.choice = choose_device("auto")
         torch.manual_seed(0)
-        self.model = build_model(ModelConfig("resnet34")).to(self.choice.device).train()
+        self.model = build_model(ModelConfig("resnet34"), self.choice.device).train()
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
         default = GPU_BATCH_SIZE if self.choice.device.type == "cuda" else CPU_BATCH_SIZE
         self.batch_size = batch_size or default

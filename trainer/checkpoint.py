@@ -301,12 +301,26 @@ class CheckpointManager:
         self._newest = found.path
         if found.path.name.startswith("step-"):
             link_atomic(found.path, self.last_path)
+        self._mend_record(self.best_path)
         if self.sync is not None and not found.in_store:
             # Killed before its upload finished: send it now.
             self.sync.publish_checkpoint(found.path, layout.sha256_of(found.path))
             self._published.add(found.path.name)
         self._mark_saved(int(found.state["step"]))
         return found.state
+
+    def _mend_record(self, link: Path) -> None:
+        """A kill inside `link_atomic`, between its rename and its record, leaves `link`
+        whole but its .sha256 naming the file it replaced, and `load` would refuse it
+        at the end of the run: give it the record of the step file it is."""
+        if not link.exists():
+            return
+        for step_file in self.directory.glob(STEP_FILE_GLOB):
+            if step_file.samefile(link) and sidecar_path(step_file).is_file():
+                record = sidecar_path(step_file).read_text()
+                if not sidecar_path(link).is_file() or sidecar_path(link).read_text() != record:
+                    write_sidecar(link, layout.parse_hash_line(record))
+                return
 
     def uploads(self) -> dict[str, Any] | None:
         """The uploader's state for status.json; None without --checkpoint-uri."""

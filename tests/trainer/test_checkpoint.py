@@ -106,6 +106,20 @@ def test_manager_falls_back_to_best_when_every_step_file_is_damaged(tmp_path):
     assert manager.load_latest()["step"] == 2
 
 
+def test_resume_mends_a_best_record_left_stale_by_a_kill_while_linking(tmp_path):
+    manager = CheckpointManager(CheckpointConfig(tmp_path))
+    manager.save_best(_state(step=1))
+    assert manager.flush(WRITE_SECONDS)
+    stale_record = checkpoint.sidecar_path(manager.best_path).read_text()
+    manager.save_best(_state(step=2))
+    assert manager.flush(WRITE_SECONDS)
+    # Killed after best.pt was renamed into place, before its record followed:
+    checkpoint.sidecar_path(manager.best_path).write_text(stale_record)
+    resumed = CheckpointManager(CheckpointConfig(tmp_path))
+    resumed.load_latest()
+    assert resumed.load_best()["step"] == 2
+
+
 def test_saved_state_is_the_state_at_save_time_not_later(tmp_path):
     manager = CheckpointManager(CheckpointConfig(tmp_path))
     state = _state(step=3)
