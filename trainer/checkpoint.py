@@ -312,14 +312,12 @@ class CheckpointManager:
     def _mend_record(self, link: Path) -> None:
         """A kill inside `link_atomic`, between its rename and its record, leaves `link`
         whole but its .sha256 naming the file it replaced, and `load` would refuse it
-        at the end of the run: give it the record of the step file it is."""
+        at the end of the run: link it again to the step file it is."""
         if not link.exists():
             return
         for step_file in self.directory.glob(STEP_FILE_GLOB):
             if step_file.samefile(link) and sidecar_path(step_file).is_file():
-                record = sidecar_path(step_file).read_text()
-                if not sidecar_path(link).is_file() or sidecar_path(link).read_text() != record:
-                    write_sidecar(link, layout.parse_hash_line(record))
+                link_atomic(step_file, link)
                 return
 
     def uploads(self) -> dict[str, Any] | None:

@@ -31,7 +31,6 @@ from trainer.config import ModelConfig
 BLOCKS_PER_STAGE = {"resnet18": (2, 2, 2, 2), "resnet34": (3, 4, 6, 3)}
 STAGE_WIDTHS = (64, 128, 256, 512)
 MIN_INPUT_LENGTH = 32  # stem (/2) + pool (/2) + three strided stages (/8) leave >= 1 sample
-CONV_FORMULATIONS = ("gemm", "torch")
 
 
 def default_formulation(device: torch.device) -> str:
@@ -128,8 +127,7 @@ class ResNet1d(nn.Module):
     def __init__(self, config: ModelConfig, formulation: str = "gemm") -> None:
         super().__init__()
         if formulation not in LAYERS:
-            raise ValueError(f"formulation {formulation!r}: expected one of {CONV_FORMULATIONS}")
-        self.formulation = formulation
+            raise ValueError(f"formulation {formulation!r}: expected one of {sorted(LAYERS)}")
         layers = LAYERS[formulation]
         self.length_dim = layers.length_dim
         self.stem = nn.Sequential(
