@@ -4,7 +4,9 @@ Standard library only (plus `trainer.storage`), because the same module runs on 
 box inside the trainer image to fetch a dataset: `fab train --data-uri` feeds this
 file's source to `python3 - URI DEST` there, so the box verifies exactly as the
 laptop does. The manifest is written last on upload, so its presence means the
-dataset is complete.
+dataset is complete. The manifest comes from the bucket, so its file names go through
+`trainer.storage.local_paths` before any is read or written: a manifest naming a
+file outside the destination is refused as a whole.
 """
 
 from __future__ import annotations
@@ -47,20 +49,40 @@ def matches(directory: Path, manifest: dict) -> bool:
     return True
 
 
+def checked_manifest(uri: str, text: bytes, destination: Path) -> dict:
+    """The manifest, if every file name maps into `destination` and every entry is a
+    sha256 and a size; SystemExit with one line otherwise."""
+    from trainer.storage.local_paths import UnsafeKey, local_path
+
+    try:
+        manifest = json.loads(text)
+        files = manifest["files"]
+        for file_name, entry in files.items():
+            local_path(destination, file_name)
+            if not (isinstance(entry["sha256"], str) and isinstance(entry["bytes"], int)):
+                raise TypeError(f"{file_name}: expected a sha256 string and a byte count")
+    except UnsafeKey as error:
+        raise SystemExit(f"{uri}/{MANIFEST}: {error}; the dataset is not fetched") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise SystemExit(f"{uri}/{MANIFEST} is not a dataset manifest ({error!r})") from None
+    return manifest
+
+
 def fetch(uri: str, destination: Path) -> str:
     """Fetch the dataset at `uri` into `destination` unless already there; verify it."""
     from trainer.storage import open_store
+    from trainer.storage.local_paths import local_path
 
     store = open_store(uri)
-    manifest = json.loads(store.read_bytes(MANIFEST))
     destination.mkdir(parents=True, exist_ok=True)
+    manifest = checked_manifest(uri, store.read_bytes(MANIFEST), destination)
     if matches(destination, manifest):
-        return f"dataset {manifest['name']} already cached in {destination}"
+        return f"dataset {manifest.get('name')} already cached in {destination}"
     for file_name, entry in manifest["files"].items():
-        path = destination / file_name
+        path = local_path(destination, file_name)
         if path.is_file() and sha256_file(path) == entry["sha256"]:
             continue
-        partial = path.with_name(f".{file_name}.part")
+        partial = path.with_name(f".{path.name}.part")
         store.get_file(file_name, partial)
         actual = sha256_file(partial)
         if actual != entry["sha256"]:
@@ -68,7 +90,7 @@ def fetch(uri: str, destination: Path) -> str:
             raise SystemExit(f"{uri}/{file_name}: sha256 {actual[:12]} != manifest's")
         partial.replace(path)
     (destination / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    return f"dataset {manifest['name']} fetched from {uri} into {destination}, sha256 verified"
+    return f"dataset {manifest.get('name')} fetched from {uri} into {destination}, sha256 verified"
 
 
 if __name__ == "__main__":

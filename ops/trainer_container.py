@@ -25,6 +25,17 @@ WORKSPACE = "/workspace"
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
+def checked_name(value: str, flag: str) -> str:
+    """A run id or dataset name, fit for a container name, a path part and a shell word
+    (a `--run` reaches remote commands and local paths); Exit naming `flag` otherwise."""
+    if not RUN_ID_PATTERN.match(value):
+        raise Exit(
+            f"{flag} {value!r} is not a usable name; expected letters, digits, '.', '_' "
+            "or '-' (at most 64, starting with a letter or digit)"
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class Launch:
     """One start of the trainer for a run (a resume is another launch of the same id)."""
@@ -154,8 +165,9 @@ def run_ids(box: Box, *, running_only: bool = False) -> list[str]:
 def resolve_run_id(box: Box, run_id: str | None) -> str:
     """The given run id, or the newest run on the box; Exit when there is none."""
     if run_id:
-        return run_id
+        return checked_name(run_id, "--run")
     ids = run_ids(box)
     if not ids:
         raise Exit(f"no trainer run on {box.address}; start one with `fab train`")
-    return ids[0]
+    # A label is whatever the box's docker says: checked like a flag.
+    return checked_name(ids[0], f"the newest run's label on {box.address}")

@@ -31,7 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 import torch
@@ -42,6 +42,9 @@ from trainer.checkpoint_writer import BackgroundWriter, snapshot
 from trainer.config import UserError
 from trainer.storage import InvalidStorageUri, ObjectStore, StorageError, open_store
 from trainer.sync import RunSync, SyncConfig
+
+if TYPE_CHECKING:
+    from trainer.resume import Check
 
 log = logging.getLogger(__name__)
 
@@ -140,12 +143,15 @@ def save(path: Path, state: dict[str, Any]) -> str:
     return digest
 
 
-def load(path: Path) -> dict[str, Any]:
-    """Verify the sidecar digest (when present) and load with weights_only=True."""
+def load(path: Path, *, require_record: bool = False) -> dict[str, Any]:
+    """Verify the sidecar digest (when present; `require_record`: it must be) and load
+    with weights_only=True; CheckpointError unless it holds a trainer checkpoint."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint")
     sidecar = sidecar_path(path)
+    if require_record and not sidecar.is_file():
+        raise CheckpointError(f"{path}: no {sidecar.name} record (not written by the trainer)")
     if sidecar.is_file():
         try:
             expected = layout.parse_hash_line(sidecar.read_text())
@@ -157,20 +163,39 @@ def load(path: Path) -> dict[str, Any]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises a zoo of types for a truncated/foreign file
         raise CheckpointError(f"{path}: not loadable ({type(error).__name__}: {error})") from None
-    if not isinstance(state, dict) or "model" not in state:
-        raise CheckpointError(f"{path}: not a trainer checkpoint (no 'model' key)")
+    if (problem := _structure_problem(state)) is not None:
+        raise CheckpointError(f"{path}: not a trainer checkpoint ({problem})")
     return state
+
+
+def _structure_problem(state: Any) -> str | None:
+    """What makes `state` something other than a dict of `STATE_KEYS` of the right kinds."""
+    if not isinstance(state, dict):
+        return f"a {type(state).__name__}, not a dict"
+    if missing := [key for key in STATE_KEYS if key not in state]:
+        return f"no {', '.join(missing)}"
+    for key in ("step", "epoch", "step_in_epoch", "epochs_without_improvement"):
+        if type(state[key]) is not int or state[key] < 0:
+            return f"{key} is {state[key]!r}, not a count"
+    for key in ("model", "optimizer", "config", "label_norm", "input_norm", "splits"):
+        if not isinstance(state[key], dict):
+            return f"{key} is a {type(state[key]).__name__}, not a dict"
+    return None
 
 
 def link_atomic(source: Path, target: Path) -> None:
     """Make `target` name `source`'s content (a hard link; a copy where links fail)."""
-    tmp = temp_path(target)
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(source, tmp)
-    except OSError:
-        shutil.copyfile(source, tmp)
-    os.replace(tmp, target)
+    if not (target.exists() and target.samefile(source)):
+        tmp = temp_path(target)
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+        # rename(2) of one hard link over another of the same file does nothing and
+        # leaves the temp name: hence the test above, and the unlink for a race.
+        os.replace(tmp, target)
+        tmp.unlink(missing_ok=True)
     write_sidecar(target, layout.parse_hash_line(sidecar_path(source).read_text()))
     fsync_dir(target.parent)
 
@@ -291,11 +316,12 @@ class CheckpointManager:
             (self.directory / name).unlink(missing_ok=True)
             sidecar_path(self.directory / name).unlink(missing_ok=True)
 
-    def load_latest(self) -> dict[str, Any] | None:
-        """The newest valid checkpoint here or in the store, or None for a fresh run."""
+    def load_latest(self, check: Check) -> dict[str, Any] | None:
+        """The checkpoint to resume from, here or in the store (`trainer.resume`), or
+        None for a fresh run; `check` says why a state cannot continue this run."""
         from trainer.resume import find_newest
 
-        found = find_newest(self.directory, self.store)
+        found = find_newest(self.directory, self.store, check)
         if found is None:
             return None
         self._newest = found.path

@@ -13,7 +13,11 @@ from typing import Any
 
 from trainer.atomic_write import write_json_atomic
 
-STATES = ("running", "preempted", "stopped", "finished", "failed")
+# A finished run whose last uploads did not land (storage down at the end): its
+# files are on the box until `python -m trainer sync` (or the run's container
+# started again) uploads them.
+UPLOAD_PENDING = "finished-upload-pending"
+STATES = ("running", "preempted", "stopped", "finished", UPLOAD_PENDING, "failed")
 STATUS_KEYS = (
     "run_id",
     "state",

@@ -35,6 +35,7 @@ from trainer.model import build_model, count_parameters
 from trainer.preemption import StopSignal
 from trainer.progress import RunOutputs
 from trainer.report import write_report
+from trainer.resume import misfit
 
 EXIT_OK = 0
 EXIT_STOPPED = 75  # a checkpoint is written: restart me (docker on-failure, the box's unit)
@@ -42,17 +43,6 @@ EXIT_STOPPED = 75  # a checkpoint is written: restart me (docker on-failure, the
 # of a failed one (its metrics say why).
 FINAL_UPLOAD_SECONDS = 300.0
 FAILED_UPLOAD_SECONDS = 30.0
-# Resuming with any of these changed would silently train a different run. The data
-# set's content is checked by fingerprint, not by path: a box resuming from storage
-# may keep it elsewhere.
-RESUME_MUST_MATCH = (
-    "model",
-    "train.seed",
-    "train.batch_size",
-    "optim.grad_accum",
-    "data.val_fraction",
-    "data.test_fraction",
-)
 
 
 @dataclass
@@ -155,36 +145,29 @@ class Run:
         }
 
     def resume(self) -> Position | None:
-        """Load the newest valid checkpoint of this run dir, if any; its Position."""
-        state = self.checkpoints.load_latest()
+        """Load the checkpoint `trainer.resume` picks for this run, if any; its Position."""
+        state = self.checkpoints.load_latest(self.resume_refusal)
         if state is None:
             return None
-        _check_resumable(state, self.config.to_dict(), self.dataset.fingerprint)
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        if self.scaler is not None and state["scaler"] is not None:
-            self.scaler.load_state_dict(state["scaler"])
-        checkpoint.restore_rng(state["rng"])
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            if self.scaler is not None and state["scaler"] is not None:
+                self.scaler.load_state_dict(state["scaler"])
+            checkpoint.restore_rng(state["rng"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as error:
+            detail = (str(error).strip().splitlines() or [""])[0][:200]
+            raise UserError(
+                f"resume: the checkpoint's state does not fit this run's model and optimizer "
+                f"({type(error).__name__}: {detail}); use a new --run-dir"
+            ) from None
         fields = {f.name for f in dataclasses.fields(Position)}
         return Position(**{key: value for key, value in state.items() if key in fields})
 
-
-def _check_resumable(state: dict[str, Any], config: dict[str, Any], fingerprint: str) -> None:
-    if state["dataset_fingerprint"] != fingerprint:
-        raise UserError(
-            "resume: the dataset differs from the one in the run dir's checkpoint; "
-            "use the same --data or a new --run-dir"
-        )
-    for dotted in RESUME_MUST_MATCH:
-        old, new = state["config"], config
-        for part in dotted.split("."):
-            old, new = old[part], new[part]
-        if old != new:
-            raise UserError(
-                f"resume: {dotted} was {old} in the run dir's checkpoint, now {new}; "
-                "use the same flags or a new --run-dir"
-            )
+    def resume_refusal(self, state: dict[str, Any]) -> str | None:
+        """Why `state` cannot continue this run (`trainer.resume` skips it), or None."""
+        return misfit(state, self.config, self.dataset.fingerprint, self.total_steps)
 
 
 def _optimizer_step(run: Run) -> None:
