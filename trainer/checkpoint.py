@@ -229,6 +229,11 @@ def resolve_local(path_or_uri: str) -> Path:
     )
     if not name:
         raise UserError(f"--checkpoint {path_or_uri}: no BEST or LATEST checkpoint there")
+    if not layout.is_checkpoint_name(name):
+        raise UserError(
+            f"--checkpoint {path_or_uri}: {name!r} is not a checkpoint name "
+            "(step-NNNNNNNNN-epoch-NNNN.pt)"
+        )
     # A directory of its own: runs share step names, so a shared cache could mix them.
     dest = Path(tempfile.mkdtemp(prefix="glucose-checkpoint-")) / name
     digest = layout.download_verified(store, name, dest)

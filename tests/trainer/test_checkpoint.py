@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.trainer.conftest import tiny_state
 from trainer import checkpoint
 from trainer.checkpoint import CheckpointConfig, CheckpointError, CheckpointManager
 from trainer.config import UserError
@@ -13,19 +14,7 @@ WRITE_SECONDS = 30
 
 
 def _state(step=3, epoch=0):
-    """A checkpoint dict with every key of the right kind (tiny tensors)."""
-    return {
-        **dict.fromkeys(checkpoint.STATE_KEYS, {}),
-        "model": {"w": torch.arange(4.0) + step},
-        "scaler": None,
-        "step": step,
-        "epoch": epoch,
-        "step_in_epoch": 0,
-        "epochs_without_improvement": 0,
-        "config": {"seed": 1},
-        "best_val_mae": 1.0,
-        "dataset_fingerprint": "data",
-    }
+    return tiny_state(step, epoch)
 
 
 def _fits(_state):
