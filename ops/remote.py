@@ -223,4 +223,6 @@ def openssh_args(target: Target) -> list[str]:
     ]  # fmt: skip
     if target.ssh_key_path is not None:
         args += ["-i", str(target.ssh_key_path), "-o", "IdentitiesOnly=yes"]
-    return [*args, f"{target.ssh_user}@{target.host}"]
+    # The user as the value of -l and the host after `--`: neither can be read as an
+    # option (`-oProxyCommand=...` would run a command here), whatever the target says.
+    return [*args, "-l", target.ssh_user, "--", target.host]
