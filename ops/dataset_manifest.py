@@ -94,4 +94,11 @@ def fetch(uri: str, destination: Path) -> str:
 
 
 if __name__ == "__main__":
+    # In the image on the box: storage keys come from the mounted file, not the argv.
+    from trainer.container_env import load_env_file
+
+    try:
+        load_env_file()
+    except Exception as error:  # trainer.config.UserError: one line, as every refusal here
+        raise SystemExit(str(error)) from None
     print(fetch(sys.argv[1], Path(sys.argv[2])), flush=True)

@@ -20,6 +20,7 @@ from ops.box_images import box_has_image, load_on_box, pull_on_box
 from ops.registry import login_for
 from ops.remote import Box
 from ops.trainer_container import Launch
+from trainer.storage import storage_environment
 
 LAUNCH_FILE = "launch.json"
 console = Console(stderr=True, soft_wrap=True)
@@ -56,19 +57,28 @@ def fetch_dataset_on_box(box: Box, image: str, data_uri: str, user: str) -> str:
     host_dir = trainer_container.dataset_dir(box.root, name)
     inside = f"/workspace/datasets/{name}"
     box.run(f"mkdir -p {shlex.quote(host_dir)}")
+    # Only what a storage client reads of containerEnv, in a file of this fetch's own.
+    env = storage_environment(box.target.container_env)
+    env_file = f"{host_dir}.fetch.env" if env else None
+    if env_file:
+        trainer_container.write_env_file(box, env_file, env)
     # The image holds trainer.storage and the box's cloud credentials reach it; the
     # fetch logic is ops/dataset_manifest.py itself, fed on stdin.
     command = shlex.join(
         [
             "docker", "run", "--rm", "--interactive",
-            *trainer_container.container_options(box.target, user),
+            *trainer_container.container_options(box.target, user, env_file),
             "--volume", f"{host_dir}:{inside}",
             "--entrypoint", "python3", image, "-", data_uri, inside,
         ]
     )  # fmt: skip
     source = Path(dataset_manifest.__file__).read_text()
-    with console.status(f"box fetching dataset {data_uri}"):
-        result = box.run(command, stdin=source)
+    try:
+        with console.status(f"box fetching dataset {data_uri}"):
+            result = box.run(command, stdin=source)
+    finally:
+        if env_file:
+            box.run(f"rm -f {shlex.quote(env_file)}", check=False)
     console.print(result.stdout.strip().splitlines()[-1])
     return name
 
@@ -103,6 +113,9 @@ def start_trainer(box: Box, launch: Launch, user: str) -> None:
     run_dir = trainer_container.run_dir(box.root, launch.run_id)
     box.run(f"mkdir -p {shlex.quote(run_dir)} && rm -f {shlex.quote(run_dir)}/STOPPED_BY_USER")
     write_launch_record(box, launch)
+    if box.target.container_env:
+        env_file = trainer_container.run_env_file(box.root, launch.run_id)
+        trainer_container.write_env_file(box, env_file, box.target.container_env)
     if state is not None:
         box.run(f"docker rm {shlex.quote(name)}")
     command = trainer_container.docker_run_command(

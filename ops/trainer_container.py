@@ -15,6 +15,7 @@ from invoke.exceptions import Exit
 
 from ops.remote import Box
 from ops.target import Target
+from trainer import container_env
 
 CONTAINER_PREFIX = "glucose-train-"
 RUN_ID_LABEL = "glucose-training.run-id"
@@ -23,6 +24,8 @@ PREEMPTED_EXIT_CODE = 75
 USER_ERROR_EXIT_CODE = 2
 WORKSPACE = "/workspace"
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+ENV_FILE_NAME = ".container.env"
+ENV_FILE_IN_CONTAINER = "/run/glucose-training/env"
 
 
 def checked_name(value: str, flag: str) -> str:
@@ -82,15 +85,40 @@ def run_checkpoint_uri(target: Target, run_id: str) -> str:
     return f"{target.storage_uri}/runs/{run_id}"
 
 
-def container_options(target: Target, user: str) -> list[str]:
-    """User, network and environment shared by every container `fab` starts on the box."""
+def run_env_file(box_root: str, run_id: str) -> str:
+    """The trainer's environment file: a dot file in the run dir (never mirrored), there
+    for as long as the container may restart (docker's policy, the box's resume unit)."""
+    return f"{run_dir(box_root, run_id)}/{ENV_FILE_NAME}"
+
+
+def write_env_file(box: Box, path: str, env: dict[str, str]) -> None:
+    """`env` into `path` on the box, 0600, through the SSH session's stdin: no secret
+    on a command line, in a log or in `docker inspect` (see trainer.container_env)."""
+    quoted, partial = shlex.quote(path), shlex.quote(path + ".tmp")
+    box.run(
+        f"umask 077 && mkdir -p {shlex.quote(path.rsplit('/', 1)[0])} && "
+        f"cat > {partial} && mv -f {partial} {quoted}",
+        stdin=container_env.render(env),
+    )
+
+
+def container_options(target: Target, user: str, env_file: str | None = None) -> list[str]:
+    """User, network and environment shared by every container `fab` starts on the box.
+
+    `env_file` (written by `write_env_file`) is mounted read-only and loaded by the
+    image's entrypoint; the variables never appear in docker's own records.
+    """
     # The SSH user owns BOX_ROOT/runs and /datasets; running as that uid keeps them
     # writable for the container and removable for the user.
     options = ["--user", user, "--env", "HOME=/tmp"]
     if target.docker_network:
         options += ["--network", target.docker_network]
-    for name, value in sorted(target.container_env.items()):
-        options += ["--env", f"{name}={value}"]
+    if env_file:
+        # --mount, not --volume: a missing file fails the start instead of becoming a
+        # directory.
+        mount = f"type=bind,source={env_file},target={ENV_FILE_IN_CONTAINER},readonly"
+        env_var = f"{container_env.ENV_FILE_VARIABLE}={ENV_FILE_IN_CONTAINER}"
+        options += ["--mount", mount, "--env", env_var]
     return options
 
 
@@ -106,7 +134,7 @@ def docker_run_command(target: Target, launch: Launch, *, gpus: bool, user: str)
         # preempted one (exit 75) comes back, a `docker stop` is never undone.
         "--restart", "on-failure",
         "--stop-timeout", str(STOP_TIMEOUT_SECONDS),
-        *container_options(target, user),
+        *container_options(target, user, env_file=_trainer_env_file(target, launch.run_id)),
         "--volume", f"{run_dir(target.box_root, launch.run_id)}:{runs}",
         "--volume", f"{dataset_dir(target.box_root, launch.dataset_name)}:{data}:ro",
     ]  # fmt: skip
@@ -121,6 +149,10 @@ def docker_run_command(target: Target, launch: Launch, *, gpus: bool, user: str)
         *launch.trainer_args,
     ]  # fmt: skip
     return shlex.join(args)
+
+
+def _trainer_env_file(target: Target, run_id: str) -> str | None:
+    return run_env_file(target.box_root, run_id) if target.container_env else None
 
 
 def box_has_gpus(box: Box) -> bool:

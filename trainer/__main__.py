@@ -23,6 +23,7 @@ from trainer.config import (
     TrainConfig,
     UserError,
 )
+from trainer.container_env import load_env_file
 
 EXIT_USER_ERROR = 2
 
@@ -162,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging()
     try:
+        load_env_file()
         return _dispatch(args)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
