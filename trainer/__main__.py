@@ -1,7 +1,8 @@
-"""`python -m trainer synth|train|evaluate|bench|bench-checkpoint` (also the image's ENTRYPOINT).
+"""`python -m trainer synth|train|evaluate|sync|bench|bench-checkpoint` (the image's ENTRYPOINT).
 
-Exit codes (ARCHITECTURE.md): 0 done, 2 user error (one line on stderr), 75 stopped
-or preempted with a checkpoint written (restart me).
+Exit codes (ARCHITECTURE.md, `trainer.exit_codes`): 0 done, 2 user error and 74 run
+dir not writable (one line on stderr each), 75 stopped or preempted with a
+checkpoint written (restart me; for `sync`: storage still down, try again).
 """
 
 from __future__ import annotations
@@ -24,8 +25,12 @@ from trainer.config import (
     UserError,
 )
 from trainer.container_env import load_env_file
-
-EXIT_USER_ERROR = 2
+from trainer.exit_codes import (
+    EXIT_UNWRITABLE,
+    EXIT_USER_ERROR,
+    exit_code_for,
+    unwritable_message,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", type=Path, required=True)
     evaluate.add_argument("--checkpoint", required=True, metavar="PATH_OR_URI")
     evaluate.add_argument("--split", default="test", choices=("train", "val", "test"))
+
+    sync = commands.add_parser(
+        "sync", help="upload what a run dir's store lacks (a finished run's pending uploads)"
+    )
+    sync.add_argument("--run-dir", type=Path, required=True)
+    sync.add_argument("--checkpoint-uri", required=True)
 
     bench = commands.add_parser("bench", help="windows/s of pipeline and train step vs baseline")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
@@ -132,6 +143,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         print(json.dumps(evaluate_checkpoint(args.data, args.checkpoint, args.split), indent=2))
         return 0
+    if args.command == "sync":
+        from trainer.final_upload import sync_and_mark
+
+        return sync_and_mark(args.run_dir, args.checkpoint_uri)
     if args.command == "bench-checkpoint":
         from trainer.bench_checkpoint import run_bench_checkpoint
 
@@ -168,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except OSError as error:  # a full disk, a read-only run dir: one line, exit 74
+        if exit_code_for(error) != EXIT_UNWRITABLE:
+            raise
+        print(f"error: {unwritable_message(error)}", file=sys.stderr)
+        return EXIT_UNWRITABLE
 
 
 if __name__ == "__main__":

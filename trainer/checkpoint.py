@@ -37,7 +37,13 @@ import numpy as np
 import torch
 
 from trainer import remote_checkpoints as layout
-from trainer.atomic_write import fsync_dir, open_atomic, temp_path, write_bytes_atomic
+from trainer.atomic_write import (
+    fsync_dir,
+    fsync_file,
+    open_atomic,
+    temp_path,
+    write_bytes_atomic,
+)
 from trainer.checkpoint_writer import BackgroundWriter, snapshot
 from trainer.config import UserError
 from trainer.storage import InvalidStorageUri, ObjectStore, StorageError, open_store
@@ -66,6 +72,9 @@ STATE_KEYS = (
     "dataset_fingerprint",
 )
 STEP_FILE_GLOB = "step-*.pt"
+# Run files on disk before each checkpoint is: a resume from it, after a power cut,
+# finds every metrics record up to its step (the loop writes them before it saves).
+DURABLE_WITH_CHECKPOINTS = ("metrics.jsonl",)
 SYNC_STOP_SECONDS = 1.0
 DAMAGED_SUFFIX = ".damaged"
 
@@ -117,10 +126,16 @@ class _HashingWriter:
     def __init__(self, handle: BinaryIO) -> None:
         self._handle = handle
         self.sha256 = hashlib.sha256()
+        self.error: OSError | None = None
+        """The file's own error: torch reports a failed write as a RuntimeError."""
 
     def write(self, data: bytes) -> int:
         self.sha256.update(data)
-        return self._handle.write(data)
+        try:
+            return self._handle.write(data)
+        except OSError as error:
+            self.error = error
+            raise
 
     def flush(self) -> None:
         self._handle.flush()
@@ -134,7 +149,12 @@ def save(path: Path, state: dict[str, Any]) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open_atomic(path, durable=True) as handle:
         writer = _HashingWriter(handle)
-        torch.save(state, writer)
+        try:
+            torch.save(state, writer)
+        except RuntimeError:
+            if writer.error is not None:  # e.g. ENOSPC: say that, not torch's wrapper
+                raise writer.error from None
+            raise
         digest = writer.sha256.hexdigest()
         # The record before the file: a step file never exists without one (resuming
         # from it links last.pt, which copies its record), while a kill between the
@@ -298,6 +318,8 @@ class CheckpointManager:
         """On the writer thread: the file (unless `state` is None: it is written),
         then the links, pruning and the upload, in that order."""
         if state is not None:
+            for name in DURABLE_WITH_CHECKPOINTS:
+                fsync_file(self.directory.parent / name)
             digest = save(path, state)
             self._published.discard(path.name)
         else:

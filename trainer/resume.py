@@ -241,7 +241,9 @@ def _restore_run_files(run_dir: Path, store: ObjectStore) -> None:
             except UnsafeKey as error:
                 refused.append(str(error))
                 continue
-            if not path.exists():
+            # Dot files are never mirrored (temp files, the env file): not restored either.
+            hidden = any(part.startswith(".") for part in key.split("/"))
+            if not hidden and not path.exists():
                 store.get_file(key, path)
                 restored += 1
     except Exception as error:  # history is worth a warning, not a refusal to train

@@ -31,18 +31,14 @@ from trainer.config import RunConfig, UserError
 from trainer.data import Normalisation, WindowPipeline, load_dataset, norm_to_state, split_cases
 from trainer.device import choose_device
 from trainer.evaluate import split_report
+from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
+from trainer.final_upload import finish_pending
 from trainer.model import build_model, count_parameters
 from trainer.preemption import StopSignal
 from trainer.progress import RunOutputs
 from trainer.report import write_report
 from trainer.resume import misfit
-
-EXIT_OK = 0
-EXIT_STOPPED = 75  # a checkpoint is written: restart me (docker on-failure, the box's unit)
-# The last uploads (final checkpoint, summary, report, plots) of a finished run, and
-# of a failed one (its metrics say why).
-FINAL_UPLOAD_SECONDS = 300.0
-FAILED_UPLOAD_SECONDS = 30.0
+from trainer.run_ending import RunEnding
 
 
 @dataclass
@@ -285,10 +281,27 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
 
 
 def train(config: RunConfig) -> int:
-    """Run or resume training; the process exit code (0 finished, 75 stopped)."""
-    started = time.monotonic()
+    """Run or resume training; the process exit code (0 finished, 75 stopped).
+
+    Every way out ends through `RunEnding`: status.json says how, the outbox is flushed.
+    """
+    run_dir = Path(config.train.run_dir)
+    pending = finish_pending(run_dir, config.checkpoint_uri)
+    if pending is not None:  # finished before; its last uploads are done now (or not)
+        return pending
+    ending = RunEnding(run_dir, config.train.run_id)
+    try:
+        return _train(config, ending, time.monotonic())
+    except BaseException as error:
+        ending.failed(error)
+        raise
+
+
+def _train(config: RunConfig, ending: RunEnding, started: float) -> int:
     run = Run(config)
+    ending.checkpoints = run.checkpoints
     resumed = run.resume()
+    ending.store_matched = True
     pos = resumed or Position()
     # Only now: a refused resume must leave the run's own config.json as it was.
     write_json_atomic(run.run_dir / "splits.json", run.splits.to_dict())
@@ -297,40 +310,39 @@ def train(config: RunConfig) -> int:
         print(f"resume: step {pos.step}, epoch {pos.epoch}, batch {pos.step_in_epoch}", flush=True)
 
     stop = StopSignal().install()
-    out = RunOutputs(
-        run.run_dir,
-        config.train.run_id,
-        run.total_steps,
-        pos.step,
-        resumed=resumed is not None,
-        device=run.choice.device,
-        log_every_steps=config.train.log_every_steps,
-        uploads=run.checkpoints.uploads,
-    )
     try:
-        while not _done(run, pos):
-            outcome = train_epoch(run, pos, stop, out)
-            if outcome == "stopped":
-                run.checkpoints.save_last(run.state(pos))
-                out.stopped(stop.reason, stop.state, pos.step, run.checkpoints.last_saved_at)
-                run.checkpoints.flush(stop.upload_seconds_left())
-                stop.acknowledge()  # after the upload: Azure may now evict early
-                return EXIT_STOPPED
-            if outcome == "max_steps":
-                run.checkpoints.save_last(run.state(pos))
-                break
-            if end_epoch(run, pos, out):
-                print(
-                    f"early stop: no better val MAE for {pos.epochs_without_improvement} epochs",
-                    flush=True,
-                )
-    except BaseException:
-        out.status.write(state="failed", step=pos.step, exit_code=1)
-        run.checkpoints.close(FAILED_UPLOAD_SECONDS)
-        raise
+        out = RunOutputs(
+            run.run_dir,
+            config.train.run_id,
+            run.total_steps,
+            pos.step,
+            resumed=resumed is not None,
+            device=run.choice.device,
+            log_every_steps=config.train.log_every_steps,
+            uploads=run.checkpoints.uploads,
+        )
+        ending.status = out.status
+        try:
+            while not _done(run, pos):
+                outcome = train_epoch(run, pos, stop, out)
+                if outcome == "stopped":
+                    run.checkpoints.save_last(run.state(pos))
+                    out.stopped(stop.reason, stop.state, pos.step, run.checkpoints.last_saved_at)
+                    run.checkpoints.flush(stop.upload_seconds_left())
+                    stop.acknowledge()  # after the upload: Azure may now evict early
+                    return EXIT_STOPPED
+                if outcome == "max_steps":
+                    run.checkpoints.save_last(run.state(pos))
+                    break
+                if end_epoch(run, pos, out):
+                    print(
+                        f"early stop: no better val MAE for {pos.epochs_without_improvement} "
+                        "epochs",
+                        flush=True,
+                    )
+        finally:
+            out.close()
     finally:
-        out.close()
         stop.uninstall()
     finish(run, pos, out, time.monotonic() - started)
-    run.checkpoints.close(FINAL_UPLOAD_SECONDS)
-    return EXIT_OK
+    return ending.finished()
