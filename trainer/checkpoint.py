@@ -153,7 +153,8 @@ def save(path: Path, state: dict[str, Any]) -> str:
             torch.save(state, writer)
         except RuntimeError:
             if writer.error is not None:  # e.g. ENOSPC: say that, not torch's wrapper
-                raise writer.error from None
+                error = writer.error
+                raise OSError(error.errno, error.strerror, str(path)) from None
             raise
         digest = writer.sha256.hexdigest()
         # The record before the file: a step file never exists without one (resuming

@@ -21,7 +21,7 @@ import logging
 from pathlib import Path
 
 from trainer.checkpoint import CheckpointManager
-from trainer.exit_codes import EXIT_OK, exit_code_for
+from trainer.exit_codes import EXIT_OK, EXIT_UNWRITABLE, exit_code_for
 from trainer.status import UPLOAD_PENDING, StatusWriter, read_status
 
 log = logging.getLogger(__name__)
@@ -78,5 +78,8 @@ class RunEnding:
                 self.run_dir, self.run_id, None, fields=read_status(self.run_dir)
             )
             status.write(state="failed", exit_code=exit_code)
-        except Exception as write_error:  # a full disk: the exit code still says it
-            log.warning("status: cannot write %s: %s", self.run_dir / "status.json", write_error)
+        except Exception as write_error:
+            if exit_code_for(write_error) != EXIT_UNWRITABLE:  # else the exit line says it
+                log.warning(
+                    "status: cannot write %s: %s", self.run_dir / "status.json", write_error
+                )

@@ -280,3 +280,16 @@ def test_object_without_hash_is_skipped(tmp_path: Path) -> None:
 def test_sync_config_rejects_nonsense(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         SyncConfig(**kwargs)
+
+
+def test_symlinks_in_the_run_dir_are_not_mirrored(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    _run_files(run_dir)
+    credentials = tmp_path / "credentials"
+    credentials.write_text("aws_secret_access_key = not-for-the-bucket\n")
+    (run_dir / "tb" / "stolen").symlink_to(credentials)
+    (run_dir / "plots" / "home").symlink_to(tmp_path, target_is_directory=True)
+    store = RecordingStore(tmp_path / "store")
+    assert RunSync(store, run_dir, FAST_RETRY).start().close(FLUSH_SECONDS)
+    assert "metrics.jsonl" in store.writes
+    assert not [key for key in store.writes if "stolen" in key or key.startswith("plots/home")]
