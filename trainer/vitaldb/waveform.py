@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+import scipy.fft
 from scipy.signal import butter, resample_poly, sosfiltfilt
 
 BANDPASS_HZ = (0.5, 8.0)
@@ -203,11 +204,14 @@ def _periodicity(
     rows = (rows - means) * weights
 
     def lagged_sums(x: np.ndarray) -> np.ndarray:
-        return np.fft.irfft(np.abs(np.fft.rfft(x, n_fft, axis=1)) ** 2, n_fft, axis=1)[
-            :, : longest + 1
-        ]
+        spectrum = scipy.fft.rfft(x, n_fft, axis=1)
+        return scipy.fft.irfft(spectrum.real**2 + spectrum.imag**2, n_fft, axis=1)[:, : longest + 1]
 
-    pairs = np.rint(lagged_sums(weights))
+    # A wholly recorded context (the usual case) holds width - lag pairs at each lag.
+    pairs = np.broadcast_to(rows.shape[1] - np.arange(longest + 1.0), (rows.shape[0], longest + 1))
+    if (gappy := ~recorded.all(axis=1)).any():
+        pairs = pairs.copy()
+        pairs[gappy] = np.rint(lagged_sums(weights[gappy]))
     enough = pairs >= rows.shape[1] / 4
     correlation = np.divide(lagged_sums(rows), pairs, out=np.zeros_like(pairs), where=enough)
     energy = correlation[:, :1]
@@ -242,7 +246,7 @@ def pulse_doubtful(signal: np.ndarray, centres: np.ndarray, sample_rate: float) 
     # Row c of either view is the context centred on sample c.
     contexts = np.lib.stride_tricks.sliding_window_view(padded, 2 * half)
     context_recorded = np.lib.stride_tricks.sliding_window_view(padded_recorded, 2 * half)
-    n_fft = 1 << int(np.ceil(np.log2(4 * half)))  # no circular wrap-around
+    n_fft = scipy.fft.next_fast_len(4 * half, real=True)  # no circular wrap-around
     shortest = max(1, int(np.ceil(60.0 / PULSE_SEARCH_BPM[1] * sample_rate)))
     longest = min(2 * half - 1, int(60.0 / PULSE_SEARCH_BPM[0] * sample_rate))
     low, high = PULSE_PLAUSIBLE_BPM
