@@ -12,6 +12,7 @@ import pytest
 from tests.trainer.vitaldb.conftest import CORRUPT_CASE, LABS_CSV, RECORDING_S, USABLE, copy_cases
 from trainer.__main__ import main
 from trainer.data import load_dataset
+from trainer.report import data_identity
 
 DATASET_FILES = (
     "windows.npy", "glucose.npy", "case_id.npy", "window_time_s.npy", "label_gap_s.npy",
@@ -189,3 +190,8 @@ def test_case_ids_must_be_numbers(capsys):
         main(["prepare-vitaldb", "--out", "x", "--cases", "1,five"])
     assert exit_.value.code == 2
     assert "expected case ids separated by commas" in capsys.readouterr().err
+
+
+def test_training_reports_would_name_it_vitaldb(prepared):
+    data = data_identity(load_dataset(prepared))
+    assert data["source"] == "vitaldb" and data["cases"] == len(USABLE)
