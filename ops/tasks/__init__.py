@@ -2,7 +2,7 @@
 
 from invoke import Collection
 
-from ops.tasks import access, image, plan, run, transfer
+from ops.tasks import access, image, plan, prepare, run, transfer
 
 namespace = Collection(
     image.build,
@@ -13,6 +13,7 @@ namespace = Collection(
     run.stop,
     transfer.download,
     transfer.upload_data,
+    prepare.prepare_data,
     plan.plan,
     access.tensorboard,
     access.ssh,

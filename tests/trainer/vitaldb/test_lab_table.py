@@ -5,7 +5,7 @@ import gzip
 
 import pytest
 
-from tests.trainer.vitaldb.conftest import LABS_CSV
+from tests.fixtures.vitaldb_cases import LABS_CSV
 from trainer.config import UserError
 from trainer.vitaldb.lab_table import cases_with_pleth, read_glucose_draws
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.trainer.vitaldb.conftest import CORRUPT_CASE, LABS_CSV, RECORDING_S, USABLE, copy_cases
+from tests.fixtures.vitaldb_cases import CORRUPT_CASE, LABS_CSV, RECORDING_S, USABLE, copy_cases
 from trainer.__main__ import main
 from trainer.data import load_dataset
 from trainer.report import data_identity

@@ -1,5 +1,6 @@
 """`prepare-vitaldb --cases / --milestone`: the same files fetched from the open
-dataset's HTTP layout (served from 127.0.0.1 by conftest.py), tables included."""
+dataset's HTTP layout, tables included (served from 127.0.0.1 by
+tests/fixtures/vitaldb_cases.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.vitaldb.conftest import LABS_CSV, copy_cases
+from tests.fixtures.vitaldb_cases import LABS_CSV, copy_cases
 from trainer.__main__ import main
 from trainer.vitaldb import opendata
 
