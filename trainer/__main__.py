@@ -136,7 +136,7 @@ def _add_prepare_commands(commands) -> None:
     bench = commands.add_parser(
         "bench-prepare", help="cases/min and windows/s of prepare-vitaldb on synthetic cases"
     )
-    bench.add_argument("--cases", type=int, default=8)
+    bench.add_argument("--cases", type=int, default=16)
     bench.add_argument("--minutes", type=float, default=30.0, help="recording per case")
     bench.add_argument("--workers", type=int, default=_cores())
     bench.add_argument("--json", action="store_true", help="print one JSON object")

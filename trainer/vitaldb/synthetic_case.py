@@ -25,6 +25,10 @@ NOISE = 0.2
 FAST_PULSE_BPM = 300.0  # beyond PULSE_PLAUSIBLE_BPM
 DEFECTS = ("gap", "flat", "clip", "fast_pulse", "noise")
 HEART_RATE_TRACK = "Solar8000/HR"
+# The other waveforms a real case records around PLETH (name, Hz), in the order the
+# open dataset's files hold them: a reader has to get past them, as in real files.
+WAVES_BEFORE_PLETH = (("SNUADC/ECG_II", 500.0), ("SNUADC/ART", 500.0), ("SNUADC/CVP", 500.0))
+WAVES_AFTER_PLETH = (("BIS/EEG1_WAV", 128.0), ("Primus/AWP", 62.5))
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,12 @@ def _records(samples: np.ndarray) -> list[dict]:
     ]
 
 
+def _other_wave(rng: np.random.Generator, seconds: float, rate: float) -> list[dict]:
+    t = np.arange(round(seconds * rate)) / rate
+    wave = np.sin(2 * np.pi * rng.uniform(0.5, 3.0) * t) + rng.normal(0.0, 0.1, t.size)
+    return [{"dt": RECORDING_START_UNIX_S, "val": wave.astype(np.float32)}]
+
+
 def write_case(
     path: Path,
     seconds: float,
@@ -88,20 +98,27 @@ def write_case(
     seed: int = 0,
     defects: Sequence[Defect] = (),
     with_pleth: bool = True,
+    other_waves: bool = False,
 ) -> Path:
-    """A `.vital` file of `seconds` of recording (PLETH unless `with_pleth` is False)."""
+    """A `.vital` file of `seconds` of recording (PLETH unless `with_pleth` is False;
+    the other waveforms of a real case around it with `other_waves`)."""
     import vitaldb
 
+    rng = np.random.default_rng(seed + 1)
     vital = vitaldb.VitalFile()
     vital.dtstart, vital.dtend, vital.dgmt = (
         RECORDING_START_UNIX_S,
         RECORDING_START_UNIX_S + seconds,
         0,
     )
+    for name, rate in WAVES_BEFORE_PLETH if other_waves else ():
+        vital.add_track(name, _other_wave(rng, seconds, rate), srate=rate)
     if with_pleth:
         vital.add_track(
             PLETH_TRACK, _records(pleth(seconds, pulse_bpm, seed, defects)), srate=RAW_RATE_HZ
         )
+    for name, rate in WAVES_AFTER_PLETH if other_waves else ():
+        vital.add_track(name, _other_wave(rng, seconds, rate), srate=rate)
     heart_rate = [
         {"dt": RECORDING_START_UNIX_S + second, "val": float(pulse_bpm)}
         for second in range(0, int(seconds), 2)

@@ -15,5 +15,5 @@ def test_bench_prepare_prints_one_json_line_with_rates_memory_and_the_m3_project
     result = json.loads(lines[0])
     assert result["cases"] == 2 and result["windows"] > 0
     assert result["cases_per_min"] > 0 and result["windows_per_s"] > 0
-    assert result["peak_rss_mib"]["main"] > 0
+    assert result["peak_rss_mib"] > 0
     assert result["projected_m3_hours_on_4_cores"] > 0
