@@ -8,18 +8,10 @@ from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops import launch, prepare_on_box, trainer_container
+from ops import prepare_on_box, trainer_container
 from ops.remote import Box
 from ops.target import resolve_target
-from ops.tasks.image import (
-    BUILD_HELP,
-    IMAGE_HELP,
-    STACK_HELP,
-    TARGET_HELP,
-    ensure_built,
-    push_image,
-    require_image,
-)
+from ops.tasks.image import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, image_on_box
 
 MILESTONES = ("M1", "M2", "M3")
 console = Console(stderr=True, soft_wrap=True)
@@ -79,12 +71,7 @@ def prepare_data(
     case_args, name = _source_args(milestone, cases, name)
     box = Box(resolve_target(target or None, stack or None))
     uri = f"{box.target.storage_uri}/datasets/{name}"
-    if image_name:
-        local_name = require_image(image_name)
-    else:
-        local_name = ensure_built(base_image, build_arg or [], extra_ca, force=False)
-    remote_name = push_image(box.target, local_name) if box.target.registry else None
-    image = launch.ship_image(box, local_name, remote_name)
+    image = image_on_box(box, image_name, base_image, build_arg or [], extra_ca)
     user = trainer_container.box_user(box)
     args = [*case_args, *shlex.split(prepare_args)]
     prepare_on_box.run_preparation(box, image, name, user, args)
