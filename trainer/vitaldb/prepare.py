@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -204,9 +205,16 @@ def _run(jobs: list[CaseJob], workers: int) -> Iterator[dict]:
         return
     # spawn: workers share nothing with this process but the job they are sent.
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=context) as pool:
-        for done in as_completed([pool.submit(prepare_case, job) for job in jobs]):
-            yield done.result()
+    try:
+        with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=context) as pool:
+            for done in as_completed([pool.submit(prepare_case, job) for job in jobs]):
+                yield done.result()
+    except BrokenProcessPool:
+        raise UserError(
+            "a worker process died (killed, or out of memory on a long case); the cases "
+            "it finished are kept: run the same command again, with fewer --workers if "
+            "memory is short"
+        ) from None
 
 
 def _describe(summary: dict) -> str:

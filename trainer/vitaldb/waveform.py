@@ -9,12 +9,13 @@ seconds from the recording's start. The quality verdicts, each counted by name:
   filters have not settled.
 - `flat_line`: a loose probe. The window touches a second whose pulse amplitude
   (peak-to-peak of the band-passed signal) is under 5% of the case's typical one
-  (its 90th percentile over all seconds).
+  (its 90th percentile over all seconds), or a second beside one.
 - `clipping`: the window touches a run of at least 50 ms where the raw signal sits
-  at the case's highest or lowest value (a saturated amplifier).
-- `pulse_rate`: over the 8 s around the window the signal has no pulse between 30
-  and 200 beats/min (autocorrelation peak after its first zero crossing under 0.5,
-  or at a rate outside that range).
+  at the case's highest or lowest value (a saturated amplifier); clipped runs less
+  than 2.5 s apart make one clipped stretch.
+- `pulse_rate`: the window lies within 4 s of a second whose surrounding 8 s, if at
+  least half recorded, hold no pulse between 30 and 200 beats/min (autocorrelation
+  peak after its first zero crossing under 0.5, or at a rate outside that range).
 
 A window gets the first verdict that applies, in that order; windows without a label
 are counted as `unlabelled` before any of them (nothing else is judged for them).
