@@ -36,6 +36,10 @@ def _inside(name: str) -> str:
     return f"{trainer_container.WORKSPACE}/datasets/{name}"
 
 
+def _trainer_args(name: str, args: list[str]) -> list[str]:
+    return ["prepare-vitaldb", "--out", _inside(name), *args]
+
+
 def prepare_command(box: Box, image: str, name: str, user: str, args: list[str]) -> str:
     """The `docker run` line that starts prepare-vitaldb detached on the box."""
     return shlex.join(
@@ -45,36 +49,51 @@ def prepare_command(box: Box, image: str, name: str, user: str, args: list[str])
             "--label", f"{PREPARE_LABEL}={name}",
             *trainer_container.container_options(box.target, user),
             "--volume", f"{trainer_container.dataset_dir(box.root, name)}:{_inside(name)}",
-            image, "prepare-vitaldb", "--out", _inside(name), *args,
+            image, *_trainer_args(name, args),
         ]
     )  # fmt: skip
 
 
-def _state(box: Box, name: str) -> str | None:
-    """ "running", "exited", ... of the preparation's container; None when there is none."""
-    result = box.run(
-        f"docker inspect --format '{{{{.State.Status}}}}' {container_name(name)}", check=False
-    )
-    return result.stdout.strip() if result.exited == 0 else None
+def _container(box: Box, name: str) -> dict | None:
+    """`docker inspect` of the preparation's container; None when there is none."""
+    result = box.run(f"docker inspect {container_name(name)}", check=False)
+    return json.loads(result.stdout)[0] if result.exited == 0 else None
+
+
+def _follow(box: Box, name: str) -> None:
+    # A terminal, on purpose: the box's idle watchdog counts a terminal session as a
+    # person at the box, which keeps it up for as long as we follow the preparation.
+    try:
+        box.run(f"docker logs --follow {container_name(name)}", hide=False, pty=True, check=False)
+    except (OSError, EOFError) as error:
+        raise Exit(
+            f"lost the connection to {box.address} while following the preparation "
+            f"({error}); it goes on there: run the same command again to attach to it"
+        ) from None
 
 
 def run_preparation(box: Box, image: str, name: str, user: str, args: list[str]) -> None:
     """Start the preparation (or attach to the running one), follow it to its end."""
-    state = _state(box, name)
-    if state == "running":
+    container = _container(box, name)
+    if container is not None and container["State"]["Running"]:
+        if container["Args"] != _trainer_args(name, args):
+            raise Exit(
+                f"a preparation of {name} with other flags is running on {box.address} "
+                f"({shlex.join(container['Args'][3:])}); wait for it, or pick another --name"
+            )
         console.print(f"attaching to the preparation already running on {box.address}")
     else:
-        if state is not None:
+        if container is not None:
             box.run(f"docker rm {container_name(name)}")
         box.run(f"mkdir -p {shlex.quote(trainer_container.dataset_dir(box.root, name))}")
         box.run(prepare_command(box, image, name, user, args))
-    # A terminal, on purpose: the box's idle watchdog counts a terminal session as a
-    # person at the box, which keeps it up for as long as we follow the preparation.
-    box.run(f"docker logs --follow {container_name(name)}", hide=False, pty=True, check=False)
+    _follow(box, name)
     exit_code = box.run(f"docker wait {container_name(name)}").stdout.strip()
     if exit_code != "0":
         last = box.run(f"docker logs --tail 1 {container_name(name)}", check=False)
         line = (last.stdout + last.stderr).strip().splitlines() or ["no output"]
+        if exit_code == str(trainer_container.USER_ERROR_EXIT_CODE):  # the line says what to do
+            raise Exit(f"prepare-vitaldb on {box.address}: {line[-1].removeprefix('error: ')}")
         raise Exit(
             f"prepare-vitaldb on {box.address} exited {exit_code}: {line[-1]}; "
             "run the same command again to resume it"
