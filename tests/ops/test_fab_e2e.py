@@ -309,3 +309,8 @@ def test_prepare_data_on_the_box_publishes_a_dataset_fab_train_finds_cached(
     assert dataset_manifest.matches(box.root / "datasets" / "vitaldb-m1", manifest)
     plan = _fab_ok(box, "plan", "--dataset", "vitaldb-m1", "--epochs", "1", "--json")
     assert json.loads(plan.stdout)["request"]["windows"] == meta["windows"]
+
+    nothing = box.fab("prepare-data", "--cases", "14", "--name", "no-pleth",
+                      "--image-name", box_has_trainer_image,
+                      "--prepare-args", f"--source-url {open_data.url}")  # fmt: skip
+    assert_one_line_error(nothing, "prepare-vitaldb on ", "no usable windows in 1 cases")
