@@ -3,9 +3,9 @@
 Standard library only (plus `trainer.storage`), because the same module runs on the
 box inside the trainer image to fetch a dataset: `fab train --data-uri` feeds this
 file's source to `python3 - URI DEST` there, so the box verifies exactly as the
-laptop does, and `fab prepare-data` feeds it `publish DIR URI` to upload a dataset
-made there. The manifest is written last on upload, so its presence means the
-dataset is complete.
+laptop does; `fab prepare-data` runs it as `python3 -c SOURCE publish DIR URI` to
+upload a dataset made there. The manifest is written last on upload, so its presence
+means the dataset is complete.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def publish(directory: Path, uri: str) -> str:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "publish":  # python3 - publish DIR URI
+    if sys.argv[1] == "publish":  # python3 -c SOURCE publish DIR URI
         print(publish(Path(sys.argv[2]), sys.argv[3]), flush=True)
     else:  # python3 - URI DEST
         print(fetch(sys.argv[1], Path(sys.argv[2])), flush=True)
