@@ -111,9 +111,11 @@ def deployer_token() -> str:
     """An ARM token for whoever is logged in (`az login`, a service principal's env...)."""
     from azure.identity import DefaultAzureCredential
 
-    return DefaultAzureCredential(exclude_interactive_browser_credential=True).get_token(
-        ARM_SCOPE
-    ).token
+    return (
+        DefaultAzureCredential(exclude_interactive_browser_credential=True)
+        .get_token(ARM_SCOPE)
+        .token
+    )
 
 
 def check(config: Any, arm: ArmClient, subscription: str | None) -> Findings:
@@ -122,9 +124,7 @@ def check(config: Any, arm: ArmClient, subscription: str | None) -> Findings:
     try:
         subscription = subscription or _only_subscription(arm)
     except ArmError as error:
-        findings.problem(
-            f"Azure credentials do not work ({error})", "run `az login`, then retry"
-        )
+        findings.problem(f"Azure credentials do not work ({error})", "run `az login`, then retry")
         return findings
     if subscription is None:
         findings.problem(
@@ -185,8 +185,7 @@ def _size_and_quota(findings: Findings, config: Any, arm: ArmClient, base: str) 
     if restricted:
         reason = restricted[0].get("reasonCode", "restricted")
         findings.problem(
-            f"{config.vm_size} is not available to this subscription in {config.region} "
-            f"({reason})",
+            f"{config.vm_size} is not available to this subscription in {config.region} ({reason})",
             "pick another region, or ask Azure support to lift the restriction "
             "(a quota request of type 'Region access')",
         )

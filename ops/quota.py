@@ -45,7 +45,9 @@ AZURE_FAMILIES = {
 }
 AZURE_REGIONAL_USAGE = "cores"
 AZURE_SPOT_USAGE = "lowPriorityCores"
-AZURE_QUOTA_PORTAL = "https://portal.azure.com/#view/Microsoft_Azure_Capacity/QuotaMenuBlade/~/myQuotas"
+AZURE_QUOTA_PORTAL = (
+    "https://portal.azure.com/#view/Microsoft_Azure_Capacity/QuotaMenuBlade/~/myQuotas"
+)
 
 
 @dataclass(frozen=True)

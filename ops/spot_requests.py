@@ -23,15 +23,11 @@ def live_requests(ec2: Any, request_ids: list[str], instance_id: str | None) -> 
     found: dict[str, dict] = {}
     if request_ids:
         filters = [{"Name": "spot-instance-request-id", "Values": list(request_ids)}]
-        for request in ec2.describe_spot_instance_requests(Filters=filters)[
-            "SpotInstanceRequests"
-        ]:
+        for request in ec2.describe_spot_instance_requests(Filters=filters)["SpotInstanceRequests"]:
             found[request["SpotInstanceRequestId"]] = request
     if instance_id:
         filters = [{"Name": "instance-id", "Values": [instance_id]}]
-        for request in ec2.describe_spot_instance_requests(Filters=filters)[
-            "SpotInstanceRequests"
-        ]:
+        for request in ec2.describe_spot_instance_requests(Filters=filters)["SpotInstanceRequests"]:
             found[request["SpotInstanceRequestId"]] = request
     return sorted(rid for rid, request in found.items() if request["State"] in LIVE_STATES)
 

@@ -45,7 +45,11 @@ def sku(name: str, family: str, vcpus: int, restricted: bool = False) -> dict[st
 
 
 def usage(name: str, limit: int, current: int = 0) -> dict[str, Any]:
-    return {"name": {"value": name, "localizedValue": name}, "limit": limit, "currentValue": current}
+    return {
+        "name": {"value": name, "localizedValue": name},
+        "limit": limit,
+        "currentValue": current,
+    }
 
 
 @dataclass

@@ -155,15 +155,16 @@ def declare_budget_stop(
     role = aws.iam.Role(
         f"{name}-budget-stop-role",
         assume_role_policy=account_id.apply(
-            lambda account: json.dumps(
-                aws_iam.assume_role_policy("budgets.amazonaws.com", account)
-            )
+            lambda account: json.dumps(aws_iam.assume_role_policy("budgets.amazonaws.com", account))
         ),
         tags=tags,
         opts=child,
     )
     attachment = aws.iam.RolePolicyAttachment(
-        f"{name}-budget-stop-access", role=role.name, policy_arn=BUDGET_ACTION_POLICY_ARN, opts=child
+        f"{name}-budget-stop-access",
+        role=role.name,
+        policy_arn=BUDGET_ACTION_POLICY_ARN,
+        opts=child,
     )
     return aws.budgets.BudgetAction(
         f"{name}-budget-stop",

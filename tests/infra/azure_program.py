@@ -96,7 +96,7 @@ def azure_recorder(token: str = USER_TOKEN) -> Recorder:
                 "objectId": DEPLOYER,
                 "tenantId": "tenant",
                 "clientId": "client",
-            }
+            },
         },
     )
 
