@@ -2,7 +2,7 @@
 
 from invoke import Collection
 
-from ops.tasks import access, image, plan, run, transfer
+from ops.tasks import access, image, plan, preflight, run, transfer
 
 namespace = Collection(
     image.build,
@@ -14,6 +14,7 @@ namespace = Collection(
     transfer.download,
     transfer.upload_data,
     plan.plan,
+    preflight.preflight,
     access.tensorboard,
     access.ssh,
 )

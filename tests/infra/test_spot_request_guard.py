@@ -75,9 +75,9 @@ def test_a_replaced_box_replaces_its_guard_so_the_old_request_is_cancelled():
 
 @pytest.mark.e2e
 def test_destroy_cancels_the_persistent_request_before_the_instance_goes(
-    private_moto_server, tmp_path
+    empty_aws_account, tmp_path
 ):
-    ec2 = _ec2(private_moto_server)
+    ec2 = _ec2(empty_aws_account)
     request_id, instance_id = _persistent_spot_box(ec2)
     props = {
         "instanceId": instance_id,
@@ -85,7 +85,7 @@ def test_destroy_cancels_the_persistent_request_before_the_instance_goes(
         "region": "us-east-1",
         "profile": "",
     }
-    env = {**private_moto_server.env, "PATH": "/usr/bin:/bin"}
+    env = {**empty_aws_account.env, "PATH": "/usr/bin:/bin"}
     created = run_in_provider_host("create", props, env=env, cwd=tmp_path)
     assert created["id"] == request_id
     # pulumi destroy: the guard (dependent) first, then pulumi-aws terminates the box.
@@ -96,16 +96,16 @@ def test_destroy_cancels_the_persistent_request_before_the_instance_goes(
 
 
 @pytest.mark.e2e
-def test_without_the_guard_a_terminated_box_leaves_its_request_live(private_moto_server):
-    ec2 = _ec2(private_moto_server)
+def test_without_the_guard_a_terminated_box_leaves_its_request_live(empty_aws_account):
+    ec2 = _ec2(empty_aws_account)
     request_id, instance_id = _persistent_spot_box(ec2)
     ec2.terminate_instances(InstanceIds=[instance_id])
     assert _live_requests(ec2) == [request_id]  # what would launch an untracked box
 
 
 @pytest.mark.e2e
-def test_a_guard_of_a_request_already_gone_deletes_cleanly(private_moto_server, tmp_path):
-    env = {**private_moto_server.env, "PATH": "/usr/bin:/bin"}
+def test_a_guard_of_a_request_already_gone_deletes_cleanly(empty_aws_account, tmp_path):
+    env = {**empty_aws_account.env, "PATH": "/usr/bin:/bin"}
     props = {"instanceId": "i-0gone", "spotRequestId": "", "region": "us-east-1", "profile": ""}
     run_in_provider_host("delete", "i-0gone", props, env=env, cwd=tmp_path)
 
