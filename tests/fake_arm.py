@@ -88,7 +88,9 @@ class FakeArm:
     def __init__(self, state: ArmState | None = None) -> None:
         self.state = state or ArmState()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
 
     @property

@@ -40,7 +40,9 @@ class FakeAwsControl:
     def __init__(self, state: AwsControlState | None = None) -> None:
         self.state = state or AwsControlState()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
 
     @property
     def endpoint(self) -> str:
