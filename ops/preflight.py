@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,8 @@ from typing import Any
 from invoke.exceptions import Exit
 
 from ops.preflight_report import Findings
+from ops.pulumi_program import infra_module
 
-PROGRAM_DIR = Path(__file__).resolve().parents[1] / "pulumi"
 PULUMI_TIMEOUT_SECONDS = 120
 NAMESPACE = "glucose-training"
 SUBSCRIPTION_KEYS = ("azure-native:subscriptionId",)
@@ -83,18 +82,9 @@ def _pulumi(command: list[str]) -> str:
     return result.stdout
 
 
-def _infra_config():
-    """The Pulumi program's own config module (pure Python: no Pulumi engine needed)."""
-    if str(PROGRAM_DIR) not in sys.path:
-        sys.path.append(str(PROGRAM_DIR))
-    from infra import config
-
-    return config
-
-
 def run(settings: StackSettings) -> Findings:
     """Validate the config, then check the cloud; every problem in one Findings."""
-    infra_config = _infra_config()
+    infra_config = infra_module("config")
     prefix = f"{NAMESPACE}:"
     raw = {k[len(prefix) :]: v for k, v in settings.values.items() if k.startswith(prefix)}
     cloud = raw.get("cloud")
