@@ -10,7 +10,7 @@ import pulumi
 import pytest
 import yaml
 
-from infra.azure import AzureTrainingBox
+from infra.azure import AzureTrainingBox, security_profile
 from infra.config import validate
 from ops import catalog
 from tests.fake_arm import SUBSCRIPTION
@@ -500,3 +500,28 @@ def test_example_stack_file_is_a_valid_azure_config():
 
 def test_program_directory_has_no_package_marker_that_would_shadow_the_sdk():
     assert not (REPO / "pulumi" / "__init__.py").exists()
+
+
+def test_vm_states_trusted_launch_with_vtpm_and_secure_boot_off(on_demand):
+    # Secure Boot would refuse the HPC image's DKMS-built (unsigned) NVIDIA modules.
+    assert on_demand.one(VM).inputs["securityProfile"] == {
+        "securityType": "TrustedLaunch",
+        "uefiSettings": {"secureBootEnabled": False, "vTpmEnabled": True},
+    }
+
+
+@pytest.mark.parametrize(
+    "size", [s.name for s in catalog.sizes("azure") if s.name != "Standard_ND96asr_v4"]
+)
+def test_every_size_offering_trusted_launch_gets_it_with_secure_boot_off(size):
+    profile = security_profile(size)
+    assert profile["security_type"] == "TrustedLaunch"
+    assert profile["uefi_settings"]["secure_boot_enabled"] is False
+
+
+def test_nd_a100_v4_without_trusted_launch_boots_the_standard_way():
+    assert security_profile("Standard_ND96asr_v4") is None
+
+
+def test_custom_data_changes_never_replace_a_running_vm(on_demand):
+    assert "osProfile.customData" in on_demand.one(VM).ignore_changes
