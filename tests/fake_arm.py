@@ -11,23 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from ops.preflight_azure import REQUIRED_PROVIDERS
+from tests.local_http import LocalHttpServer, reply
+
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000sub1"
-ALL_PROVIDERS = (
-    "Microsoft.Compute",
-    "Microsoft.Network",
-    "Microsoft.Storage",
-    "Microsoft.ContainerRegistry",
-    "Microsoft.DevTestLab",
-    "Microsoft.Consumption",
-    "Microsoft.Logic",
-    "Microsoft.Insights",
-)
 OWNER = [{"actions": ["*"], "notActions": []}]
 
 
@@ -57,7 +49,7 @@ class ArmState:
     """What the fake answers; defaults: a healthy subscription with room for GPUs."""
 
     subscriptions: list[str] = field(default_factory=lambda: [SUBSCRIPTION])
-    registered: set[str] = field(default_factory=lambda: set(ALL_PROVIDERS))
+    registered: set[str] = field(default_factory=lambda: set(REQUIRED_PROVIDERS))
     skus: dict[str, list[dict]] = field(
         default_factory=lambda: {
             "eastus": [
@@ -82,24 +74,12 @@ class ArmState:
     """(path, bearer token) of every request, in order."""
 
 
-class FakeArm:
-    """ThreadingHTTPServer answering `state`; `endpoint` is its base URL."""
+class FakeArm(LocalHttpServer):
+    """ARM answering `state` at `endpoint`."""
 
     def __init__(self, state: ArmState | None = None) -> None:
         self.state = state or ArmState()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(_handler(self))
 
     def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
         state = self.state
@@ -140,12 +120,7 @@ def _handler(arm: FakeArm) -> type[BaseHTTPRequestHandler]:
             token = self.headers.get("Authorization", "").removeprefix("Bearer ")
             arm.state.requests.append((url.path, token))
             status, body = arm.answer(url.path, parse_qs(url.query))
-            payload = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            reply(self, status, json.dumps(body).encode(), "application/json")
 
         def log_message(self, *args) -> None:
             pass

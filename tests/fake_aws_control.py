@@ -10,11 +10,12 @@ Not a plugin: the preflight tests start one each.
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
+
+from tests.local_http import LocalHttpServer, reply
 
 IAM_NAMESPACE = "https://iam.amazonaws.com/doc/2010-05-08/"
 
@@ -36,17 +37,12 @@ class AwsControlState:
     """Every operation asked for, in order."""
 
 
-class FakeAwsControl:
+class FakeAwsControl(LocalHttpServer):
+    """The three APIs answering `state` at `endpoint`."""
+
     def __init__(self, state: AwsControlState | None = None) -> None:
         self.state = state or AwsControlState()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        super().__init__(_handler(self))
 
     @property
     def env(self) -> dict[str, str]:
@@ -54,10 +50,6 @@ class FakeAwsControl:
             f"AWS_ENDPOINT_URL_{service}": self.endpoint
             for service in ("SERVICE_QUOTAS", "COST_EXPLORER", "IAM")
         }
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
     def json_call(self, target: str, body: dict) -> tuple[int, dict]:
         operation = target.rsplit(".", 1)[-1]
@@ -128,17 +120,10 @@ def _handler(fake: FakeAwsControl) -> type[BaseHTTPRequestHandler]:
             target = self.headers.get("X-Amz-Target")
             if target:
                 status, answer = fake.json_call(target, json.loads(body or b"{}"))
-                self._reply(status, json.dumps(answer).encode(), "application/x-amz-json-1.1")
+                reply(self, status, json.dumps(answer).encode(), "application/x-amz-json-1.1")
             else:
                 status, xml = fake.query_call(parse_qs(body.decode()))
-                self._reply(status, xml.encode(), "text/xml")
-
-        def _reply(self, status: int, payload: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+                reply(self, status, xml.encode(), "text/xml")
 
         def log_message(self, *args) -> None:
             pass

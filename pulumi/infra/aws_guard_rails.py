@@ -57,19 +57,7 @@ def declare_daily_stop(
 ) -> aws.scheduler.Schedule:
     """Stop every box at `autoShutdownTime` in `autoShutdownTimeZone`, every day."""
     child = pulumi.ResourceOptions(parent=parent)
-    account_id = aws.get_caller_identity_output(
-        opts=pulumi.InvokeOutputOptions(parent=parent)
-    ).account_id
-    role = aws.iam.Role(
-        f"{name}-daily-stop-role",
-        assume_role_policy=account_id.apply(
-            lambda account: json.dumps(
-                aws_iam.assume_role_policy("scheduler.amazonaws.com", account)
-            )
-        ),
-        tags=tags,
-        opts=child,
-    )
+    role = _service_role(f"{name}-daily-stop-role", "scheduler.amazonaws.com", tags, parent)
     policy = aws.iam.RolePolicy(
         f"{name}-daily-stop-access",
         role=role.id,
@@ -93,6 +81,23 @@ def declare_daily_stop(
             "retry_policy": {"maximum_retry_attempts": STOP_RETRY_ATTEMPTS},
         },
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[policy]),
+    )
+
+
+def _service_role(
+    name: str, service: str, tags: dict[str, str], parent: pulumi.Resource
+) -> aws.iam.Role:
+    """A role only `service`, acting for this account, may assume."""
+    account_id = aws.get_caller_identity_output(
+        opts=pulumi.InvokeOutputOptions(parent=parent)
+    ).account_id
+    return aws.iam.Role(
+        name,
+        assume_role_policy=account_id.apply(
+            lambda account: json.dumps(aws_iam.assume_role_policy(service, account))
+        ),
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent),
     )
 
 
@@ -149,17 +154,7 @@ def declare_budget_stop(
     starts the boxes again once the budget is raised.
     """
     child = pulumi.ResourceOptions(parent=parent)
-    account_id = aws.get_caller_identity_output(
-        opts=pulumi.InvokeOutputOptions(parent=parent)
-    ).account_id
-    role = aws.iam.Role(
-        f"{name}-budget-stop-role",
-        assume_role_policy=account_id.apply(
-            lambda account: json.dumps(aws_iam.assume_role_policy("budgets.amazonaws.com", account))
-        ),
-        tags=tags,
-        opts=child,
-    )
+    role = _service_role(f"{name}-budget-stop-role", "budgets.amazonaws.com", tags, parent)
     attachment = aws.iam.RolePolicyAttachment(
         f"{name}-budget-stop-access",
         role=role.name,

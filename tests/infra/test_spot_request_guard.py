@@ -77,7 +77,7 @@ def test_a_replaced_box_replaces_its_guard_so_the_old_request_is_cancelled():
 def test_destroy_cancels_the_persistent_request_before_the_instance_goes(
     empty_aws_account, tmp_path
 ):
-    ec2 = _ec2(empty_aws_account)
+    ec2 = empty_aws_account.client("ec2")
     request_id, instance_id = _persistent_spot_box(ec2)
     props = {
         "instanceId": instance_id,
@@ -97,7 +97,7 @@ def test_destroy_cancels_the_persistent_request_before_the_instance_goes(
 
 @pytest.mark.e2e
 def test_without_the_guard_a_terminated_box_leaves_its_request_live(empty_aws_account):
-    ec2 = _ec2(empty_aws_account)
+    ec2 = empty_aws_account.client("ec2")
     request_id, instance_id = _persistent_spot_box(ec2)
     ec2.terminate_instances(InstanceIds=[instance_id])
     assert _live_requests(ec2) == [request_id]  # what would launch an untracked box
@@ -108,18 +108,6 @@ def test_a_guard_of_a_request_already_gone_deletes_cleanly(empty_aws_account, tm
     env = {**empty_aws_account.env, "PATH": "/usr/bin:/bin"}
     props = {"instanceId": "i-0gone", "spotRequestId": "", "region": "us-east-1", "profile": ""}
     run_in_provider_host("delete", "i-0gone", props, env=env, cwd=tmp_path)
-
-
-def _ec2(server):
-    import boto3
-
-    return boto3.session.Session().client(
-        "ec2",
-        endpoint_url=server.endpoint_url,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
 
 
 def _persistent_spot_box(ec2) -> tuple[str, str]:
