@@ -1,12 +1,14 @@
 """manifest.json of a dataset in storage: sha256 and size of every file.
 
 Standard library only (plus `trainer.storage`), because the same module runs on the
-box inside the trainer image to fetch a dataset: `fab train --data-uri` feeds this
-file's source to `python3 - URI DEST` there, so the box verifies exactly as the
-laptop does. The manifest is written last on upload, so its presence means the
-dataset is complete. The manifest comes from the bucket, so its file names go through
-`trainer.storage.local_paths` before any is read or written: a manifest naming a
-file outside the destination is refused as a whole.
+box inside the trainer image to fetch a dataset: `fab train --data-uri` runs this
+file's source as `python3 -c SOURCE URI DEST` there, so the box verifies exactly as the
+laptop does; `fab prepare-data` runs it as `python3 -c SOURCE publish DIR URI` to
+upload a dataset made there. The manifest is written last on upload, so its presence
+means the dataset is complete. The manifest comes from the bucket, so its file names
+go through `trainer.storage.local_paths` before any is read or written: a manifest
+naming a file outside the destination is refused as a whole. On the box, storage
+keys come from the environment file the container mounts (`trainer.container_env`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,16 @@ def sha256_file(path: Path) -> str:
 
 
 def build_manifest(data_dir: Path, name: str) -> dict:
-    """The manifest of every regular file in `data_dir` (the manifest itself excluded)."""
+    """The manifest of every regular file in `data_dir` (the manifest itself excluded);
+    ValueError for a symlink out of it: a dataset someone handed you could point at
+    your keys, and an upload would publish whatever it reads."""
+    root = Path(data_dir).resolve()
+    for path in sorted(data_dir.iterdir()):
+        if path.is_symlink() and root not in path.resolve().parents:
+            raise ValueError(
+                f"{path} is a symlink to {path.resolve()}, outside {data_dir}; refusing to "
+                "upload it: copy the file into the dataset directory (`cp -L`) if you mean it"
+            )
     files = {
         path.name: {"sha256": sha256_file(path), "bytes": path.stat().st_size}
         for path in sorted(data_dir.iterdir())
@@ -93,12 +104,33 @@ def fetch(uri: str, destination: Path) -> str:
     return f"dataset {manifest.get('name')} fetched from {uri} into {destination}, sha256 verified"
 
 
+def publish(directory: Path, uri: str) -> str:
+    """Upload every file of `directory` to `uri`, the manifest last (what `fab
+    upload-data` writes); `fab prepare-data` runs it on the box, next to the data."""
+    from trainer.storage import open_store
+
+    manifest = build_manifest(directory, directory.name)
+    store = open_store(uri)
+    if store.exists(MANIFEST) and json.loads(store.read_bytes(MANIFEST)) == manifest:
+        return f"{uri} already holds dataset {manifest['name']} (same sha256 for every file)"
+    for file_name in manifest["files"]:
+        store.put_file(file_name, directory / file_name)
+    store.write_bytes(MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+    total_mb = sum(entry["bytes"] for entry in manifest["files"].values()) / 1e6
+    return f"published {len(manifest['files'])} files ({total_mb:.1f} MB) to {uri}"
+
+
 if __name__ == "__main__":
-    # In the image on the box: storage keys come from the mounted file, not the argv.
     from trainer.container_env import load_env_file
 
     try:
         load_env_file()
     except Exception as error:  # trainer.config.UserError: one line, as every refusal here
         raise SystemExit(str(error)) from None
-    print(fetch(sys.argv[1], Path(sys.argv[2])), flush=True)
+    if sys.argv[1] == "publish":  # python3 -c SOURCE publish DIR URI
+        try:
+            print(publish(Path(sys.argv[2]), sys.argv[3]), flush=True)
+        except ValueError as error:
+            raise SystemExit(str(error)) from None
+    else:  # python3 -c SOURCE URI DEST
+        print(fetch(sys.argv[1], Path(sys.argv[2])), flush=True)

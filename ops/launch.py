@@ -57,28 +57,21 @@ def fetch_dataset_on_box(box: Box, image: str, data_uri: str, user: str) -> str:
     host_dir = trainer_container.dataset_dir(box.root, name)
     inside = f"/workspace/datasets/{name}"
     box.run(f"mkdir -p {shlex.quote(host_dir)}")
-    # Only what a storage client reads of containerEnv, in a file of this fetch's own.
-    env = storage_environment(box.target.container_env)
-    env_file = f"{host_dir}.fetch.env" if env else None
-    if env_file:
-        trainer_container.write_env_file(box, env_file, env)
-    # The image holds trainer.storage and the box's cloud credentials reach it; the
-    # fetch logic is ops/dataset_manifest.py itself, fed on stdin.
-    command = shlex.join(
-        [
-            "docker", "run", "--rm", "--interactive",
-            *trainer_container.container_options(box.target, user, env_file),
-            "--volume", f"{host_dir}:{inside}",
-            "--entrypoint", "python3", image, "-", data_uri, inside,
-        ]
-    )  # fmt: skip
+    # The image holds trainer.storage; of containerEnv the fetch gets what a storage
+    # client reads. The fetch logic is ops/dataset_manifest.py itself, run as `-c`.
     source = Path(dataset_manifest.__file__).read_text()
-    try:
+    env = storage_environment(box.target.container_env)
+    with trainer_container.one_shot_env_file(box, f"fetch-{name}", env) as env_file:
+        command = shlex.join(
+            [
+                "docker", "run", "--rm",
+                *trainer_container.container_options(box.target, user, env_file),
+                "--volume", f"{host_dir}:{inside}",
+                "--entrypoint", "python3", image, "-c", source, data_uri, inside,
+            ]
+        )  # fmt: skip
         with console.status(f"box fetching dataset {data_uri}"):
-            result = box.run(command, stdin=source)
-    finally:
-        if env_file:
-            box.run(f"rm -f {shlex.quote(env_file)}", check=False)
+            result = box.run(command)
     console.print(result.stdout.strip().splitlines()[-1])
     return name
 

@@ -6,9 +6,11 @@ box" contract, which the box's resume unit and watchdog rely on too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from invoke.exceptions import Exit
@@ -92,14 +94,30 @@ def run_env_file(box_root: str, run_id: str) -> str:
 
 
 def write_env_file(box: Box, path: str, env: dict[str, str]) -> None:
-    """`env` into `path` on the box, 0600, through the SSH session's stdin: no secret
+    """`env` into `path` on the box, 0600, through the SSH channel's stdin: no secret
     on a command line, in a log or in `docker inspect` (see trainer.container_env)."""
     quoted, partial = shlex.quote(path), shlex.quote(path + ".tmp")
-    box.run(
+    box.run_with_input(
         f"umask 077 && mkdir -p {shlex.quote(path.rsplit('/', 1)[0])} && "
         f"cat > {partial} && mv -f {partial} {quoted}",
-        stdin=container_env.render(env),
+        container_env.render(env),
     )
+
+
+@contextlib.contextmanager
+def one_shot_env_file(box: Box, name: str, env: dict[str, str]) -> Iterator[str | None]:
+    """An env file for containers started inside this block, removed when it ends: each
+    loads it as it starts, and a bind mount keeps the file it mounted. None for an
+    empty `env`. `name` says whose (`fetch-<dataset>`, ...)."""
+    if not env:
+        yield None
+        return
+    path = f"{box.root}/datasets/.{name}.env"
+    write_env_file(box, path, env)
+    try:
+        yield path
+    finally:
+        box.run(f"rm -f {shlex.quote(path)}", check=False)
 
 
 def container_options(target: Target, user: str, env_file: str | None = None) -> list[str]:

@@ -36,7 +36,7 @@ from trainer.final_upload import finish_pending
 from trainer.model import build_model, count_parameters
 from trainer.preemption import StopSignal
 from trainer.progress import RunOutputs
-from trainer.report import write_report
+from trainer.report import data_identity, write_report
 from trainer.resume import misfit
 from trainer.run_ending import RunEnding
 
@@ -258,6 +258,7 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
         "device": run.choice.description,
         "precision": run.choice.precision,
         "wall_s": wall_s,
+        "data": data_identity(run.dataset),
         "val": val,
         "test": test,
     }
