@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 
 from trainer import remote_checkpoints as layout
+from trainer.config import UserError
 from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
 from trainer.status import UPLOAD_PENDING, StatusWriter, read_status
 from trainer.storage import ObjectStore, StorageError, open_store
@@ -38,13 +39,13 @@ def finish_pending(run_dir: Path, uri: str | None, timeout_s: float = SYNC_SECON
 
 
 def sync_and_mark(run_dir: Path, uri: str, timeout_s: float = SYNC_SECONDS) -> int:
-    """`python -m trainer sync`: 0 when the store holds the whole run dir, else 75."""
+    """`python -m trainer sync`: 0 when the store holds the whole run dir, 75 when storage
+    did not answer (try again); UserError for a URI no store answers to."""
     run_dir = Path(run_dir)
     try:
         store = open_store(uri)
-    except (StorageError, ImportError) as error:
-        log.warning("cannot open %s: %s", uri, error)
-        return EXIT_STOPPED
+    except (StorageError, ImportError) as error:  # a wrong URI or a missing SDK: no retry helps
+        raise UserError(f"--checkpoint-uri: {error}") from None
     status = read_status(run_dir)
     sync = RunSync(store, run_dir).start()
     try:
@@ -56,7 +57,7 @@ def sync_and_mark(run_dir: Path, uri: str, timeout_s: float = SYNC_SECONDS) -> i
     if not sync.close(timeout_s):
         log.warning("uploads to %s not finished after %.0f s; try again", uri, timeout_s)
         return EXIT_STOPPED
-    log.warning("%s: %d checkpoints and the run's files uploaded", uri, queued)
+    log.info("%s: %d checkpoints and the run's files uploaded", uri, queued)
     if status.get("state") == UPLOAD_PENDING:
         return _mark_finished(run_dir, store, status, sync)
     return EXIT_OK

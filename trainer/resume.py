@@ -150,9 +150,12 @@ def find_newest(directory: Path, store: ObjectStore | None, check: Check) -> Fou
 
 def _first_accepted(search: _Search) -> Found | None:
     for name in search.names():
-        if name in search.local and (state := search.accept(search.local[name], name)):
-            why = search.why_local(name)
-            return Found(search.local[name], state, name in search.remote, why)
+        if name in search.local:
+            if state := search.accept(search.local[name], name):
+                why = search.why_local(name)
+                return Found(search.local[name], state, name in search.remote, why)
+            if search.local[name].exists():  # refused for its content, not set aside as
+                continue  # damaged: the store's copy of it is the same checkpoint
         if name in search.remote and (path := _fetch(search.store, name, search.directory)):
             if (state := search.accept(path, name)) is None:
                 _discard(path)

@@ -146,3 +146,19 @@ def test_a_forged_checkpoint_beyond_the_run_does_not_win_a_resume(
         assert train(config) == 0
     assert "resume: step 3," in capsys.readouterr().out
     assert "lie beyond this run's" in caplog.text
+
+
+def test_a_run_dir_checkpoint_refused_for_the_run_stays_and_the_resume_is_refused(
+    tmp_path: Path,
+) -> None:
+    store = open_store(f"file://{tmp_path}/store/r1")
+    local = tmp_path / "run" / "checkpoints"
+    name = _upload(store, tiny_state(step=2), tmp_path)
+    checkpoint.save(local / name, tiny_state(step=2))
+
+    def other_flags(_state):
+        return "train.batch_size was 32 in the run dir's checkpoint, now 64"
+
+    with pytest.raises(UserError, match="resume: train.batch_size was 32"):
+        find_newest(local, store, other_flags)
+    assert checkpoint.load(local / name, require_record=True)["step"] == 2
