@@ -159,6 +159,6 @@ def test_a_run_dir_checkpoint_refused_for_the_run_stays_and_the_resume_is_refuse
     def other_flags(_state):
         return "train.batch_size was 32 in the run dir's checkpoint, now 64"
 
-    with pytest.raises(UserError, match="resume: train.batch_size was 32"):
+    with pytest.raises(UserError, match=r"resume: train\.batch_size was 32"):
         find_newest(local, store, other_flags)
     assert checkpoint.load(local / name, require_record=True)["step"] == 2
