@@ -14,24 +14,42 @@ STEP_WAIT_SECONDS = 180
 EXIT_WAIT_SECONDS = 300
 
 
-def start_training(
-    data: Path, run_dir: Path, *flags: str, env: dict[str, str] | None = None
+def trainer_command(data: Path, run_dir: Path, *flags: str) -> list[str]:
+    """`-m trainer train` arguments: resnet18 on `data`, a log line every step."""
+    command = ["-m", "trainer", "train", "--data", str(data), "--run-dir", str(run_dir)]
+    return [*command, "--model", "resnet18", "--log-every", "1", *flags]
+
+
+def start_process(
+    arguments: list[str], log: Path, env: dict[str, str] | None = None
 ) -> subprocess.Popen:
-    """Train resnet18 on the tiny data set; output goes to `run_dir`/../<name>.log."""
-    command = [sys.executable, "-m", "trainer", "train", "--data", str(data)]
-    command += ["--run-dir", str(run_dir), "--model", "resnet18", "--log-every", "1"]
-    log = run_dir.parent / f"{run_dir.name}.log"
+    """`python ARGUMENTS` from the repo root, its output appended to `log`."""
     # One OpenMP thread: the trainer shares two CI cores with the test's storage
     # servers and often a second trainer; spinning threads there cost 2-3x the time.
     environment = {"GLUCOSE_IMDS_URL": "off", **os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     with log.open("ab") as output:
         return subprocess.Popen(
-            [*command, *flags], cwd=REPO_ROOT, env=environment, stdout=output, stderr=output
+            [sys.executable, *arguments],
+            cwd=REPO_ROOT,
+            env=environment,
+            stdout=output,
+            stderr=output,
         )
 
 
+def start_training(
+    data: Path, run_dir: Path, *flags: str, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """Train resnet18 on the tiny data set; output goes to `run_dir`/../<name>.log."""
+    return start_process(trainer_command(data, run_dir, *flags), log_of(run_dir), env)
+
+
+def log_of(run_dir: Path) -> Path:
+    return run_dir.parent / f"{run_dir.name}.log"
+
+
 def output_of(run_dir: Path) -> str:
-    return (run_dir.parent / f"{run_dir.name}.log").read_text()
+    return log_of(run_dir).read_text()
 
 
 def status_of(run_dir: Path) -> dict:
