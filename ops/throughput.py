@@ -15,7 +15,7 @@ import csv
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ops.catalog import GPU_LINKS, GpuSpec
 from trainer.throughput_record import RECORD_FIELDS
@@ -167,6 +167,18 @@ def ddp_scaling(
     backward_s = step_s * (TRAIN_FLOPS_PER_FORWARD_FLOP - 1) / TRAIN_FLOPS_PER_FORWARD_FLOP
     exposed_s = max(0.0, all_reduce_s - OVERLAPPED_BACKWARD_FRACTION * backward_s)
     return DdpScaling(ranks, step_s, all_reduce_s, exposed_s, link)
+
+
+def ddp_assumptions() -> dict[str, Any]:
+    """The scaling model's inputs, for `fab plan --json`."""
+    return {
+        "gradient_mb": GRADIENT_BYTES / 1e6,
+        "per_gpu_batch": PER_GPU_BATCH,
+        "link_gb_s": LINK_GB_S,
+        "link_efficiency": LINK_EFFICIENCY,
+        "hop_latency_us": {hop: seconds * 1e6 for hop, seconds in HOP_LATENCY_S.items()},
+        "overlapped_backward_fraction": OVERLAPPED_BACKWARD_FRACTION,
+    }
 
 
 def _on_gpus(per_gpu: float, batch: int, gpu_count: int, gpu_link: str | None) -> tuple[float, str]:
