@@ -22,6 +22,10 @@ MAX_RESTARTS = 3
 # stop budget (trainer.preemption.STOP_BUDGET_SECONDS, 100 s: checkpoint and upload),
 # shorter than the container's stop timeout (120 s), after which docker kills torchrun.
 SHUTDOWN_TIMEOUT_SECONDS = 110
+# A fresh TCP store for every restart: torchrun's default shares its rendezvous store
+# with the workers, and restarted workers then read the dead ones' addresses and fail
+# to connect or hang (measured with torch 2.13 on gloo; pytorch#135712).
+TORCHRUN_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 # NCCL over plain VPC/VNet TCP: no InfiniBand or EFA is assumed; NCCL_SOCKET_IFNAME
 # is left to NCCL, which picks the interface that reaches the rendezvous address.
 NCCL_ENV = {"NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "WARN"}
@@ -70,5 +74,6 @@ class DistributedLaunch:
         return [*argv, "-m", "trainer", *trainer_args]
 
     def env(self) -> dict[str, str]:
-        """Environment for the container: NCCL settings for plain networking."""
-        return dict(NCCL_ENV) if self.boxes > 1 else {}
+        """Environment for torchrun (the container): restarts that reconnect, and NCCL
+        settings for plain networking between boxes."""
+        return {**TORCHRUN_ENV, **(NCCL_ENV if self.boxes > 1 else {})}

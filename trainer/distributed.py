@@ -2,15 +2,22 @@
 collectives the loop needs.
 
 Under `python -m torch.distributed.run` (torchrun) every rank runs `python -m trainer
-train` with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set; `init_process_group`
-reads them (env://). Without them the world is one rank and nothing here talks to
-anything: every method returns its input.
+train` with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set;
+`init_process_group` reads them (env://). Without them the world is one rank and
+nothing here talks to anything: every method returns its input.
 
-Two process groups. The default one carries DDP's gradient all-reduce: NCCL on GPUs
-(rank r drives cuda:LOCAL_RANK), gloo on CPU. A second, gloo on the CPU, carries the
-control traffic: the per-step stop/save vote, evaluation predictions and checkpoint
-states. None of that waits on a GPU stream or costs a host-device sync, and the vote
-runs asynchronously, so no rank waits on the network inside the loop for it.
+One process group, two backends: tensors on a GPU go through NCCL (rank r drives
+cuda:LOCAL_RANK): DDP's gradient all-reduce and the BatchNorm buffers; tensors on the
+CPU go through gloo: the control traffic (the per-step stop/save vote, evaluation
+predictions, checkpoint states, the barrier). None of that waits on a GPU stream or
+costs a host-device sync, and the vote runs asynchronously, so no rank waits on the
+network inside the loop for it. On CPU everything is gloo.
+
+torchrun restarts the workers after a failure. By default its workers share the
+rendezvous' TCP store, keys of the dead workers included, and the new workers' gloo
+then tried to reach the old ones' ports (torch 2.13, pytorch#135712): launch torchrun
+with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (`ops.distributed_launch` does), which gives
+every restart a fresh store.
 """
 
 from __future__ import annotations
@@ -71,7 +78,6 @@ class Group:
 
     def __init__(self, info: RankInfo | None = None) -> None:
         self.info = info or RankInfo()
-        self._control: Any = None  # the CPU gloo group, once started
         self._vote: tuple[Any, torch.Tensor] | None = None  # the all-reduce in flight
 
     @classmethod
@@ -83,10 +89,9 @@ class Group:
         if torch.cuda.is_available():
             device = torch.device("cuda", info.local_rank)
             torch.cuda.set_device(device)  # before anything touches the GPU
-            dist.init_process_group("nccl", device_id=device)
+            dist.init_process_group("cpu:gloo,cuda:nccl", device_id=device)
         else:
             dist.init_process_group("gloo")
-        group._control = dist.new_group(backend="gloo")
         return group
 
     @property
@@ -131,7 +136,7 @@ class Group:
         """Element-wise max of `values` over all ranks.
 
         With more than one rank the answer is that of the previous call: each call
-        starts an asynchronous all-reduce on the CPU group and collects the one before,
+        starts an asynchronous all-reduce of a CPU tensor and collects the one before,
         which ran while this rank computed a step. Every rank acts on the same answer
         at the same step, one step after it was asked, and none waits for the network.
         """
@@ -139,7 +144,7 @@ class Group:
             return values
         agreed = self._collect_vote() or (0,) * len(values)
         tensor = torch.tensor(values, dtype=torch.int64)
-        work = dist.all_reduce(tensor, dist.ReduceOp.MAX, group=self._control, async_op=True)
+        work = dist.all_reduce(tensor, dist.ReduceOp.MAX, async_op=True)
         self._vote = (work, tensor)
         return agreed
 
@@ -165,12 +170,12 @@ class Group:
             torch.save(state, buffer)
             payload = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
         size = torch.tensor([payload.numel()], dtype=torch.int64)
-        dist.broadcast(size, 0, group=self._control)
+        dist.broadcast(size, 0)
         if int(size) == 0:
             return None
         if not self.is_main:
             payload = torch.empty(int(size), dtype=torch.uint8)
-        dist.broadcast(payload, 0, group=self._control)
+        dist.broadcast(payload, 0)
         if self.is_main:
             return state
         return torch.load(io.BytesIO(payload.numpy().tobytes()), weights_only=True)
@@ -188,12 +193,12 @@ class Group:
         if self.world_size == 1:
             return local
         counts = [torch.zeros(1, dtype=torch.int64) for _ in range(self.world_size)]
-        dist.all_gather(counts, torch.tensor([local.shape[0]]), group=self._control)
+        dist.all_gather(counts, torch.tensor([local.shape[0]]))
         sizes = [int(count) for count in counts]
         padded = torch.zeros(max(sizes), dtype=torch.from_numpy(local).dtype)
         padded[: local.shape[0]] = torch.from_numpy(local)
         parts = [torch.empty_like(padded) for _ in sizes]
-        dist.all_gather(parts, padded, group=self._control)
+        dist.all_gather(parts, padded)
         return np.concatenate(
             [part[:size].numpy() for part, size in zip(parts, sizes, strict=True)]
         )
@@ -207,9 +212,9 @@ class Group:
             work.wait()
 
     def barrier(self) -> None:
-        """Wait for every rank (on the CPU group: no GPU timeout applies)."""
+        """Wait for every rank: an all-reduce of a CPU tensor, through gloo, not a GPU."""
         if self.world_size > 1:
-            dist.barrier(group=self._control)
+            dist.all_reduce(torch.zeros(1))
 
     def close(self, *, clean: bool = True) -> None:
         """Leave the process group. `clean`: every rank got here on the same path, so

@@ -39,6 +39,12 @@ def test_boxes_meet_on_box_0s_private_address_under_the_run_id():
     assert launch.world_size == 12 and launch.env()["NCCL_IB_DISABLE"] == "1"
 
 
+def test_every_restart_gets_a_fresh_rendezvous_store():
+    for launch in (DistributedLaunch("r", 8), DistributedLaunch("r", 8, 2, "10.0.0.4", "10.0.0.5")):
+        assert launch.env()["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert "NCCL_IB_DISABLE" not in DistributedLaunch("r", 8).env()
+
+
 def test_restarts_and_the_shutdown_grace_outlast_the_trainers_stop_budget():
     from trainer.preemption import STOP_BUDGET_SECONDS  # torch-free module
 

@@ -9,6 +9,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+from ops.distributed_launch import DistributedLaunch
 from tests.trainer.trainer_process import EXIT_WAIT_SECONDS, log_of, start_process, trainer_command
 
 TORCHRUN = ("-m", "torch.distributed.run")
@@ -28,7 +29,7 @@ def torchrun(
         ("--nproc-per-node", "2", *launcher) if "--nproc-per-node" not in launcher else launcher
     )
     arguments = [*TORCHRUN, *launcher, *trainer_command(data, run_dir, *flags)]
-    return start_process(arguments, log_of(run_dir))
+    return start_process(arguments, log_of(run_dir), DistributedLaunch("test", 2).env())
 
 
 def start_ranks(

@@ -104,12 +104,15 @@ def test_azure_preempt_seen_on_another_box_preempts_every_rank(
     # polls; only rank 1's box is being evicted.
     run_dir = tmp_path / "run"
     evicted = {1: {"GLUCOSE_IMDS_URL": fake_metadata.url}}
-    ranks = start_ranks(tiny_data, run_dir, 2, "--epochs", "50", one_box=False, rank_env=evicted)
+    long_run = ("--batch-size", "8", "--epochs", "50")
+    ranks = start_ranks(tiny_data, run_dir, 2, *long_run, one_box=False, rank_env=evicted)
     wait_for_step(run_dir, 2, ranks[0])
-    fake_metadata.azure_preempt()
+    event = fake_metadata.azure_preempt()
     assert wait_for_ranks(ranks, run_dir) == [EXIT_STOPPED, EXIT_STOPPED]
     assert status_of(run_dir)["state"] == "preempted"
     assert len(_step_files(run_dir)) == 1
+    assert "stop requested (a spot notice on another rank)" in output_of(run_dir)
+    assert fake_metadata.acknowledged == [event]  # by rank 1, after rank 0's checkpoint
 
 
 def test_sigkilled_rank_is_restarted_by_torchrun_and_the_run_resumes(
