@@ -112,7 +112,7 @@ def test_azure_preempt_seen_on_another_box_preempts_every_rank(
     assert status_of(run_dir)["state"] == "preempted"
     assert len(_step_files(run_dir)) == 1
     assert "stop requested (a spot notice on another rank)" in output_of(run_dir)
-    assert fake_metadata.acknowledged == [event]  # by rank 1, after rank 0's checkpoint
+    assert fake_metadata.acknowledged == [event]  # by rank 1, on the box being evicted
 
 
 def test_sigkilled_rank_is_restarted_by_torchrun_and_the_run_resumes(
