@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.trainer.ddp_process import start_ranks, torchrun, wait_for_ranks, worker_pid
-from tests.trainer.test_exact_resume import _same
 from tests.trainer.trainer_process import (
     output_of,
+    same_state,
     start_training,
     status_of,
     wait_for_exit,
@@ -78,8 +78,8 @@ def test_stopped_run_resumes_at_its_world_size_bit_identical(
     expected = checkpoint.load(straight / "checkpoints" / "last.pt")
     actual = checkpoint.load(resumed / "checkpoints" / "last.pt")
     assert actual["step"] == expected["step"] == 2 * STEPS_PER_EPOCH
-    assert _same(expected["model"], actual["model"])
-    assert _same(expected["optimizer"]["state"], actual["optimizer"]["state"])
+    assert same_state(expected["model"], actual["model"])
+    assert same_state(expected["optimizer"]["state"], actual["optimizer"]["state"])
 
 
 def test_stopped_run_resumes_at_another_world_size_and_says_what_changed(

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STEP_WAIT_SECONDS = 180
 EXIT_WAIT_SECONDS = 300
@@ -78,3 +80,20 @@ def wait_for_exit(process: subprocess.Popen, run_dir: Path) -> int:
     except subprocess.TimeoutExpired:
         process.kill()
         raise AssertionError(f"trainer still running:\n{output_of(run_dir)}") from None
+
+
+def same_state(a: dict, b: dict) -> bool:
+    """Checkpoint (sub)dicts equal key by key, tensors bit for bit."""
+    if a.keys() != b.keys():
+        return False
+    for key in a:
+        x, y = a[key], b[key]
+        if isinstance(x, dict):
+            if not (isinstance(y, dict) and same_state(x, y)):
+                return False
+        elif isinstance(x, torch.Tensor):
+            if not (isinstance(y, torch.Tensor) and torch.equal(x, y)):
+                return False
+        elif x != y:
+            return False
+    return True
