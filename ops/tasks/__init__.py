@@ -2,7 +2,7 @@
 
 from invoke import Collection
 
-from ops.tasks import access, image, plan, run, transfer
+from ops.tasks import access, box, image, plan, preflight, prepare, run, transfer
 
 namespace = Collection(
     image.build,
@@ -13,7 +13,10 @@ namespace = Collection(
     run.stop,
     transfer.download,
     transfer.upload_data,
+    prepare.prepare_data,
     plan.plan,
+    preflight.preflight,
+    box.box_update,
     access.tensorboard,
     access.ssh,
 )
