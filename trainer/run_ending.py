@@ -35,8 +35,10 @@ FAILED_UPLOAD_SECONDS = 30.0
 class RunEnding:
     """What a run must leave behind however it ends; `train` fills it in as it goes."""
 
-    def __init__(self, run_dir: Path, run_id: str) -> None:
+    def __init__(self, run_dir: Path, run_id: str, *, writes: bool = True) -> None:
         self.run_dir, self.run_id = Path(run_dir), run_id
+        self.writes = writes
+        """False on DDP ranks other than 0: they write nothing (`trainer.rank_outputs`)."""
         self.checkpoints: CheckpointManager | None = None
         self.status: StatusWriter | None = None
         self.store_matched = False
@@ -63,6 +65,8 @@ class RunEnding:
     def failed(self, error: BaseException) -> None:
         """Record the failure in status.json and upload what waits, never raising: the
         caller re-raises `error` itself."""
+        if not self.writes:
+            return
         self._write_status(exit_code_for(error))
         if self.checkpoints is None or not self.store_matched:
             return
