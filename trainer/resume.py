@@ -93,8 +93,10 @@ class _Search:
     def names(self) -> list[str]:
         return sorted(set(self.local) | set(self.remote), reverse=True)
 
-    def accept(self, path: Path, name: str | None) -> dict[str, Any] | None:
-        """The state in `path` if it verifies, says what its name says and fits."""
+    def accept(self, path: Path, name: str | None, *, fetched: bool = False) -> dict | None:
+        """The state in `path` if it verifies, says what its name says and fits (and,
+        `fetched` from the store, belongs to this run: a run dir copied to another name
+        may resume from its own files)."""
         state = _try_load(path)
         if state is None:
             return None
@@ -107,7 +109,8 @@ class _Search:
                 name,
             )
             return None
-        if (reason := self.check(state)) is not None:
+        reason = self.check(state) or (_other_run(state, self.directory) if fetched else None)
+        if reason is not None:
             log.warning("checkpoint: refusing %s: %s", path, reason)
             self.misfits.append(reason)
             return None
@@ -157,7 +160,7 @@ def _first_accepted(search: _Search) -> Found | None:
             if search.local[name].exists():  # refused for its content, not set aside as
                 continue  # damaged: the store's copy of it is the same checkpoint
         if name in search.remote and (path := _fetch(search.store, name, search.directory)):
-            if (state := search.accept(path, name)) is None:
+            if (state := search.accept(path, name, fetched=True)) is None:
                 _discard(path)
                 continue
             _restore_run_files(search.directory.parent, search.store)
@@ -275,7 +278,7 @@ def _fetch_best(search: _Search) -> None:
     path = _fetch(store, name, directory) if fetched else directory / name
     if path is None:
         return
-    if search.accept(path, name) is None:
+    if search.accept(path, name, fetched=fetched) is None:
         if fetched:
             _discard(path)
         return
@@ -286,7 +289,7 @@ def misfit(
     state: dict[str, Any], config: RunConfig, fingerprint: str, total_steps: int
 ) -> str | None:
     """The content check of a resume candidate: the same data, the settings that
-    shape the run, the same run id, and a position inside this run."""
+    shape the run, and a position inside this run."""
     if state["dataset_fingerprint"] != fingerprint:
         return (
             "the dataset differs from the one in the run dir's checkpoint; "
@@ -300,18 +303,25 @@ def misfit(
                 f"{dotted} was {old} in the run dir's checkpoint, now {new}; "
                 "use the same flags or a new --run-dir"
             )
-    run_id = Path(str(_setting(saved, "train.run_dir"))).resolve().name
-    if run_id != config.train.run_id:
-        return (
-            f"it belongs to run {run_id!r}, not {config.train.run_id!r}; resume it with a run "
-            f"dir named {run_id!r}, or start this run with another --checkpoint-uri"
-        )
     if state["step"] > total_steps or state["epoch"] > config.train.epochs:
         return (
             f"step {state['step']}, epoch {state['epoch']} lie beyond this run's {total_steps} "
             f"steps ({config.train.epochs} epochs); pass the --epochs it was started with"
         )
     return None
+
+
+def _other_run(state: dict[str, Any], directory: Path) -> str | None:
+    """Why a checkpoint from the store is another run's (its run dir had another name),
+    or None. The run id is the run dir's name (`TrainConfig.run_id`)."""
+    saved = Path(str(_setting(state["config"], "train.run_dir"))).resolve().name
+    run_id = Path(directory).resolve().parent.name
+    if saved == run_id:
+        return None
+    return (
+        f"it belongs to run {saved!r}, not {run_id!r}; resume it with a run dir named "
+        f"{saved!r}, or start this run with another --checkpoint-uri"
+    )
 
 
 def _setting(config: dict[str, Any], dotted: str) -> Any:

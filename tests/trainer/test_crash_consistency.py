@@ -8,7 +8,6 @@ import dataclasses
 import json
 import logging
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -128,7 +127,8 @@ def _storage_dies_before_finish(monkeypatch: pytest.MonkeyPatch, store_dir: Path
     finish = train_module.finish
 
     def outage_then_finish(*args, **kwargs):
-        shutil.rmtree(store_dir)
+        # A rename, not rmtree: the uploader may be writing into it right now.
+        store_dir.rename(store_dir.with_name("store-before-the-outage"))
         store_dir.write_text("storage is down")
         return finish(*args, **kwargs)
 

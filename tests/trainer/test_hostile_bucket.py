@@ -45,7 +45,7 @@ def test_restore_from_the_store_refuses_keys_that_climb_out(
     store_uri: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = open_store(f"{store_uri}/r1")
-    _upload(store, tiny_state(step=1), tmp_path)
+    _upload(store, tiny_state(step=1, run_id="r1"), tmp_path)
     store.write_bytes("metrics.jsonl", b'{"kind": "train", "step": 1}\n')
     store.write_bytes("launch.json", b'{"image": "--privileged"}')  # the box's own record
     hostile = plant_hostile_keys(store.uri)
@@ -162,3 +162,19 @@ def test_a_run_dir_checkpoint_refused_for_the_run_stays_and_the_resume_is_refuse
     with pytest.raises(UserError, match=r"resume: train\.batch_size was 32"):
         find_newest(local, store, other_flags)
     assert checkpoint.load(local / name, require_record=True)["step"] == 2
+
+
+def test_a_checkpoint_of_another_run_in_the_store_is_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = open_store(f"file://{tmp_path}/store/runs/run")
+    _upload(store, tiny_state(step=2, run_id="someone-else"), tmp_path)
+    with caplog.at_level(logging.WARNING), pytest.raises(UserError, match="another --checkpoint"):
+        find_newest(tmp_path / "run" / "checkpoints", store, _fits)
+    assert "it belongs to run 'someone-else', not 'run'" in caplog.text
+
+
+def test_a_run_dir_copied_under_another_name_resumes_from_its_own_files(tmp_path: Path) -> None:
+    local = tmp_path / "copy-of-run" / "checkpoints"
+    checkpoint.save(local / "step-000000002-epoch-0000.pt", tiny_state(step=2, run_id="run"))
+    assert find_newest(local, None, _fits).state["step"] == 2
