@@ -7,22 +7,49 @@ its newest checkpoint at `--checkpoint-uri`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops import dataset_manifest, trainer_container
+from ops import box_lease, dataset_manifest, trainer_container
 from ops.box_images import box_has_image, load_on_box, pull_on_box
 from ops.registry import login_for
 from ops.remote import Box
 from ops.trainer_container import Launch
 
 LAUNCH_FILE = "launch.json"
+# Each step of the start-up (build, image to the box, dataset fetch) renews it.
+START_UP_LEASE_MINUTES = 60
 console = Console(stderr=True, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def start_up_lease(box: Box, run_id: str) -> Iterator[Callable[[], None]]:
+    """Keep the idle watchdog off while `fab train` prepares the box; yields `renew`.
+
+    An image pull or a dataset fetch is no trainer, no GPU work and no SSH terminal,
+    so without it a box idle for most of its limit stops mid-pull. Released when the
+    trainer runs (its own start grace takes over) or start-up fails; a `fab` that
+    dies leaves a lease that expires by itself.
+    """
+    name = f"train-{run_id}"
+
+    def renew() -> None:
+        reason = f"fab train --run {run_id}: starting"
+        box_lease.write(box, name, START_UP_LEASE_MINUTES, reason)
+
+    renew()
+    try:
+        yield renew
+    finally:
+        with contextlib.suppress(Exception):  # a lost box cannot be told; it expires anyway
+            box_lease.release(box, name)
 
 
 def ship_image(box: Box, local_name: str, remote_name: str | None) -> str:

@@ -91,9 +91,10 @@ def docker_run_command(target: Target, launch: Launch, *, gpus: bool, user: str)
         "docker", "run", "--detach",
         "--name", container_name(launch.run_id),
         "--label", f"{RUN_ID_LABEL}={launch.run_id}",
-        # on-failure, not unless-stopped: a finished run (exit 0) stays down, a
-        # preempted one (exit 75) comes back, a `docker stop` is never undone.
-        "--restart", "on-failure",
+        # Docker restarts nothing: its on-failure policy restarts a crash loop forever
+        # and revives user-stopped runs at the next daemon start. The box's resume
+        # unit (pulumi/infra/box/resume.py) is the one restarter, for exit 75 only.
+        "--restart", "no",
         "--stop-timeout", str(STOP_TIMEOUT_SECONDS),
         *container_options(target, user),
         "--volume", f"{run_dir(target.box_root, launch.run_id)}:{runs}",

@@ -22,6 +22,7 @@ def test_busy_training_never_stops(box):
     box.add_trainer("run-1", running=True, created_at=T0 - 600)
     box.set_gpu(97)
     for minute in range(0, 4 * IDLE_LIMIT_MINUTES + 1, IDLE_LIMIT_MINUTES):
+        box.write_status("run-1", step=100 * minute, updated_at=T0 + minute * MINUTE)
         box.tick(T0 + minute * MINUTE)
     assert box.calls("shutdown") == []
     assert box.watchdog_state()["busy_reasons"] == ["gpu", "trainer"]
@@ -100,7 +101,7 @@ def test_a_stop_that_did_not_happen_is_retried(box):
 
 
 def test_every_decision_is_logged_with_its_signals(box):
-    box.add_process("sshd: alice@pts/1")
+    box.add_session("alice", "pts/1")
     done = box.tick(T0)
     assert "decision=busy busy=ssh" in done.stdout
     assert "gpu=[0]" in done.stdout
