@@ -195,6 +195,22 @@ class FakeBox:
         (self.box_root / "runs" / run_id).mkdir(exist_ok=True)
         return container_id
 
+    def exit_container(self, container_id: str, *, exit_code: int, at: float) -> None:
+        tools = self._load()
+        for item in tools["containers"]:
+            if item["Id"] == container_id:
+                item["State"].update(Running=False, ExitCode=exit_code, FinishedAt=docker_time(at))
+        self._save(tools)
+
+    def restart_by_docker(self, container_id: str, *, at: float) -> None:
+        """docker's restart policy started the container again: fresh StartedAt, count + 1."""
+        tools = self._load()
+        for item in tools["containers"]:
+            if item["Id"] == container_id:
+                item["State"]["StartedAt"] = docker_time(at)
+                item["RestartCount"] += 1
+        self._save(tools)
+
     def write_status(self, run_id: str, **fields) -> None:
         """The trainer's runs/<run_id>/status.json (ARCHITECTURE.md keys)."""
         status = {"run_id": run_id, "state": "running", "last_checkpoint_at": None} | fields
@@ -310,6 +326,13 @@ class FakeBox:
             if between is not None:
                 between(now)
             self.tick(now)
-            if self.calls("shutdown") or self.watchdog_state().get("stop_requested_at"):
+            if self.calls("shutdown") or self._stop_requested():
                 return now
         return None
+
+    def _stop_requested(self) -> bool:
+        """An Azure deallocate leaves no shutdown call: the state says it was asked."""
+        try:
+            return bool(self.watchdog_state().get("stop_requested_at"))
+        except OSError:
+            return False

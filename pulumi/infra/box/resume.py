@@ -125,7 +125,7 @@ def start_within_bounds(config: WatchdogConfig, container: docker_cli.TrainerCon
     if done >= len(RETRY_DELAYS_SECONDS):
         log(f"run {container.run_id} stays down: started {done} times in this boot already")
         return 0
-    wait = container.finished_at + RETRY_DELAYS_SECONDS[done] - now_seconds()
+    wait = round(container.finished_at + RETRY_DELAYS_SECONDS[done] - now_seconds())
     if wait > 0:
         log(f"run {container.run_id}: start {done + 1} in {wait:.0f}s")
         return 0
