@@ -151,6 +151,7 @@ install_container_toolkit() {
         log "NVIDIA container toolkit already installed"
     else
         log "NVIDIA container toolkit missing: installing it from NVIDIA's apt repository"
+        mkdir -p "${TOOLKIT_KEYRING%/*}" "${TOOLKIT_SOURCES%/*}"
         retry "download of NVIDIA's key" download "$TOOLKIT_KEY_URL" "$TOOLKIT_KEYRING.asc"
         gpg --batch --yes --dearmor -o "$TOOLKIT_KEYRING" < "$TOOLKIT_KEYRING.asc"
         retry "download of NVIDIA's source list" download "$TOOLKIT_LIST_URL" "$TOOLKIT_SOURCES.new"
