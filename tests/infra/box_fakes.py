@@ -11,9 +11,11 @@ systemd runs them on the VM.
 from __future__ import annotations
 
 import datetime
+import glob
 import itertools
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -68,6 +70,17 @@ with open(path, "w") as handle:
     json.dump(box, handle)
 sys.exit(status)
 """
+
+
+def box_python() -> str | None:
+    """Ubuntu 22.04's python3.10, the oldest python3 our images boot with, if here."""
+    candidates = [shutil.which("python3.10"), *glob.glob("/root/.pyenv/versions/3.10.*/bin/python")]
+    for python in filter(None, candidates):
+        # pyenv's shims exist even where they refuse to run.
+        probe = [python, "-c", "import sys; assert sys.version_info[:2] == (3, 10)"]
+        if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+            return python
+    return None
 
 
 def docker_time(unix_s: float) -> str:

@@ -10,19 +10,16 @@ interrupted ones, and a run the user stopped stays down whatever comes.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
-import subprocess
 import time
-import uuid
 
 import pytest
 
 from ops.target import Target
 from ops.trainer_container import Launch, container_name, docker_run_command
 from tests.infra.box_fakes import FakeBox
-from tests.infra.stand_in_trainer import ENTRYPOINT, write_stand_in_tree
+from tests.infra.stand_in_trainer import import_stand_in_image
 
 pytestmark = pytest.mark.e2e
 PREEMPTED = 75
@@ -32,22 +29,7 @@ EXIT_WAIT_SECONDS = 60
 
 @pytest.fixture(scope="module")
 def image(restartable_engine, tmp_path_factory):
-    root = tmp_path_factory.mktemp("stand-in")
-    write_stand_in_tree(root)
-    name = f"glucose-restart-stand-in:{uuid.uuid4().hex[:8]}"
-    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-    imported = subprocess.run(
-        ["docker", "import", "--change", f"ENTRYPOINT {ENTRYPOINT}", "-", name],
-        stdin=tar.stdout,
-        env={**os.environ, **restartable_engine.env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    tar.wait()
-    assert imported.returncode == 0, imported.stderr
-    return name
+    return import_stand_in_image(tmp_path_factory.mktemp("stand-in"), restartable_engine.env)
 
 
 @pytest.fixture

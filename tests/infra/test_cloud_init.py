@@ -2,7 +2,6 @@
 
 import ast
 import base64
-import glob
 import gzip
 import json
 import shutil
@@ -23,6 +22,7 @@ from infra.cloud_init import (  # noqa: E402
     encode_user_data,
     render_cloud_init,
 )
+from tests.infra.box_fakes import box_python  # noqa: E402
 
 AWS_USER_DATA_LIMIT_BYTES = 16 * 1024  # raw, before base64
 AZURE_CUSTOM_DATA_LIMIT_BYTES = 64 * 1024
@@ -102,7 +102,7 @@ def test_installed_programs_keep_their_shebang_first():
 
 
 def test_installed_programs_run_on_the_boxes_python_3_10(tmp_path):
-    python = _python_3_10()
+    python = box_python()
     if python is None:
         pytest.skip("no python3.10 here to check the installed box programs")
     files = _files(_render())
@@ -209,17 +209,6 @@ def test_encoded_user_data_fits_both_clouds_and_round_trips():
 def test_encoded_user_data_is_stable_between_renders():
     # Changed user data replaces the VM, so two previews must agree byte for byte.
     assert encode_user_data(_render()) == encode_user_data(_render())
-
-
-def _python_3_10() -> str | None:
-    """Ubuntu 22.04's python3.10, the oldest python3 our images boot with."""
-    candidates = [shutil.which("python3.10"), *glob.glob("/root/.pyenv/versions/3.10.*/bin/python")]
-    for python in filter(None, candidates):
-        # pyenv's shims exist even where they refuse to run.
-        probe = [python, "-c", "import sys; assert sys.version_info[:2] == (3, 10)"]
-        if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
-            return python
-    return None
 
 
 def test_systemd_accepts_the_units_without_a_complaint(tmp_path):

@@ -1,12 +1,8 @@
 """The idle countdown: the real watchdog program, one run per simulated minute."""
 
-import glob
-import shutil
-import subprocess
-
 import pytest
 
-from tests.infra.box_fakes import FakeBox
+from tests.infra.box_fakes import FakeBox, box_python
 
 T0 = 1_800_000_000.0
 MINUTE = 60.0
@@ -117,19 +113,8 @@ def test_a_bad_config_is_one_line_without_traceback(box):
     assert box.calls("shutdown") == []
 
 
-def _box_python() -> str | None:
-    """Ubuntu 22.04's python3.10, the oldest python3 our images boot with."""
-    candidates = [shutil.which("python3.10"), *glob.glob("/root/.pyenv/versions/3.10.*/bin/python")]
-    for python in filter(None, candidates):
-        # pyenv's shims exist even where they refuse to run.
-        probe = [python, "-c", "import sys; assert sys.version_info[:2] == (3, 10)"]
-        if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
-            return python
-    return None
-
-
 def test_watchdog_runs_on_python_3_10(box):
-    python = _box_python()
+    python = box_python()
     if python is None:
         pytest.skip("no python3.10 here to check the box programs' compatibility")
     box.tick(T0)

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from tests.infra.box_fakes import RUN_ID_LABEL, FakeBox
-from tests.infra.stand_in_trainer import write_stand_in_tree
+from tests.infra.stand_in_trainer import import_stand_in_image
 
 PREEMPTED = 75
 EXIT_WAIT_SECONDS = 60
@@ -20,10 +20,7 @@ EXIT_WAIT_SECONDS = 60
 @pytest.fixture(scope="module")
 def stand_in_image(docker_engine, tmp_path_factory):
     """An image with just dash, sleep and the C library, made by `docker import`."""
-    root = tmp_path_factory.mktemp("stand-in-image")
-    write_stand_in_tree(root)
-    name = f"glucose-box-test-stand-in:{uuid.uuid4().hex[:8]}"
-    docker_engine.import_dir(root, name)
+    name = import_stand_in_image(tmp_path_factory.mktemp("stand-in-image"), docker_engine.env)
     yield name
     docker_engine.run(["image", "rm", "--force", name], timeout_seconds=120, check=False)
 

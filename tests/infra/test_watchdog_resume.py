@@ -59,29 +59,21 @@ def test_run_stopped_by_the_user_stays_down(box):
     assert "stopped by the user" in done.stdout
 
 
-def test_finished_run_stays_down(box):
-    box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=0)
-    box.write_status("run-1", state="finished")
-    box.reboot("boot-2", at=T0 - 60)
-    _resume(box)
-    assert _started(box) == []
-
-
-def test_run_with_a_user_error_stays_down(box):
-    box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=2)
-    box.write_status("run-1", state="failed")
+@pytest.mark.parametrize(
+    ("exit_code", "state", "why"),
+    [
+        (0, "finished", "finished"),
+        (2, "failed", "exited 2: a user error"),
+        (1, "failed", "a failure"),
+    ],
+)
+def test_finished_and_failed_runs_stay_down_even_after_a_boot(box, exit_code, state, why):
+    box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=exit_code)
+    box.write_status("run-1", state=state)
     box.reboot("boot-2", at=T0 - 60)
     done = _resume(box)
     assert _started(box) == []
-    assert "exited 2: a user error" in done.stdout
-
-
-def test_failed_run_stays_down(box):
-    box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=1)
-    box.write_status("run-1", state="failed")
-    done = _resume(box)
-    assert _started(box) == []
-    assert "a failure" in done.stdout
+    assert why in done.stdout
 
 
 def test_a_run_that_keeps_exiting_75_is_started_three_times_per_boot(box):
