@@ -65,13 +65,14 @@ apt_get() {
     DEBIAN_FRONTEND=noninteractive apt-get -o "DPkg::Lock::Timeout=$APT_LOCK_TIMEOUT_SECONDS" "$@"
 }
 
-apt_updated=""
+# Lists and install in one attempt: without a network, `apt-get update` may "succeed"
+# with no lists, and only the install then fails.
+update_and_install() {
+    apt_get update -q && apt_get install -y -q --no-install-recommends "$@"
+}
+
 apt_install() {
-    if [ -z "$apt_updated" ]; then
-        retry "apt-get update" apt_get update -q
-        apt_updated=1
-    fi
-    retry "apt-get install $*" apt_get install -y -q --no-install-recommends "$@"
+    retry "apt-get install $*" update_and_install "$@"
 }
 
 has_nvidia_gpu() {
@@ -158,7 +159,6 @@ install_container_toolkit() {
         sed "s#deb https://#deb [signed-by=$TOOLKIT_KEYRING] https://#g" "$TOOLKIT_SOURCES.new" \
             > "$TOOLKIT_SOURCES"
         rm -f "$TOOLKIT_KEYRING.asc" "$TOOLKIT_SOURCES.new"
-        apt_updated=""
         apt_install nvidia-container-toolkit
     fi
     # Captured, not piped into `grep -q`: under pipefail an early-exiting grep
