@@ -59,7 +59,7 @@ def azure_deallocate(config: WatchdogConfig) -> str:
         url,
         method="POST",
         body=b"",
-        timeout_seconds=config.http_timeout_seconds,
+        timeout_seconds=config.request_timeout_seconds,
         headers={"Authorization": f"Bearer {token}", "Content-Length": "0"},
     )
     if status not in ARM_ACCEPTED_STATUSES:
