@@ -141,7 +141,7 @@ def _lost_box_message(box: Box, run_id: str, why) -> str:
 
 @task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
 def status(c, run="", target="", stack=""):
-    """Show a run's state, progress, GPU use, ETA and cost, and the box's idle guard."""
+    """Show a run's state, progress, cost, and the box's idle guard."""
     box = _box(target, stack)
     run_id = run or next(iter(trainer_container.run_ids(box)), None)
     if run_id is None:
@@ -163,7 +163,7 @@ def status(c, run="", target="", stack=""):
     },
 )
 def hold(c, duration, target="", stack=""):
-    """Keep the box up without an SSH terminal for a while, e.g. `fab hold 2h`."""
+    """Keep the box up without an SSH terminal: `fab hold 2h`."""
     minutes = box_lease.parse_minutes(duration)
     box = _box(target, stack)
     if minutes == 0:
