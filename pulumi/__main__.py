@@ -1,8 +1,10 @@
 """The glucose-training Pulumi program: read the stack config, build the boxes, export.
 
-Config is validated before any resource is declared; a bad stack file ends the run
-with one line per problem and no traceback. The cloud module is imported only for the
-cloud in use, so an Azure stack never needs the AWS provider and vice versa.
+Config is validated before any resource is declared, and so is the account's GPU
+quota for the boxes (the cheap part of `fab preflight`); a bad stack file or too
+small a quota ends the run with one line per problem and no traceback. The cloud
+module is imported only for the cloud in use, so an Azure stack never needs the AWS
+provider and vice versa.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import pulumi
 
 from infra.config import ConfigError, StackConfig, load_stack_config
+from infra.quota_check import quota_problems
 from infra.training_box import TrainingBox
 
 COMPONENT_NAME = "glucose"
@@ -32,6 +35,10 @@ def main() -> None:
     except ConfigError as exc:
         # RunError: Pulumi prints the message alone, without the program's stack trace.
         raise pulumi.RunError(str(exc)) from None
+    problems = quota_problems(config)
+    if problems:
+        lines = "\n".join(f"  - {problem}" for problem in problems)
+        raise pulumi.RunError(f"the account cannot run this stack's boxes:\n{lines}")
     box = build(config)
     size = config.size
     pulumi.export("cloud", config.cloud)
@@ -44,6 +51,10 @@ def main() -> None:
     pulumi.export("gpuCount", size.gpu_count)
     pulumi.export("hourlyPriceUsd", config.hourly_price_usd)
     pulumi.export("spot", config.spot)
+    # What `fab box-update` renders the box's settings from.
+    pulumi.export("idleShutdownMinutes", config.idle_shutdown_minutes)
+    for key, value in box.cloud_outputs.items():
+        pulumi.export(key, value)
 
 
 main()

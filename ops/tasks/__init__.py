@@ -2,7 +2,7 @@
 
 from invoke import Collection
 
-from ops.tasks import access, image, plan, run, transfer
+from ops.tasks import access, box, image, plan, preflight, run, transfer
 
 namespace = Collection(
     image.build,
@@ -15,6 +15,8 @@ namespace = Collection(
     transfer.download,
     transfer.upload_data,
     plan.plan,
+    preflight.preflight,
+    box.box_update,
     access.tensorboard,
     access.ssh,
 )

@@ -9,7 +9,7 @@ from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops import box_lease, launch, run_status, trainer_container
+from ops import box_lease, box_update, launch, run_status, trainer_container
 from ops.remote import Box
 from ops.target import resolve_target
 from ops.tasks.image import (
@@ -74,6 +74,7 @@ def train(
 ):
     """Ship the image and start (or resume) a run on the box."""
     box = _box(target, stack)
+    box_update.warn_if_behind(box)
     if not (data_uri or dataset):
         raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
     data_uri = data_uri or f"{box.target.storage_uri}/datasets/{dataset}"

@@ -5,14 +5,20 @@ declares, all tagged project/stack/owner:
 
 - a small VPC of its own with an SSH-only security group (`aws_network.py` says why
   not the default VPC); the EC2 key pair from `sshPublicKey`;
-- the instances: AMI looked up by owner and name, IMDSv2 only with hop limit 2 (the
-  trainer container reads spot notices), OS shutdown = stop, encrypted gp3 root,
-  optional persistent spot that stops instead of terminating, the shared cloud-init,
-  an Elastic IP each, a cluster placement group for more than one;
+- the instances: AMI pinned (stack config `amiId`, else looked up once and kept),
+  IMDSv2 only with hop limit 2 (the trainer container reads spot notices), OS
+  shutdown = stop, encrypted gp3 root, optional persistent spot that stops instead of
+  terminating (its request cancelled before the instance goes: aws_spot_requests.py),
+  the shared cloud-init, an Elastic IP each, a cluster placement group for more than one;
 - an S3 bucket (private, encrypted, versioned, lifecycle-trimmed) and an ECR repo;
 - an instance role: this bucket, this repository, one metric namespace (`aws_iam.py`);
 - guard rails (`aws_guard_rails.py`): an EventBridge Scheduler daily stop, a monthly
-  budget with e-mail alerts, a CloudWatch alarm that stops a box whose GPUs stay idle.
+  budget with e-mail alerts that stops the boxes at 100 %, a CloudWatch alarm that
+  stops a box whose GPUs stay idle.
+
+A routine `pulumi up` never stops or replaces a box: a newer AMI and changed box
+programs or settings (user data) are ignored on existing instances. cloud-init would
+not re-run them anyway; `fab box-update` brings programs and settings to running boxes.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import pulumi_aws as aws
 
 from infra import aws_guard_rails, aws_iam
 from infra.aws_network import declare_network
+from infra.aws_spot_requests import SpotRequestGuard
 from infra.cloud_init import box_guard_settings, encode_user_data, render_cloud_init
 from infra.config import StackConfig
 from infra.training_box import TrainingBox
@@ -75,8 +82,17 @@ class AwsTrainingBox(TrainingBox):
             )
             for index, instance in enumerate(instances)
         ]
+        if config.spot:
+            for index, instance in enumerate(instances):
+                SpotRequestGuard(f"{name}-spot-request-{index}", instance, config.region, self)
         aws_guard_rails.declare_daily_stop(name, config, instances, self._tags, parent=self)
-        aws_guard_rails.declare_budget(name, config, self._tags, parent=self)
+        budget = aws_guard_rails.declare_budget(name, config, self._tags, parent=self)
+        if config.budget_stops_boxes:
+            aws_guard_rails.declare_budget_stop(
+                name, config, budget, instances, self._tags, parent=self
+            )
+        if config.activate_cost_allocation_tag:
+            aws_guard_rails.activate_cost_scope_tag(name, parent=self)
         aws_guard_rails.declare_idle_alarms(name, config, instances, self._tags, parent=self)
 
         self._expose(
@@ -85,6 +101,8 @@ class AwsTrainingBox(TrainingBox):
             storage_uri=bucket.bucket.apply(lambda b: f"s3://{b}"),
             registry=repository.repository_url.apply(lambda url: url.split("/", 1)[0]),
             image_repository=repository.repository_url,
+            # What the first box really boots (kept by ignore_changes), to pin it with.
+            cloud_outputs={"amiId": instances[0].ami},
         )
 
     def _child(self, **kwargs) -> pulumi.ResourceOptions:
@@ -194,8 +212,12 @@ class AwsTrainingBox(TrainingBox):
                 "spot_instance_type": "persistent",
             },
         }
-        ami_id = self._ami_id()
+        ami_id = config.ami_id or self._ami_id()
         user_data = _user_data(config)
+        # An instance never moves by itself: a changed user data would stop and start it
+        # (and cloud-init would not re-run it), a newer looked-up AMI would replace it.
+        # A pinned `amiId` is the user's deliberate choice, so changing it does replace.
+        ignored = ["user_data", "user_data_base64"] + ([] if config.ami_id else ["ami"])
         return [
             aws.ec2.Instance(
                 f"{name}-box-{index}",
@@ -221,14 +243,16 @@ class AwsTrainingBox(TrainingBox):
                 },
                 instance_market_options=spot if config.spot else None,
                 user_data_base64=user_data,
+                user_data_replace_on_change=False,
                 tags={**self._tags, "Name": f"{name}-box-{index}"},
                 volume_tags=self._tags,
-                opts=self._child(),
+                opts=self._child(ignore_changes=ignored),
             )
             for index in range(config.node_count)
         ]
 
     def _ami_id(self) -> pulumi.Output[str]:
+        """The newest matching AMI today; kept on existing boxes by ignore_changes."""
         major, minor = (int(p) for p in self._config.size.gpu.compute_capability.split("."))
         owner, pattern = (
             (DLAMI_OWNER, DLAMI_NAME)

@@ -2,20 +2,24 @@
 
 - a daily hard stop: an EventBridge Scheduler schedule calling the universal target
   `ec2:stopInstances` through a role allowed only that, on these instances;
-- a monthly cost budget mailing ACTUAL 50/80/100 % and FORECASTED 100 %;
+- a monthly cost budget mailing ACTUAL 50/80/100 % and FORECASTED 100 %, counting what
+  carries this stack's `cost-scope` tag (activated for cost allocation from here), and,
+  unless `budgetStopsBoxes: false`, a Budgets action that stops the boxes at 100 % of
+  the actual spend;
 - per box, a CloudWatch alarm on the watchdog's verdict whose action stops the
   instance (`arn:aws:automate:<region>:ec2:stop` needs no role of ours).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 
 import pulumi
 import pulumi_aws as aws
 
 from infra import aws_iam
-from infra.config import StackConfig
+from infra.config import COST_SCOPE_TAG, StackConfig
 
 STOP_INSTANCES_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:stopInstances"
 STOP_RETRY_ATTEMPTS = 5
@@ -23,7 +27,18 @@ STOP_RETRY_ATTEMPTS = 5
 BUDGET_ACTUAL_PERCENTS = (50, 80, 100)
 BUDGET_FORECASTED_PERCENTS = (100,)
 # The budget counts what carries this tag, once activated as a cost-allocation tag.
-BUDGET_TAG_KEY = "stack"
+BUDGET_TAG_KEY = COST_SCOPE_TAG
+BUDGET_STOP_PERCENT = 100
+# AWS's own policy for budget actions that run the SSM stop document: EC2 stop/start
+# only when called through SSM, and the SSM automation documents themselves. Kept in
+# step with what the documents call by AWS, which a hand-written copy would not be.
+# https://docs.aws.amazon.com/cost-management/latest/userguide/budgets-action-role.html
+BUDGET_ACTION_POLICY_ARN = (
+    "arn:aws:iam::aws:policy/AWSBudgetsActions_RolePolicyForResourceAdministrationWithSSM"
+)
+# A new tag key can be activated only once Billing has seen it (up to a day after the
+# first tagged resource exists): activation waits until Cost Explorer lists the key.
+COST_TAG_LOOKBACK_DAYS = 30
 
 # The on-box watchdog publishes its verdict once a minute, 1 busy / 0 idle
 # (pulumi/infra/box/verdict_metric.py).
@@ -43,19 +58,7 @@ def declare_daily_stop(
 ) -> aws.scheduler.Schedule:
     """Stop every box at `autoShutdownTime` in `autoShutdownTimeZone`, every day."""
     child = pulumi.ResourceOptions(parent=parent)
-    account_id = aws.get_caller_identity_output(
-        opts=pulumi.InvokeOutputOptions(parent=parent)
-    ).account_id
-    role = aws.iam.Role(
-        f"{name}-daily-stop-role",
-        assume_role_policy=account_id.apply(
-            lambda account: json.dumps(
-                aws_iam.assume_role_policy("scheduler.amazonaws.com", account)
-            )
-        ),
-        tags=tags,
-        opts=child,
-    )
+    role = _service_role(f"{name}-daily-stop-role", "scheduler.amazonaws.com", tags, parent)
     policy = aws.iam.RolePolicy(
         f"{name}-daily-stop-access",
         role=role.id,
@@ -79,6 +82,23 @@ def declare_daily_stop(
             "retry_policy": {"maximum_retry_attempts": STOP_RETRY_ATTEMPTS},
         },
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[policy]),
+    )
+
+
+def _service_role(
+    name: str, service: str, tags: dict[str, str], parent: pulumi.Resource
+) -> aws.iam.Role:
+    """A role only `service`, acting for this account, may assume."""
+    account_id = aws.get_caller_identity_output(
+        opts=pulumi.InvokeOutputOptions(parent=parent)
+    ).account_id
+    return aws.iam.Role(
+        name,
+        assume_role_policy=account_id.apply(
+            lambda account: json.dumps(aws_iam.assume_role_policy(service, account))
+        ),
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent),
     )
 
 
@@ -118,6 +138,92 @@ def declare_budget(
         notifications=notifications,
         tags=tags,
         opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def declare_budget_stop(
+    name: str,
+    config: StackConfig,
+    budget: aws.budgets.Budget,
+    instances: list[aws.ec2.Instance],
+    tags: dict[str, str],
+    parent: pulumi.Resource,
+) -> aws.budgets.BudgetAction:
+    """At 100 % of the actual monthly spend, Budgets stops every box (SSM stop document).
+
+    Stopped, not terminated: disks and checkpoints stay; `pulumi up` or the console
+    starts the boxes again once the budget is raised.
+    """
+    child = pulumi.ResourceOptions(parent=parent)
+    role = _service_role(f"{name}-budget-stop-role", "budgets.amazonaws.com", tags, parent)
+    attachment = aws.iam.RolePolicyAttachment(
+        f"{name}-budget-stop-access",
+        role=role.name,
+        policy_arn=BUDGET_ACTION_POLICY_ARN,
+        opts=child,
+    )
+    return aws.budgets.BudgetAction(
+        f"{name}-budget-stop",
+        budget_name=budget.name,
+        action_type="RUN_SSM_DOCUMENTS",
+        approval_model="AUTOMATIC",
+        notification_type="ACTUAL",
+        action_threshold={
+            "action_threshold_type": "PERCENTAGE",
+            "action_threshold_value": float(BUDGET_STOP_PERCENT),
+        },
+        definition={
+            "ssm_action_definition": {
+                "action_sub_type": "STOP_EC2_INSTANCES",
+                "instance_ids": [instance.id for instance in instances],
+                "region": config.region,
+            }
+        },
+        execution_role_arn=role.arn,
+        subscribers=[
+            {"address": email, "subscription_type": "EMAIL"} for email in config.alert_emails
+        ],
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[attachment]),
+    )
+
+
+def activate_cost_scope_tag(
+    name: str, parent: pulumi.Resource, today: datetime.date | None = None
+) -> aws.costexplorer.CostAllocationTag | None:
+    """Activate the budget's tag for cost allocation once Billing knows it; None before.
+
+    Until it is active the budget sees nothing of this stack; the first stack of the
+    project in an account waits up to a day for that. The activation is account-wide
+    and shared by every stack of the project, so `pulumi destroy` leaves it active.
+    """
+    today = today or datetime.datetime.now(datetime.timezone.utc).date()
+    start = today - datetime.timedelta(days=COST_TAG_LOOKBACK_DAYS)
+    try:
+        known = aws.costexplorer.get_tags(
+            search_string=BUDGET_TAG_KEY,
+            time_period={"start": start.isoformat(), "end": today.isoformat()},
+            opts=pulumi.InvokeOptions(parent=parent),
+        ).tags
+    except Exception as error:  # Cost Explorer off, or no ce:GetTags: warn, never block
+        pulumi.log.warn(
+            f"could not ask Cost Explorer whether tag {BUDGET_TAG_KEY!r} is known ({error}); "
+            "the budget counts nothing until it is activated as a cost-allocation tag",
+            parent,
+        )
+        return None
+    if BUDGET_TAG_KEY not in (known or []):
+        pulumi.log.info(
+            f"tag {BUDGET_TAG_KEY!r} is not in Cost Explorer yet (up to a day after the "
+            "first tagged box); a later `pulumi up` activates it for the budget",
+            parent,
+        )
+        return None
+    return aws.costexplorer.CostAllocationTag(
+        f"{name}-cost-scope-tag",
+        tag_key=BUDGET_TAG_KEY,
+        status="Active",
+        opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=True),
     )
 
 

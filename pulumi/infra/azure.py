@@ -11,6 +11,17 @@ toolkit come preinstalled, so a box is ready in a minute or two and carries no
 marketplace plan. Installing the driver on stock Ubuntu at first boot (the NVIDIA GPU
 driver extension, or ubuntu-drivers) adds 5-10 minutes to every new box; cloud-init's
 setup script still does that as a fallback when it finds no driver.
+
+Security type, stated rather than left to the subscription's default (new Gen2 VMs
+default to Trusted Launch with Secure Boot on some subscriptions): Trusted Launch with
+a vTPM but Secure Boot off, because the image's NVIDIA kernel modules (and the
+setup script's fallback driver) are built by DKMS and not signed with a key the
+firmware trusts, so Secure Boot would keep the GPU driver from loading. ND A100 v4 does
+not offer Trusted Launch and boots the standard way.
+
+A routine `pulumi up` never replaces a VM for changed box programs or settings: Azure
+cannot change `customData` in place, so it is ignored on existing VMs, and
+`fab box-update` brings programs and settings to running boxes.
 """
 
 from __future__ import annotations
@@ -30,12 +41,14 @@ from pulumi_azure_native import (
 from infra.azure_access import (
     ACR_PULL,
     ACR_PUSH,
+    POWER_ON_OFF,
+    SERVICE_PRINCIPAL,
     STORAGE_BLOB_DATA_CONTRIBUTOR,
     builtin_role,
-    deallocate_role,
     grant,
+    principal_type_of_token,
 )
-from infra.azure_guard_rails import monthly_budget, shutdown_schedule
+from infra.azure_guard_rails import budget_stop, monthly_budget, shutdown_schedule
 from infra.cloud_init import box_guard_settings, encode_user_data, render_cloud_init
 from infra.config import StackConfig
 from infra.training_box import TrainingBox
@@ -47,6 +60,12 @@ IMAGE_NAME = "glucose-trainer"
 # Objects under tmp/ are scratch (partial uploads, staging); anything older than this is
 # a leftover of a crashed writer and only costs money.
 STALE_TEMP_DAYS = 2
+# Soft delete and versioning: a bad sync or a hostile writer cannot destroy the only
+# copy of a checkpoint; what they overwrite or delete stays restorable this long.
+DELETED_BLOB_RETENTION_DAYS = 14
+OLD_VERSION_DAYS = 14
+# Sizes without Trusted Launch (https://learn.microsoft.com/azure/virtual-machines/trusted-launch).
+NO_TRUSTED_LAUNCH_SIZES = ("Standard_ND96asr_v4",)
 VNET_CIDR = "10.42.0.0/16"
 SUBNET_CIDR = "10.42.0.0/24"
 
@@ -77,8 +96,14 @@ class AzureTrainingBox(TrainingBox):
             vms.append(vm)
             ips.append(ip.ip_address)
             shutdown_schedule(f"{name}-{index}-shutdown", vm, self._group, config, self)
-        self._grant_access(vms, container, registry)
-        monthly_budget(f"{name}-budget", self._group, config, self)
+        client = authorization.get_client_config_output(opts=pulumi.InvokeOptions(parent=self))
+        self._grant_access(vms, container, registry, client)
+        stop_group = None
+        if config.budget_stops_boxes:
+            stop_group = budget_stop(
+                f"{name}-budget-stop", vms, self._group, client.subscription_id, config, self
+            )
+        monthly_budget(f"{name}-budget", self._group, config, self, stop_group)
 
         self._expose(
             hosts=pulumi.Output.all(*ips).apply(list),
@@ -96,24 +121,31 @@ class AzureTrainingBox(TrainingBox):
         vms: list[compute.VirtualMachine],
         container: storage.BlobContainer,
         registry: containerregistry.Registry,
+        client: pulumi.Output,
     ) -> None:
         """Each box: data, image pulls, deallocating itself. The deployer: data, pushes."""
-        client = authorization.get_client_config_output(opts=pulumi.InvokeOptions(parent=self))
         blob_role = builtin_role(client.subscription_id, STORAGE_BLOB_DATA_CONTRIBUTOR)
-        role = deallocate_role(f"{self._name}-deallocate-role", self._group, self)
+        power_role = builtin_role(client.subscription_id, POWER_ON_OFF)
         pull_role = builtin_role(client.subscription_id, ACR_PULL)
         for index, vm in enumerate(vms):
             box = vm.identity.apply(lambda identity: identity.principal_id)
-            prefix, kind = f"{self._name}-{index}", "ServicePrincipal"
+            prefix, kind = f"{self._name}-{index}", SERVICE_PRINCIPAL
             grant(f"{prefix}-blob", box, container.id, blob_role, self, kind)
             grant(f"{prefix}-acrpull", box, registry.id, pull_role, self, kind)
-            grant(f"{prefix}-deallocate", box, vm.id, role.id, self, kind)
+            grant(f"{prefix}-deallocate", box, vm.id, power_role, self, kind)
         # Shared-key access is off, so whoever runs `pulumi up` reaches data and images
         # through their own identity (`fab upload-data`, `fab download`, `fab push`).
-        deployer = client.object_id
-        grant(f"{self._name}-deployer-blob", deployer, container.id, blob_role, self)
+        deployer, kind = client.object_id, self._deployer_principal_type()
+        grant(f"{self._name}-deployer-blob", deployer, container.id, blob_role, self, kind)
         push_role = builtin_role(client.subscription_id, ACR_PUSH)
-        grant(f"{self._name}-deployer-acrpush", deployer, registry.id, push_role, self)
+        grant(f"{self._name}-deployer-acrpush", deployer, registry.id, push_role, self, kind)
+
+    def _deployer_principal_type(self) -> str:
+        """The stack's `deployerPrincipalType`, else read from the deployer's own token."""
+        if self._config.deployer_principal_type:
+            return self._config.deployer_principal_type
+        token = authorization.get_client_token(opts=pulumi.InvokeOptions(parent=self)).token
+        return principal_type_of_token(token)
 
     def _network(self) -> network.Subnet:
         name, group = self._name, self._group
@@ -175,6 +207,19 @@ class AzureTrainingBox(TrainingBox):
             tags=self._config.storage_tags,
             opts=self._child(keep),
         )
+        storage.BlobServiceProperties(
+            f"{self._name}-blob-recovery",
+            resource_group_name=group.name,
+            account_name=account.name,
+            blob_services_name="default",  # the only name Azure accepts
+            is_versioning_enabled=True,
+            delete_retention_policy={"enabled": True, "days": DELETED_BLOB_RETENTION_DAYS},
+            container_delete_retention_policy={
+                "enabled": True,
+                "days": DELETED_BLOB_RETENTION_DAYS,
+            },
+            opts=self._child(keep),
+        )
         container = storage.BlobContainer(
             f"{self._name}-container",
             resource_group_name=group.name,
@@ -207,7 +252,22 @@ class AzureTrainingBox(TrainingBox):
                                 }
                             },
                         },
-                    }
+                    },
+                    {
+                        # Versioning protects against a bad overwrite; old versions of
+                        # checkpoints then age out instead of billing forever.
+                        "name": "delete-old-versions",
+                        "enabled": True,
+                        "type": "Lifecycle",
+                        "definition": {
+                            "filters": {"blob_types": ["blockBlob"]},
+                            "actions": {
+                                "version": {
+                                    "delete": {"days_after_creation_greater_than": OLD_VERSION_DAYS}
+                                }
+                            },
+                        },
+                    },
                 ]
             },
             opts=self._child(keep),
@@ -321,10 +381,22 @@ class AzureTrainingBox(TrainingBox):
             },
             network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
             proximity_placement_group={"id": placement.id} if placement else None,
+            security_profile=security_profile(config.vm_size),
             **_priority(config.spot),
             tags=self._tags,
-            opts=self._child(),
+            # customData cannot change in place: a new one would replace the VM.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["osProfile.customData"]),
         )
+
+
+def security_profile(vm_size: str) -> dict | None:
+    """Trusted Launch without Secure Boot (see the module docstring), where offered."""
+    if vm_size in NO_TRUSTED_LAUNCH_SIZES:
+        return None
+    return {
+        "security_type": "TrustedLaunch",
+        "uefi_settings": {"secure_boot_enabled": False, "v_tpm_enabled": True},
+    }
 
 
 def _priority(spot: bool) -> dict:

@@ -1,27 +1,39 @@
-"""Who may do what on Azure: the roles a training box and its deployer get.
+"""Who may do what on Azure: the roles a training box, the budget stop and the deployer get.
+
+Only built-in roles, each assigned on the narrowest scope that works (one VM, one
+container, one registry). A custom role would be narrower still, but ARM replicates a
+new role definition lazily: assigning it right after creating it fails with
+`RoleDefinitionDoesNotExist` on a first `pulumi up` (after the VMs exist), and creating
+it needs `roleDefinitions/write`, which Contributor + User Access Administrator lack.
 
 Role assignments are Azure RBAC resources; their names must be GUIDs. They are
 derived from (scope, principal, role) the way Bicep's `guid()` does, so a re-run never
-creates a duplicate assignment and a changed principal gets a new one.
+creates a duplicate assignment and a changed principal gets a new one. Every
+assignment states its principal's type: ARM assumes `User` otherwise, and a
+managed identity or a CI service principal then fails with `UnmatchedPrincipalType`
+(or `PrincipalNotFound` while a new identity replicates).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import uuid
 
 import pulumi
-from pulumi_azure_native import authorization, resources
+from pulumi_azure_native import authorization
 
 # Built-in role ids (the same in every tenant).
 STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
 ACR_PUSH = "8311e382-0749-4cb8-b61a-304f252e45ec"
-# All the idle watchdog may do with the VM it runs on: see itself and deallocate itself
-# (an OS shutdown keeps billing on Azure; deallocation stops it).
-DEALLOCATE_ACTIONS = (
-    "Microsoft.Compute/virtualMachines/read",
-    "Microsoft.Compute/virtualMachines/deallocate/action",
-)
+# "Desktop Virtualization Power On Off Contributor": read, start, restart, power off
+# and deallocate VMs. Assigned on one VM, it is what the idle watchdog (deallocating
+# its own VM: an OS shutdown keeps billing on Azure) and the budget stop need.
+POWER_ON_OFF = "40c5ff49-9181-41f8-ae61-143b0e78555e"
+SERVICE_PRINCIPAL = "ServicePrincipal"
+USER = "User"
 _GUID_NAMESPACE = uuid.UUID("5b0f3c1e-8a52-4a4e-9d0c-6f1f2a7c9e31")
 
 
@@ -35,37 +47,15 @@ def builtin_role(subscription_id: pulumi.Input[str], role_guid: str) -> pulumi.O
     )
 
 
-def deallocate_role(
-    name: str, group: resources.ResourceGroup, parent: pulumi.Resource
-) -> authorization.RoleDefinition:
-    """A custom role that can only read and deallocate VMs.
-
-    Custom roles are assignable at a resource group at the narrowest; each VM's
-    assignment is then scoped to that VM alone.
-    """
-    return authorization.RoleDefinition(
-        name,
-        scope=group.id,
-        role_definition_id=group.name.apply(lambda g: _guid(g, "deallocate-role")),
-        # Role names are unique per tenant: the group's (random-suffixed) name makes it so.
-        role_name=pulumi.Output.concat("glucose-training self-deallocate (", group.name, ")"),
-        description="Lets a training VM's idle watchdog deallocate that VM, nothing else.",
-        role_type="CustomRole",
-        permissions=[{"actions": list(DEALLOCATE_ACTIONS)}],
-        assignable_scopes=[group.id],
-        opts=pulumi.ResourceOptions(parent=parent),
-    )
-
-
 def grant(
     name: str,
     principal_id: pulumi.Input[str],
     scope: pulumi.Input[str],
     role_definition_id: pulumi.Input[str],
     parent: pulumi.Resource,
-    principal_type: str | None = None,
+    principal_type: str,
 ) -> authorization.RoleAssignment:
-    """Assign one role to one principal on one scope."""
+    """Assign one role to one principal (of the given type) on one scope."""
     return authorization.RoleAssignment(
         name,
         principal_id=principal_id,
@@ -77,6 +67,31 @@ def grant(
         ),
         opts=pulumi.ResourceOptions(parent=parent),
     )
+
+
+def principal_type_of_token(token: str) -> str:
+    """`User` or `ServicePrincipal`, from the claims of the deployer's ARM access token.
+
+    Microsoft Entra tokens say `idtyp` (`app` or `user`); without it, a delegated
+    (user) token carries scopes (`scp`) and an app-only one does not. A managed
+    identity is a service principal too.
+    """
+    claims = _claims(token)
+    kind = claims.get("idtyp")
+    if kind in ("app", "user"):
+        return SERVICE_PRINCIPAL if kind == "app" else USER
+    return USER if "scp" in claims else SERVICE_PRINCIPAL
+
+
+def _claims(token: str) -> dict:
+    try:
+        payload = token.split(".")[1]
+        return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError, binascii.Error):
+        raise ValueError(
+            "the deployer's Azure token is not a JWT; set "
+            "glucose-training:deployerPrincipalType (User or ServicePrincipal)"
+        ) from None
 
 
 def _guid(*parts: str) -> str:

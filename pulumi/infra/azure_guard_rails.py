@@ -1,23 +1,39 @@
 """Azure's money guard rails outside the box: the daily hard stop and the budget.
 
-The on-box idle watchdog is the first layer (pulumi/infra/box/); these two work even
+The on-box idle watchdog is the first layer (pulumi/infra/box/); these work even
 when the box is wedged: the DevTestLab schedule deallocates the VM every day, and the
-budget mails people before and when the month's money is spent (it stops nothing).
+budget mails people before and when the month's money is spent. A budget alone stops
+nothing; unless `budgetStopsBoxes: false`, its Actual 100 % alert also goes to an
+action group whose Logic App deallocates every box (its managed identity holds the
+built-in power-on-off role on each VM). Budgets are evaluated a few times a day, so
+this is the last layer, not the first.
 """
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 
 import pulumi
-from pulumi_azure_native import compute, consumption, devtestlab, resources
+from pulumi_azure_native import compute, consumption, devtestlab, logic, monitor, resources
 
+from infra.azure_access import POWER_ON_OFF, SERVICE_PRINCIPAL, builtin_role, grant
 from infra.config import StackConfig
 from infra.time_zones import windows_time_zone
 
 SHUTDOWN_NOTICE_MINUTES = 15
 ACTUAL_ALERT_PERCENTS = (50, 80, 100)
 FORECAST_ALERT_PERCENTS = (100,)
+STOP_PERCENT = 100
+STOP_TRIGGER = "budget_exceeded"
+# What the Logic App calls; the same operation the idle watchdog uses on the box.
+DEALLOCATE_API_VERSION = "2024-07-01"
+ARM_AUDIENCE = "https://management.azure.com/"
+ACTION_GROUP_SHORT_NAME = "glucosestop"  # at most 12 characters
+WORKFLOW_SCHEMA = (
+    "https://schema.management.azure.com/providers/Microsoft.Logic/schemas/"
+    "2016-06-01/workflowdefinition.json#"
+)
 
 
 def shutdown_schedule(
@@ -51,9 +67,14 @@ def shutdown_schedule(
 
 
 def monthly_budget(
-    name: str, group: resources.ResourceGroup, config: StackConfig, parent: pulumi.Resource
+    name: str,
+    group: resources.ResourceGroup,
+    config: StackConfig,
+    parent: pulumi.Resource,
+    stop_group: monitor.ActionGroup | None = None,
 ) -> consumption.Budget:
-    """A cost budget on the stack's resource group with Actual and Forecasted alerts."""
+    """A cost budget on the stack's resource group with Actual and Forecasted alerts;
+    the Actual 100 % alert also fires `stop_group` when there is one."""
     thresholds = [("Actual", p) for p in ACTUAL_ALERT_PERCENTS]
     thresholds += [("Forecasted", p) for p in FORECAST_ALERT_PERCENTS]
     notifications = {
@@ -67,6 +88,8 @@ def monthly_budget(
         }
         for kind, percent in thresholds
     }
+    if stop_group is not None:
+        notifications[f"actual{STOP_PERCENT}"]["contact_groups"] = [stop_group.id]
     return consumption.Budget(
         name,
         budget_name=f"{config.project}-{config.stack}-monthly",
@@ -83,3 +106,81 @@ def monthly_budget(
 
 def _first_of_this_month() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-01T00:00:00Z")
+
+
+def budget_stop(
+    name: str,
+    vms: Sequence[compute.VirtualMachine],
+    group: resources.ResourceGroup,
+    subscription_id: pulumi.Input[str],
+    config: StackConfig,
+    parent: pulumi.Resource,
+) -> monitor.ActionGroup:
+    """An action group whose Logic App deallocates every box when the budget fires it."""
+    child = pulumi.ResourceOptions(parent=parent)
+    workflow = logic.Workflow(
+        f"{name}-flow",
+        resource_group_name=group.name,
+        location=group.location,
+        identity={"type": "SystemAssigned"},
+        state="Enabled",
+        definition=pulumi.Output.all(*[vm.id for vm in vms]).apply(
+            lambda ids: deallocate_workflow(list(ids))
+        ),
+        tags=config.tags,
+        opts=child,
+    )
+    identity = workflow.identity.apply(lambda i: i.principal_id)
+    role = builtin_role(subscription_id, POWER_ON_OFF)
+    grants = [
+        grant(f"{name}-{index}-deallocate", identity, vm.id, role, parent, SERVICE_PRINCIPAL)
+        for index, vm in enumerate(vms)
+    ]
+    callback = logic.list_workflow_trigger_callback_url_output(
+        resource_group_name=group.name,
+        workflow_name=workflow.name,
+        trigger_name=STOP_TRIGGER,
+        opts=pulumi.InvokeOutputOptions(parent=parent),
+    ).value
+    return monitor.ActionGroup(
+        f"{name}-group",
+        resource_group_name=group.name,
+        location="Global",
+        group_short_name=ACTION_GROUP_SHORT_NAME,
+        enabled=True,
+        logic_app_receivers=[
+            {
+                "name": "deallocate-boxes",
+                "resource_id": workflow.id,
+                # The URL carries the trigger's signature: whoever has it can fire it.
+                "callback_url": pulumi.Output.secret(callback),
+                "use_common_alert_schema": True,
+            }
+        ],
+        tags=config.tags,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=grants),
+    )
+
+
+def deallocate_workflow(vm_ids: list[str]) -> dict:
+    """A Logic App definition: an HTTP trigger, then one ARM deallocate per VM, in parallel."""
+    actions = {
+        f"deallocate_{index}": {
+            "type": "Http",
+            "runAfter": {},
+            "inputs": {
+                "method": "POST",
+                "uri": f"{ARM_AUDIENCE.rstrip('/')}{vm_id}/deallocate"
+                f"?api-version={DEALLOCATE_API_VERSION}",
+                "authentication": {"type": "ManagedServiceIdentity", "audience": ARM_AUDIENCE},
+            },
+        }
+        for index, vm_id in enumerate(vm_ids)
+    }
+    return {
+        "$schema": WORKFLOW_SCHEMA,
+        "contentVersion": "1.0.0.0",
+        "triggers": {STOP_TRIGGER: {"type": "Request", "kind": "Http", "inputs": {"schema": {}}}},
+        "actions": actions,
+        "outputs": {},
+    }

@@ -23,7 +23,7 @@ _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 
 
 def _source_note(name: str) -> str:
-    return f"# pulumi/infra/box/{name} with comments and docstrings left out\n"
+    return f"# pulumi/infra/box/{name}, comments left out\n"
 
 
 def _significant(tokens: list[tokenize.TokenInfo], index: int, step: int):
@@ -76,7 +76,7 @@ def strip_python(text: str, name: str) -> str:
 
 
 def strip_comment_lines(text: str, name: str) -> str:
-    """Shell scripts and systemd units: whole-line comments go, heredoc bodies stay."""
+    """Shell scripts and systemd units: comment and blank lines go, heredoc bodies stay."""
     lines = text.splitlines(keepends=True)
     out, heredoc_end = [], None
     for row, line in enumerate(lines):
@@ -87,7 +87,7 @@ def strip_comment_lines(text: str, name: str) -> str:
         match = _HEREDOC.search(line)
         if match and not line.lstrip().startswith("#"):
             heredoc_end = match.group(1)
-        if row == 0 or not line.lstrip().startswith("#"):
+        if row == 0 or (line.strip() and not line.lstrip().startswith("#")):
             out.append(line)
     shebang = out[:1] if out and out[0].startswith("#!") else []
     return "".join([*shebang, _source_note(name), *out[len(shebang) :]])

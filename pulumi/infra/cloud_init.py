@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import importlib.util
 import json
 import re
@@ -26,6 +27,9 @@ BOX_ROOT = "/var/lib/glucose-training"
 PROGRAM_DIR = "/opt/glucose-training"
 UNIT_DIR = "/etc/systemd/system"
 CONFIG_PATH = "/etc/glucose-training/watchdog.json"
+# Which box programs and settings a box runs: written by cloud-init and `fab box-update`,
+# compared by `fab train` with what this checkout would install.
+VERSION_PATH = "/etc/glucose-training/box-version.json"
 DEFAULT_HUNG_TRAINER_MINUTES = 120
 SSH_USER_PATTERN = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 CLOUDS = ("azure", "aws")
@@ -64,6 +68,7 @@ def render_cloud_init(
         daily_stop_time_zone=daily_stop_time_zone,
     )
     files = [*_box_files(), (CONFIG_PATH, "0644", config.to_json())]
+    files.append((VERSION_PATH, "0644", box_version(files)))
     lines = [
         "#cloud-config",
         f"# glucose-training box on {cloud}: rendered by pulumi/infra/cloud_init.py.",
@@ -91,11 +96,28 @@ def encode_user_data(cloud_init: str) -> str:
 
     cloud-init un-gzips user data itself (https://cloudinit.readthedocs.io/en/latest/
     explanation/format.html). gzip brings the document under AWS's 16 KB raw limit
-    and far under Azure's 64 KB; mtime=0 keeps the bytes stable, because a changed
-    user data replaces the VM on both clouds.
+    and far under Azure's 64 KB; mtime=0 keeps the bytes the same from run to run.
+    Neither cloud applies a changed document to an existing box (cloud-init runs it
+    once per instance; on AWS a new user data would also stop and start the instance,
+    and Azure cannot change customData in place), so both programs ignore changes on
+    existing boxes and `fab box-update` brings new programs and settings to them.
     """
     packed = gzip.compress(cloud_init.encode("ascii"), compresslevel=9, mtime=0)
     return base64.b64encode(packed).decode("ascii")
+
+
+def box_version(files: list[tuple[str, str, str]]) -> str:
+    """The version file's JSON: sha256 of the programs and units, and of the settings."""
+
+    def digest(entries: list[tuple[str, str, str]]) -> str:
+        hashed = hashlib.sha256()
+        for path, mode, content in sorted(entries):
+            hashed.update(f"{path}\0{mode}\0{content}\0".encode())
+        return hashed.hexdigest()
+
+    programs = [f for f in files if f[0] != CONFIG_PATH]
+    settings = [f for f in files if f[0] == CONFIG_PATH]
+    return json.dumps({"programs": digest(programs), "settings": digest(settings)}) + "\n"
 
 
 def _box_files() -> list[tuple[str, str, str]]:

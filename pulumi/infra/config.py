@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import json
+import math
 import re
 import zoneinfo
 from dataclasses import asdict, dataclass
@@ -41,8 +42,23 @@ KEYS: dict[str, str] = {
     "keepStorageOnDestroy": "keep_storage_on_destroy",
     "osDiskSizeGb": "os_disk_size_gb",
     "owner": "owner",
+    "amiId": "ami_id",
+    "budgetStopsBoxes": "budget_stops_boxes",
+    "activateCostAllocationTag": "activate_cost_allocation_tag",
+    "deployerPrincipalType": "deployer_principal_type",
+}
+# Keys that mean something on one cloud only: set on the other, they are a mistake.
+CLOUD_ONLY_KEYS: dict[str, str] = {
+    "amiId": "aws",
+    "activateCostAllocationTag": "aws",
+    "deployerPrincipalType": "azure",
 }
 ANYWHERE_CIDRS = ("0.0.0.0/0", "*", "internet", "any")
+# A prefix shorter than this admits a sizeable part of the internet (a /1 is half of
+# it), so it needs allowSshFromAnywhere just like 0.0.0.0/0 does.
+NARROWEST_BROAD_PREFIX = 8
+PRINCIPAL_TYPES = ("User", "ServicePrincipal")
+_AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 SSH_KEY_TYPES = ("ssh-rsa", "ssh-ed25519")  # what both Azure and EC2 accept for Linux
 MAX_NODE_COUNT = 16
 IDLE_SHUTDOWN_MINUTES_RANGE = (5, 24 * 60)
@@ -57,6 +73,9 @@ _OWNER_TAG = re.compile(r"^[\w.@+\- ]{1,128}$")
 # On the storage of both clouds; the policy pack's storage-deleted-on-destroy advisory
 # reads it, since Pulumi's retain_on_delete is not among a resource's properties.
 KEEP_ON_DESTROY_TAG = "keep-on-destroy"
+# One tag whose value names project and stack: AWS budget filters OR the values of a tag
+# filter, so `stack=dev` alone would count every project's `dev`.
+COST_SCOPE_TAG = "cost-scope"
 
 
 class ConfigError(ValueError):
@@ -89,6 +108,14 @@ class StackConfig:
     keep_storage_on_destroy: bool = False
     os_disk_size_gb: int = 128  # CUDA images are ~10 GB each; datasets are cached too
     owner: str | None = None
+    ami_id: str | None = None
+    """AWS: the image the boxes boot; unset, the newest matching AMI is looked up once."""
+    budget_stops_boxes: bool = True
+    """At 100 % of the actual monthly budget, stop (AWS) / deallocate (Azure) the boxes."""
+    activate_cost_allocation_tag: bool = True
+    """AWS: activate the budget's tag for cost allocation (needs the payer account)."""
+    deployer_principal_type: str | None = None
+    """Azure: who runs `pulumi up` (User or ServicePrincipal); unset, detected."""
     project: str = NAMESPACE
     stack: str = "dev"
 
@@ -107,8 +134,13 @@ class StackConfig:
         return self.size.hourly_price_usd(self.spot)
 
     @property
+    def cost_scope(self) -> str:
+        """The `cost-scope` tag value: this stack of this project, unique in an account."""
+        return f"{self.project}/{self.stack}"
+
+    @property
     def tags(self) -> dict[str, str]:
-        tags = {"project": self.project, "stack": self.stack}
+        tags = {"project": self.project, "stack": self.stack, COST_SCOPE_TAG: self.cost_scope}
         if self.owner:
             tags["owner"] = self.owner
         return tags
@@ -124,6 +156,7 @@ def validate(
 ) -> StackConfig:
     """Parse camelCase config values (strings as Pulumi stores them, or native values)."""
     problems = [_unknown_key_problem(key) for key in raw if key not in KEYS]
+    problems += _cloud_only_problems(raw)
     values: dict[str, Any] = {"project": project, "stack": stack, "region": region}
     for key, field in KEYS.items():
         value = raw.get(key)
@@ -221,6 +254,8 @@ _PARSERS = {
     "spot": _boolean,
     "allow_ssh_from_anywhere": _boolean,
     "keep_storage_on_destroy": _boolean,
+    "budget_stops_boxes": _boolean,
+    "activate_cost_allocation_tag": _boolean,
     "node_count": _integer,
     "idle_shutdown_minutes": _integer,
     "hung_trainer_minutes": _integer,
@@ -233,7 +268,30 @@ _PARSERS = {
 def _check(v: dict[str, Any]) -> list[str]:
     """Every problem with parsed values; a None value was already reported by its parser."""
     problems = _cloud_problems(v) + _ssh_problems(v) + _budget_problems(v)
-    problems += _schedule_problems(v) + _size_problems(v)
+    problems += _schedule_problems(v) + _size_problems(v) + _identity_problems(v)
+    return problems
+
+
+def _cloud_only_problems(raw: dict[str, Any]) -> list[str]:
+    cloud = raw.get("cloud")
+    return [
+        f"{key} applies to cloud {only} only; remove it from this {cloud} stack"
+        for key, only in CLOUD_ONLY_KEYS.items()
+        if cloud in catalog.CLOUDS and cloud != only and raw.get(key) not in (None, "")
+    ]
+
+
+def _identity_problems(v: dict[str, Any]) -> list[str]:
+    problems = []
+    ami = v.get("ami_id")
+    if ami is not None and not _AMI_ID.match(ami):
+        problems.append(f"amiId: got {ami!r}, expected an AMI id such as ami-0abc1234def567890")
+    kind = v.get("deployer_principal_type")
+    if kind is not None and kind not in PRINCIPAL_TYPES:
+        problems.append(
+            f"deployerPrincipalType: got {kind!r}, expected one of {', '.join(PRINCIPAL_TYPES)} "
+            "(or leave it unset: it is detected from the deployer's token)"
+        )
     return problems
 
 
@@ -297,12 +355,13 @@ def _ssh_problems(v: dict[str, Any]) -> list[str]:
 
 
 def _cidr_problems(cidr: str, allow_anywhere: bool) -> list[str]:
+    insist = f"or set {NAMESPACE}:allowSshFromAnywhere true to insist"
     if cidr.lower() in ANYWHERE_CIDRS or cidr.endswith("/0"):
         if allow_anywhere:
             return []
         return [
             f"sshAllowedCidr {cidr!r} opens SSH to the whole internet; use your own address "
-            f"(e.g. 203.0.113.7/32), or set {NAMESPACE}:allowSshFromAnywhere true to insist"
+            f"(e.g. 203.0.113.7/32), {insist}"
         ]
     try:
         network = ipaddress.ip_network(cidr, strict=False)
@@ -310,6 +369,12 @@ def _cidr_problems(cidr: str, allow_anywhere: bool) -> list[str]:
         return [f"sshAllowedCidr: got {cidr!r}, expected an IPv4 CIDR such as 203.0.113.7/32"]
     if network.version != 4:
         return [f"sshAllowedCidr: got {cidr!r}, expected IPv4 (the boxes have IPv4 addresses)"]
+    if network.prefixlen < NARROWEST_BROAD_PREFIX and not allow_anywhere:
+        return [
+            f"sshAllowedCidr {cidr!r} opens SSH to {network.num_addresses:,} addresses "
+            f"(1/{2**network.prefixlen} of the internet); expected /{NARROWEST_BROAD_PREFIX} "
+            f"or narrower, e.g. your own address 203.0.113.7/32, {insist}"
+        ]
     return []
 
 
@@ -327,8 +392,8 @@ def _budget_problems(v: dict[str, Any]) -> list[str]:
     wanted = (_missing("budgetAmount", "200", v), _missing("alertEmails", "you@example.org", v))
     problems = [p for p in wanted if p]
     amount = v.get("budget_amount")
-    if amount is not None and not amount > 0:
-        problems.append(f"budgetAmount: got {amount}, expected a positive USD amount")
+    if amount is not None and not (math.isfinite(amount) and amount > 0):
+        problems.append(f"budgetAmount: got {amount}, expected a positive USD amount such as 200")
     emails = v.get("alert_emails")
     if emails is not None and "alert_emails" in v:
         bad = [e for e in emails if not _EMAIL.match(e)]

@@ -3,12 +3,13 @@
 `AzureTrainingBox` and `AwsTrainingBox` build very different resources, but the
 program (`pulumi/__main__.py`) and DESIGN.md's stack outputs see only this: `hosts`,
 `ssh_user`, `storage_uri`, `registry` and `image_repository`, set once through
-`_expose`, which also registers them as the component's outputs.
+`_expose`, which also registers them as the component's outputs. A cloud may add
+outputs of its own (`cloud_outputs`, e.g. AWS's `amiId`), exported beside them.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pulumi
 
@@ -26,6 +27,8 @@ class TrainingBox(pulumi.ComponentResource):
     storage_uri: pulumi.Output[str]
     registry: pulumi.Output[str]
     image_repository: pulumi.Output[str]
+    cloud_outputs: dict[str, Any]
+    """Stack outputs only this cloud has, by their exported (camelCase) names."""
 
     def __init__(
         self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None
@@ -45,6 +48,7 @@ class TrainingBox(pulumi.ComponentResource):
         storage_uri: pulumi.Output[str],
         registry: pulumi.Output[str],
         image_repository: pulumi.Output[str],
+        cloud_outputs: dict[str, Any] | None = None,
     ) -> None:
         """Set the public outputs and register them (camelCase, as the stack exports them)."""
         self.hosts = hosts
@@ -52,6 +56,7 @@ class TrainingBox(pulumi.ComponentResource):
         self.storage_uri = storage_uri
         self.registry = registry
         self.image_repository = image_repository
+        self.cloud_outputs = dict(cloud_outputs or {})
         self.register_outputs(
             {
                 "hosts": hosts,
@@ -59,5 +64,6 @@ class TrainingBox(pulumi.ComponentResource):
                 "storageUri": storage_uri,
                 "registry": registry,
                 "imageRepository": image_repository,
+                **self.cloud_outputs,
             }
         )

@@ -13,6 +13,7 @@ Advisory: a GPU box on on-demand capacity; storage that `pulumi destroy` deletes
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Callable
@@ -54,6 +55,9 @@ AZURE_HHMM = re.compile(r"([01]\d|2[0-3])[0-5]\d")  # DevTestLab's daily time, e
 AZURE_GPU_SIZE = re.compile(r"^Standard_N", re.IGNORECASE)  # the N-series are the GPU sizes
 SSH_PORT = 22
 ANYWHERE = {"0.0.0.0/0", "::/0", "*", "internet", "any"}
+# A shorter prefix admits a sizeable share of the internet (0.0.0.0/1 is half of it):
+# the same floor the stack config enforces (infra/config.py NARROWEST_BROAD_PREFIX).
+NARROWEST_BROAD_PREFIX = 8
 PUBLIC_S3_ACLS = {"public-read", "public-read-write", "authenticated-read"}
 PUBLIC_ACCESS_FLAGS = (
     "blockPublicAcls",
@@ -134,8 +138,22 @@ def no_ssh_from_anywhere(args: ResourceValidationArgs, report: ReportViolation) 
         return
     for rule in _aws_ingress_rules(kind, props):
         cidrs = [*(rule.get("cidrBlocks") or []), *(rule.get("ipv6CidrBlocks") or [])]
-        if {str(c).lower() for c in cidrs if c} & ANYWHERE and _aws_rule_covers_ssh(rule):
-            report("an ingress rule admits SSH (22) from 0.0.0.0/0; allow only sshAllowedCidr")
+        broad = [str(c) for c in cidrs if c and _is_broad(str(c))]
+        if broad and _aws_rule_covers_ssh(rule):
+            report(
+                f"an ingress rule admits SSH (22) from {broad[0]} (broader than "
+                f"/{NARROWEST_BROAD_PREFIX}); allow only sshAllowedCidr"
+            )
+
+
+def _is_broad(source: str) -> bool:
+    """The whole internet, or a prefix broader than /8 of it."""
+    if source.lower() in ANYWHERE:
+        return True
+    try:
+        return ipaddress.ip_network(source, strict=False).prefixlen < NARROWEST_BROAD_PREFIX
+    except ValueError:
+        return False  # a service tag or a name: not an address range
 
 
 def _aws_ingress_rules(kind: str, props: Any) -> list[Any]:
@@ -173,7 +191,7 @@ def _azure_rule_opens_ssh_to_anywhere(rule: Any) -> bool:
     if str(rule.get("protocol", "*")).lower() not in ("*", "tcp"):
         return False
     sources = [rule.get("sourceAddressPrefix"), *(rule.get("sourceAddressPrefixes") or [])]
-    if not any(str(s).lower() in ANYWHERE for s in sources if s):
+    if not any(_is_broad(str(s)) for s in sources if s):
         return False
     ports = [rule.get("destinationPortRange"), *(rule.get("destinationPortRanges") or [])]
     return any(_port_range_covers(str(p), SSH_PORT) for p in ports if p)

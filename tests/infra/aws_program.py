@@ -18,6 +18,8 @@ STACK = "test"
 ACCOUNT_ID = "123456789012"
 REGION = "us-east-1"
 AMI_ID = "ami-0abc1234def567890"
+NEWER_AMI_ID = "ami-0fff5678abc123456"  # what a lookup a week later finds
+GPU_QUOTA_VCPUS = 64.0
 ZONES = ["us-east-1d", "us-east-1a", "us-east-1c"]  # unsorted, as AWS returns them
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk0cGxhY2Vob2xkZXJrZXlmb3J0ZXN0cw== me@laptop"
 
@@ -44,8 +46,14 @@ def _computed_outputs() -> dict[str, Any]:
     def eip(args: pulumi_mocks.MockResourceArgs) -> dict[str, Any]:
         return {"publicIp": f"198.51.100.{int(args.name.rsplit('-', 1)[1]) + 10}"}
 
+    def instance(args: pulumi_mocks.MockResourceArgs) -> dict[str, Any]:
+        outputs = {"arn": _arn("ec2", f"instance/i-{args.name}")}
+        if args.inputs.get("instanceMarketOptions"):
+            outputs["spotInstanceRequestId"] = f"sir-{args.name}"
+        return outputs
+
     return {
-        "aws:ec2/instance:Instance": lambda a: {"arn": _arn("ec2", f"instance/i-{a.name}")},
+        "aws:ec2/instance:Instance": instance,
         "aws:ec2/eip:Eip": eip,
         "aws:s3/bucket:Bucket": lambda a: {
             "bucket": f"{a.name}-0a1b2c3",
@@ -60,9 +68,17 @@ def _computed_outputs() -> dict[str, Any]:
     }
 
 
-def _invokes() -> dict[str, Any]:
+def _invokes(ami_id: str = AMI_ID) -> dict[str, Any]:
     return {
-        "aws:ec2/getAmi:getAmi": lambda a: {"id": AMI_ID, "imageId": AMI_ID, "name": "dlami"},
+        "aws:ec2/getAmi:getAmi": lambda a: {"id": ami_id, "imageId": ami_id, "name": "dlami"},
+        "aws:servicequotas/getServiceQuota:getServiceQuota": lambda a: {
+            "id": a.args["quotaCode"],
+            "quotaCode": a.args["quotaCode"],
+            "serviceCode": "ec2",
+            "value": GPU_QUOTA_VCPUS,
+        },
+        # Billing has not seen the cost-scope tag yet (a new account's first day).
+        "aws:costexplorer/getTags:getTags": lambda a: {"id": "tags", "tags": []},
         "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": lambda a: {
             "id": REGION,
             "locations": list(ZONES),
@@ -78,8 +94,9 @@ def _invokes() -> dict[str, Any]:
     }
 
 
-def aws_recorder() -> Recorder:
-    return Recorder(outputs=_computed_outputs(), calls=_invokes())
+def aws_recorder(ami_id: str = AMI_ID) -> Recorder:
+    """Mocks answering as AWS would; `ami_id` is what the AMI look-up finds today."""
+    return Recorder(outputs=_computed_outputs(), calls=_invokes(ami_id))
 
 
 def stack_settings(**overrides: Any) -> dict[str, str]:

@@ -116,7 +116,9 @@ class Recorder(pulumi.runtime.Mocks):
     def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list | None]:
         self.calls.append((args.token, dict(args.args)))
         if args.token in self._calls:
-            return self._calls[args.token](args), []
+            answer = self._calls[args.token](args)
+            # (outputs, [(property, reason)]): the provider refused, as a real one can.
+            return answer if isinstance(answer, tuple) else (answer, [])
         return {}, []
 
     def note_options(self, type_: str, name: str, options: dict[str, Any]) -> None:

@@ -44,6 +44,9 @@ UNTAGGED_TYPES = {
     "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
     ROLE_POLICY,
     SCHEDULE,
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+    "aws:costexplorer/costAllocationTag:CostAllocationTag",
+    "pulumi-python:dynamic/glucose-training:SpotRequestGuard",
 }
 BUCKET_TYPES = {
     BUCKET,
@@ -384,9 +387,11 @@ def test_budget_mails_actual_50_80_100_and_forecast_100_percent(box):
         assert notification["subscriberEmailAddresses"] == ["me@example.org", "lab@example.org"]
 
 
-def test_budget_counts_only_what_carries_this_stacks_tag(box):
+def test_budget_counts_only_what_carries_this_projects_stack_tag(box):
+    # `stack$test` alone would count every project's stack called test in the account.
     filters = box.one("aws:budgets/budget:Budget").inputs["costFilters"]
-    assert filters == [{"name": "TagKeyValue", "values": ["user:stack$test"]}]
+    assert filters == [{"name": "TagKeyValue", "values": ["user:cost-scope$glucose-training/test"]}]
+    assert box.one(INSTANCE).inputs["tags"]["cost-scope"] == "glucose-training/test"
 
 
 def test_idle_alarm_stops_the_box_after_idle_minutes_of_idle_verdicts(box):
@@ -453,7 +458,12 @@ def test_hosts_lists_every_box_address(spot_pair):
 
 
 def test_every_taggable_resource_carries_project_stack_and_owner(box):
-    expected = {"project": "glucose-training", "stack": "test", "owner": "alice"}
+    expected = {
+        "project": "glucose-training",
+        "stack": "test",
+        "cost-scope": "glucose-training/test",
+        "owner": "alice",
+    }
     for resource in box.custom:
         if resource.type in UNTAGGED_TYPES:
             continue
@@ -482,6 +492,8 @@ def test_program_exports_the_design_outputs_for_aws(box):
         "storageUri": "s3://glucose-storage-0a1b2c3",
         "registry": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com",
         "imageRepository": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com/glucose-trainer",
+        "idleShutdownMinutes": 45,
+        "amiId": AMI_ID,
     }
 
 

@@ -10,14 +10,15 @@ import pulumi
 import pytest
 import yaml
 
-from infra.azure import AzureTrainingBox
+from infra.azure import AzureTrainingBox, security_profile
 from infra.config import validate
 from ops import catalog
+from tests.fake_arm import SUBSCRIPTION
 from tests.infra.azure_program import (
     DEPLOYER,
     GOOD_CONFIG,
+    SERVICE_PRINCIPAL_TOKEN,
     SSH_KEY,
-    SUBSCRIPTION,
     VM,
     azure_recorder,
     run_stack,
@@ -37,6 +38,7 @@ DESIGN_OUTPUTS = {
     "gpuCount",
     "hourlyPriceUsd",
     "spot",
+    "idleShutdownMinutes",
 }
 TAGGED_TYPES = {
     "azure-native:resources:ResourceGroup",
@@ -48,7 +50,10 @@ TAGGED_TYPES = {
     "azure-native:storage:StorageAccount",
     "azure-native:containerregistry:Registry",
     "azure-native:devtestlab:GlobalSchedule",
+    "azure-native:logic:Workflow",
+    "azure-native:monitor:ActionGroup",
 }
+POWER_ON_OFF = "40c5ff49-9181-41f8-ae61-143b0e78555e"
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +90,7 @@ def test_exports_describe_the_box(on_demand):
         "gpuCount": 1,
         "hourlyPriceUsd": size.on_demand_usd_per_hour,
         "spot": False,
+        "idleShutdownMinutes": 45,
     }
 
 
@@ -118,9 +124,12 @@ def test_every_taggable_resource_carries_project_stack_and_owner(on_demand):
         if "tags" in resource.inputs:
             tags = dict(resource.inputs["tags"])
             tags.pop("keep-on-destroy", None)  # the storage account's own (tested below)
-            assert tags == {"project": "glucose-training", "stack": "test", "owner": "ana"}, (
-                resource.name
-            )
+            assert tags == {
+                "project": "glucose-training",
+                "stack": "test",
+                "cost-scope": "glucose-training/test",
+                "owner": "ana",
+            }, resource.name
 
 
 def test_resource_group_is_in_the_configured_region(on_demand):
@@ -233,13 +242,30 @@ def test_container_is_private(on_demand):
     assert (container["containerName"], container["publicAccess"]) == ("training", "None")
 
 
-def test_lifecycle_rule_deletes_stale_temporaries_only(on_demand):
+def test_lifecycle_deletes_stale_temporaries_and_old_versions_only(on_demand):
     policy = on_demand.one("azure-native:storage:ManagementPolicy").inputs
     assert policy["managementPolicyName"] == "default"
-    (rule,) = policy["policy"]["rules"]
-    assert rule["definition"]["filters"]["prefixMatch"] == ["training/tmp/"]
-    delete = rule["definition"]["actions"]["baseBlob"]["delete"]
+    rules = {rule["name"]: rule["definition"] for rule in policy["policy"]["rules"]}
+    assert set(rules) == {"delete-stale-temporaries", "delete-old-versions"}
+    temporaries = rules["delete-stale-temporaries"]
+    assert temporaries["filters"]["prefixMatch"] == ["training/tmp/"]
+    delete = temporaries["actions"]["baseBlob"]["delete"]
     assert 0 < delete["daysAfterModificationGreaterThan"] <= 7
+    versions = rules["delete-old-versions"]["actions"]
+    assert versions == {"version": {"delete": {"daysAfterCreationGreaterThan": 14}}}
+
+
+def test_blobs_keep_versions_and_deleted_blobs_and_containers_for_two_weeks(on_demand):
+    # A bad sync or a hostile writer with the box's identity cannot destroy the only copy.
+    recovery = on_demand.one("azure-native:storage:BlobServiceProperties").inputs
+    account = on_demand.one("azure-native:storage:StorageAccount")
+    assert (recovery["accountName"], recovery["blobServicesName"]) == (
+        account.outputs["name"],
+        "default",
+    )
+    assert recovery["isVersioningEnabled"] is True
+    assert recovery["deleteRetentionPolicy"] == {"enabled": True, "days": 14}
+    assert recovery["containerDeleteRetentionPolicy"] == {"enabled": True, "days": 14}
 
 
 def test_registry_is_basic_without_admin_user(on_demand):
@@ -259,30 +285,59 @@ def _grants(result: RunResult, principal: str) -> set[tuple[str, str]]:
     }
 
 
-def test_vm_identity_gets_exactly_blob_pull_and_self_deallocate(on_demand):
+def test_vm_identity_gets_exactly_blob_pull_and_power_on_off_of_its_own_vm(on_demand):
     vm = on_demand.one(VM)
     container = on_demand.one("azure-native:storage:BlobContainer").id
     registry = on_demand.one("azure-native:containerregistry:Registry").id
-    custom_role = on_demand.one("azure-native:authorization:RoleDefinition").id
     assert _grants(on_demand, "principal-glucose-0-vm") == {
         (_role("ba92f5b4-2d11-453d-a403-e96b0029c9fe"), container),
         (_role("7f951dda-4ed3-4680-a7ca-43fe172d538d"), registry),
-        (custom_role, vm.id),
+        (_role(POWER_ON_OFF), vm.id),
     }
 
 
-def test_deallocate_role_allows_reading_and_deallocating_a_vm_only(on_demand):
-    role = on_demand.one("azure-native:authorization:RoleDefinition").inputs
-    assert role["permissions"] == [
-        {
-            "actions": [
-                "Microsoft.Compute/virtualMachines/read",
-                "Microsoft.Compute/virtualMachines/deallocate/action",
-            ]
-        }
-    ]
-    group = on_demand.one("azure-native:resources:ResourceGroup").id
-    assert role["assignableScopes"] == [group] and role["roleType"] == "CustomRole"
+def test_no_custom_role_is_defined_so_a_first_up_cannot_meet_an_unreplicated_one(on_demand):
+    # RoleDefinitionDoesNotExist: a role assigned right after it is created.
+    assert on_demand.of_type("azure-native:authorization:RoleDefinition") == []
+
+
+def test_every_managed_identity_grant_says_service_principal(on_demand):
+    identities = {"principal-glucose-0-vm", "principal-glucose-budget-stop-flow"}
+    kinds = {
+        r.inputs["principalType"]
+        for r in on_demand.of_type(ROLE_ASSIGNMENT)
+        if r.inputs["principalId"] in identities
+    }
+    assert kinds == {"ServicePrincipal"}
+
+
+def test_deployer_grants_are_for_a_user_when_the_token_is_a_users(on_demand):
+    kinds = {
+        r.inputs["principalType"]
+        for r in on_demand.of_type(ROLE_ASSIGNMENT)
+        if r.inputs["principalId"] == DEPLOYER
+    }
+    assert kinds == {"User"}
+
+
+def test_deployer_grants_are_for_a_service_principal_when_ci_deploys():
+    result = run_stack(azure_recorder(token=SERVICE_PRINCIPAL_TOKEN))
+    kinds = {
+        r.inputs["principalType"]
+        for r in result.of_type(ROLE_ASSIGNMENT)
+        if r.inputs["principalId"] == DEPLOYER
+    }
+    assert kinds == {"ServicePrincipal"}
+
+
+def test_configured_deployer_principal_type_wins_over_the_token():
+    result = run_stack(deployerPrincipalType="ServicePrincipal")
+    kinds = {
+        r.inputs["principalType"]
+        for r in result.of_type(ROLE_ASSIGNMENT)
+        if r.inputs["principalId"] == DEPLOYER
+    }
+    assert kinds == {"ServicePrincipal"}
 
 
 def test_deployer_can_reach_data_and_push_images(on_demand):
@@ -296,7 +351,7 @@ def test_deployer_can_reach_data_and_push_images(on_demand):
 
 def test_role_assignment_names_are_stable_guids(on_demand):
     names = [r.inputs["roleAssignmentName"] for r in on_demand.of_type(ROLE_ASSIGNMENT)]
-    assert len(set(names)) == len(names) == 5
+    assert len(set(names)) == len(names) == 6
     again = [r.inputs["roleAssignmentName"] for r in run_stack().of_type(ROLE_ASSIGNMENT)]
     assert again == names
 
@@ -379,6 +434,7 @@ def test_keep_storage_retains_group_account_container_and_policy_but_nothing_els
         "azure-native:resources:ResourceGroup",
         "azure-native:storage:StorageAccount",
         "azure-native:storage:BlobContainer",
+        "azure-native:storage:BlobServiceProperties",
         "azure-native:storage:ManagementPolicy",
     }
     # protect would make `pulumi destroy` fail and leave the GPU VM billing.
@@ -444,3 +500,28 @@ def test_example_stack_file_is_a_valid_azure_config():
 
 def test_program_directory_has_no_package_marker_that_would_shadow_the_sdk():
     assert not (REPO / "pulumi" / "__init__.py").exists()
+
+
+def test_vm_states_trusted_launch_with_vtpm_and_secure_boot_off(on_demand):
+    # Secure Boot would refuse the HPC image's DKMS-built (unsigned) NVIDIA modules.
+    assert on_demand.one(VM).inputs["securityProfile"] == {
+        "securityType": "TrustedLaunch",
+        "uefiSettings": {"secureBootEnabled": False, "vTpmEnabled": True},
+    }
+
+
+@pytest.mark.parametrize(
+    "size", [s.name for s in catalog.sizes("azure") if s.name != "Standard_ND96asr_v4"]
+)
+def test_every_size_offering_trusted_launch_gets_it_with_secure_boot_off(size):
+    profile = security_profile(size)
+    assert profile["security_type"] == "TrustedLaunch"
+    assert profile["uefi_settings"]["secure_boot_enabled"] is False
+
+
+def test_nd_a100_v4_without_trusted_launch_boots_the_standard_way():
+    assert security_profile("Standard_ND96asr_v4") is None
+
+
+def test_custom_data_changes_never_replace_a_running_vm(on_demand):
+    assert "osProfile.customData" in on_demand.one(VM).ignore_changes

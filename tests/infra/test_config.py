@@ -179,10 +179,81 @@ def test_constructing_a_bad_stack_config_directly_also_fails():
         dataclasses.replace(good, node_count=0)
 
 
-def test_tags_carry_project_stack_and_owner_only_when_set():
+def test_tags_carry_project_stack_cost_scope_and_owner_only_when_set():
     config = validate({**GOOD, "owner": "ana"}, "eastus")
-    assert config.tags == {"project": "glucose-training", "stack": "dev", "owner": "ana"}
+    assert config.tags == {
+        "project": "glucose-training",
+        "stack": "dev",
+        "cost-scope": "glucose-training/dev",
+        "owner": "ana",
+    }
     assert "owner" not in validate(GOOD, "eastus").tags
+
+
+def test_cost_scope_names_project_and_stack_so_two_projects_dev_stacks_differ():
+    ours = validate(GOOD, "eastus", project="glucose-training", stack="dev")
+    theirs = validate(GOOD, "eastus", project="other-lab", stack="dev")
+    assert ours.cost_scope != theirs.cost_scope
+
+
+@pytest.mark.parametrize("cidr", ["0.0.0.0/1", "10.0.0.0/7", "128.0.0.0/2", "64.0.0.0/3"])
+def test_prefixes_broader_than_slash_8_are_refused_like_the_whole_internet(cidr):
+    (problem,) = problems_of({**GOOD, "sshAllowedCidr": cidr})
+    assert "allowSshFromAnywhere" in problem and "of the internet" in problem
+
+
+def test_a_slash_8_is_the_broadest_prefix_taken_without_insisting():
+    assert validate({**GOOD, "sshAllowedCidr": "10.0.0.0/8"}, "eastus").ssh_allowed_cidr == (
+        "10.0.0.0/8"
+    )
+
+
+def test_a_broad_prefix_passes_when_insisted_on_and_keeps_its_width():
+    raw = {**GOOD, "sshAllowedCidr": "0.0.0.0/1", "allowSshFromAnywhere": "true"}
+    assert validate(raw, "eastus").ssh_allowed_cidr == "0.0.0.0/1"
+
+
+@pytest.mark.parametrize("amount", ["inf", "-inf", "nan", "1e400", "0"])
+def test_budget_amount_must_be_finite_and_positive(amount):
+    (problem,) = problems_of({**GOOD, "budgetAmount": amount})
+    assert "budgetAmount" in problem and "positive USD amount" in problem
+
+
+def test_budget_stops_boxes_unless_the_stack_opts_out():
+    assert validate(GOOD, "eastus").budget_stops_boxes is True
+    opted_out = validate({**GOOD, "budgetStopsBoxes": "false"}, "eastus")
+    assert opted_out.budget_stops_boxes is False
+
+
+def test_ami_id_is_an_aws_key_in_ami_form():
+    aws = {**GOOD, "cloud": "aws", "vmSize": "g5.xlarge"}
+    assert validate({**aws, "amiId": "ami-0abc1234def567890"}, "us-east-1").ami_id == (
+        "ami-0abc1234def567890"
+    )
+    (problem,) = problems_of({**aws, "amiId": "ubuntu-latest"}, "us-east-1")
+    assert "expected an AMI id" in problem
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("amiId", "ami-0abc1234def567890"),
+        ("activateCostAllocationTag", "false"),
+    ],
+)
+def test_aws_only_keys_are_refused_on_an_azure_stack(key, value):
+    (problem,) = problems_of({**GOOD, key: value})
+    assert f"{key} applies to cloud aws only" in problem
+
+
+def test_deployer_principal_type_is_an_azure_key_with_two_values():
+    config = validate({**GOOD, "deployerPrincipalType": "ServicePrincipal"}, "eastus")
+    assert config.deployer_principal_type == "ServicePrincipal"
+    (problem,) = problems_of({**GOOD, "deployerPrincipalType": "Robot"})
+    assert "expected one of User, ServicePrincipal" in problem
+    aws = {**GOOD, "cloud": "aws", "vmSize": "g5.xlarge", "deployerPrincipalType": "User"}
+    (problem,) = problems_of(aws, "us-east-1")
+    assert "deployerPrincipalType applies to cloud azure only" in problem
 
 
 def test_hourly_price_follows_spot_and_the_catalog():

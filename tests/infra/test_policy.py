@@ -396,6 +396,28 @@ SSH_RULES = {
                             "destinationPortRange": "*"}]},
         True,
     ),
+    "aws tcp 22 from half the internet": (
+        "aws:ec2/securityGroup:SecurityGroup",
+        {"ingress": [_tcp(22, 22, "0.0.0.0/1")]},
+        True,
+    ),
+    "aws tcp 22 from a /8": (
+        "aws:ec2/securityGroup:SecurityGroup",
+        {"ingress": [_tcp(22, 22, "10.0.0.0/8")]},
+        False,
+    ),
+    "azure rule from a /4": (
+        "azure-native:network:SecurityRule",
+        {"direction": "Inbound", "access": "Allow", "protocol": "Tcp",
+         "sourceAddressPrefix": "64.0.0.0/4", "destinationPortRange": "22"},
+        True,
+    ),
+    "azure rule from a service tag": (
+        "azure-native:network:SecurityRule",
+        {"direction": "Inbound", "access": "Allow", "protocol": "Tcp",
+         "sourceAddressPrefix": "AzureLoadBalancer", "destinationPortRange": "22"},
+        False,
+    ),
     "azure deny rule from anywhere": (
         "azure-native:network:SecurityRule",
         {"direction": "Inbound", "access": "Deny", "protocol": "*",

@@ -230,12 +230,6 @@ def test_setup_lets_the_ssh_user_run_docker_and_write_runs_and_leases(tmp_path):
     assert f"chown ubuntu:ubuntu {box}/runs {box}/datasets {box}/leases" in calls
 
 
-def test_fab_status_reads_the_watchdog_state_through_a_link(tmp_path):
-    _run_setup(tmp_path)
-    link = tmp_path / "box" / "watchdog" / "state.json"
-    assert str(link.readlink()) == "/run/glucose-training/watchdog-state.json"
-
-
 def test_setup_writes_the_ready_marker_last(tmp_path):
     done, _ = _run_setup(tmp_path)
     ready = json.loads((tmp_path / "box" / "ready").read_text())

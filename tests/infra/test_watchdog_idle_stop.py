@@ -1,5 +1,7 @@
 """The idle countdown: the real watchdog program, one run per simulated minute."""
 
+import json
+
 import pytest
 
 from tests.infra.box_fakes import FakeBox, box_python
@@ -46,6 +48,16 @@ def test_idle_since_survives_a_watchdog_restart(box):
     assert box.watchdog_state()["idle_since"] == T0
     box.tick(T0 + IDLE_LIMIT_MINUTES * MINUTE)
     assert len(box.calls("shutdown")) == 1
+
+
+def test_the_state_is_linked_where_fab_status_reads_it(box):
+    # A file there from before the state moved to /run is replaced by the link.
+    (box.box_root / "watchdog").mkdir()
+    (box.box_root / "watchdog" / "state.json").write_text('{"decision": "stale"}')
+    box.tick(T0)
+    link = box.box_root / "watchdog" / "state.json"
+    assert link.readlink() == box.state_path
+    assert json.loads(link.read_text())["checked_at"] == T0
 
 
 def test_state_shows_the_countdown(box):

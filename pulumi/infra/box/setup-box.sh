@@ -32,8 +32,6 @@ retry_pause="${GLUCOSE_SETUP_RETRY_SECONDS:-15}"
 RETRY_ATTEMPTS=20  # with the default pause, ~5 minutes for network or apt to come free
 APT_LOCK_TIMEOUT_SECONDS=600
 NVIDIA_PCI_VENDOR=0x10de
-# The watchdog config's default state_path; `fab status` reads it through this link.
-WATCHDOG_STATE=/run/glucose-training/watchdog-state.json
 LOG_TAIL_LINES=40
 # NVIDIA's documented apt repository for the container toolkit:
 # https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html
@@ -84,7 +82,6 @@ prepare_box_root() {
     rm -f "$box_root/failed"
     # fab (as the SSH user) writes runs/<id>/STOPPED_BY_USER, caches datasets, leaves leases.
     chown "$ssh_user:$ssh_user" "$box_root/runs" "$box_root/datasets" "$box_root/leases"
-    ln -sfn "$WATCHDOG_STATE" "$box_root/watchdog/state.json"
 }
 
 enable_guard() {

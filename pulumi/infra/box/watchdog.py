@@ -85,6 +85,24 @@ def save_state(path: Path, state: dict) -> bool:
     return True
 
 
+def link_state_for_fab(config: WatchdogConfig) -> None:
+    """`fab status` reads BOX_ROOT/watchdog/state.json: keep it a link to the state."""
+    link = Path(config.box_root) / "watchdog" / "state.json"
+    try:
+        if os.readlink(link) == config.state_path:
+            return
+    except OSError:
+        pass  # missing, or a file from before the state moved to /run
+    partial = link.with_name("state.json.link")
+    try:
+        if os.path.lexists(partial):
+            os.unlink(partial)
+        os.symlink(config.state_path, partial)
+        os.replace(partial, link)
+    except OSError as error:
+        log(f"WARNING: cannot link {link} to the state: {error}")
+
+
 def describe(state: dict, now: float) -> str:
     signals = state["signals"]
     parts = [f"decision={state['decision']}"]
@@ -136,6 +154,7 @@ def main(argv: list[str]) -> int:
         print(json.dumps(state, indent=2, sort_keys=True))
         return 0
     booted = boot_time(config.proc_root)
+    link_state_for_fab(config)
     if not save_state(state_path, state):
         state = fail_closed(state, previous, config=config, now=now, boot_time=booted)
     log(describe(state, now))

@@ -1,0 +1,56 @@
+"""`fab box-update`: the box programs and settings of this checkout, on the running boxes.
+
+The work is `ops.box_update`'s; this task picks the boxes and the settings (the stack's
+`idleShutdownMinutes` output, a target file's key, or the box's own), then updates
+every box of the stack in turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from invoke import task
+from rich.console import Console
+
+from ops import box_update as updates
+from ops.target import TARGET_ENV, resolve_target, stack_outputs
+from ops.tasks.image import STACK_HELP, TARGET_HELP
+
+console = Console(stderr=True, soft_wrap=True)
+
+
+def _configured_idle_minutes(target: str, stack: str) -> int | None:
+    """`idleShutdownMinutes` of the stack's outputs or of the target file, if it has one."""
+    path = target or os.environ.get(TARGET_ENV)
+    outputs = json.loads(Path(path).read_text()) if path else stack_outputs(stack or None)
+    value = outputs.get("idleShutdownMinutes")
+    return int(value) if value else None
+
+
+@task(
+    help={
+        "idle-shutdown-minutes": "render the watchdog with this (default: the stack's setting)",
+        "dry-run": "list the files and units that would be updated, change nothing",
+        "target": TARGET_HELP,
+        "stack": STACK_HELP,
+    }
+)
+def box_update(c, idle_shutdown_minutes=0, dry_run=False, target="", stack=""):
+    """Push box programs and settings to running boxes, no reboot."""
+    where = resolve_target(target or None, stack or None)
+    idle = idle_shutdown_minutes or _configured_idle_minutes(target, stack)
+    for box in updates.each_box(where):
+        settings = updates.settings_for(where, idle, box)
+        files = updates.rendered_files(settings, where.ssh_user)
+        if dry_run:
+            print(f"{box.address}: would write {', '.join(f.path for f in files)}")
+            continue
+        with console.status(f"updating {box.address}"):
+            updates.update_box(box, files)
+        print(
+            f"{box.address}: {len(files)} files updated (watchdog: idle stop after "
+            f"{settings.idle_shutdown_minutes} min), units reloaded"
+        )
+        box.close()

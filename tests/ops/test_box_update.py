@@ -1,0 +1,122 @@
+"""`fab box-update` against a real sshd: the box gets this checkout's programs and settings.
+
+The box's file system is a temporary tree (`GLUCOSE_BOX_FS_ROOT`, handed to the SSH
+session by sshd) and `systemctl` a recorder (`GLUCOSE_SYSTEMCTL`): no systemd runs
+here. Everything else is real: Fabric, sshd, bash, base64, install as root.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from infra import cloud_init
+from ops import box_update
+from ops.remote import Box
+from ops.target import load_target_file
+from tests.ops.conftest import LocalBox, assert_one_line_error, make_local_box
+
+pytestmark = pytest.mark.e2e  # sshd
+
+
+@pytest.fixture
+def cloud_box(sshd_factory, tmp_path: Path) -> LocalBox:
+    """An "AWS" box whose / is tmp_path/fs and whose systemctl writes a log."""
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    fakebin = tmp_path / "bin"
+    fakebin.mkdir()
+    systemctl = fakebin / "systemctl"
+    systemctl.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path / "systemctl.log"}\n')
+    systemctl.chmod(0o755)
+    server = sshd_factory({"GLUCOSE_BOX_FS_ROOT": str(fs), "GLUCOSE_SYSTEMCTL": str(systemctl)})
+    box = make_local_box(server, tmp_path / "box")
+    box.write_target(cloud="aws", idleShutdownMinutes=45)
+    box.fs = fs
+    box.systemctl_log = tmp_path / "systemctl.log"
+    return box
+
+
+def _installed(box: LocalBox, path: str) -> Path:
+    return box.fs / path.lstrip("/")
+
+
+@pytest.fixture
+def connect(monkeypatch):
+    """A Box for a LocalBox, trusting hosts into that box's own known_hosts."""
+    opened: list[Box] = []
+
+    def open_box(box: LocalBox) -> Box:
+        monkeypatch.setenv("GLUCOSE_KNOWN_HOSTS", str(box.known_hosts))
+        opened.append(Box(load_target_file(box.target_file)))
+        return opened[-1]
+
+    yield open_box
+    for box in opened:
+        box.close()
+
+
+def test_box_update_installs_every_program_unit_and_setting_cloud_init_would(cloud_box):
+    result = cloud_box.fab("box-update")
+    assert result.returncode == 0, result.stderr
+    expected = box_update.rendered_files(
+        box_update.BoxSettings("aws", 45, 120), cloud_box.server.user
+    )
+    for file in expected:
+        installed = _installed(cloud_box, file.path)
+        assert installed.read_text() == file.content, file.path
+        assert stat.S_IMODE(installed.stat().st_mode) == int(file.mode, 8), file.path
+    watchdog = json.loads(_installed(cloud_box, cloud_init.CONFIG_PATH).read_text())
+    assert (watchdog["cloud"], watchdog["idle_shutdown_minutes"]) == ("aws", 45)
+    assert not list(cloud_box.fs.rglob("*.glucose-new"))
+    assert "files updated (watchdog: idle stop after 45 min)" in result.stdout
+
+
+def test_box_update_reloads_systemd_and_restarts_timers_but_starts_no_service(cloud_box):
+    assert cloud_box.fab("box-update").returncode == 0
+    calls = cloud_box.systemctl_log.read_text().splitlines()
+    assert calls == [
+        "daemon-reload",
+        "enable glucose-resume.service",
+        "enable glucose-watchdog.timer",
+        "restart glucose-watchdog.timer",
+    ]
+
+
+def test_an_updated_box_is_current_and_an_old_one_is_warned_about(cloud_box, connect):
+    box = connect(cloud_box)
+    assert "no box version record" in box_update.stale_warning(box)
+    assert cloud_box.fab("box-update").returncode == 0
+    assert box_update.stale_warning(box) is None
+    version = _installed(cloud_box, cloud_init.VERSION_PATH)
+    version.write_text(json.dumps({"programs": "an-older-digest", "settings": "x"}))
+    assert "runs older (or other) box programs" in box_update.stale_warning(box)
+
+
+def test_without_a_stack_setting_the_box_keeps_its_own(cloud_box):
+    cloud_box.write_target(cloud="aws")  # no idleShutdownMinutes
+    watchdog = _installed(cloud_box, cloud_init.CONFIG_PATH)
+    watchdog.parent.mkdir(parents=True)
+    watchdog.write_text(json.dumps({"cloud": "aws", "idle_shutdown_minutes": 90}))
+    assert cloud_box.fab("box-update").returncode == 0
+    assert json.loads(watchdog.read_text())["idle_shutdown_minutes"] == 90
+
+
+def test_dry_run_lists_the_files_and_changes_nothing(cloud_box):
+    result = cloud_box.fab("box-update", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "/opt/glucose-training/watchdog.py" in result.stdout
+    assert list(cloud_box.fs.iterdir()) == []
+    assert not cloud_box.systemctl_log.exists()
+
+
+def test_a_lab_box_is_refused_in_one_line(cloud_box):
+    cloud_box.write_target(cloud="local")
+    assert_one_line_error(cloud_box.fab("box-update"), "box-update is for boxes `pulumi up` made")
+
+
+def test_lab_boxes_are_never_warned_about(local_box, connect):
+    assert box_update.stale_warning(connect(local_box)) is None
