@@ -128,10 +128,13 @@ def start_trainer(box: Box, launch: Launch, user: str) -> None:
     if state is not None and (state.running or state.restarting):
         raise Exit(f"run {launch.run_id} is already running on {box.address}; see `fab status`")
     run_dir = trainer_container.run_dir(box.root, launch.run_id)
-    box.run(f"mkdir -p {shlex.quote(run_dir)} && rm -f {shlex.quote(run_dir)}/STOPPED_BY_USER")
+    box.run(f"mkdir -p {shlex.quote(run_dir)}")
     write_launch_record(box, launch)
     if state is not None:
         box.run(f"docker rm {shlex.quote(name)}")
+    # Only with the old container gone: the box's resume unit must never find a
+    # user-stopped container without its marker.
+    box.run(f"rm -f {shlex.quote(run_dir)}/STOPPED_BY_USER")
     command = trainer_container.docker_run_command(
         box.target, launch, gpus=trainer_container.box_has_gpus(box), user=user
     )

@@ -22,7 +22,7 @@ from bounded_command import CommandTimeout, run_bounded
 from box_time import now_seconds, read_boot_id
 from watchdog_config import WatchdogConfig, load_config_or_say_why
 
-MAX_STOPS_BYTES = 1024 * 1024
+TAIL_BYTES = 64 * 1024
 DAILY_STOP_WINDOW_SECONDS = 20 * 60
 SPOT_NOTICE_WINDOW_SECONDS = 10 * 60
 SYSTEMCTL_TIMEOUT_SECONDS = 10
@@ -45,10 +45,14 @@ def append(config: WatchdogConfig, record: dict, log: Callable[[str], None]) -> 
 
 
 def last_record(config: WatchdogConfig) -> dict | None:
-    data = user_files.read_bytes(
-        config.stops_path.parent, config.stops_path.name, max_bytes=MAX_STOPS_BYTES
-    )
-    for line in reversed((data or b"").decode(errors="replace").splitlines()):
+    # Root's own file (BOX_ROOT/watchdog is root's): only its tail is read.
+    try:
+        with open(config.stops_path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - TAIL_BYTES))
+            data = handle.read(TAIL_BYTES)
+    except OSError:
+        return None
+    for line in reversed(data.decode(errors="replace").splitlines()):
         try:
             record = json.loads(line)
         except ValueError:
