@@ -53,7 +53,7 @@ RUN if [ -n "${EXTRA_CA_CERTS}" ]; then \
     && /opt/glucose-training/venv/bin/python -m pip install --no-cache-dir --no-deps --require-hashes \
         --disable-pip-version-check --cert /etc/ssl/certs/ca-certificates.crt \
         -r /opt/glucose-training/requirements.txt \
-    && /opt/glucose-training/venv/bin/python -c "import torch, numpy, matplotlib, tensorboard, rich, boto3, azure.storage.blob, azure.identity" \
+    && /opt/glucose-training/venv/bin/python -c "import torch, numpy, scipy, vitaldb, matplotlib, tensorboard, rich, boto3, azure.storage.blob, azure.identity" \
     && useradd --create-home --uid 10001 --user-group trainer \
     && mkdir -p /workspace/runs \
     && chown -R trainer:trainer /workspace

@@ -3,8 +3,9 @@
 Standard library only (plus `trainer.storage`), because the same module runs on the
 box inside the trainer image to fetch a dataset: `fab train --data-uri` feeds this
 file's source to `python3 - URI DEST` there, so the box verifies exactly as the
-laptop does. The manifest is written last on upload, so its presence means the
-dataset is complete.
+laptop does; `fab prepare-data` runs it as `python3 -c SOURCE publish DIR URI` to
+upload a dataset made there. The manifest is written last on upload, so its presence
+means the dataset is complete.
 """
 
 from __future__ import annotations
@@ -71,5 +72,24 @@ def fetch(uri: str, destination: Path) -> str:
     return f"dataset {manifest['name']} fetched from {uri} into {destination}, sha256 verified"
 
 
+def publish(directory: Path, uri: str) -> str:
+    """Upload every file of `directory` to `uri`, the manifest last (what `fab
+    upload-data` writes); `fab prepare-data` runs it on the box, next to the data."""
+    from trainer.storage import open_store
+
+    manifest = build_manifest(directory, directory.name)
+    store = open_store(uri)
+    if store.exists(MANIFEST) and json.loads(store.read_bytes(MANIFEST)) == manifest:
+        return f"{uri} already holds dataset {manifest['name']} (same sha256 for every file)"
+    for file_name in manifest["files"]:
+        store.put_file(file_name, directory / file_name)
+    store.write_bytes(MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+    total_mb = sum(entry["bytes"] for entry in manifest["files"].values()) / 1e6
+    return f"published {len(manifest['files'])} files ({total_mb:.1f} MB) to {uri}"
+
+
 if __name__ == "__main__":
-    print(fetch(sys.argv[1], Path(sys.argv[2])), flush=True)
+    if sys.argv[1] == "publish":  # python3 -c SOURCE publish DIR URI
+        print(publish(Path(sys.argv[2]), sys.argv[3]), flush=True)
+    else:  # python3 - URI DEST
+        print(fetch(sys.argv[1], Path(sys.argv[2])), flush=True)

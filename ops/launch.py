@@ -24,7 +24,7 @@ from ops.remote import Box
 from ops.trainer_container import Launch
 
 LAUNCH_FILE = "launch.json"
-# Each step of the start-up (build, image to the box, dataset fetch) renews it.
+# Written before the image is built and shipped, renewed before the dataset fetch.
 START_UP_LEASE_MINUTES = 60
 console = Console(stderr=True, soft_wrap=True)
 

@@ -46,6 +46,19 @@ EGRESS_USD_PER_GB = {"azure": 0.087, "aws": 0.09}
 GB = 1e9
 
 
+def dataset_size(meta: dict) -> tuple[int, int]:
+    """(windows, window length) of a dataset from its meta.json (prepare-vitaldb's and
+    synth's record both; older synth sets give cases x windows per case)."""
+    try:
+        windows = meta.get("windows") or meta["cases"] * meta["windows_per_case"]
+        return int(windows), int(meta["window_length"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(
+            "its meta.json states no window count (windows, window_length); "
+            "pass --windows N instead"
+        ) from None
+
+
 @dataclass(frozen=True)
 class PlanRequest:
     """One question for `fab plan`: this many windows, this many epochs, where."""
@@ -57,6 +70,8 @@ class PlanRequest:
     region: str | None = None
     spot: bool = False
     deadline_hours: float | None = None
+    dataset: str = ""
+    """The prepared dataset whose real window count `windows` is, if any (for the notes)."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -236,6 +251,8 @@ def _mark_pick(rows: list[PlanRow]) -> list[PlanRow]:
 
 def _notes(request: PlanRequest, rows: list[PlanRow]) -> list[str]:
     notes = []
+    if request.dataset:
+        notes.append(f"{request.windows:,} windows counted in dataset {request.dataset}")
     if request.deadline_hours is not None and not any(r.pick for r in rows):
         fastest = min(rows, key=lambda r: r.hours)
         notes.append(

@@ -1,4 +1,5 @@
-"""`python -m trainer synth|train|evaluate|bench|bench-checkpoint` (also the image's ENTRYPOINT).
+"""`python -m trainer synth|train|evaluate|bench|bench-checkpoint|prepare-vitaldb|bench-prepare`
+(also the image's ENTRYPOINT).
 
 Exit codes (ARCHITECTURE.md): 0 done, 2 user error (one line on stderr), 75 stopped
 or preempted with a checkpoint written (restart me).
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -22,6 +24,12 @@ from trainer.config import (
     SynthConfig,
     TrainConfig,
     UserError,
+)
+from trainer.vitaldb.config import (
+    DEFAULT_SOURCE_URL,
+    LABEL_METHODS,
+    MILESTONE_CASES,
+    PrepareConfig,
 )
 
 EXIT_USER_ERROR = 2
@@ -84,7 +92,81 @@ def _parser() -> argparse.ArgumentParser:
     bench_checkpoint.add_argument("--upload-only", action="store_true")
     bench_checkpoint.add_argument("--batch-size", type=int, default=None)
     bench_checkpoint.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_prepare_commands(commands)
     return parser
+
+
+def _case_ids(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected case ids separated by commas, e.g. 1,5,9"
+        ) from None
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _add_prepare_commands(commands) -> None:
+    prepare = commands.add_parser(
+        "prepare-vitaldb", help="VitalDB cases -> a dataset dir (resumable: run it again)"
+    )
+    prepare.add_argument("--out", type=Path, required=True)
+    source = prepare.add_mutually_exclusive_group(required=True)
+    source.add_argument("--vital-dir", type=Path, help="a folder of <caseid>.vital files")
+    source.add_argument("--cases", type=_case_ids, metavar="1,5,9", help="fetched over HTTP")
+    source.add_argument(
+        "--milestone",
+        choices=tuple(MILESTONE_CASES),
+        help="the first 50/200/1000 cases with PLETH and a glucose draw, fetched over HTTP",
+    )
+    prepare.add_argument(
+        "--labs", type=Path, metavar="FILE.csv", help="caseid,dt,name,result (default: fetched)"
+    )
+    prepare.add_argument("--window-seconds", type=float, default=1.0)
+    prepare.add_argument("--sample-rate", type=float, default=100.0, metavar="HZ")
+    prepare.add_argument("--stride-seconds", type=float, default=None, help="default: =window")
+    prepare.add_argument("--label-window-minutes", type=float, default=30.0)
+    prepare.add_argument("--label-method", choices=LABEL_METHODS, default="nearest")
+    prepare.add_argument("--workers", type=int, default=_cores(), help="default: the cores")
+    prepare.add_argument("--source-url", default=DEFAULT_SOURCE_URL)
+
+    bench = commands.add_parser(
+        "bench-prepare", help="cases/min and windows/s of prepare-vitaldb on synthetic cases"
+    )
+    bench.add_argument("--cases", type=int, default=16)
+    bench.add_argument("--minutes", type=float, default=30.0, help="recording per case")
+    bench.add_argument("--workers", type=int, default=_cores())
+    bench.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from trainer.vitaldb.prepare import prepare_vitaldb
+
+    outcome = prepare_vitaldb(
+        PrepareConfig(
+            out=args.out,
+            vital_dir=args.vital_dir,
+            cases=args.cases or (),
+            milestone=args.milestone,
+            labs=args.labs,
+            window_seconds=args.window_seconds,
+            sample_rate=args.sample_rate,
+            stride_seconds=args.stride_seconds,
+            label_window_minutes=args.label_window_minutes,
+            label_method=args.label_method,
+            workers=args.workers,
+            source_url=args.source_url,
+        )
+    )
+    verb = "holds" if outcome.already_done else "wrote"
+    print(
+        f"{args.out} {verb} {outcome.windows} windows from {outcome.cases} cases "
+        f"({outcome.skipped} skipped; see prepare_summary.json)"
+    )
+    return 0
 
 
 def _run_config(args: argparse.Namespace) -> RunConfig:
@@ -131,6 +213,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         print(json.dumps(evaluate_checkpoint(args.data, args.checkpoint, args.split), indent=2))
         return 0
+    if args.command == "prepare-vitaldb":
+        return _prepare(args)
+    if args.command == "bench-prepare":
+        from trainer.vitaldb.bench import run_bench_prepare
+
+        return run_bench_prepare(args.cases, args.minutes, args.workers, json_output=args.json)
     if args.command == "bench-checkpoint":
         from trainer.bench_checkpoint import run_bench_checkpoint
 

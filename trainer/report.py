@@ -51,6 +51,36 @@ ZONE_COLOURS = {
 }
 
 
+# What each `meta.json` source is, in a report's words. Datasets written before
+# `synth` wrote "synth" said "synthetic".
+SOURCE_WORDS = {
+    "vitaldb": "VitalDB, recordings of real patients",
+    "synth": "synthetic waveforms: not a result on real patients",
+    "synthetic": "synthetic waveforms: not a result on real patients",
+}
+
+
+def data_identity(dataset: Any) -> dict[str, Any]:
+    """What summary.json and report.md say about the data (a `trainer.data.Dataset`):
+    its source, so a synthetic result is never quoted as a real one, its size and its
+    fingerprint (which checkpoints carry too)."""
+    source = str(dataset.meta.get("source", "unknown"))
+    return {
+        "source": "synth" if source == "synthetic" else source,
+        "cases": int(dataset.cases.size),
+        "windows": int(dataset.windows.shape[0]),
+        "fingerprint": dataset.fingerprint,
+    }
+
+
+def _data_line(data: dict[str, Any]) -> str:
+    words = SOURCE_WORDS.get(data["source"], "source not stated in its meta.json")
+    return (
+        f"Data: **{data['source']}** ({words}), {data['cases']} cases, "
+        f"{data['windows']:,} windows, dataset fingerprint `{data['fingerprint'][:16]}`."
+    )
+
+
 def plot_learning_curve(records: list[dict[str, Any]], path: Path) -> None:
     train = [r for r in records if r["kind"] == "train"]
     epochs = [r for r in records if r["kind"] == "epoch"]
@@ -154,6 +184,8 @@ def write_report(
         f"{summary['parameters']:,}-parameter model, {summary['steps']} optimizer steps over "
         f"{summary['epochs']} epochs on {summary['device']} ({summary['precision']}), "
         f"{summary['wall_s']:.0f} s. Best epoch {summary['best_epoch']} (by validation MAE).",
+        "",
+        _data_line(summary["data"]),
         "",
         f"## Test cases ({test['n']} windows, cases never seen in training)",
         "",

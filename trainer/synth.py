@@ -81,7 +81,8 @@ def synthesize(config: SynthConfig) -> Path:
     np.save(out / "glucose.npy", np.concatenate(glucose).astype(np.float32))
     np.save(out / "case_id.npy", np.concatenate(case_ids))
     meta = {
-        "source": "synthetic",
+        "source": "synth",
+        "windows": config.cases * config.windows_per_case,
         "cases": config.cases,
         "windows_per_case": config.windows_per_case,
         "window_length": config.window_length,

@@ -34,7 +34,7 @@ from trainer.evaluate import split_report
 from trainer.model import build_model, count_parameters
 from trainer.preemption import StopSignal
 from trainer.progress import RunOutputs
-from trainer.report import write_report
+from trainer.report import data_identity, write_report
 
 EXIT_OK = 0
 EXIT_STOPPED = 75  # a checkpoint is written: restart me (docker on-failure, the box's unit)
@@ -279,6 +279,7 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
         "device": run.choice.description,
         "precision": run.choice.precision,
         "wall_s": wall_s,
+        "data": data_identity(run.dataset),
         "val": val,
         "test": test,
     }

@@ -2,7 +2,7 @@
 
 from invoke import Collection
 
-from ops.tasks import access, box, image, plan, preflight, run, transfer
+from ops.tasks import access, box, image, plan, preflight, prepare, run, transfer
 
 namespace = Collection(
     image.build,
@@ -14,6 +14,7 @@ namespace = Collection(
     run.hold,
     transfer.download,
     transfer.upload_data,
+    prepare.prepare_data,
     plan.plan,
     preflight.preflight,
     box.box_update,

@@ -98,6 +98,21 @@ def require_image(name: str) -> str:
     return name
 
 
+def image_on_box(box, image_name: str, base_image: str, build_arg: list, extra_ca: str) -> str:
+    """`image_name` (else this tree's image, built when missing) pushed to the stack's
+    registry if it has one and brought onto the box; the name the box knows it by."""
+    from ops import launch
+
+    local = (
+        require_image(image_name)
+        if image_name
+        else ensure_built(base_image, build_arg, extra_ca, force=False)
+    )
+    return launch.ship_image(
+        box, local, push_image(box.target, local) if box.target.registry else None
+    )
+
+
 @task(help={"image-name": IMAGE_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
 def push(c, image_name="", target="", stack=""):
     """Push the image to the registry with a short-lived token."""

@@ -18,10 +18,13 @@ from ops.plan import (
     MILESTONE_WINDOWS,
     Plan,
     PlanRequest,
+    dataset_size,
     make_plan,
     select_sizes,
 )
 from ops.pricing import live_prices
+from ops.target import resolve_target
+from ops.tasks.image import STACK_HELP, TARGET_HELP
 from ops.throughput import load_measured
 
 _WIDE_COLUMNS = 170  # when piped (make demo > cost_plan.txt), never squeeze the table
@@ -30,7 +33,10 @@ _WIDE_COLUMNS = 170  # when piped (make demo > cost_plan.txt), never squeeze the
 def _windows(windows: int, milestone: str | None) -> int:
     if milestone is None:
         if windows <= 0:
-            raise Exit("fab plan: no dataset size given; pass --windows N or --milestone M1|M2|M3")
+            raise Exit(
+                "fab plan: no dataset size given; pass --windows N, --milestone M1|M2|M3 "
+                "or --dataset NAME"
+            )
         return windows
     key = milestone.upper()
     if key not in MILESTONE_WINDOWS:
@@ -38,6 +44,21 @@ def _windows(windows: int, milestone: str | None) -> int:
     if windows and windows != MILESTONE_WINDOWS[key]:
         raise Exit(f"fab plan: --windows {windows} contradicts --milestone {key}; pass only one")
     return MILESTONE_WINDOWS[key]
+
+
+def _dataset(name: str, target: str, stack: str) -> tuple[int, int]:
+    """(windows, window length) of dataset `name` in the stack's storage."""
+    from trainer.storage import StorageError, open_store
+
+    uri = f"{resolve_target(target or None, stack or None).storage_uri}/datasets/{name}"
+    try:
+        meta = jsonlib.loads(open_store(uri).read_bytes("meta.json"))
+        return dataset_size(meta)
+    except (StorageError, OSError, ValueError) as error:
+        raise Exit(
+            f"fab plan: --dataset {name}: {uri}/meta.json: {error}; "
+            "see `fab upload-data` or `fab prepare-data`"
+        ) from None
 
 
 def _deadline(text: str | None) -> float | None:
@@ -157,6 +178,9 @@ def _warn(message: str) -> None:
         "json": "print machine-readable JSON instead of a table",
         "live": "fetch current prices (Azure Retail Prices, AWS Price List); snapshot if offline",
         "milestone": "the seeds' dataset sizes: M1 = 0.6M, M2 = 2.4M, M3 = 12M windows",
+        "dataset": "a dataset in the stack's storage: its real window count and length",
+        "target": TARGET_HELP,
+        "stack": STACK_HELP,
     }
 )
 def plan(
@@ -171,13 +195,21 @@ def plan(
     json: bool = False,
     live: bool = False,
     milestone: str | None = None,
+    dataset: str = "",
+    target: str = "",
+    stack: str = "",
 ) -> None:
     """Estimate hours and dollars of a training run on every GPU size."""
+    if dataset and (windows or milestone):
+        raise Exit("fab plan: --dataset counts the windows itself; drop --windows/--milestone")
+    if dataset:
+        windows, window_length = _dataset(dataset, target, stack)
     try:
         request = PlanRequest(
             windows=_windows(windows, milestone),
             epochs=epochs,
             window_length=window_length,
+            dataset=dataset,
             cloud=cloud,
             region=region,
             spot=spot,

@@ -17,9 +17,7 @@ from ops.tasks.image import (
     IMAGE_HELP,
     STACK_HELP,
     TARGET_HELP,
-    ensure_built,
-    push_image,
-    require_image,
+    image_on_box,
 )
 from ops.trainer_container import STOP_TIMEOUT_SECONDS, Launch
 
@@ -86,13 +84,7 @@ def train(
             "or pass --allow-concurrent to share it"
         )
     with launch.start_up_lease(box, run_id) as renew_lease:
-        if image_name:
-            local_name = require_image(image_name)
-        else:
-            local_name = ensure_built(base_image, build_arg or [], extra_ca, force=False)
-        remote_name = push_image(box.target, local_name) if box.target.registry else None
-        renew_lease()
-        image = launch.ship_image(box, local_name, remote_name)
+        image = image_on_box(box, image_name, base_image, build_arg or [], extra_ca)
         user = trainer_container.box_user(box)
         renew_lease()
         dataset_name = launch.fetch_dataset_on_box(box, image, data_uri, user)

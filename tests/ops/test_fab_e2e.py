@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from ops import dataset_manifest
 from tests.fixtures.sshd import start_sshd
 from tests.fixtures.trainer_image import host_extra_ca_pem
 from tests.local_server import free_port
@@ -278,3 +279,38 @@ def test_box_going_away_mid_logs_is_one_clear_line(
     assert follow.returncode == 1
     assert "Traceback" not in stderr
     assert "lost the connection to" in stderr.strip().splitlines()[-1]
+
+
+def test_prepare_data_on_the_box_publishes_a_dataset_fab_train_finds_cached(
+    e2e_box, box_has_trainer_image, open_data, moto_server, tmp_path
+):
+    """The open dataset's layout served from 127.0.0.1 (tests/fixtures/vitaldb_cases.py);
+    the image already on the box (no registry), so only preparing and publishing count."""
+    box = make_local_box(e2e_box.server, tmp_path)
+    box.write_target(**{**json.loads(e2e_box.target_file.read_text()), "registry": "",
+                        "boxRoot": str(box.root)})  # fmt: skip
+    box.env.update(e2e_box.env)
+    args = ("prepare-data", "--milestone", "M1", "--image-name", box_has_trainer_image,
+            "--prepare-args", f"--source-url {open_data.url} --workers 1")  # fmt: skip
+    started = time.monotonic()
+    first = _fab_ok(box, *args)
+    print(f"fab prepare-data: {time.monotonic() - started:.0f} s", file=sys.stderr)
+    uri = first.stdout.strip().splitlines()[-1]
+    assert uri == f"{json.loads(box.target_file.read_text())['storageUri']}/datasets/vitaldb-m1"
+    assert "case 20: skipped: download failed" in first.stdout  # the followed log
+    objects = _s3_objects(moto_server, uri)
+    manifest = json.loads(objects.pop("manifest.json"))
+    assert set(objects) == set(manifest["files"]) >= {"windows.npy", "meta.json"}
+    for name, body in objects.items():
+        assert hashlib.sha256(body).hexdigest() == manifest["files"][name]["sha256"], name
+    meta = json.loads(objects["meta.json"])
+    assert meta["source"] == "vitaldb" and meta["cases"] == [11, 12, 13, 17]
+    # The box's cache is that very dataset: `fab train --dataset vitaldb-m1` uses it as is.
+    assert dataset_manifest.matches(box.root / "datasets" / "vitaldb-m1", manifest)
+    plan = _fab_ok(box, "plan", "--dataset", "vitaldb-m1", "--epochs", "1", "--json")
+    assert json.loads(plan.stdout)["request"]["windows"] == meta["windows"]
+
+    nothing = box.fab("prepare-data", "--cases", "14", "--name", "no-pleth",
+                      "--image-name", box_has_trainer_image,
+                      "--prepare-args", f"--source-url {open_data.url}")  # fmt: skip
+    assert_one_line_error(nothing, "prepare-vitaldb on ", "no usable windows in 1 cases")

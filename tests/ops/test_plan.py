@@ -263,7 +263,7 @@ def test_fab_plan_table_marks_one_row_and_names_retired_sizes():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--epochs", "10"], "pass --windows N or --milestone"),
+        (["--epochs", "10"], "pass --windows N, --milestone M1|M2|M3 or --dataset NAME"),
         (["--milestone", "M9", "--epochs", "10"], "--milestone is 'M9'"),
         (["--windows", "5", "--epochs", "10", "--deadline", "soon"], "--deadline is 'soon'"),
         (["--windows", "5", "--epochs", "10", "--cloud", "gcp"], "--cloud is 'gcp'"),
@@ -274,6 +274,63 @@ def test_fab_plan_user_errors_are_one_line_without_traceback(args, message):
     assert done.returncode == 1
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("meta", "size"),
+    [
+        ({"source": "vitaldb", "windows": 612_345, "window_length": 100}, (612_345, 100)),
+        ({"source": "synth", "windows": 500, "window_length": 64}, (500, 64)),
+        ({"source": "synthetic", "cases": 5, "windows_per_case": 40, "window_length": 64},
+         (200, 64)),
+    ],
+)  # fmt: skip
+def test_dataset_size_comes_from_its_meta(meta, size):
+    assert plan.dataset_size(meta) == size
+
+
+def test_dataset_size_refuses_a_meta_without_counts():
+    with pytest.raises(ValueError, match="states no window count"):
+        plan.dataset_size({"source": "test"})
+
+
+def _target_with_dataset(tmp_path, name, meta) -> Path:
+    storage = tmp_path / "storage"
+    (storage / "datasets" / name).mkdir(parents=True)
+    (storage / "datasets" / name / "meta.json").write_text(json.dumps(meta))
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({
+        "cloud": "local", "hosts": ["127.0.0.1"], "sshUser": "me", "storageUri": f"file://{storage}",
+        "registry": "", "imageRepository": "glucose-training", "vmSize": "local", "gpuCount": 0,
+        "hourlyPriceUsd": 0, "spot": False,
+    }))  # fmt: skip
+    return target
+
+
+def test_fab_plan_dataset_uses_the_real_window_count_of_a_prepared_set(tmp_path):
+    meta = {"source": "vitaldb", "windows": 612_345, "window_length": 100, "cases": [1, 2]}
+    target = _target_with_dataset(tmp_path, "vitaldb-m1", meta)
+    args = ("--dataset", "vitaldb-m1", "--epochs", "10", "--target", str(target), "--json")
+    done = _fab("plan", *args)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["request"]["windows"] == 612_345
+    assert result["request"]["dataset"] == "vitaldb-m1"
+    assert "612,345 windows counted in dataset vitaldb-m1" in result["notes"]
+
+
+def test_fab_plan_dataset_that_is_not_there_is_one_line(tmp_path):
+    target = _target_with_dataset(tmp_path, "other", {"windows": 1, "window_length": 100})
+    done = _fab("plan", "--dataset", "missing", "--epochs", "1", "--target", str(target))
+    assert done.returncode == 1
+    assert "--dataset missing:" in done.stderr and "fab prepare-data" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_fab_plan_dataset_excludes_windows_and_milestone():
+    done = _fab("plan", "--dataset", "x", "--milestone", "M1", "--epochs", "1")
+    assert done.returncode == 1
+    assert "--dataset counts the windows itself" in done.stderr
 
 
 def test_fab_plan_starts_without_importing_torch():

@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 
 from trainer.config import SynthConfig
@@ -27,3 +29,9 @@ def test_dataset_has_the_contract_shapes_and_dtypes(tmp_path):
     assert glucose.shape == (100,) and glucose.dtype == np.float32
     assert case_id.dtype == np.int32 and sorted(set(case_id)) == [0, 1, 2, 3]
     assert glucose.min() >= 10 and glucose.max() <= 1000
+
+
+def test_meta_says_synth_and_counts_the_windows(tmp_path):
+    meta = json.loads((synthesize(SynthConfig(tmp_path, 4, 25, 80)) / "meta.json").read_text())
+    assert meta["source"] == "synth"
+    assert meta["windows"] == 100 and meta["window_length"] == 80

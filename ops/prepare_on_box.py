@@ -1,0 +1,127 @@
+"""What `fab prepare-data` does on the box: `prepare-vitaldb` in the trainer image,
+then the result published to storage by `ops/dataset_manifest.py`, both next to the
+data, so the case files and the dataset never cross the user's link.
+
+The preparation runs detached in a container of its own (`glucose-prepare-<name>`)
+writing straight into the box's dataset cache, `BOX_ROOT/datasets/<name>`, so a
+later `fab train --dataset <name>` finds it there already verified. `fab` follows
+its log; a dropped connection leaves it running, and running the task again
+attaches to it, or, once it has ended, resumes or confirms it (prepare-vitaldb is
+resumable and leaves a finished preparation alone).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from invoke.exceptions import Exit
+from rich.console import Console
+
+from ops import dataset_manifest, trainer_container
+from ops.remote import Box
+
+PREPARE_PREFIX = "glucose-prepare-"
+PREPARE_LABEL = "glucose-training.prepare"
+console = Console(stderr=True, soft_wrap=True)
+
+
+def container_name(name: str) -> str:
+    """The container's name, quoted for the shell (a checked dataset name already)."""
+    return shlex.quote(f"{PREPARE_PREFIX}{name}")
+
+
+def _inside(name: str) -> str:
+    return f"{trainer_container.WORKSPACE}/datasets/{name}"
+
+
+def _trainer_args(name: str, args: list[str]) -> list[str]:
+    return ["prepare-vitaldb", "--out", _inside(name), *args]
+
+
+def prepare_command(box: Box, image: str, name: str, user: str, args: list[str]) -> str:
+    """The `docker run` line that starts prepare-vitaldb detached on the box."""
+    return shlex.join(
+        [
+            "docker", "run", "--detach",
+            "--name", f"{PREPARE_PREFIX}{name}",
+            "--label", f"{PREPARE_LABEL}={name}",
+            *trainer_container.container_options(box.target, user),
+            "--volume", f"{trainer_container.dataset_dir(box.root, name)}:{_inside(name)}",
+            image, *_trainer_args(name, args),
+        ]
+    )  # fmt: skip
+
+
+def _container(box: Box, name: str) -> dict | None:
+    """`docker inspect` of the preparation's container; None when there is none."""
+    result = box.run(f"docker inspect {container_name(name)}", check=False)
+    return json.loads(result.stdout)[0] if result.exited == 0 else None
+
+
+def _follow(box: Box, name: str) -> None:
+    # A terminal, on purpose: the box's idle watchdog counts a terminal session as a
+    # person at the box, which keeps it up for as long as we follow the preparation.
+    try:
+        box.run(f"docker logs --follow {container_name(name)}", hide=False, pty=True, check=False)
+    except (OSError, EOFError) as error:
+        raise Exit(
+            f"lost the connection to {box.address} while following the preparation "
+            f"({error}); it goes on there: run the same command again to attach to it"
+        ) from None
+
+
+def run_preparation(box: Box, image: str, name: str, user: str, args: list[str]) -> None:
+    """Start the preparation (or attach to the running one), follow it to its end."""
+    container = _container(box, name)
+    if container is not None and container["State"]["Running"]:
+        if container["Args"] != _trainer_args(name, args):
+            raise Exit(
+                f"a preparation of {name} with other flags is running on {box.address} "
+                f"({shlex.join(container['Args'][3:])}); wait for it, or pick another --name"
+            )
+        console.print(f"attaching to the preparation already running on {box.address}")
+    else:
+        if container is not None:
+            box.run(f"docker rm {container_name(name)}")
+        box.run(f"mkdir -p {shlex.quote(trainer_container.dataset_dir(box.root, name))}")
+        box.run(prepare_command(box, image, name, user, args))
+    _follow(box, name)
+    exit_code = box.run(f"docker wait {container_name(name)}").stdout.strip()
+    if exit_code != "0":
+        last = box.run(f"docker logs --tail 1 {container_name(name)}", check=False)
+        line = (last.stdout + last.stderr).strip().splitlines() or ["no output"]
+        if exit_code == str(trainer_container.USER_ERROR_EXIT_CODE):  # the line says what to do
+            raise Exit(f"prepare-vitaldb on {box.address}: {line[-1].removeprefix('error: ')}")
+        raise Exit(
+            f"prepare-vitaldb on {box.address} exited {exit_code}: {line[-1]}; "
+            "run the same command again to resume it"
+        )
+    box.run(f"docker rm {container_name(name)}")
+
+
+def dataset_meta(box: Box, name: str) -> dict:
+    text = box.read_text(f"{trainer_container.dataset_dir(box.root, name)}/meta.json")
+    if text is None:
+        raise Exit(f"no meta.json in {name} on {box.address} after the preparation")
+    return json.loads(text)
+
+
+def publish_on_box(box: Box, image: str, name: str, user: str, uri: str) -> str:
+    """Upload the box's dataset to `uri` with its manifest, from the box."""
+    host_dir = trainer_container.dataset_dir(box.root, name)
+    # The program as `-c`, not on stdin: invoke feeds a stream one byte per 10 ms, so
+    # these 4 kB would take 40 s.
+    source = Path(dataset_manifest.__file__).read_text()
+    command = shlex.join(
+        [
+            "docker", "run", "--rm",
+            *trainer_container.container_options(box.target, user),
+            "--volume", f"{host_dir}:{_inside(name)}:ro",
+            "--entrypoint", "python3", image, "-c", source, "publish", _inside(name), uri,
+        ]
+    )  # fmt: skip
+    with console.status(f"box publishing {name} to {uri}"):
+        result = box.run(command)
+    return result.stdout.strip().splitlines()[-1]

@@ -1,0 +1,84 @@
+"""Make datasets on the box from the open VitalDB dataset."""
+
+from __future__ import annotations
+
+import shlex
+
+from invoke import task
+from invoke.exceptions import Exit
+from rich.console import Console
+
+from ops import prepare_on_box, trainer_container
+from ops.remote import Box
+from ops.target import resolve_target
+from ops.tasks.image import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, image_on_box
+
+MILESTONES = ("M1", "M2", "M3")
+console = Console(stderr=True, soft_wrap=True)
+
+
+def _checked_name(name: str) -> str:
+    # It names a folder on the box, a container and a storage prefix.
+    if not trainer_container.RUN_ID_PATTERN.match(name):
+        raise Exit(
+            f"--name {name!r} is not a usable dataset name; use letters, digits, '.', '_' "
+            "or '-' (at most 64, starting with a letter or digit)"
+        )
+    return name
+
+
+def _source_args(milestone: str, cases: str, name: str) -> tuple[list[str], str]:
+    """prepare-vitaldb's case flags and the dataset's name."""
+    if bool(milestone) == bool(cases):
+        raise Exit("which cases? pass --milestone M1|M2|M3 or --cases 1,5,9 (one of them)")
+    if cases:
+        if not name:
+            raise Exit("--cases needs --name NAME for the dataset (e.g. --name vitaldb-mine)")
+        return ["--cases", cases], _checked_name(name)
+    if milestone.upper() not in MILESTONES:
+        raise Exit(f"--milestone {milestone!r}: expected one of {', '.join(MILESTONES)}")
+    milestone = milestone.upper()
+    return ["--milestone", milestone], _checked_name(name or f"vitaldb-{milestone.lower()}")
+
+
+@task(
+    iterable=["build_arg"],
+    help={
+        "milestone": "the seeds' M1/M2/M3: the first 50/200/1000 cases with PLETH and glucose",
+        "cases": "case ids instead, e.g. 1,5,9 (needs --name)",
+        "name": "dataset name in storage (default: vitaldb-m1 for --milestone M1, ...)",
+        "prepare-args": "more `python -m trainer prepare-vitaldb` flags, quoted as one string",
+        **BUILD_HELP,
+        "image-name": IMAGE_HELP,
+        "target": TARGET_HELP,
+        "stack": STACK_HELP,
+    },
+)
+def prepare_data(
+    c,
+    milestone="",
+    cases="",
+    name="",
+    prepare_args="",
+    base_image="",
+    build_arg=None,
+    extra_ca="",
+    image_name="",
+    target="",
+    stack="",
+):
+    """Prepare VitalDB cases on the box and publish them as a dataset."""
+    case_args, name = _source_args(milestone, cases, name)
+    box = Box(resolve_target(target or None, stack or None))
+    uri = f"{box.target.storage_uri}/datasets/{name}"
+    image = image_on_box(box, image_name, base_image, build_arg or [], extra_ca)
+    user = trainer_container.box_user(box)
+    args = [*case_args, *shlex.split(prepare_args)]
+    prepare_on_box.run_preparation(box, image, name, user, args)
+    meta = prepare_on_box.dataset_meta(box, name)
+    console.print(prepare_on_box.publish_on_box(box, image, name, user, uri))
+    print(uri)
+    console.print(
+        f"{meta['windows']:,} windows from {len(meta['cases'])} cases "
+        f"({len(meta['cases_skipped'])} skipped); train on it: fab train --dataset {name}"
+    )
