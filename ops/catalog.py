@@ -24,6 +24,11 @@ _CLOUD_TITLES = {"azure": "Azure", "aws": "AWS"}
 PRICE_DATE = "2025-07-01"
 
 
+# How the GPUs of a multi-GPU box reach each other (what DDP's all-reduce runs over);
+# `ops.throughput` holds the bandwidth each one means.
+GPU_LINKS = ("PCIe 3.0", "PCIe 4.0", "NVLink 2", "NVLink 3", "NVLink 4 bridge", "NVLink 4")
+
+
 class CatalogError(ValueError):
     """A size the catalog does not know, or one the cloud has retired."""
 
@@ -59,8 +64,14 @@ class VmSize:
     status: Literal["available", "retired"] = "available"
     retired_on: str | None = None
     replacement: str | None = None
+    gpu_link: str | None = None  # one of GPU_LINKS on a multi-GPU size, else None
 
     def __post_init__(self) -> None:
+        if (self.gpu_count > 1) != (self.gpu_link is not None) or self.gpu_link not in (
+            None,
+            *GPU_LINKS,
+        ):
+            raise ValueError(f"{self.name}: a multi-GPU size needs a gpu_link of {GPU_LINKS}")
         if self.cloud not in CLOUDS:
             raise ValueError(f"{self.name}: cloud {self.cloud!r} is not one of {CLOUDS}")
         if self.gpu_model not in GPUS:
@@ -116,49 +127,52 @@ _CATALOG: tuple[VmSize, ...] = (
     VmSize("Standard_NC4as_T4_v3", "azure", "T4", 1, 16, 4, 28, 0.526, 0.21, "eastus", _AZ_T4),
     VmSize("Standard_NC8as_T4_v3", "azure", "T4", 1, 16, 8, 56, 0.752, 0.30, "eastus", _AZ_T4),
     VmSize("Standard_NC16as_T4_v3", "azure", "T4", 1, 16, 16, 110, 1.204, 0.48, "eastus", _AZ_T4),
-    VmSize("Standard_NC64as_T4_v3", "azure", "T4", 4, 16, 64, 440, 4.352, 1.74, "eastus", _AZ_T4),
+    VmSize("Standard_NC64as_T4_v3", "azure", "T4", 4, 16, 64, 440, 4.352, 1.74, "eastus", _AZ_T4,
+           gpu_link="PCIe 3.0"),
     # Azure NC A100 v4 — A100 80 GB PCIe.
     VmSize("Standard_NC24ads_A100_v4", "azure", "A100 80GB", 1, 80, 24, 220, 3.673, 1.47,
            "eastus", _AZ_A100),
+    # PCIe cards: costed over PCIe 4.0, without the NVLink bridges some hosts may have.
     VmSize("Standard_NC48ads_A100_v4", "azure", "A100 80GB", 2, 80, 48, 440, 7.346, 2.94,
-           "eastus", _AZ_A100),
+           "eastus", _AZ_A100, gpu_link="PCIe 4.0"),
     VmSize("Standard_NC96ads_A100_v4", "azure", "A100 80GB", 4, 80, 96, 880, 14.692, 5.88,
-           "eastus", _AZ_A100),
+           "eastus", _AZ_A100, gpu_link="PCIe 4.0"),
     # Azure NCads H100 v5 — H100 NVL 94 GB.
     VmSize("Standard_NC40ads_H100_v5", "azure", "H100 94GB", 1, 94, 40, 320, 6.98, None,
            "eastus", _AZ_H100),
     VmSize("Standard_NC80adis_H100_v5", "azure", "H100 94GB", 2, 94, 80, 640, 13.96, None,
-           "eastus", _AZ_H100),
+           "eastus", _AZ_H100, gpu_link="NVLink 4 bridge"),
     # Azure ND A100 v4 — 8x A100 40 GB SXM with NVLink and InfiniBand.
     VmSize("Standard_ND96asr_v4", "azure", "A100 40GB", 8, 40, 96, 900, 27.197, 10.88,
-           "eastus", _AZ_ND_A100),
+           "eastus", _AZ_ND_A100, gpu_link="NVLink 3"),
     # Azure NCv3 — V100 16 GB; what the seeds recommend, retired by Azure.
     VmSize("Standard_NC6s_v3", "azure", "V100 16GB", 1, 16, 6, 112, 3.06, None, "eastus",
            _AZ_V100, status="retired", retired_on=_AZ_RETIRED,
            replacement="Standard_NC24ads_A100_v4"),
     VmSize("Standard_NC12s_v3", "azure", "V100 16GB", 2, 16, 12, 224, 6.12, None, "eastus",
            _AZ_V100, status="retired", retired_on=_AZ_RETIRED,
-           replacement="Standard_NC24ads_A100_v4"),
+           replacement="Standard_NC24ads_A100_v4", gpu_link="PCIe 3.0"),
     VmSize("Standard_NC24s_v3", "azure", "V100 16GB", 4, 16, 24, 448, 12.24, None, "eastus",
            _AZ_V100, status="retired", retired_on=_AZ_RETIRED,
-           replacement="Standard_NC48ads_A100_v4"),
+           replacement="Standard_NC48ads_A100_v4", gpu_link="PCIe 3.0"),
     # AWS P3 — V100 16 GB SXM2 (needs a CUDA 12.x image: CUDA 13 dropped Volta).
     VmSize("p3.2xlarge", "aws", "V100 16GB", 1, 16, 8, 61, 3.06, 0.92, "us-east-1", _AWS_COMMON),
     VmSize("p3.8xlarge", "aws", "V100 16GB", 4, 16, 32, 244, 12.24, 3.67, "us-east-1",
-           _AWS_COMMON),
+           _AWS_COMMON, gpu_link="NVLink 2"),
     VmSize("p3.16xlarge", "aws", "V100 16GB", 8, 16, 64, 488, 24.48, 7.34, "us-east-1",
-           _AWS_COMMON),
+           _AWS_COMMON, gpu_link="NVLink 2"),
     # AWS P4d / P5 — on-demand prices after AWS's June 2025 P4/P5 price cut.
     VmSize("p4d.24xlarge", "aws", "A100 40GB", 8, 40, 96, 1152, 21.96, None, "us-east-1",
-           _AWS_P4D),
+           _AWS_P4D, gpu_link="NVLink 3"),
     VmSize("p5.48xlarge", "aws", "H100 80GB", 8, 80, 192, 2048, 55.04, None, "us-east-1",
-           _AWS_P5),
+           _AWS_P5, gpu_link="NVLink 4"),
     # AWS G5 — A10G 24 GB; G6 — L4 24 GB.
     VmSize("g5.xlarge", "aws", "A10G", 1, 24, 4, 16, 1.006, 0.40, "us-east-1", _AWS_COMMON),
     VmSize("g5.2xlarge", "aws", "A10G", 1, 24, 8, 32, 1.212, 0.48, "us-east-1", _AWS_COMMON),
     VmSize("g5.4xlarge", "aws", "A10G", 1, 24, 16, 64, 1.624, 0.65, "us-east-1", _AWS_COMMON),
     VmSize("g5.8xlarge", "aws", "A10G", 1, 24, 32, 128, 2.448, 0.98, "us-east-1", _AWS_COMMON),
-    VmSize("g5.12xlarge", "aws", "A10G", 4, 24, 48, 192, 5.672, 2.27, "us-east-1", _AWS_COMMON),
+    VmSize("g5.12xlarge", "aws", "A10G", 4, 24, 48, 192, 5.672, 2.27, "us-east-1", _AWS_COMMON,
+           gpu_link="PCIe 4.0"),
     VmSize("g6.xlarge", "aws", "L4", 1, 24, 4, 16, 0.8048, 0.32, "us-east-1", _AWS_COMMON),
 )
 # fmt: on

@@ -15,8 +15,10 @@ from ops.catalog import CLOUDS, VmSize, lookup
 from ops.pricing import HourlyPrice, snapshot_price
 from ops.throughput import (
     ESTIMATED_PEAK_FRACTION,
-    MULTI_GPU_SCALING_EFFICIENCY,
+    MODEL_PARAMETERS,
+    PER_GPU_BATCH,
     MeasuredThroughput,
+    ddp_assumptions,
     throughput,
     train_flops_per_window,
 )
@@ -28,7 +30,6 @@ MILESTONE_WINDOWS = {"M1": 600_000, "M2": 2_400_000, "M3": 12_000_000}
 SETUP_HOURS = 0.25
 
 # A checkpoint holds fp32 weights plus AdamW's two fp32 moments: 12 bytes a parameter.
-MODEL_PARAMETERS = 7_218_753  # ResNet34-1D, counted by trainer/model.py (FACTS.md)
 CHECKPOINT_BYTES_PER_PARAMETER = 4 + 8
 KEPT_CHECKPOINTS = 3  # last, best, and the previous last kept as the fallback
 RESULTS_EXTRA_GB = 0.05  # metrics.jsonl, TensorBoard events, plots, report
@@ -166,7 +167,7 @@ def storage_egress_usd(cloud: str, windows: int, window_length: int) -> float:
 
 
 def _row(request: PlanRequest, size: VmSize, price: HourlyPrice, measured) -> PlanRow:
-    tp = throughput(size.gpu, size.gpu_count, request.window_length, measured)
+    tp = throughput(size.gpu, size.gpu_count, request.window_length, measured, size.gpu_link)
     hours = SETUP_HOURS + request.window_passes / tp.windows_per_s / 3600
     spot_hourly = price.spot_usd_per_hour
     basis_hourly = (
@@ -265,8 +266,9 @@ def _notes(request: PlanRequest, rows: list[PlanRow]) -> list[str]:
         notes.append("spot prices are volatile and spot runs can be evicted; resume adds time")
     if any(r.gpu_count > 1 for r in rows):
         notes.append(
-            f"multi-GPU rows assume torchrun DDP at {MULTI_GPU_SCALING_EFFICIENCY:.0%} scaling "
-            "per GPU; until the trainer runs DDP they train on one GPU"
+            "multi-GPU rows: torchrun DDP at --batch-size "
+            f"{PER_GPU_BATCH} x GPUs, scaled by the all-reduce model (ARCHITECTURE.md); "
+            "`fab train` does not start torchrun yet, so for now such a box trains on one GPU"
         )
     if request.region and any(r.price_region != request.region for r in rows):
         notes.append(
@@ -280,7 +282,7 @@ def _assumptions(request: PlanRequest) -> dict:
     return {
         "train_gflop_per_window": train_flops_per_window(request.window_length) / 1e9,
         "estimated_peak_fraction": ESTIMATED_PEAK_FRACTION,
-        "multi_gpu_scaling_efficiency": MULTI_GPU_SCALING_EFFICIENCY,
+        "ddp": ddp_assumptions(),
         "setup_hours": SETUP_HOURS,
         "checkpoint_gb": round(checkpoint_gb(), 4),
         "kept_checkpoints": KEPT_CHECKPOINTS,

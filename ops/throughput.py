@@ -2,8 +2,11 @@
 
 Measured rows come from `ops/measured_throughput.csv`, which `python -m trainer bench
 --record` appends to on a real box. Without one, the estimate is the model's FLOPs
-per training window against the GPU's datasheet peak at a stated efficiency. Plain
-arithmetic and the standard library: `fab plan` must start without torch.
+per training window against the GPU's datasheet peak at a stated efficiency. Several
+GPUs (torchrun DDP) keep the share of that per-GPU rate that `ddp_scaling` models:
+each step's compute against the ring all-reduce of the fp32 gradients over the
+slowest link, partly hidden behind the backward pass. Plain arithmetic and the
+standard library: `fab plan` must start without torch.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import csv
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from ops.catalog import GpuSpec
+from ops.catalog import GPU_LINKS, GpuSpec
 from trainer.throughput_record import RECORD_FIELDS
 
 MEASURED_CSV = Path(__file__).with_name("measured_throughput.csv")
@@ -36,9 +39,39 @@ TRAIN_FLOPS_PER_FORWARD_FLOP = 3
 # kernel-launch overhead to show, so we assume half the trainer's 30% design target.
 # A measured row replaces it for its GPU.
 ESTIMATED_PEAK_FRACTION = 0.15
-# DDP all-reduces 29 MB of fp32 gradients every step; a small model's steps are short,
-# so communication weighs more than for a large one.
-MULTI_GPU_SCALING_EFFICIENCY = 0.8
+
+# DDP, per optimizer step: every rank all-reduces the fp32 gradients of all
+# parameters (autocast computes in bf16/fp16, the gradients stay fp32).
+MODEL_PARAMETERS = 7_218_753  # ResNet34-1D, counted by trainer/model.py (FACTS.md)
+GRADIENT_BYTES = MODEL_PARAMETERS * 4  # 28.9 MB
+DDP_BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default: the gradients go in 2 buckets
+# Per GPU and direction, from the datasheets: NVLink 2/3/4 = 6/12/18 links x 25 GB/s
+# (V100 SXM2 / A100 SXM4 / H100 SXM5), the H100 NVL pair's bridge 600 GB/s both ways,
+# PCIe x16 gen 3/4 = 16/32 GB/s.
+LINK_GB_S = {
+    "PCIe 3.0": 16.0,
+    "PCIe 4.0": 32.0,
+    "NVLink 2": 150.0,
+    "NVLink 3": 300.0,
+    "NVLink 4 bridge": 300.0,
+    "NVLink 4": 450.0,
+}
+assert set(LINK_GB_S) == set(GPU_LINKS)
+# nccl-tests' all-reduce bus bandwidth reaches about this share of the link rate at
+# message sizes like our 25 MB buckets; assumed alike for Ethernet between boxes
+# (NCCL's socket transport on plain VPC/VNet networking, no EFA or InfiniBand).
+LINK_EFFICIENCY = 0.75
+# A ring all-reduce over P ranks on N boxes is 2(P-1) steps in sequence; as in NCCL's
+# own tuning model, 2(P-N) of them pay a hop inside a box, 2(N-1) one across the network.
+HOP_LATENCY_S = {"box": 5e-6, "network": 50e-6}
+# DDP starts a bucket's all-reduce when its gradients are ready. Backward runs from the
+# head: the last stage's gradients (3/4 of the parameters) are ready first, then
+# stages 3..1 and the stem. We assume half the backward pass is left to hide the
+# all-reduce behind; the optimizer step waits for all of it.
+OVERLAPPED_BACKWARD_FRACTION = 0.5
+# The per-rank batch a multi-GPU estimate assumes (trainer.bench.GPU_BATCH_SIZE):
+# `--batch-size` is global, so the run sets it to this x the GPU count.
+PER_GPU_BATCH = 1024
 
 Precision = Literal["bf16", "fp16"]
 
@@ -85,8 +118,76 @@ def _peak_tflops(gpu: GpuSpec, precision: Precision) -> float:
     return gpu.bf16_tflops if precision == "bf16" else gpu.fp16_tflops
 
 
-def _multi_gpu_factor(gpu_count: int) -> float:
-    return 1.0 if gpu_count == 1 else gpu_count * MULTI_GPU_SCALING_EFFICIENCY
+@dataclass(frozen=True)
+class DdpScaling:
+    """One DDP step on `ranks` GPUs: compute against the gradients' all-reduce."""
+
+    ranks: int
+    step_s: float  # one rank's forward + backward + optimizer at its batch
+    all_reduce_s: float  # the ring all-reduce of GRADIENT_BYTES over the slowest link
+    exposed_s: float  # the part of it the backward pass does not hide
+    link: str  # what the slowest link is
+
+    @property
+    def efficiency(self) -> float:
+        """The share of per-GPU throughput each GPU keeps."""
+        return self.step_s / (self.step_s + self.exposed_s)
+
+
+def ddp_scaling(
+    per_gpu_windows_per_s: float,
+    per_rank_batch: int,
+    gpus_per_box: int,
+    gpu_link: str | None,
+    boxes: int = 1,
+    network_gbit_s: float | None = None,
+) -> DdpScaling:
+    """How a DDP step of `boxes` x `gpus_per_box` GPUs spends its time.
+
+    A ring all-reduce moves 2(P-1)/P of the gradients through every rank's link; the
+    ring is as fast as its slowest: the GPUs' link inside one box, the network
+    (`network_gbit_s`, Gb/s) between boxes.
+    """
+    ranks = gpus_per_box * boxes
+    step_s = per_rank_batch / per_gpu_windows_per_s
+    if ranks == 1:
+        return DdpScaling(1, step_s, 0.0, 0.0, "none")
+    if boxes > 1:
+        if network_gbit_s is None:
+            raise ValueError(f"{boxes} boxes: give the network's speed between them (Gb/s)")
+        link, link_gb_s = f"{network_gbit_s:g} Gb/s network", network_gbit_s / 8
+    elif gpu_link in LINK_GB_S:
+        link, link_gb_s = gpu_link, LINK_GB_S[gpu_link]
+    else:
+        raise ValueError(f"{gpus_per_box} GPUs linked by {gpu_link!r}: expected one of {GPU_LINKS}")
+    moved = 2 * (ranks - 1) / ranks * GRADIENT_BYTES
+    hops_s = 2 * (ranks - boxes) * HOP_LATENCY_S["box"] + 2 * (boxes - 1) * HOP_LATENCY_S["network"]
+    buckets = -(-GRADIENT_BYTES // DDP_BUCKET_BYTES)
+    all_reduce_s = moved / (link_gb_s * 1e9 * LINK_EFFICIENCY) + buckets * hops_s
+    backward_s = step_s * (TRAIN_FLOPS_PER_FORWARD_FLOP - 1) / TRAIN_FLOPS_PER_FORWARD_FLOP
+    exposed_s = max(0.0, all_reduce_s - OVERLAPPED_BACKWARD_FRACTION * backward_s)
+    return DdpScaling(ranks, step_s, all_reduce_s, exposed_s, link)
+
+
+def ddp_assumptions() -> dict[str, Any]:
+    """The scaling model's inputs, for `fab plan --json`."""
+    return {
+        "gradient_mb": GRADIENT_BYTES / 1e6,
+        "per_gpu_batch": PER_GPU_BATCH,
+        "link_gb_s": LINK_GB_S,
+        "link_efficiency": LINK_EFFICIENCY,
+        "hop_latency_us": {hop: seconds * 1e6 for hop, seconds in HOP_LATENCY_S.items()},
+        "overlapped_backward_fraction": OVERLAPPED_BACKWARD_FRACTION,
+    }
+
+
+def _on_gpus(per_gpu: float, batch: int, gpu_count: int, gpu_link: str | None) -> tuple[float, str]:
+    """Windows/s of a box's GPUs under DDP, and the words that say how it was scaled."""
+    if gpu_count == 1:
+        return per_gpu, ""
+    scaling = ddp_scaling(per_gpu, batch, gpu_count, gpu_link)
+    words = f", x{gpu_count} GPUs at {scaling.efficiency:.0%} (DDP over {scaling.link})"
+    return per_gpu * gpu_count * scaling.efficiency, words
 
 
 @dataclass(frozen=True)
@@ -159,16 +260,19 @@ def gpu_matches(recorded: str, gpu_model: str) -> bool:
     return all(w.lower() in tokens for w in wanted)
 
 
-def estimate(gpu: GpuSpec, gpu_count: int, window_length: int) -> Throughput:
+def estimate(
+    gpu: GpuSpec, gpu_count: int, window_length: int, gpu_link: str | None = None
+) -> Throughput:
     """Windows/s from FLOPs per window, datasheet peak and the stated efficiencies."""
     precision = training_precision(gpu)
     flops_per_s = _peak_tflops(gpu, precision) * 1e12 * ESTIMATED_PEAK_FRACTION
     per_gpu = flops_per_s / train_flops_per_window(window_length)
+    windows_per_s, scaled = _on_gpus(per_gpu, PER_GPU_BATCH, gpu_count, gpu_link)
     return Throughput(
-        windows_per_s=per_gpu * _multi_gpu_factor(gpu_count),
+        windows_per_s=windows_per_s,
         precision=precision,
         source="estimated",
-        detail=f"{ESTIMATED_PEAK_FRACTION:.0%} of {precision} peak",
+        detail=f"{ESTIMATED_PEAK_FRACTION:.0%} of {precision} peak{scaled}",
     )
 
 
@@ -177,10 +281,12 @@ def throughput(
     gpu_count: int,
     window_length: int,
     measured: tuple[MeasuredThroughput, ...] = (),
+    gpu_link: str | None = None,
 ) -> Throughput:
     """The newest measurement for this GPU, precision and window length, else the estimate.
 
-    A one-GPU measurement stands in for a multi-GPU box, scaled like the estimate.
+    A one-GPU measurement stands in for a multi-GPU box (linked by `gpu_link`),
+    scaled by `ddp_scaling` at the batch it was measured with.
     """
     precision = training_precision(gpu)
     rows = sorted(
@@ -200,10 +306,8 @@ def throughput(
     single = [r for r in rows if r.gpu_count == 1]
     if single:
         row = single[-1]
-        return Throughput(
-            row.train_windows_per_s * _multi_gpu_factor(gpu_count),
-            precision,
-            "measured",
-            f"{row.date}, 1 GPU x{gpu_count} at {MULTI_GPU_SCALING_EFFICIENCY:.0%}",
+        windows_per_s, scaled = _on_gpus(
+            row.train_windows_per_s, row.batch_size, gpu_count, gpu_link
         )
-    return estimate(gpu, gpu_count, window_length)
+        return Throughput(windows_per_s, precision, "measured", f"{row.date}{scaled}")
+    return estimate(gpu, gpu_count, window_length, gpu_link)

@@ -110,7 +110,7 @@ class TrainConfig:
     epochs: int = 20
     """Passes over the training cases' windows."""
     batch_size: int = 256
-    """Windows per micro-batch."""
+    """Windows per micro-batch over all ranks (the global batch; each rank takes 1/world_size)."""
     precision: str = "auto"
     """auto = bf16 on GPUs that have it, fp16 + GradScaler on older GPUs, fp32 on CPU."""
     seed: int = 0
@@ -121,6 +121,10 @@ class TrainConfig:
     """Stop (as finished) after this many optimizer steps in total."""
     log_every_steps: int = 10
     """Optimizer steps between log lines; the only per-step host syncs happen here."""
+    world_size: int = 1
+    """Ranks training together (torchrun's WORLD_SIZE; 1 without torchrun)."""
+    per_rank_batch_size: int = field(init=False)
+    """Windows per micro-batch on each rank: batch_size / world_size."""
 
     def __post_init__(self) -> None:
         _require(self.epochs >= 1, f"--epochs {self.epochs}: must be at least 1")
@@ -137,6 +141,14 @@ class TrainConfig:
         _require(
             self.log_every_steps >= 1, f"--log-every {self.log_every_steps}: must be at least 1"
         )
+        _require(self.world_size >= 1, f"WORLD_SIZE {self.world_size}: must be at least 1")
+        _require(
+            self.batch_size % self.world_size == 0,
+            f"--batch-size {self.batch_size} does not split over WORLD_SIZE {self.world_size} "
+            f"ranks; the batch is global: use a multiple of {self.world_size}, e.g. "
+            f"{max(1, round(self.batch_size / self.world_size)) * self.world_size}",
+        )
+        object.__setattr__(self, "per_rank_batch_size", self.batch_size // self.world_size)
 
     @property
     def run_id(self) -> str:
@@ -167,6 +179,11 @@ class RunConfig:
             self.checkpoint_every_steps is None or self.checkpoint_every_steps >= 1,
             f"--checkpoint-every-steps {self.checkpoint_every_steps}: must be at least 1",
         )
+
+    def with_world_size(self, world_size: int) -> RunConfig:
+        """This config for `world_size` ranks (validated: the global batch must split)."""
+        train = dataclasses.replace(self.train, world_size=world_size)
+        return dataclasses.replace(self, train=train)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (paths as strings) for config.json and checkpoints."""

@@ -4,6 +4,10 @@ No per-sample Dataset/DataLoader: a split's windows are one normalised tensor (o
 GPU when it fits, else pinned host memory), an epoch is one permutation that is a pure
 function of (seed, epoch), and a batch is a slice of it used as an index. That makes
 the position inside an epoch a single integer, which is what exact resume needs.
+
+Under DDP every rank holds the whole split and draws the same permutation; rank r
+takes the r-th of `world_size` disjoint parts of each (global) batch. No
+DistributedSampler: the steps per epoch and the order are those of one process.
 """
 
 from __future__ import annotations
@@ -202,6 +206,13 @@ def epoch_permutation(n: int, seed: int, epoch: int, device: torch.device) -> to
     return torch.randperm(n, generator=generator, device=device)
 
 
+def micro_batch_seed(seed: int, epoch: int, micro_batch: int, rank: int) -> int:
+    """The seed of a micro-batch's dropout on one rank: a pure function of where it is,
+    so resuming needs no RNG state from any rank and no two ranks share masks."""
+    mixed = ((seed * 1_000_003 + epoch) * 1_000_003 + micro_batch) * 10_007 + rank
+    return mixed % (1 << 63)  # torch.manual_seed's range
+
+
 class WindowPipeline:
     """One split's windows as one normalised (N, 1, L) tensor; a batch is an index into it."""
 
@@ -212,6 +223,8 @@ class WindowPipeline:
         norm: Normalisation,
         device: torch.device,
         batch_size: int,
+        rank: int = 0,
+        world_size: int = 1,
     ) -> None:
         rows = np.flatnonzero(np.isin(dataset.case_id, cases))
         if rows.size == 0:
@@ -222,7 +235,8 @@ class WindowPipeline:
         self.glucose_mg_dl = labels.clone()
         labels = (labels - norm.label_mean) / norm.label_std
         self.device = device
-        self.batch_size = batch_size
+        self.batch_size = batch_size  # global: over all ranks
+        self.rank, self.world_size = rank, world_size
         self.on_device = device.type == "cpu" or _fits_on_gpu(windows, device)
         if self.on_device:
             self.windows, self.labels = windows.to(device), labels.to(device)
@@ -240,9 +254,19 @@ class WindowPipeline:
         device = self.device if self.on_device else torch.device("cpu")
         return epoch_permutation(len(self), seed, epoch, device)
 
+    def windows_in_batch(self, step: int) -> int:
+        """Windows of micro-batch `step` over all ranks (the last one may be short)."""
+        return min(self.batch_size, len(self) - step * self.batch_size)
+
     def batch(self, order: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Micro-batch `step` of an epoch whose order is `order` (the last one may be short)."""
+        """This rank's part of micro-batch `step` of an epoch whose order is `order`.
+
+        Parts are equal (batch_size / world_size) except in a short last batch, where
+        they differ by one window and trailing ranks may get none.
+        """
         index = order[step * self.batch_size : (step + 1) * self.batch_size]
+        if self.world_size > 1:
+            index = index.tensor_split(self.world_size)[self.rank]
         # index_select, not windows[index]: advanced indexing is ~20x slower on CPU.
         x, y = self.windows.index_select(0, index), self.labels.index_select(0, index)
         if not self.on_device:
@@ -252,11 +276,15 @@ class WindowPipeline:
             y = y.pin_memory().to(self.device, non_blocking=True)
         return x, y
 
-    def in_order(self, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """Every window once, in stored order (evaluation)."""
-        for start in range(0, len(self), batch_size):
-            x = self.windows[start : start + batch_size].to(self.device, non_blocking=True)
-            yield x, self.labels[start : start + batch_size].to(self.device, non_blocking=True)
+    def in_order(
+        self, batch_size: int, start: int = 0, stop: int | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Windows start..stop (default: all) once, in stored order (evaluation)."""
+        stop = len(self) if stop is None else stop
+        for first in range(start, stop, batch_size):
+            last = min(first + batch_size, stop)
+            x = self.windows[first:last].to(self.device, non_blocking=True)
+            yield x, self.labels[first:last].to(self.device, non_blocking=True)
 
 
 def _fits_on_gpu(windows: torch.Tensor, device: torch.device) -> bool:

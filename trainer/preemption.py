@@ -6,6 +6,11 @@ every optimizer step (a Python attribute read, no device sync), then finishes th
 step, writes a checkpoint, uploads it synchronously within `upload_seconds_left()`,
 acknowledges the notice (Azure lets the eviction go ahead early) and exits 75 so the
 restart policy brings the run back.
+
+Under DDP a signal or a notice reaches one rank, or some: each rank casts `code` in
+the loop's per-step vote (`trainer.distributed.Group.agree`), and every rank `adopt`s
+the agreed code, so all stop at the same step. Only one rank per box (local rank 0)
+polls the metadata service.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from types import FrameType
 from trainer.spot_notice import Notice, NoticeWatcher
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# What a rank casts in the stop vote; the group takes the largest.
+STOP_CODES = {"stopped": 1, "preempted": 2}
 # From the request to the end of the upload. Azure gives a Preempt >= 30 s; the
 # container's stop timeout is 120 s (ARCHITECTURE.md) and AWS gives 2 minutes.
 AZURE_PREEMPT_BUDGET_SECONDS = 25.0
@@ -62,6 +69,18 @@ class StopSignal:
     @property
     def requested(self) -> bool:
         return self.event.is_set()
+
+    @property
+    def code(self) -> int:
+        """0 while nothing asked; else this rank's STOP_CODES entry, for the vote."""
+        return STOP_CODES[self.state] if self.requested else 0
+
+    def adopt(self, code: int) -> None:
+        """Take the group's agreed stop code: another rank may have been asked."""
+        if code and not self.requested:
+            state = next(name for name, value in STOP_CODES.items() if value == code)
+            asked = "a spot notice" if state == "preempted" else "a stop request"
+            self.request(f"{asked} on another rank", state)
 
     def upload_seconds_left(self) -> float:
         """How long the final upload may take before the machine is gone."""

@@ -4,9 +4,14 @@ config -> device -> data -> model/optimizer -> resume -> loop -> final evaluatio
 
 Exact resume is a design constraint: the epoch order is a pure function of (seed,
 epoch), the position inside an epoch is one integer (`Position.step_in_epoch`), and
-everything else the loop depends on (weights, optimizer, schedule, scaler, RNG, best
-score, patience) lives in the checkpoint dict. A run killed at any point and restarted
-from `last.pt` on CPU ends with bit-identical weights.
+everything else the loop depends on (weights, optimizer, schedule, scaler, best score,
+patience) lives in the checkpoint dict; dropout is seeded per micro-batch from the
+position. A run killed at any point and restarted from `last.pt` on CPU ends with
+bit-identical weights, at the same world size too.
+
+Under torchrun every rank runs this same file top to bottom (`trainer.distributed`):
+each trains on its part of every global batch through DDP, all evaluate their share of
+a split, and only rank 0 writes (the others hold `trainer.rank_outputs` instead).
 """
 
 from __future__ import annotations
@@ -28,12 +33,21 @@ from trainer import checkpoint
 from trainer.atomic_write import write_json_atomic
 from trainer.checkpoint import CheckpointConfig, CheckpointManager
 from trainer.config import RunConfig, UserError
-from trainer.data import Normalisation, WindowPipeline, load_dataset, norm_to_state, split_cases
+from trainer.data import (
+    Normalisation,
+    WindowPipeline,
+    load_dataset,
+    micro_batch_seed,
+    norm_to_state,
+    split_cases,
+)
 from trainer.device import choose_device
+from trainer.distributed import Group, RankInfo
 from trainer.evaluate import split_report
 from trainer.model import build_model, count_parameters
 from trainer.preemption import StopSignal
 from trainer.progress import RunOutputs
+from trainer.rank_outputs import QuietCheckpoints, QuietOutputs
 from trainer.report import data_identity, write_report
 
 EXIT_OK = 0
@@ -84,12 +98,14 @@ def lr_lambda(
 class Run:
     """Everything built from the config: device, data, model, optimizer, checkpoints."""
 
-    def __init__(self, config: RunConfig) -> None:
+    def __init__(self, config: RunConfig, group: Group | None = None) -> None:
         tc, oc = config.train, config.optim
         self.config, self.run_dir = config, Path(tc.run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.group = group or Group()
+        if self.group.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         self.choice = choose_device(tc.precision)
-        print(f"device: {self.choice.description}; precision {self.choice.precision}", flush=True)
+        self.say(f"device: {self.choice.description}; precision {self.choice.precision}")
         torch.manual_seed(tc.seed)
         np.random.seed(tc.seed)
         random.seed(tc.seed)
@@ -100,11 +116,12 @@ class Run:
             self.dataset.cases, tc.seed, config.data.val_fraction, config.data.test_fraction
         )
         self.norm = Normalisation.from_train(self.dataset, self.splits.train)
-        self.train_data = self.pipeline(self.splits.train)
+        self.train_data = self.pipeline(self.splits.train, self.group.rank, self.group.world_size)
         self.val_data = self.pipeline(self.splits.val)
 
         # Model, AdamW, warmup + cosine over every optimizer step of every epoch.
         self.model = build_model(config.model, self.choice.device)
+        self.trained = self.group.wrap(self.model)  # DDP under torchrun; saved: self.model
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=oc.lr, weight_decay=oc.weight_decay
         )
@@ -116,25 +133,40 @@ class Run:
         self.scaler = (
             torch.amp.GradScaler(self.choice.device.type) if self.choice.needs_grad_scaler else None
         )
-        self.checkpoints = CheckpointManager(
-            CheckpointConfig(
-                self.run_dir / "checkpoints",
-                config.checkpoint_every_seconds,
-                config.checkpoint_every_steps,
-                config.checkpoint_uri,
+        self.checkpoints = (
+            CheckpointManager(
+                CheckpointConfig(
+                    self.run_dir / "checkpoints",
+                    config.checkpoint_every_seconds,
+                    config.checkpoint_every_steps,
+                    config.checkpoint_uri,
+                )
             )
+            if self.group.is_main
+            else QuietCheckpoints()
         )
-        print(
+        self.say(
             f"data: {len(self.train_data)} train / {len(self.val_data)} val windows, cases "
             f"{len(self.splits.train)}/{len(self.splits.val)}/{len(self.splits.test)}; "
             f"model: {config.model.arch}, {count_parameters(self.model):,} parameters; "
-            f"{self.steps_per_epoch} steps/epoch x {tc.epochs} epochs",
-            flush=True,
+            f"{self.steps_per_epoch} steps/epoch x {tc.epochs} epochs"
         )
+        if self.group.world_size > 1:
+            self.say(
+                f"ddp: world size {self.group.world_size} ({self.group.backend}), per-rank "
+                f"batch {tc.per_rank_batch_size}, global batch {tc.batch_size}"
+            )
 
-    def pipeline(self, cases: list[int]) -> WindowPipeline:
+    def say(self, line: str) -> None:
+        """A console line, once per run (rank 0's)."""
+        if self.group.is_main:
+            print(line, flush=True)
+
+    def pipeline(self, cases: list[int], rank: int = 0, world_size: int = 1) -> WindowPipeline:
+        """A split's pipeline; `rank`'s part of each batch of `world_size` parts."""
+        batch_size = self.config.train.batch_size
         return WindowPipeline(
-            self.dataset, cases, self.norm, self.choice.device, self.config.train.batch_size
+            self.dataset, cases, self.norm, self.choice.device, batch_size, rank, world_size
         )
 
     def state(self, position: Position) -> dict[str, Any]:
@@ -154,12 +186,22 @@ class Run:
             "dataset_fingerprint": self.dataset.fingerprint,
         }
 
+    def report(self, pipeline: WindowPipeline) -> tuple[dict[str, Any], Any, Any]:
+        """`split_report` of the current weights, every rank evaluating its share."""
+        self.group.sync_buffers(self.model)  # rank 0's BatchNorm statistics, as saved
+        return split_report(self.model, pipeline, self.choice, self.norm, self.group)
+
     def resume(self) -> Position | None:
-        """Load the newest valid checkpoint of this run dir, if any; its Position."""
-        state = self.checkpoints.load_latest()
+        """Load the newest valid checkpoint of this run dir, if any; its Position.
+
+        Rank 0 finds and loads it (locally or at --checkpoint-uri) and hands it to the
+        other ranks, whose boxes may have no copy.
+        """
+        state = self.group.broadcast_state(self.checkpoints.load_latest())
         if state is None:
             return None
         _check_resumable(state, self.config.to_dict(), self.dataset.fingerprint)
+        self._say_world_size_change(state["config"]["train"])
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -168,6 +210,16 @@ class Run:
         checkpoint.restore_rng(state["rng"])
         fields = {f.name for f in dataclasses.fields(Position)}
         return Position(**{key: value for key, value in state.items() if key in fields})
+
+    def _say_world_size_change(self, saved: dict[str, Any]) -> None:
+        was, now = saved.get("world_size", 1), self.group.world_size
+        if was != now:
+            tc = self.config.train
+            self.say(
+                f"resume: world size {was} -> {now}: per-rank batch "
+                f"{saved['batch_size'] // was} -> {tc.per_rank_batch_size}, global batch "
+                f"{tc.batch_size}, learning rate and steps per epoch unchanged"
+            )
 
 
 def _check_resumable(state: dict[str, Any], config: dict[str, Any], fingerprint: str) -> None:
@@ -208,36 +260,52 @@ def train_epoch(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> s
     Returns None when the epoch's batches are done, "stopped" on a stop request and
     "max_steps" at --max-steps; `pos` is then the exact place to resume from.
     """
-    tc, accum, data = run.config.train, run.config.optim.grad_accum, run.train_data
+    tc, accum, data, group = (
+        run.config.train,
+        run.config.optim.grad_accum,
+        run.train_data,
+        run.group,
+    )
     run.model.train()
     order = data.permutation(tc.seed, pos.epoch)
     while pos.step_in_epoch < data.steps_per_epoch:
-        x, y = data.batch(order, pos.step_in_epoch)
-        with run.choice.autocast():
-            loss = F.smooth_l1_loss(run.model(x).float(), y) / accum
-        (run.scaler.scale(loss) if run.scaler is not None else loss).backward()
-        out.meter.add(loss, x.shape[0])
+        micro = pos.step_in_epoch
+        x, y = data.batch(order, micro)
+        torch.manual_seed(micro_batch_seed(tc.seed, pos.epoch, micro, group.rank))
+        # The epoch's last micro-batch always steps; DDP all-reduces only when stepping.
+        steps = (micro + 1) % accum == 0 or micro + 1 == data.steps_per_epoch
+        # A sum over this rank's windows scaled to the global batch's mean: DDP's
+        # average over ranks then gives one process's gradient, short batches too.
+        scale = group.world_size / (data.windows_in_batch(micro) * accum)
+        with group.accumulating(run.trained, skip_all_reduce=not steps):
+            with run.choice.autocast():
+                loss = F.smooth_l1_loss(run.trained(x).float(), y, reduction="sum") * scale
+            (run.scaler.scale(loss) if run.scaler is not None else loss).backward()
+        out.meter.add(loss, data.windows_in_batch(micro))
         pos.step_in_epoch += 1
-        if pos.step_in_epoch % accum and pos.step_in_epoch < data.steps_per_epoch:
-            continue  # accumulate; the epoch's last micro-batch always steps
+        if not steps:
+            continue
         _optimizer_step(run)
         pos.step += 1
         if out.meter.due(pos.step):
             out.interval(
                 pos.epoch, pos.step, run.scheduler.get_last_lr()[0], run.checkpoints.last_saved_at
             )
-        if stop.requested:  # an Event read: no device sync
+        # No device sync: an Event read, rank 0's save policy and, under DDP, a vote.
+        stop_code, save_due = group.agree(stop.code, run.checkpoints.due(pos.step))
+        if stop_code:
+            stop.adopt(stop_code)
             return "stopped"
         if tc.max_steps is not None and pos.step >= tc.max_steps:
             return "max_steps"
-        if run.checkpoints.due(pos.step):
+        if save_due:
             run.checkpoints.save_last(run.state(pos))
     return None
 
 
 def end_epoch(run: Run, pos: Position, out: RunOutputs) -> bool:
     """Validate, keep best.pt and last.pt; True when patience ran out (early stop)."""
-    report, _, _ = split_report(run.model, run.val_data, run.choice, run.norm)
+    report, _, _ = run.report(run.val_data)
     pos.epoch, pos.step_in_epoch = pos.epoch + 1, 0
     improved = report["mae"] < pos.best_val_mae
     if improved:
@@ -263,12 +331,11 @@ def _done(run: Run, pos: Position) -> bool:
 
 def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str, Any]:
     """Best weights on val and test -> summary.json, report.md, plots; status finished."""
-    best_state = run.checkpoints.load_best()
+    best_state = run.group.broadcast_state(run.checkpoints.load_best())
     run.model.load_state_dict(best_state["model"])
-    val, _, _ = split_report(run.model, run.val_data, run.choice, run.norm)
-    test, test_ref, test_pred = split_report(
-        run.model, run.pipeline(run.splits.test), run.choice, run.norm
-    )
+    val, _, _ = run.report(run.val_data)
+    test, test_ref, test_pred = run.report(run.pipeline(run.splits.test))
+    tc = run.config.train
     summary = {
         "run_id": run.config.train.run_id,
         "best_epoch": int(best_state["epoch"]),
@@ -280,11 +347,15 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
         "precision": run.choice.precision,
         "wall_s": wall_s,
         "data": data_identity(run.dataset),
+        "world_size": tc.world_size,
+        "per_rank_batch_size": tc.per_rank_batch_size,
+        "global_batch_size": tc.batch_size,
         "val": val,
         "test": test,
     }
-    write_json_atomic(run.run_dir / "summary.json", summary)
-    write_report(run.run_dir, summary, test_ref, test_pred)
+    if run.group.is_main:
+        write_json_atomic(run.run_dir / "summary.json", summary)
+        write_report(run.run_dir, summary, test_ref, test_pred)
     out.status.write(
         state="finished",
         epoch=pos.epoch,
@@ -294,36 +365,54 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
         eta_s=0,
         last_checkpoint_at=run.checkpoints.last_saved_at,
     )
-    print(
+    run.say(
         f"done: test MAE {test['mae']:.2f} mg/dL vs constant-median baseline "
-        f"{test['baseline']['mae']:.2f}; report in {run.run_dir / 'report.md'}",
-        flush=True,
+        f"{test['baseline']['mae']:.2f}; report in {run.run_dir / 'report.md'}"
     )
     return summary
 
 
 def train(config: RunConfig) -> int:
-    """Run or resume training; the process exit code (0 finished, 75 stopped)."""
+    """Run or resume training, as one rank of torchrun's world or alone; the process
+    exit code (0 finished, 75 stopped)."""
+    info = RankInfo.from_env()
+    config = config.with_world_size(info.world_size)  # the global batch must split
+    group = Group.start(info)
+    try:
+        code = _train(config, group)
+    except BaseException:
+        group.close(clean=False)  # this rank may have failed alone: wait for nobody
+        raise
+    group.close()
+    return code
+
+
+def _train(config: RunConfig, group: Group) -> int:
     started = time.monotonic()
-    run = Run(config)
+    run = Run(config, group)
     resumed = run.resume()
     pos = resumed or Position()
     # Only now: a refused resume must leave the run's own config.json as it was.
-    write_json_atomic(run.run_dir / "splits.json", run.splits.to_dict())
-    write_json_atomic(run.run_dir / "config.json", config.to_dict())
+    if group.is_main:
+        write_json_atomic(run.run_dir / "splits.json", run.splits.to_dict())
+        write_json_atomic(run.run_dir / "config.json", config.to_dict())
     if resumed is not None:
-        print(f"resume: step {pos.step}, epoch {pos.epoch}, batch {pos.step_in_epoch}", flush=True)
+        run.say(f"resume: step {pos.step}, epoch {pos.epoch}, batch {pos.step_in_epoch}")
 
-    stop = StopSignal().install()
-    out = RunOutputs(
-        run.run_dir,
-        config.train.run_id,
-        run.total_steps,
-        pos.step,
-        resumed=resumed is not None,
-        device=run.choice.device,
-        log_every_steps=config.train.log_every_steps,
-        uploads=run.checkpoints.uploads,
+    stop = StopSignal(watch_notices=group.info.local_rank == 0).install()  # one poller a box
+    out = (
+        RunOutputs(
+            run.run_dir,
+            config.train.run_id,
+            run.total_steps,
+            pos.step,
+            resumed=resumed is not None,
+            device=run.choice.device,
+            log_every_steps=config.train.log_every_steps,
+            uploads=run.checkpoints.uploads,
+        )
+        if group.is_main
+        else QuietOutputs()
     )
     try:
         while not _done(run, pos):
@@ -332,6 +421,9 @@ def train(config: RunConfig) -> int:
                 run.checkpoints.save_last(run.state(pos))
                 out.stopped(stop.reason, stop.state, pos.step, run.checkpoints.last_saved_at)
                 run.checkpoints.flush(stop.upload_seconds_left())
+                # torchrun stops the whole group at the first rank's exit 75: the
+                # others wait here for rank 0's upload.
+                group.barrier()
                 stop.acknowledge()  # after the upload: Azure may now evict early
                 return EXIT_STOPPED
             if outcome == "max_steps":

@@ -172,12 +172,6 @@ def test_gpus_without_bf16_are_estimated_at_fp16():
     assert throughput.estimate(catalog.GPUS["V100 16GB"], 1, 100).precision == "fp16"
 
 
-def test_multi_gpu_estimate_scales_with_the_stated_efficiency():
-    one = throughput.estimate(catalog.GPUS["A100 40GB"], 1, 100).windows_per_s
-    eight = throughput.estimate(catalog.GPUS["A100 40GB"], 8, 100).windows_per_s
-    assert eight == pytest.approx(one * 8 * throughput.MULTI_GPU_SCALING_EFFICIENCY)
-
-
 def test_measurement_for_another_window_length_or_precision_is_not_used():
     gpu = catalog.GPUS["A10G"]
     rows = (_measured("NVIDIA A10G", 5, window_length=200), _measured("A10G", 5, precision="fp32"))

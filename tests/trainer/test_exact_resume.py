@@ -8,10 +8,10 @@ import signal
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.trainer.trainer_process import (
     output_of,
+    same_state,
     start_training,
     wait_for_exit,
     wait_for_step,
@@ -32,22 +32,6 @@ STEPS_WRITTEN_BEHIND = 2
 
 def _final_state(run_dir: Path) -> dict:
     return checkpoint.load(run_dir / "checkpoints" / "last.pt")
-
-
-def _same(a: dict, b: dict) -> bool:
-    if a.keys() != b.keys():
-        return False
-    for key in a:
-        x, y = a[key], b[key]
-        if isinstance(x, dict):
-            if not (isinstance(y, dict) and _same(x, y)):
-                return False
-        elif isinstance(x, torch.Tensor):
-            if not (isinstance(y, torch.Tensor) and torch.equal(x, y)):
-                return False
-        elif x != y:
-            return False
-    return True
 
 
 def test_sigkilled_run_resumed_ends_bit_identical(tiny_data: Path, tmp_path: Path) -> None:
@@ -71,5 +55,5 @@ def test_sigkilled_run_resumed_ends_bit_identical(tiny_data: Path, tmp_path: Pat
 
     expected, actual = _final_state(straight), _final_state(killed)
     assert actual["step"] == expected["step"] == 15
-    assert _same(expected["model"], actual["model"])
-    assert _same(expected["optimizer"]["state"], actual["optimizer"]["state"])
+    assert same_state(expected["model"], actual["model"])
+    assert same_state(expected["optimizer"]["state"], actual["optimizer"]["state"])

@@ -1,0 +1,132 @@
+"""Stopping and restarting a DDP run (CPU, gloo): SIGTERM or a spot notice on one rank
+stops every rank at the same step, with one checkpoint from rank 0; a SIGKILLed rank
+takes the group down and torchrun restarts it from the last checkpoint; a stopped run
+resumes bit-identically at its world size, and at another one saying so."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.trainer.ddp_process import start_ranks, torchrun, wait_for_ranks, worker_pid
+from tests.trainer.trainer_process import (
+    output_of,
+    same_state,
+    start_training,
+    status_of,
+    wait_for_exit,
+    wait_for_step,
+)
+from trainer import checkpoint
+from trainer.train import EXIT_STOPPED
+
+pytestmark = pytest.mark.e2e
+
+# Batch 8 on the tiny data: 18 steps an epoch, so a stop at step 3 lands mid-epoch,
+# before the epoch's own checkpoint.
+FLAGS = ("--batch-size", "8", "--epochs", "2", "--patience", "100")
+STEPS_PER_EPOCH = 18
+
+
+@dataclass(frozen=True)
+class Stopped:
+    run_dir: Path
+    exit_codes: list[int]
+
+
+@pytest.fixture(scope="module")
+def stopped(tiny_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Stopped:
+    """A 2-rank run whose rank 1 got SIGTERM at step 3; tests copy it before resuming."""
+    run_dir = tmp_path_factory.mktemp("ddp-stop") / "run"
+    ranks = start_ranks(tiny_data, run_dir, 2, *FLAGS)
+    wait_for_step(run_dir, 3, ranks[0])
+    ranks[1].send_signal(signal.SIGTERM)
+    return Stopped(run_dir, wait_for_ranks(ranks, run_dir))
+
+
+def _step_files(run_dir: Path) -> list[Path]:
+    return sorted((run_dir / "checkpoints").glob(checkpoint.STEP_FILE_GLOB))
+
+
+def test_sigterm_to_one_rank_stops_every_rank_at_one_step_with_one_checkpoint(
+    stopped: Stopped,
+) -> None:
+    assert stopped.exit_codes == [EXIT_STOPPED, EXIT_STOPPED]
+    status = status_of(stopped.run_dir)
+    assert status["state"] == "stopped" and status["exit_code"] == EXIT_STOPPED
+    [saved] = _step_files(stopped.run_dir)
+    state = checkpoint.load(saved)
+    assert state["step"] == status["step"] and 0 < state["step_in_epoch"] < STEPS_PER_EPOCH
+    assert "stop requested (a stop request on another rank)" in output_of(stopped.run_dir)
+
+
+def test_stopped_run_resumes_at_its_world_size_bit_identical(
+    stopped: Stopped, tiny_data: Path, tmp_path: Path
+) -> None:
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    shutil.copytree(stopped.run_dir, resumed)
+    ranks = start_ranks(tiny_data, straight, 2, *FLAGS) + start_ranks(tiny_data, resumed, 2, *FLAGS)
+    assert wait_for_ranks(ranks[:2], straight) == [0, 0]
+    assert wait_for_ranks(ranks[2:], resumed) == [0, 0]
+    assert f"resume: step {status_of(stopped.run_dir)['step']}," in output_of(resumed)
+    expected = checkpoint.load(straight / "checkpoints" / "last.pt")
+    actual = checkpoint.load(resumed / "checkpoints" / "last.pt")
+    assert actual["step"] == expected["step"] == 2 * STEPS_PER_EPOCH
+    assert same_state(expected["model"], actual["model"])
+    assert same_state(expected["optimizer"]["state"], actual["optimizer"]["state"])
+
+
+def test_stopped_run_resumes_at_another_world_size_and_says_what_changed(
+    stopped: Stopped, tiny_data: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "one-rank"
+    shutil.copytree(stopped.run_dir, run_dir)
+    assert wait_for_exit(start_training(tiny_data, run_dir, *FLAGS), run_dir) == 0
+    output = output_of(run_dir)
+    assert (
+        "resume: world size 2 -> 1: per-rank batch 4 -> 8, global batch 8, learning rate "
+        "and steps per epoch unchanged" in output
+    )
+    assert f"resume: step {status_of(stopped.run_dir)['step']}," in output
+    assert status_of(run_dir)["state"] == "finished"
+
+
+def test_azure_preempt_seen_on_another_box_preempts_every_rank(
+    tiny_data: Path, tmp_path: Path, fake_metadata
+) -> None:
+    # Two "boxes" of one rank each: each rank is its box's local rank 0, the one that
+    # polls; only rank 1's box is being evicted.
+    run_dir = tmp_path / "run"
+    evicted = {1: {"GLUCOSE_IMDS_URL": fake_metadata.url}}
+    long_run = ("--batch-size", "8", "--epochs", "50")
+    ranks = start_ranks(tiny_data, run_dir, 2, *long_run, one_box=False, rank_env=evicted)
+    wait_for_step(run_dir, 2, ranks[0])
+    event = fake_metadata.azure_preempt()
+    assert wait_for_ranks(ranks, run_dir) == [EXIT_STOPPED, EXIT_STOPPED]
+    assert status_of(run_dir)["state"] == "preempted"
+    assert len(_step_files(run_dir)) == 1
+    assert "stop requested (a spot notice on another rank)" in output_of(run_dir)
+    assert fake_metadata.acknowledged == [event]  # by rank 1, on the box being evicted
+
+
+def test_sigkilled_rank_is_restarted_by_torchrun_and_the_run_resumes(
+    tiny_data: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    elastic = ("--standalone", "--nproc-per-node", "2", "--max-restarts", "1")
+    flags = ("--batch-size", "8", "--epochs", "1", "--checkpoint-every-steps", "1")
+    launcher = torchrun(tiny_data, run_dir, *flags, launcher=elastic)
+    wait_for_step(run_dir, 4, launcher)
+    pid = worker_pid(launcher, 1)
+    assert pid is not None, output_of(run_dir)
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for_exit(launcher, run_dir) == 0
+    resumed = [int(step) for step in re.findall(r"^resume: step (\d+),", output_of(run_dir), re.M)]
+    assert len(resumed) == 1 and resumed[0] >= 2, output_of(run_dir)
+    assert status_of(run_dir)["state"] == "finished"

@@ -1,0 +1,126 @@
+"""trainer.distributed without a process group: rank info from torchrun's environment,
+the one-rank world, how a split is sharded for evaluation; and the pieces of the loop
+that depend on the rank (batch parts, dropout seeds, the stop vote's codes)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from trainer.config import DataConfig, RunConfig, TrainConfig, UserError
+from trainer.data import Normalisation, WindowPipeline, load_dataset, micro_batch_seed
+from trainer.distributed import Group, RankInfo
+from trainer.preemption import StopSignal
+
+
+def test_without_torchrun_the_world_is_one_rank():
+    info = RankInfo.from_env({})
+    assert (info.rank, info.local_rank, info.world_size, info.is_main) == (0, 0, 1, True)
+
+
+def test_rank_info_is_read_from_torchruns_environment():
+    info = RankInfo.from_env({"RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8"})
+    assert (info.rank, info.local_rank, info.world_size, info.is_main) == (5, 1, 8, False)
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"RANK": "x", "LOCAL_RANK": "0", "WORLD_SIZE": "2"},
+        {"RANK": "2", "LOCAL_RANK": "0", "WORLD_SIZE": "2"},
+        {"RANK": "0", "LOCAL_RANK": "-1", "WORLD_SIZE": "2"},
+    ],
+)
+def test_a_broken_torchrun_environment_is_one_line_naming_the_launcher(environ):
+    with pytest.raises(UserError, match=r"python -m torch\.distributed\.run"):
+        RankInfo.from_env(environ)
+
+
+def test_one_rank_group_passes_everything_through():
+    group = Group()
+    model = torch.nn.Linear(2, 1)
+    state = {"model": model.state_dict()}
+    assert group.wrap(model) is model
+    assert group.agree(2, 0) == (2, 0)
+    assert group.broadcast_state(state) is state
+    rows = np.arange(5.0)
+    assert group.all_gather_rows(rows) is rows
+    assert group.shard(5, 2) == (0, 5)
+    group.close()
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4])
+@pytest.mark.parametrize("rows", [0, 1, 1000, 1024, 2049, 5000])
+def test_evaluation_shards_are_whole_batches_covering_the_split_in_order(world_size, rows):
+    batch = 1024
+    shards = [Group(RankInfo(r, r, world_size)).shard(rows, batch) for r in range(world_size)]
+    assert shards[0][0] == 0 and shards[-1][1] == rows
+    for (_, stop), (start, _) in itertools.pairwise(shards):
+        assert stop == start and (start % batch == 0 or start == rows)
+
+
+def test_the_global_batch_must_split_over_the_ranks():
+    config = RunConfig(DataConfig("d"), TrainConfig(run_dir="r", batch_size=250))
+    with pytest.raises(UserError, match=r"--batch-size 250 does not split over WORLD_SIZE 8"):
+        config.with_world_size(8)
+    eight = RunConfig(DataConfig("d"), TrainConfig(run_dir="r", batch_size=256)).with_world_size(8)
+    train = eight.to_dict()["train"]
+    assert (train["batch_size"], train["world_size"], train["per_rank_batch_size"]) == (256, 8, 32)
+
+
+def _pipelines(tiny_data, batch_size: int, world_size: int) -> list[WindowPipeline]:
+    dataset = load_dataset(tiny_data)
+    norm = Normalisation.from_train(dataset, [0, 1, 2])
+    return [
+        WindowPipeline(dataset, [0, 1, 2], norm, torch.device("cpu"), batch_size, r, world_size)
+        for r in range(world_size)
+    ]
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_ranks_take_disjoint_parts_of_each_global_batch_of_one_permutation(tiny_data, world_size):
+    one = _pipelines(tiny_data, 30, 1)[0]
+    ranks = _pipelines(tiny_data, 30, world_size)
+    order = one.permutation(seed=0, epoch=1)  # 144 windows: 4 batches of 30, one of 24
+    assert [r.steps_per_epoch for r in ranks] == [one.steps_per_epoch] * world_size
+    for step in range(one.steps_per_epoch):
+        parts = [r.batch(r.permutation(0, 1), step)[1] for r in ranks]
+        assert [len(p) for p in parts] == [one.windows_in_batch(step) // world_size] * world_size
+        assert torch.equal(torch.cat(parts), one.batch(order, step)[1])
+
+
+def test_a_short_last_batch_leaves_trailing_ranks_fewer_windows_or_none(tiny_data):
+    ranks = _pipelines(tiny_data, 142, 4)  # 144 windows: a last batch of 2
+    order = ranks[0].permutation(0, 0)
+    assert ranks[0].windows_in_batch(1) == 2
+    assert [len(r.batch(order, 1)[0]) for r in ranks] == [1, 1, 0, 0]
+
+
+def test_dropout_seeds_differ_by_rank_and_position_and_fit_torch():
+    seeds = {
+        micro_batch_seed(seed, epoch, micro, rank)
+        for seed in (0, 2**40)
+        for epoch in (0, 1)
+        for micro in (0, 1)
+        for rank in range(4)
+    }
+    assert len(seeds) == 32
+    for seed in seeds:
+        torch.manual_seed(seed)
+
+
+def test_stop_codes_say_what_asked_and_another_ranks_code_is_adopted():
+    stop = StopSignal(watch_notices=False)
+    assert stop.code == 0
+    stop.adopt(0)
+    assert not stop.requested
+    stop.adopt(2)
+    assert (stop.requested, stop.state, stop.code) == (True, "preempted", 2)
+    assert stop.reason == "a spot notice on another rank"
+    own = StopSignal(watch_notices=False)
+    own.request("SIGTERM")
+    own.adopt(2)  # its own reason stands
+    assert (own.reason, own.state, own.code) == ("SIGTERM", "stopped", 1)
