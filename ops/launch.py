@@ -7,15 +7,17 @@ its newest checkpoint at `--checkpoint-uri`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops import dataset_manifest, trainer_container
+from ops import box_lease, dataset_manifest, trainer_container
 from ops.box_images import box_has_image, load_on_box, pull_on_box
 from ops.registry import login_for
 from ops.remote import Box
@@ -23,7 +25,32 @@ from ops.trainer_container import Launch
 from trainer.storage import storage_environment
 
 LAUNCH_FILE = "launch.json"
+# Written before the image is built and shipped, renewed before the dataset fetch.
+START_UP_LEASE_MINUTES = 60
 console = Console(stderr=True, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def start_up_lease(box: Box, run_id: str) -> Iterator[Callable[[], None]]:
+    """Keep the idle watchdog off while `fab train` prepares the box; yields `renew`.
+
+    An image pull or a dataset fetch is no trainer, no GPU work and no SSH terminal,
+    so without it a box idle for most of its limit stops mid-pull. Released when the
+    trainer runs (its own start grace takes over) or start-up fails; a `fab` that
+    dies leaves a lease that expires by itself.
+    """
+    name = f"train-{run_id}"
+
+    def renew() -> None:
+        reason = f"fab train --run {run_id}: starting"
+        box_lease.write(box, name, START_UP_LEASE_MINUTES, reason)
+
+    renew()
+    try:
+        yield renew
+    finally:
+        with contextlib.suppress(Exception):  # a lost box cannot be told; it expires anyway
+            box_lease.release(box, name)
 
 
 def ship_image(box: Box, local_name: str, remote_name: str | None) -> str:
@@ -104,13 +131,16 @@ def start_trainer(box: Box, launch: Launch, user: str) -> None:
     if state is not None and (state.running or state.restarting):
         raise Exit(f"run {launch.run_id} is already running on {box.address}; see `fab status`")
     run_dir = trainer_container.run_dir(box.root, launch.run_id)
-    box.run(f"mkdir -p {shlex.quote(run_dir)} && rm -f {shlex.quote(run_dir)}/STOPPED_BY_USER")
+    box.run(f"mkdir -p {shlex.quote(run_dir)}")
     write_launch_record(box, launch)
     if box.target.container_env:
         env_file = trainer_container.run_env_file(box.root, launch.run_id)
         trainer_container.write_env_file(box, env_file, box.target.container_env)
     if state is not None:
         box.run(f"docker rm {shlex.quote(name)}")
+    # Only with the old container gone: the box's resume unit must never find a
+    # user-stopped container without its marker.
+    box.run(f"rm -f {shlex.quote(run_dir)}/STOPPED_BY_USER")
     command = trainer_container.docker_run_command(
         box.target, launch, gpus=trainer_container.box_has_gpus(box), user=user
     )

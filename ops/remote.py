@@ -116,6 +116,7 @@ class Box:
             connection = _open_with_retries(self, deadline, status)
             ready = f"{self.root}/ready"
             while not _remote_exists(connection, ready):
+                _raise_if_setup_failed(connection, self)
                 waiting_for = f"{ready} (cloud-init still running)"
                 _wait_or_give_up(deadline, waiting_for, self, status, READY_POLL_SECONDS)
         return connection
@@ -192,6 +193,17 @@ def _wait_or_give_up(
         )
     status.update(f"waiting for {box.address}: {waiting_for}; giving up in {left_seconds:.0f} s")
     time.sleep(min(pause_seconds, max(left_seconds, 0.1)))
+
+
+def _raise_if_setup_failed(connection: Connection, box: Box) -> None:
+    """The box's setup wrote a `failed` marker (pulumi/infra/box/setup-box.sh): say so now."""
+    marker = f"{box.root}/failed"
+    result = connection.run(f"cat {shlex.quote(marker)}", hide=True, warn=True, in_stream=False)
+    if result.exited != 0:
+        return
+    lines = result.stdout.strip().splitlines() or ["(empty marker)"]
+    console.print("\n".join(lines[1:]), markup=False, highlight=False)
+    raise Exit(f"box {box.address} failed to set up: {lines[0]} (log tail above; {marker})")
 
 
 def _remote_exists(connection: Connection, path: str) -> bool:

@@ -1,8 +1,10 @@
 """`fab status`: one screen about a run, from what the box has on disk and in docker.
 
 Sources: the trainer's status.json (ARCHITECTURE.md), the last line of metrics.jsonl,
-the container's state (exit code, restarts), nvidia-smi when the box has it, and
-launch.json (written by `fab train`) for the time and price the run started with.
+the container's state (exit code, restarts), nvidia-smi when the box has it,
+launch.json (written by `fab train`) for the time and price the run started with,
+and the box's idle watchdog: its state (countdown, leases, a stop that failed) and
+its record of the last stop.
 """
 
 from __future__ import annotations
@@ -26,6 +28,14 @@ SECONDS_PER_HOUR = 3600
 
 
 @dataclass(frozen=True)
+class BoxSnapshot:
+    """The box's guard rails: the watchdog's state and the last stop it recorded."""
+
+    watchdog: dict
+    last_stop: dict
+
+
+@dataclass(frozen=True)
 class RunSnapshot:
     """Everything `status` prints, read from the box at one moment."""
 
@@ -35,7 +45,7 @@ class RunSnapshot:
     last_metrics: dict
     gpus: list[str]
     launch: dict
-    watchdog: dict
+    box: BoxSnapshot
     now: float
 
 
@@ -54,7 +64,7 @@ def describe_state(container: ContainerState | None, status: dict, stopped_by_us
     if container.running:
         return "running"
     if container.restarting:
-        return "preempted-waiting (docker restarts it)"
+        return "restarting (an old container under docker's restart policy)"
     if container.exit_code == 0:
         return _finished(status)
     if container.exit_code == PREEMPTED_EXIT_CODE:
@@ -90,21 +100,72 @@ def snapshot(box: Box, run_id: str) -> RunSnapshot:
         last_metrics=_json_or_empty(metrics_tail.strip()),
         gpus=gpus.stdout.strip().splitlines() if gpus.exited == 0 else [],
         launch=_json_or_empty(box.read_text(f"{run_dir}/{LAUNCH_FILE}")),
-        watchdog=_json_or_empty(box.read_text(f"{box.root}/watchdog/state.json")),
+        box=box_snapshot(box),
         now=time.time(),
     )
+
+
+def box_snapshot(box: Box) -> BoxSnapshot:
+    # state.json links to the watchdog's state on /run (pulumi/infra/box/setup-box.sh).
+    last_stop = box.run(f"tail -n 1 {shlex.quote(box.root)}/watchdog/stops.jsonl", check=False)
+    return BoxSnapshot(
+        watchdog=_json_or_empty(box.read_text(f"{box.root}/watchdog/state.json")),
+        last_stop=_json_or_empty(last_stop.stdout.strip() if last_stop.exited == 0 else ""),
+    )
+
+
+def _clock(unix_s: float, now: float) -> str:
+    """HH:MM in local time, with the date when it is not today."""
+    moment = time.localtime(unix_s)
+    same_day = time.strftime("%Y-%m-%d", moment) == time.strftime("%Y-%m-%d", time.localtime(now))
+    return time.strftime("%H:%M" if same_day else "%Y-%m-%d %H:%M", moment)
 
 
 def watchdog_line(state: dict, now: float) -> str | None:
     """The box's idle watchdog (pulumi/infra/box/watchdog.py) in a line, when it runs."""
     if not state:
         return None
+    if state.get("stop_failures"):
+        since = state.get("stop_requested_at")
+        return (
+            f"watchdog:   STILL BILLED: stopping the box failed {state['stop_failures']} "
+            f"time(s) (last: {state.get('stop_error')}); it retries by itself"
+            + (f", trying since {_clock(since, now)}" if isinstance(since, (int, float)) else "")
+            + "; stop it by hand (`az vm deallocate` / `aws ec2 stop-instances`) if it persists"
+        )
     if state.get("busy_reasons"):
         return f"watchdog:   box busy ({', '.join(state['busy_reasons'])})"
     if isinstance(state.get("stop_at"), (int, float)):
         left_minutes = max(state["stop_at"] - now, 0) / 60
         return f"watchdog:   box idle; it stops itself (and its bill) in {left_minutes:.0f} min"
     return None
+
+
+def lease_lines(state: dict, now: float) -> list[str]:
+    """Leases the watchdog honoured at its last look: `fab hold`, a `fab train` start-up."""
+    lines = []
+    for lease in (state.get("signals") or {}).get("leases") or []:
+        until = lease.get("until")
+        if not isinstance(until, (int, float)) or until <= now:
+            continue
+        when = _clock(until, now)
+        if lease.get("name") == "hold":
+            lines.append(f"hold:       box held up until {when} (`fab hold 0` ends it)")
+        else:
+            lines.append(f"lease:      {lease.get('reason') or lease.get('name')}, until {when}")
+    return lines
+
+
+def last_stop_line(record: dict, now: float) -> str | None:
+    """Why the box last stopped, as the box recorded it (pulumi/infra/box/stop_records.py)."""
+    if not isinstance(record.get("at"), (int, float)) or not record.get("summary"):
+        return None
+    return f"last stop:  {_clock(record['at'], now)} {record['summary']}"
+
+
+def box_lines(snap: BoxSnapshot, now: float) -> list[str]:
+    lines = [watchdog_line(snap.watchdog, now), *lease_lines(snap.watchdog, now)]
+    return [line for line in [*lines, last_stop_line(snap.last_stop, now)] if line]
 
 
 def _hours(seconds: float) -> str:
@@ -157,5 +218,4 @@ def render(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> str:
     if not snap.gpus:
         lines.append("gpu:        none (nvidia-smi not on the box)")
     lines += cost_lines(snap, hourly_price_usd, spot)
-    watchdog = watchdog_line(snap.watchdog, snap.now)
-    return "\n".join([*lines, watchdog] if watchdog else lines)
+    return "\n".join([*lines, *box_lines(snap.box, snap.now)])

@@ -89,7 +89,7 @@ def run_checkpoint_uri(target: Target, run_id: str) -> str:
 
 def run_env_file(box_root: str, run_id: str) -> str:
     """The trainer's environment file: a dot file in the run dir (never mirrored), there
-    for as long as the container may restart (docker's policy, the box's resume unit)."""
+    for as long as the container may start again (the box's resume unit)."""
     return f"{run_dir(box_root, run_id)}/{ENV_FILE_NAME}"
 
 
@@ -148,9 +148,10 @@ def docker_run_command(target: Target, launch: Launch, *, gpus: bool, user: str)
         "docker", "run", "--detach",
         "--name", container_name(launch.run_id),
         "--label", f"{RUN_ID_LABEL}={launch.run_id}",
-        # on-failure, not unless-stopped: a finished run (exit 0) stays down, a
-        # preempted one (exit 75) comes back, a `docker stop` is never undone.
-        "--restart", "on-failure",
+        # Docker restarts nothing: its on-failure policy restarts a crash loop forever
+        # and revives user-stopped runs at the next daemon start. The box's resume
+        # unit (pulumi/infra/box/resume.py) is the one restarter, for exit 75 only.
+        "--restart", "no",
         "--stop-timeout", str(STOP_TIMEOUT_SECONDS),
         *container_options(target, user, env_file=_trainer_env_file(target, launch.run_id)),
         "--volume", f"{run_dir(target.box_root, launch.run_id)}:{runs}",

@@ -11,6 +11,7 @@ namespace = Collection(
     run.logs,
     run.status,
     run.stop,
+    run.hold,
     transfer.download,
     transfer.upload_data,
     prepare.prepare_data,

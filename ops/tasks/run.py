@@ -9,7 +9,7 @@ from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops import box_update, launch, run_status, trainer_container
+from ops import box_lease, box_update, launch, run_status, trainer_container
 from ops.remote import Box
 from ops.target import resolve_target
 from ops.tasks.image import (
@@ -17,9 +17,7 @@ from ops.tasks.image import (
     IMAGE_HELP,
     STACK_HELP,
     TARGET_HELP,
-    ensure_built,
-    push_image,
-    require_image,
+    image_on_box,
 )
 from ops.trainer_container import STOP_TIMEOUT_SECONDS, Launch
 
@@ -85,16 +83,13 @@ def train(
             f"the box is busy with run {busy[0]}; `fab stop --run {busy[0]}` first, "
             "or pass --allow-concurrent to share it"
         )
-    if image_name:
-        local_name = require_image(image_name)
-    else:
-        local_name = ensure_built(base_image, build_arg or [], extra_ca, force=False)
-    remote_name = push_image(box.target, local_name) if box.target.registry else None
-    image = launch.ship_image(box, local_name, remote_name)
-    user = trainer_container.box_user(box)
-    dataset_name = launch.fetch_dataset_on_box(box, image, data_uri, user)
-    plan = Launch(run_id, image, dataset_name, _trainer_args(epochs, max_steps, trainer_args))
-    launch.start_trainer(box, plan, user)
+    with launch.start_up_lease(box, run_id) as renew_lease:
+        image = image_on_box(box, image_name, base_image, build_arg or [], extra_ca)
+        user = trainer_container.box_user(box)
+        renew_lease()
+        dataset_name = launch.fetch_dataset_on_box(box, image, data_uri, user)
+        plan = Launch(run_id, image, dataset_name, _trainer_args(epochs, max_steps, trainer_args))
+        launch.start_trainer(box, plan, user)
     print(run_id)
     console.print(
         f"run {run_id} started on {box.address}; checkpoints go to "
@@ -141,11 +136,42 @@ def _lost_box_message(box: Box, run_id: str, why) -> str:
 
 @task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
 def status(c, run="", target="", stack=""):
-    """Show a run's state, progress, GPU use, ETA and cost."""
+    """Show a run's state, progress, cost, and the box's idle guard."""
     box = _box(target, stack)
-    run_id = trainer_container.resolve_run_id(box, run)
+    run_id = run or next(iter(trainer_container.run_ids(box)), None)
+    if run_id is None:
+        lines = run_status.box_lines(run_status.box_snapshot(box), time.time())
+        header = f"run:        none on {box.address} (start one with `fab train`)"
+        print("\n".join([header, *lines]))
+        return
     snap = run_status.snapshot(box, run_id)
     print(run_status.render(snap, box.target.hourly_price_usd, box.target.spot))
+
+
+@task(
+    positional=["duration"],
+    help={
+        "duration": f"how long: 2h, 90m, 1h30m (at most {box_lease.MAX_LEASE_MINUTES // 60}h); "
+        "0 ends a hold",
+        "target": TARGET_HELP,
+        "stack": STACK_HELP,
+    },
+)
+def hold(c, duration, target="", stack=""):
+    """Keep the box up without an SSH terminal: `fab hold 2h`."""
+    minutes = box_lease.parse_minutes(duration)
+    box = _box(target, stack)
+    if minutes == 0:
+        box_lease.release(box, box_lease.HOLD_LEASE)
+        print(f"hold on {box.address} ended; the idle watchdog counts from its next look")
+        return
+    until = box_lease.write(box, box_lease.HOLD_LEASE, minutes, f"fab hold {duration}")
+    if until is None:
+        raise Exit(f"could not hold {box.address}: see the warning above")
+    print(
+        f"{box.address} held up until {time.strftime('%H:%M', time.localtime(until))} "
+        "(the idle watchdog counts from then; `fab hold 0` ends it sooner)"
+    )
 
 
 @task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})

@@ -32,7 +32,7 @@ import pulumi_aws as aws
 from infra import aws_guard_rails, aws_iam
 from infra.aws_network import declare_network
 from infra.aws_spot_requests import SpotRequestGuard
-from infra.cloud_init import encode_user_data, render_cloud_init
+from infra.cloud_init import box_guard_settings, encode_user_data, render_cloud_init
 from infra.config import StackConfig
 from infra.training_box import TrainingBox
 
@@ -300,9 +300,7 @@ def _user_data(config: StackConfig) -> str:
     """The shared cloud-init, gzipped: raw it is over EC2's 16 KB user-data limit
     (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html)."""
     encoded = encode_user_data(
-        render_cloud_init(
-            cloud="aws", idle_shutdown_minutes=config.idle_shutdown_minutes, ssh_user=SSH_USER
-        )
+        render_cloud_init(cloud="aws", ssh_user=SSH_USER, **box_guard_settings(config))
     )
     packed_bytes = len(base64.b64decode(encoded))
     if packed_bytes > USER_DATA_LIMIT_BYTES:

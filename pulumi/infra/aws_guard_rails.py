@@ -6,7 +6,7 @@
   carries this stack's `cost-scope` tag (activated for cost allocation from here), and,
   unless `budgetStopsBoxes: false`, a Budgets action that stops the boxes at 100 % of
   the actual spend;
-- per box, a CloudWatch alarm on the watchdog's GPU metric whose action stops the
+- per box, a CloudWatch alarm on the watchdog's verdict whose action stops the
   instance (`arn:aws:automate:<region>:ec2:stop` needs no role of ours).
 """
 
@@ -40,11 +40,12 @@ BUDGET_ACTION_POLICY_ARN = (
 # first tagged resource exists): activation waits until Cost Explorer lists the key.
 COST_TAG_LOOKBACK_DAYS = 30
 
-# The on-box watchdog publishes this metric once a minute (pulumi/infra/box/).
+# The on-box watchdog publishes its verdict once a minute, 1 busy / 0 idle
+# (pulumi/infra/box/verdict_metric.py).
 METRIC_NAMESPACE = "GlucoseTraining"
-GPU_METRIC = "GPUUtilization"
-GPU_METRIC_DIMENSION = "InstanceId"
-GPU_BUSY_PERCENT = 10
+VERDICT_METRIC = "Busy"
+VERDICT_METRIC_DIMENSION = "InstanceId"
+BUSY_VALUE = 1
 METRIC_PERIOD_SECONDS = 60
 
 
@@ -233,31 +234,35 @@ def declare_idle_alarms(
     tags: dict[str, str],
     parent: pulumi.Resource,
 ) -> list[aws.cloudwatch.MetricAlarm]:
-    """One alarm per box: no GPU at GPU_BUSY_PERCENT for `idleShutdownMinutes` -> stop."""
+    """One alarm per box: the watchdog said idle, or nothing, for `idleShutdownMinutes` -> stop.
+
+    It agrees with the watchdog (SSH sessions, leases, a trainer's progress and the
+    hung limit all count) because it reads the watchdog's verdict, not the GPU.
+    """
     minutes = config.idle_shutdown_minutes
     return [
         aws.cloudwatch.MetricAlarm(
             f"{name}-idle-{index}",
             alarm_description=(
-                f"Stop the box when no GPU reached {GPU_BUSY_PERCENT}% for {minutes} minutes "
-                "(the second guard behind the on-box watchdog)"
+                f"Stop the box when its watchdog said idle, or nothing at all, for {minutes} "
+                "minutes (the second guard behind the on-box watchdog)"
             ),
             namespace=METRIC_NAMESPACE,
-            metric_name=GPU_METRIC,
-            dimensions={GPU_METRIC_DIMENSION: instance.id},
+            metric_name=VERDICT_METRIC,
+            dimensions={VERDICT_METRIC_DIMENSION: instance.id},
             statistic="Maximum",
             # 60 s x up to 1440 periods stays within CloudWatch's one-day window.
             period=METRIC_PERIOD_SECONDS,
             evaluation_periods=minutes,
             datapoints_to_alarm=minutes,
             comparison_operator="LessThanThreshold",
-            threshold=float(GPU_BUSY_PERCENT),
-            # A stopped box publishes nothing. "notBreaching" lets the alarm fall back to
-            # OK then, so the next idle spell after a restart is a fresh OK -> ALARM
-            # transition (actions fire on transitions only; "breaching" would park the
-            # alarm in ALARM and never stop the box again). A watchdog that stopped
-            # publishing leaves the daily stop and the budget on guard.
-            treat_missing_data="notBreaching",
+            threshold=float(BUSY_VALUE),
+            # A missing verdict is idle: a dead watchdog is a stop, not a silent forever.
+            # While the box is stopped the alarm stays in ALARM; the box says busy for
+            # its first minutes after a boot (the boot grace), which returns the alarm
+            # to OK, so the next idle spell or silence is a fresh transition (actions
+            # fire on transitions only) and stops the box again.
+            treat_missing_data="breaching",
             alarm_actions=[f"arn:aws:automate:{config.region}:ec2:stop"],
             tags=tags,
             opts=pulumi.ResourceOptions(parent=parent),

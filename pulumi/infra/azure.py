@@ -49,7 +49,7 @@ from infra.azure_access import (
     principal_type_of_token,
 )
 from infra.azure_guard_rails import budget_stop, monthly_budget, shutdown_schedule
-from infra.cloud_init import encode_user_data, render_cloud_init
+from infra.cloud_init import box_guard_settings, encode_user_data, render_cloud_init
 from infra.config import StackConfig
 from infra.training_box import TrainingBox
 
@@ -344,7 +344,7 @@ class AzureTrainingBox(TrainingBox):
     ) -> compute.VirtualMachine:
         group, config = self._group, self._config
         cloud_init = render_cloud_init(
-            cloud="azure", idle_shutdown_minutes=config.idle_shutdown_minutes, ssh_user=SSH_USER
+            cloud="azure", ssh_user=SSH_USER, **box_guard_settings(config)
         )
         return compute.VirtualMachine(
             f"{name}-vm",

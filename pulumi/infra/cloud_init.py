@@ -1,10 +1,11 @@
 """The cloud-init document both clouds boot the box with.
 
 It writes the on-box programs from `pulumi/infra/box/` (idle watchdog, resume
-unit, their systemd units and the one-time setup script) plus the watchdog's
-config, then runs the setup script, which installs docker, the NVIDIA container
+unit, stop recorder, their systemd units and the one-time setup script; without
+their comments, see box_files.py) plus the watchdog's config, then runs the setup
+script, which turns the guard on first, installs docker, the NVIDIA container
 toolkit and (on AWS) the `aws` CLI only where the image lacks them and writes the
-`ready` marker last.
+`ready` marker last (or a `failed` marker).
 
 Standard library only and free of pulumi imports, so both Pulumi programs and the
 tests call it as a plain function.
@@ -19,9 +20,9 @@ import importlib.util
 import json
 import re
 import sys
-from pathlib import Path
 
-BOX_SOURCE_DIR = Path(__file__).resolve().parent / "box"
+from infra.box_files import BOX_SOURCE_DIR, installed_text
+
 BOX_ROOT = "/var/lib/glucose-training"
 PROGRAM_DIR = "/opt/glucose-training"
 UNIT_DIR = "/etc/systemd/system"
@@ -40,10 +41,14 @@ def render_cloud_init(
     idle_shutdown_minutes: int,
     ssh_user: str,
     hung_trainer_minutes: int = DEFAULT_HUNG_TRAINER_MINUTES,
+    daily_stop_time: str = "",
+    daily_stop_time_zone: str = "UTC",
 ) -> str:
     """Return the `#cloud-config` YAML text for one box.
 
-    The text is ~45 KB, over AWS's 16 KB user-data limit: hand the VM
+    `daily_stop_time` ("HH:MM" in the IANA `daily_stop_time_zone`) only names the
+    cloud's daily stop in the box's stop records. The text is ~60 KB, over AWS's
+    16 KB user-data limit: hand the VM
     `encode_user_data(text)` (AWS `user_data_base64`, Azure `osProfile.customData`),
     not the text itself. Raises ValueError naming every bad argument.
     """
@@ -59,6 +64,8 @@ def render_cloud_init(
         idle_shutdown_minutes=idle_shutdown_minutes,
         hung_trainer_minutes=hung_trainer_minutes,
         box_root=BOX_ROOT,
+        daily_stop_time=daily_stop_time,
+        daily_stop_time_zone=daily_stop_time_zone,
     )
     files = [*_box_files(), (CONFIG_PATH, "0644", config.to_json())]
     files.append((VERSION_PATH, "0644", box_version(files)))
@@ -72,6 +79,16 @@ def render_cloud_init(
     setup = [f"{PROGRAM_DIR}/setup-box.sh", ssh_user, BOX_ROOT, cloud]
     lines += ["runcmd:", f"  - {json.dumps(['bash', *setup])}"]
     return "\n".join(lines) + "\n"
+
+
+def box_guard_settings(config) -> dict:
+    """`render_cloud_init`'s guard-rail arguments from a StackConfig (pulumi/infra/config.py)."""
+    return {
+        "idle_shutdown_minutes": config.idle_shutdown_minutes,
+        "hung_trainer_minutes": config.hung_trainer_minutes,
+        "daily_stop_time": config.auto_shutdown_time,
+        "daily_stop_time_zone": config.auto_shutdown_time_zone,
+    }
 
 
 def encode_user_data(cloud_init: str) -> str:
@@ -108,9 +125,9 @@ def _box_files() -> list[tuple[str, str, str]]:
     files = []
     for source in sorted(BOX_SOURCE_DIR.iterdir()):
         if source.suffix in (".service", ".timer"):
-            files.append((f"{UNIT_DIR}/{source.name}", "0644", source.read_text()))
+            files.append((f"{UNIT_DIR}/{source.name}", "0644", installed_text(source)))
         elif source.suffix in (".py", ".sh"):
-            text = source.read_text()
+            text = installed_text(source)
             mode = "0755" if text.startswith("#!") else "0644"
             files.append((f"{PROGRAM_DIR}/{source.name}", mode, text))
     return files

@@ -36,6 +36,7 @@ KEYS: dict[str, str] = {
     "autoShutdownTime": "auto_shutdown_time",
     "autoShutdownTimeZone": "auto_shutdown_time_zone",
     "idleShutdownMinutes": "idle_shutdown_minutes",
+    "hungTrainerMinutes": "hung_trainer_minutes",
     "budgetAmount": "budget_amount",
     "alertEmails": "alert_emails",
     "keepStorageOnDestroy": "keep_storage_on_destroy",
@@ -61,6 +62,8 @@ _AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 SSH_KEY_TYPES = ("ssh-rsa", "ssh-ed25519")  # what both Azure and EC2 accept for Linux
 MAX_NODE_COUNT = 16
 IDLE_SHUTDOWN_MINUTES_RANGE = (5, 24 * 60)
+# A run whose step has not moved this long is hung: the watchdog stops counting it.
+HUNG_TRAINER_MINUTES_RANGE = (10, 24 * 60)
 # 64 GB: the Azure Ubuntu HPC image's own disk, and room for a ~10 GB CUDA image and a
 # cached dataset. 4095 GB: the largest boot disk both clouds take.
 OS_DISK_SIZE_GB_RANGE = (64, 4095)
@@ -101,6 +104,7 @@ class StackConfig:
     auto_shutdown_time: str = "23:00"  # HH:MM, 24 h, in auto_shutdown_time_zone
     auto_shutdown_time_zone: str = "UTC"  # IANA name
     idle_shutdown_minutes: int = 30
+    hung_trainer_minutes: int = 120
     keep_storage_on_destroy: bool = False
     os_disk_size_gb: int = 128  # CUDA images are ~10 GB each; datasets are cached too
     owner: str | None = None
@@ -254,6 +258,7 @@ _PARSERS = {
     "activate_cost_allocation_tag": _boolean,
     "node_count": _integer,
     "idle_shutdown_minutes": _integer,
+    "hung_trainer_minutes": _integer,
     "os_disk_size_gb": _integer,
     "budget_amount": _amount,
     "alert_emails": _emails,
@@ -413,6 +418,7 @@ def _schedule_problems(v: dict[str, Any]) -> list[str]:
     bounds = (
         ("nodeCount", "node_count", (1, MAX_NODE_COUNT)),
         ("idleShutdownMinutes", "idle_shutdown_minutes", IDLE_SHUTDOWN_MINUTES_RANGE),
+        ("hungTrainerMinutes", "hung_trainer_minutes", HUNG_TRAINER_MINUTES_RANGE),
         ("osDiskSizeGb", "os_disk_size_gb", OS_DISK_SIZE_GB_RANGE),
     )
     for key, field, (low, high) in bounds:

@@ -1,40 +1,55 @@
-"""A fake box for the real watchdog and resume programs.
+"""A fake box for the real watchdog, resume and stop-record programs.
 
-Fake `docker`, `nvidia-smi`, `shutdown` and `aws` go first on PATH: one Python
-script (FAKE_TOOL) linked under each name, reading and recording into one JSON
-file. A fake /proc holds sshd session titles, a file holds the boot id, and the
-clock is $GLUCOSE_WATCHDOG_NOW. The programs themselves run unchanged from
-pulumi/infra/box/ in a subprocess, as systemd runs them on the VM.
+Fake `docker`, `nvidia-smi`, `shutdown`, `aws` and `systemctl` go first on PATH: one
+Python script (FAKE_TOOL) linked under each name, reading and recording into one
+JSON file. A fake /proc holds processes and the boot time, a fake utmp the login
+records sshd would write, a file the boot id; the clock is $GLUCOSE_WATCHDOG_NOW.
+The programs themselves run unchanged from pulumi/infra/box/ in a subprocess, as
+systemd runs them on the VM.
 """
 
 from __future__ import annotations
 
 import datetime
+import glob
 import itertools
 import json
 import os
+import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
 BOX_DIR = Path(__file__).resolve().parents[2] / "pulumi" / "infra" / "box"
 RUN_ID_LABEL = "glucose-training.run-id"
-FAKE_TOOLS = ("docker", "nvidia-smi", "shutdown", "aws")
+FAKE_TOOLS = ("docker", "nvidia-smi", "shutdown", "aws", "systemctl")
+# Long before the tests' clocks (1.8e9): the box has been up all along.
+BOOT_TIME = 1_700_000_000.0
+# glibc's struct utmp (pulumi/infra/box/ssh_sessions.py reads the same layout).
+UTMP_RECORD = struct.Struct("=hxxi32s4s32s256shhiii4i20s")
+USER_PROCESS, DEAD_PROCESS = 7, 8
 
 FAKE_TOOL = """\
-import json, os, sys
+import json, os, sys, time
 path = os.environ["FAKE_BOX_STATE"]
 with open(path) as handle:
     box = json.load(handle)
 tool, args = os.path.basename(sys.argv[0]), sys.argv[1:]
 box["calls"].append([tool, *args])
 status = 0
+if tool in box["hang"]:
+    time.sleep(600)
 if tool == "nvidia-smi":
     if box["gpu"] is None:
         print("NVIDIA-SMI has failed: couldn't communicate with the driver", file=sys.stderr)
         status = 9
     else:
         print("\\n".join(str(percent) for percent in box["gpu"]))
+elif tool == "shutdown":
+    status = box["shutdown_status"]
+elif tool == "systemctl":
+    print("\\n".join(box["systemd_jobs"]))
 elif tool == "docker" and not box["docker_up"]:
     print("Cannot connect to the Docker daemon at unix:///var/run/docker.sock", file=sys.stderr)
     status = 1
@@ -57,10 +72,28 @@ sys.exit(status)
 """
 
 
+def box_python() -> str | None:
+    """Ubuntu 22.04's python3.10, the oldest python3 our images boot with, if here."""
+    candidates = [shutil.which("python3.10"), *glob.glob("/root/.pyenv/versions/3.10.*/bin/python")]
+    for python in filter(None, candidates):
+        # pyenv's shims exist even where they refuse to run.
+        probe = [python, "-c", "import sys; assert sys.version_info[:2] == (3, 10)"]
+        if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+            return python
+    return None
+
+
 def docker_time(unix_s: float) -> str:
-    """docker's own format: RFC 3339 with nanoseconds."""
+    """docker's own format: RFC 3339 with nanoseconds; its zero time for 0."""
+    if not unix_s:
+        return "0001-01-01T00:00:00Z"
     moment = datetime.datetime.fromtimestamp(unix_s, datetime.timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + "123Z"
+
+
+def utmp_record(kind: int, pid: int, tty: str, user: str, host: str = "203.0.113.7") -> bytes:
+    fields = (kind, pid, tty.encode(), tty[-4:].encode(), user.encode(), host.encode())
+    return UTMP_RECORD.pack(*fields, 0, 0, 0, 0, 0, 0, 0, 0, 0, b"")
 
 
 class FakeBox:
@@ -72,6 +105,7 @@ class FakeBox:
         self.state_file = root / "fake-tools.json"
         self.config_file = root / "watchdog.json"
         self.boot_id_file = root / "boot_id"
+        self.utmp_file = root / "utmp"
         self._pids = itertools.count(4000)
         for directory in (self.bin_dir, self.proc_dir, self.box_root / "runs"):
             directory.mkdir(parents=True)
@@ -80,8 +114,19 @@ class FakeBox:
         tool.chmod(0o755)
         for name in FAKE_TOOLS:
             (self.bin_dir / name).symlink_to(tool)
-        self._save({"calls": [], "gpu": [0], "containers": [], "docker_up": True})
-        self.boot_id_file.write_text("boot-1\n")
+        self._save(
+            {
+                "calls": [],
+                "gpu": [0],
+                "containers": [],
+                "docker_up": True,
+                "hang": [],
+                "shutdown_status": 0,
+                "systemd_jobs": [],
+            }
+        )
+        self.reboot("boot-1", at=BOOT_TIME)
+        self.utmp_file.write_bytes(b"")
         settings = {
             "cloud": cloud,
             "idle_shutdown_minutes": 3,
@@ -92,8 +137,12 @@ class FakeBox:
             "http_timeout_seconds": 5,
             "proc_root": str(self.proc_dir),
             "boot_id_path": str(self.boot_id_file),
+            "utmp_path": str(self.utmp_file),
+            "state_path": str(root / "run" / "watchdog-state.json"),
+            "resume_state_path": str(root / "run" / "resume-state.json"),
         }
-        self.config_file.write_text(json.dumps(settings | config))
+        self.settings = settings | config
+        self.config_file.write_text(json.dumps(self.settings))
 
     def _load(self) -> dict:
         return json.loads(self.state_file.read_text())
@@ -101,38 +150,79 @@ class FakeBox:
     def _save(self, tools: dict) -> None:
         self.state_file.write_text(json.dumps(tools))
 
+    def _set(self, key: str, value) -> None:
+        tools = self._load()
+        tools[key] = value
+        self._save(tools)
+
     def set_gpu(self, *percent: int | None) -> None:
         """Utilisation per GPU; `set_gpu(None)` makes nvidia-smi fail like a missing driver."""
-        tools = self._load()
-        tools["gpu"] = None if percent == (None,) else list(percent)
-        self._save(tools)
+        self._set("gpu", None if percent == (None,) else list(percent))
 
     def set_docker_up(self, up: bool) -> None:
-        tools = self._load()
-        tools["docker_up"] = up
-        self._save(tools)
+        self._set("docker_up", up)
+
+    def hang(self, tool: str) -> None:
+        """Make a fake tool hang, like nvidia-smi with a GPU fallen off the bus."""
+        self._set("hang", [*self._load()["hang"], tool])
+
+    def set_shutdown_status(self, status: int) -> None:
+        self._set("shutdown_status", status)
+
+    def set_systemd_jobs(self, *jobs: str) -> None:
+        self._set("systemd_jobs", list(jobs))
 
     def add_trainer(
-        self, run_id: str, *, running: bool, created_at: float, exit_code: int = 0
+        self,
+        run_id: str,
+        *,
+        running: bool,
+        created_at: float,
+        exit_code: int = 0,
+        started_at: float | None = None,
+        finished_at: float = 0.0,
+        restarting: bool = False,
+        restart_count: int = 0,
+        name: str | None = None,
+        label: str | None = None,
     ) -> str:
         tools = self._load()
         container_id = f"{len(tools['containers']) + 1:064x}"
         tools["containers"].append(
             {
                 "Id": container_id,
-                "Name": f"/glucose-train-{run_id}",
+                "Name": f"/{name or 'glucose-train-' + run_id}",
                 "Created": docker_time(created_at),
+                "RestartCount": restart_count,
                 "State": {
-                    "Running": running,
+                    "Running": running or restarting,
+                    "Restarting": restarting,
                     "ExitCode": exit_code,
-                    "StartedAt": docker_time(created_at + 1),
+                    "StartedAt": docker_time(created_at + 1 if started_at is None else started_at),
+                    "FinishedAt": docker_time(finished_at),
                 },
-                "Config": {"Labels": {RUN_ID_LABEL: run_id}},
+                "Config": {"Labels": {RUN_ID_LABEL: label or run_id}},
             }
         )
         self._save(tools)
         (self.box_root / "runs" / run_id).mkdir(exist_ok=True)
         return container_id
+
+    def exit_container(self, container_id: str, *, exit_code: int, at: float) -> None:
+        tools = self._load()
+        for item in tools["containers"]:
+            if item["Id"] == container_id:
+                item["State"].update(Running=False, ExitCode=exit_code, FinishedAt=docker_time(at))
+        self._save(tools)
+
+    def restart_by_docker(self, container_id: str, *, at: float) -> None:
+        """docker's restart policy started the container again: fresh StartedAt, count + 1."""
+        tools = self._load()
+        for item in tools["containers"]:
+            if item["Id"] == container_id:
+                item["State"]["StartedAt"] = docker_time(at)
+                item["RestartCount"] += 1
+        self._save(tools)
 
     def write_status(self, run_id: str, **fields) -> None:
         """The trainer's runs/<run_id>/status.json (ARCHITECTURE.md keys)."""
@@ -141,15 +231,46 @@ class FakeBox:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "status.json").write_text(json.dumps(status))
 
-    def add_process(self, title: str) -> str:
-        """A process in the fake /proc whose cmdline is `title` as sshd sets it."""
-        pid = str(next(self._pids))
-        (self.proc_dir / pid).mkdir()
-        (self.proc_dir / pid / "cmdline").write_bytes(title.encode() + b"\0")
+    def write_lease(self, name: str, **lease) -> None:
+        """BOX_ROOT/leases/<name>.json as `fab train` / `fab hold` write it."""
+        leases = self.box_root / "leases"
+        leases.mkdir(exist_ok=True)
+        (leases / f"{name}.json").write_text(json.dumps(lease))
+
+    def _add_pid(self, comm: str, parent: int = 1, cmdline: str = "") -> int:
+        pid = next(self._pids)
+        entry = self.proc_dir / str(pid)
+        entry.mkdir()
+        (entry / "comm").write_text(comm + "\n")
+        (entry / "stat").write_text(f"{pid} ({comm}) S {parent} {pid} {pid} 0 -1\n")
+        (entry / "cmdline").write_bytes((cmdline or comm).encode() + b"\0")
         return pid
 
-    def reboot(self, boot_id: str) -> None:
+    def add_process(self, title: str) -> int:
+        """A process whose cmdline is `title` (e.g. one that merely calls itself sshd)."""
+        return self._add_pid(title.split()[0].rstrip(":"), cmdline=title)
+
+    def add_session(self, user: str, tty: str = "pts/0") -> int:
+        """A terminal session as sshd makes one: its process, a shell, a utmp record."""
+        sshd = self._add_pid("sshd", cmdline=f"sshd: {user}@{tty}")
+        shell = self._add_pid("bash", parent=sshd)
+        with self.utmp_file.open("ab") as utmp:
+            utmp.write(utmp_record(USER_PROCESS, shell, tty, user))
+        return shell
+
+    def end_session(self, pid: int) -> None:
+        """sshd at logout: the record turns DEAD_PROCESS."""
+        data = bytearray(self.utmp_file.read_bytes())
+        for offset in range(0, len(data), UTMP_RECORD.size):
+            record = UTMP_RECORD.unpack_from(data, offset)
+            if record[1] == pid:
+                struct.pack_into("=h", data, offset, DEAD_PROCESS)
+        self.utmp_file.write_bytes(bytes(data))
+
+    def reboot(self, boot_id: str, *, at: float | None = None) -> None:
         self.boot_id_file.write_text(boot_id + "\n")
+        if at is not None:
+            (self.proc_dir / "stat").write_text(f"cpu  1 2 3 4\nbtime {int(at)}\n")
 
     def calls(self, tool: str) -> list[list[str]]:
         return [call[1:] for call in self._load()["calls"] if call[0] == tool]
@@ -157,16 +278,25 @@ class FakeBox:
     def containers(self) -> list[dict]:
         return self._load()["containers"]
 
+    @property
+    def state_path(self) -> Path:
+        return Path(self.settings["state_path"])
+
     def watchdog_state(self) -> dict:
-        return json.loads((self.box_root / "watchdog" / "state.json").read_text())
+        return json.loads(self.state_path.read_text())
+
+    def stops(self) -> list[dict]:
+        path = self.box_root / "watchdog" / "stops.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
     def run(
         self,
         program: str,
-        *,
+        *args: str,
         now: float | None = None,
         python: str = sys.executable,
         env: dict[str, str] | None = None,
+        box_dir: Path = BOX_DIR,
     ) -> subprocess.CompletedProcess:
         """Run pulumi/infra/box/<program> once, as its systemd unit would."""
         env = {
@@ -180,11 +310,11 @@ class FakeBox:
             env["GLUCOSE_WATCHDOG_NOW"] = str(now)
         return subprocess.run(
             # -S: no site-packages, which also proves the box programs need none.
-            [python, "-S", str(BOX_DIR / program)],
+            [python, "-S", str(box_dir / program), *args],
             env=env,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=300,
             check=False,
         )
 
@@ -193,3 +323,29 @@ class FakeBox:
         done = self.run("watchdog.py", now=now)
         assert done.returncode == 0, done.stderr
         return done
+
+    def explain(self, now: float) -> dict:
+        done = self.run("watchdog.py", "--explain", now=now)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def ticks_until_stop(self, start: float, *, minutes: int, between=None) -> float | None:
+        """Tick once a minute from `start`; the time of the first stop request, or None.
+
+        `between(now)` runs before each tick (to change the box as time goes on).
+        """
+        for minute in range(minutes + 1):
+            now = start + minute * 60
+            if between is not None:
+                between(now)
+            self.tick(now)
+            if self.calls("shutdown") or self._stop_requested():
+                return now
+        return None
+
+    def _stop_requested(self) -> bool:
+        """An Azure deallocate leaves no shutdown call: the state says it was asked."""
+        try:
+            return bool(self.watchdog_state().get("stop_requested_at"))
+        except OSError:
+            return False

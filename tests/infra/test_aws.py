@@ -211,7 +211,11 @@ def test_user_data_is_the_shared_cloud_init_rendered_for_aws(box):
     packed = base64.b64decode(box.one(INSTANCE).inputs["userDataBase64"])
     assert len(packed) <= aws.USER_DATA_LIMIT_BYTES
     assert gzip.decompress(packed).decode() == render_cloud_init(
-        cloud="aws", idle_shutdown_minutes=45, ssh_user="ubuntu"
+        cloud="aws",
+        idle_shutdown_minutes=45,
+        ssh_user="ubuntu",
+        daily_stop_time="21:30",
+        daily_stop_time_zone="Europe/Berlin",
     )
 
 
@@ -390,28 +394,30 @@ def test_budget_counts_only_what_carries_this_projects_stack_tag(box):
     assert box.one(INSTANCE).inputs["tags"]["cost-scope"] == "glucose-training/test"
 
 
-def test_idle_alarm_stops_the_box_after_idle_minutes_without_gpu_work(box):
+def test_idle_alarm_stops_the_box_after_idle_minutes_of_idle_verdicts(box):
     alarm = box.one(ALARM).inputs
     assert alarm["alarmActions"] == [f"arn:aws:automate:{REGION}:ec2:stop"]
     assert alarm["dimensions"] == {"InstanceId": box.one(INSTANCE).id}
+    # Busy is 1, idle 0: the maximum below 1 in every minute of the limit means idle.
     assert (alarm["statistic"], alarm["comparisonOperator"]) == ("Maximum", "LessThanThreshold")
+    assert alarm["threshold"] == 1
     assert alarm["period"] * alarm["evaluationPeriods"] == 45 * 60
     assert alarm["datapointsToAlarm"] == alarm["evaluationPeriods"]
 
 
-def test_idle_alarm_rearms_while_the_box_is_stopped(box):
-    assert box.one(ALARM).inputs["treatMissingData"] == "notBreaching"
+def test_idle_alarm_takes_a_missing_verdict_for_idle(box):
+    # A dead watchdog is a stop within idleShutdownMinutes, not a silent forever.
+    assert box.one(ALARM).inputs["treatMissingData"] == "breaching"
 
 
-def test_idle_alarm_watches_the_metric_the_watchdog_publishes(box):
+def test_idle_alarm_watches_the_verdict_the_watchdog_publishes(box):
     published = _box_watchdog_config().WatchdogConfig(cloud="aws", idle_shutdown_minutes=45)
     alarm = box.one(ALARM).inputs
     assert (alarm["namespace"], alarm["metricName"]) == (
         published.cloudwatch_namespace,
         published.cloudwatch_metric,
     )
-    assert alarm["threshold"] == published.gpu_busy_percent
-    assert "InstanceId={instance_id}" in (BOX_SOURCE_DIR / "gpu_metric.py").read_text()
+    assert "InstanceId={instance_id}" in (BOX_SOURCE_DIR / "verdict_metric.py").read_text()
 
 
 # --- several boxes ---------------------------------------------------------------------

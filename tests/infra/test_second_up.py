@@ -59,7 +59,8 @@ def change_box_programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     box = tmp_path / "box"
     shutil.copytree(cloud_init.BOX_SOURCE_DIR, box)
     watchdog = box / "watchdog.py"
-    watchdog.write_text(watchdog.read_text() + "# a later fix\n")
+    # Code, not a comment: the box gets its programs without comments (box_files.py).
+    watchdog.write_text(watchdog.read_text() + "LATER_FIX = True\n")
     monkeypatch.setattr(cloud_init, "BOX_SOURCE_DIR", box)
     return box
 

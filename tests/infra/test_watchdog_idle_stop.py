@@ -1,12 +1,10 @@
 """The idle countdown: the real watchdog program, one run per simulated minute."""
 
-import glob
-import shutil
-import subprocess
+import json
 
 import pytest
 
-from tests.infra.box_fakes import FakeBox
+from tests.infra.box_fakes import FakeBox, box_python
 
 T0 = 1_800_000_000.0
 MINUTE = 60.0
@@ -22,6 +20,7 @@ def test_busy_training_never_stops(box):
     box.add_trainer("run-1", running=True, created_at=T0 - 600)
     box.set_gpu(97)
     for minute in range(0, 4 * IDLE_LIMIT_MINUTES + 1, IDLE_LIMIT_MINUTES):
+        box.write_status("run-1", step=100 * minute, updated_at=T0 + minute * MINUTE)
         box.tick(T0 + minute * MINUTE)
     assert box.calls("shutdown") == []
     assert box.watchdog_state()["busy_reasons"] == ["gpu", "trainer"]
@@ -49,6 +48,16 @@ def test_idle_since_survives_a_watchdog_restart(box):
     assert box.watchdog_state()["idle_since"] == T0
     box.tick(T0 + IDLE_LIMIT_MINUTES * MINUTE)
     assert len(box.calls("shutdown")) == 1
+
+
+def test_the_state_is_linked_where_fab_status_reads_it(box):
+    # A file there from before the state moved to /run is replaced by the link.
+    (box.box_root / "watchdog").mkdir()
+    (box.box_root / "watchdog" / "state.json").write_text('{"decision": "stale"}')
+    box.tick(T0)
+    link = box.box_root / "watchdog" / "state.json"
+    assert link.readlink() == box.state_path
+    assert json.loads(link.read_text())["checked_at"] == T0
 
 
 def test_state_shows_the_countdown(box):
@@ -100,7 +109,7 @@ def test_a_stop_that_did_not_happen_is_retried(box):
 
 
 def test_every_decision_is_logged_with_its_signals(box):
-    box.add_process("sshd: alice@pts/1")
+    box.add_session("alice", "pts/1")
     done = box.tick(T0)
     assert "decision=busy busy=ssh" in done.stdout
     assert "gpu=[0]" in done.stdout
@@ -116,19 +125,8 @@ def test_a_bad_config_is_one_line_without_traceback(box):
     assert box.calls("shutdown") == []
 
 
-def _box_python() -> str | None:
-    """Ubuntu 22.04's python3.10, the oldest python3 our images boot with."""
-    candidates = [shutil.which("python3.10"), *glob.glob("/root/.pyenv/versions/3.10.*/bin/python")]
-    for python in filter(None, candidates):
-        # pyenv's shims exist even where they refuse to run.
-        probe = [python, "-c", "import sys; assert sys.version_info[:2] == (3, 10)"]
-        if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
-            return python
-    return None
-
-
 def test_watchdog_runs_on_python_3_10(box):
-    python = _box_python()
+    python = box_python()
     if python is None:
         pytest.skip("no python3.10 here to check the box programs' compatibility")
     box.tick(T0)

@@ -5,37 +5,22 @@ and label, then exits 75 like a preempted trainer; the watchdog must see it
 running, and the resume unit must start it again.
 """
 
-import shutil
-import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from tests.infra.box_fakes import RUN_ID_LABEL, FakeBox
+from tests.infra.stand_in_trainer import import_stand_in_image
 
 PREEMPTED = 75
 EXIT_WAIT_SECONDS = 60
-STAND_IN_FILES = ("/bin/sh", "/bin/sleep")
-
-
-def _shared_libraries(binary: str) -> list[str]:
-    listing = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
-    return [part for part in listing.split() if part.startswith("/")]
 
 
 @pytest.fixture(scope="module")
 def stand_in_image(docker_engine, tmp_path_factory):
     """An image with just dash, sleep and the C library, made by `docker import`."""
-    root = tmp_path_factory.mktemp("stand-in-image")
-    files = {path for binary in STAND_IN_FILES for path in [binary, *_shared_libraries(binary)]}
-    for path in files:
-        target = root / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(Path(path).resolve(), target)
-    name = f"glucose-box-test-stand-in:{uuid.uuid4().hex[:8]}"
-    docker_engine.import_dir(root, name)
+    name = import_stand_in_image(tmp_path_factory.mktemp("stand-in-image"), docker_engine.env)
     yield name
     docker_engine.run(["image", "rm", "--force", name], timeout_seconds=120, check=False)
 

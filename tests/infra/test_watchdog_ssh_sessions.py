@@ -1,9 +1,14 @@
 """A real sshd: an interactive login keeps the box up, a port-forward tunnel does not.
 
-The watchdog reads the real /proc here, so it also sees any other session on the
-machine; the assertions look only at sessions that belong to this test's sshd.
+sshd records terminal sessions in the system's utmp (/run/utmp) only when that
+file exists; a build container may lack it, so the test creates it for its own
+run and removes it after. The watchdog reads the real utmp and /proc here, so it
+also sees any other session on the machine; the assertions look only at sessions
+that belong to this test's sshd.
 """
 
+import contextlib
+import os
 import re
 import socket
 import subprocess
@@ -17,6 +22,21 @@ from tests.infra.box_fakes import FakeBox
 SESSION_WAIT_SECONDS = 15
 T0 = 1_800_000_000.0
 REPORTED_PID = re.compile(r"\(pid (\d+)\)")
+SYSTEM_UTMP = Path("/run/utmp")
+
+
+@pytest.fixture
+def system_utmp():
+    """/run/utmp for sshd to write to, as every systemd box has it."""
+    if os.geteuid() != 0:
+        pytest.skip("SKIPPED LOUDLY: sshd writes login records only when it runs as root")
+    created = not SYSTEM_UTMP.exists()
+    if created:
+        SYSTEM_UTMP.touch(mode=0o664)
+    yield SYSTEM_UTMP
+    if created:
+        with contextlib.suppress(FileNotFoundError):
+            SYSTEM_UTMP.unlink()
 
 
 def _children_of(pid: int) -> set[int]:
@@ -78,7 +98,7 @@ def _wait_for_session_title(server, marker: str) -> None:
 
 
 def _our_reported_sessions(tmp_path, server) -> tuple[dict, list[int]]:
-    box = FakeBox(tmp_path / "box", proc_root="/proc")
+    box = FakeBox(tmp_path / "box", proc_root="/proc", utmp_path=str(SYSTEM_UTMP))
     box.tick(T0)
     state = box.watchdog_state()
     reported = [
@@ -91,7 +111,7 @@ def _our_reported_sessions(tmp_path, server) -> tuple[dict, list[int]]:
 
 
 @pytest.mark.e2e
-def test_interactive_ssh_login_is_seen_and_keeps_the_box_up(sshd_factory, tmp_path):
+def test_interactive_ssh_login_is_seen_and_keeps_the_box_up(sshd_factory, system_utmp, tmp_path):
     server = sshd_factory()
     client = _connect(server, "-tt", command="sleep 120")
     try:
@@ -104,7 +124,7 @@ def test_interactive_ssh_login_is_seen_and_keeps_the_box_up(sshd_factory, tmp_pa
 
 
 @pytest.mark.e2e
-def test_port_forward_tunnel_is_not_a_session(sshd_factory, tmp_path):
+def test_port_forward_tunnel_is_not_a_session(sshd_factory, system_utmp, tmp_path):
     server = sshd_factory()
     client = _connect(server, "-N", "-L", f"{_free_port()}:127.0.0.1:{server.port}")
     try:
@@ -114,3 +134,16 @@ def test_port_forward_tunnel_is_not_a_session(sshd_factory, tmp_path):
     finally:
         client.kill()
     assert ours == []
+
+
+@pytest.mark.e2e
+def test_a_process_that_takes_a_sessions_title_is_not_one(system_utmp, tmp_path):
+    impostor = subprocess.Popen(["bash", "-c", 'exec -a "sshd: mallory@pts/9" sleep 60'])
+    try:
+        box = FakeBox(tmp_path / "box", proc_root="/proc", utmp_path=str(SYSTEM_UTMP))
+        box.tick(T0)
+        sessions = box.watchdog_state()["signals"]["ssh_sessions"]
+    finally:
+        impostor.kill()
+        impostor.wait()
+    assert not any(f"(pid {impostor.pid})" in session for session in sessions)

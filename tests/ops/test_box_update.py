@@ -80,9 +80,9 @@ def test_box_update_reloads_systemd_and_restarts_timers_but_starts_no_service(cl
     calls = cloud_box.systemctl_log.read_text().splitlines()
     assert calls == [
         "daemon-reload",
-        "enable glucose-resume.service",
-        "enable glucose-watchdog.timer",
-        "restart glucose-watchdog.timer",
+        "enable glucose-stop-record.service",
+        "enable glucose-resume.timer glucose-watchdog.timer",
+        "restart glucose-resume.timer glucose-watchdog.timer",
     ]
 
 

@@ -32,11 +32,11 @@ def _value(args, flag):
     return [args[i + 1] for i, arg in enumerate(args) if arg == flag]
 
 
-def test_container_is_named_labelled_and_restarts_only_on_failure():
+def test_container_is_named_labelled_and_never_restarted_by_docker():
     args = _args(_target())
     assert _value(args, "--name") == ["glucose-train-r7"]
     assert _value(args, "--label") == ["glucose-training.run-id=r7"]
-    assert _value(args, "--restart") == ["on-failure"]
+    assert _value(args, "--restart") == ["no"]  # the box's resume unit decides
     assert _value(args, "--stop-timeout") == ["120"]
     assert "--detach" in args
 

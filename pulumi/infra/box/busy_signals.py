@@ -1,36 +1,49 @@
 """What the watchdog looks at to tell a busy box from an idle one.
 
-Three signals, each read the way a person would check by hand: the trainer
-containers (`docker ps`), GPU utilisation (`nvidia-smi`) and interactive SSH
-sessions (sshd's per-session process titles in /proc). Standard library only.
+Four signals, each read the way a person would check by hand: the trainer
+containers (`docker ps`) with the progress their runs report, GPU utilisation
+(`nvidia-smi`), interactive SSH sessions (sshd's login records) and leases left by
+`fab train` / `fab hold`. Whatever a user can write is read through user_files.
+Standard library only.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
-import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import docker_cli
+import user_files
+from bounded_command import CommandTimeout, run_bounded
+from ssh_sessions import interactive_ssh_sessions
 from watchdog_config import WatchdogConfig
 
-NVIDIA_SMI_TIMEOUT_SECONDS = 30
-# sshd retitles each session's unprivileged process `sshd: USER@pts/N` when the
-# client asked for a terminal and `sshd: USER@notty` when it did not (a port
-# forward, `ssh -N`, scp, fab's exec channels); OpenSSH 9.8+ names the binary
-# sshd-session. Only a terminal means a person is sitting at the box.
-SSH_PTY_TITLE = re.compile(r"sshd(?:-session)?: (\S+@pts/\d+)")
+NVIDIA_SMI_TIMEOUT_SECONDS = 10
+# Rank 0 writes status.json (ARCHITECTURE.md); any rank may write heartbeat.json
+# ({"step", "updated_at"}), so a box that holds only workers of a multi-node run
+# still shows progress.
+PROGRESS_FILES = ("status.json", "heartbeat.json")
+MAX_LEASE_MINUTES = 12 * 60
 
 
 @dataclasses.dataclass(frozen=True)
 class Trainer:
     run_id: str
     started_at: float
-    """Unix seconds the container last started."""
-    last_checkpoint_at: float | None
-    """From the run's status.json; None when the trainer has not written one yet."""
+    """Unix seconds the container last started; 0 when docker restarted it by itself."""
+    step: int | None
+    """The furthest step any progress file of the run reports."""
+    updated_at: float | None
+    """The newest plausible `updated_at` of those files."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Lease:
+    name: str
+    reason: str
+    until: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +54,8 @@ class Signals:
     """Running trainer containers."""
     ssh_sessions: list[str]
     """`user@pts/N (pid P)` per interactive session."""
+    leases: list[Lease]
+    """Leases still running."""
     problems: list[str]
     """Signals that could not be read (logged; never treated as busy)."""
 
@@ -49,16 +64,34 @@ class Signals:
             "gpu_utilization": self.gpu_utilization,
             "trainers": [dataclasses.asdict(trainer) for trainer in self.trainers],
             "ssh_sessions": self.ssh_sessions,
+            "leases": [dataclasses.asdict(lease) for lease in self.leases],
             "problems": self.problems,
         }
 
 
-def read_signals(config: WatchdogConfig) -> Signals:
+def read_signals(config: WatchdogConfig, now: float) -> Signals:
     problems: list[str] = []
+
+    def guarded(name: str, read: Callable[[], Any], default: Any) -> Any:
+        # A surprise in one signal is logged and counts as idle: it must not stop
+        # the watchdog from stopping the box.
+        try:
+            return read()
+        except Exception as error:
+            problems.append(f"{name}: {type(error).__name__}: {error}")
+            return default
+
     return Signals(
-        gpu_utilization=gpu_utilization(config.nvidia_smi_command, problems),
-        trainers=running_trainers(config, problems),
-        ssh_sessions=interactive_ssh_sessions(Path(config.proc_root)),
+        gpu_utilization=guarded(
+            "nvidia-smi", lambda: gpu_utilization(config.nvidia_smi_command, problems), None
+        ),
+        trainers=guarded("trainers", lambda: running_trainers(config, now, problems), []),
+        ssh_sessions=guarded(
+            "ssh",
+            lambda: interactive_ssh_sessions(Path(config.utmp_path), Path(config.proc_root)),
+            [],
+        ),
+        leases=guarded("leases", lambda: active_leases(config.leases_dir, now), []),
         problems=problems,
     )
 
@@ -66,10 +99,8 @@ def read_signals(config: WatchdogConfig) -> Signals:
 def gpu_utilization(command: str, problems: list[str]) -> list[int] | None:
     args = [command, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"]
     try:
-        done = subprocess.run(
-            args, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_SECONDS, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
+        done = run_bounded(args, NVIDIA_SMI_TIMEOUT_SECONDS)
+    except (OSError, CommandTimeout) as error:
         problems.append(f"nvidia-smi: {error}")
         return None
     if done.returncode != 0:
@@ -82,42 +113,50 @@ def gpu_utilization(command: str, problems: list[str]) -> list[int] | None:
         return None
 
 
-def running_trainers(config: WatchdogConfig, problems: list[str]) -> list[Trainer]:
+def running_trainers(config: WatchdogConfig, now: float, problems: list[str]) -> list[Trainer]:
     try:
         containers = docker_cli.list_trainers(config.docker_command, include_stopped=False)
     except docker_cli.DockerError as error:
         problems.append(f"docker: {error}")
         return []
-    return [
-        Trainer(
-            run_id=container.run_id,
-            started_at=container.started_at,
-            last_checkpoint_at=_last_checkpoint_at(config.runs_dir / container.run_id),
-        )
-        for container in containers
-        if container.running
-    ]
-
-
-def _last_checkpoint_at(run_dir: Path) -> float | None:
-    """`last_checkpoint_at` from the trainer's status.json (ARCHITECTURE.md)."""
-    try:
-        value = json.loads((run_dir / "status.json").read_text()).get("last_checkpoint_at")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-def interactive_ssh_sessions(proc_root: Path) -> list[str]:
-    sessions = []
-    for entry in proc_root.iterdir():
-        if not entry.name.isdigit():
+    trainers = []
+    for container in containers:
+        if not container.running:
             continue
-        try:
-            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue  # the process ended while we looked
-        match = SSH_PTY_TITLE.match(title.strip())
-        if match:
-            sessions.append(f"{match.group(1)} (pid {entry.name})")
-    return sorted(sessions)
+        step, updated_at = run_progress(config.runs_dir, container.run_id, now)
+        # docker's own restarts (a crash loop under an old on-failure policy) give a
+        # fresh StartedAt every minute: only the run's progress counts then.
+        started_at = container.started_at if container.restart_count == 0 else 0.0
+        trainers.append(Trainer(container.run_id, started_at, step, updated_at))
+    return trainers
+
+
+def run_progress(runs_dir: Path, run_id: str, now: float) -> tuple[int | None, float | None]:
+    """(furthest step, newest updated_at) over the run's progress files."""
+    steps, times = [], []
+    for name in PROGRESS_FILES:
+        progress = user_files.read_json(runs_dir, run_id, name) or {}
+        step = progress.get("step")
+        if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
+            steps.append(step)
+        updated_at = user_files.sane_time(progress.get("updated_at"), now)
+        if updated_at is not None:
+            times.append(updated_at)
+    return max(steps, default=None), max(times, default=None)
+
+
+def active_leases(leases_dir: Path, now: float) -> list[Lease]:
+    """Leases `{"written_at", "minutes", "reason"}` still running, each capped."""
+    leases = []
+    for name in user_files.directory_names(leases_dir):
+        lease = user_files.read_json(leases_dir, name) if name.endswith(".json") else None
+        written_at = user_files.sane_time((lease or {}).get("written_at"), now)
+        minutes = (lease or {}).get("minutes")
+        if written_at is None or isinstance(minutes, bool):
+            continue
+        if not isinstance(minutes, (int, float)) or not minutes > 0:
+            continue
+        until = written_at + min(minutes, MAX_LEASE_MINUTES) * 60
+        if until > now:
+            leases.append(Lease(name[: -len(".json")], str(lease.get("reason", ""))[:200], until))
+    return leases

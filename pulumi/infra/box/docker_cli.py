@@ -1,8 +1,11 @@
 """The trainer containers, as the docker CLI reports them.
 
-Trainer containers carry the label `glucose-training.run-id=<run_id>` (see
-ARCHITECTURE.md). `docker inspect` gives the same JSON on every engine version we
-meet, so both the watchdog and the resume unit read that. Standard library only.
+Trainer containers are named `glucose-train-<run_id>` and labelled
+`glucose-training.run-id` (see ARCHITECTURE.md). The run id is taken from the name,
+checked against the run-id pattern, never from the label's value: anyone in the
+docker group can set a label to `../../etc`. `docker inspect` gives the same JSON on
+every engine version we meet, so both the watchdog and the resume unit read that.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ import dataclasses
 import datetime
 import json
 import re
-import subprocess
+
+from bounded_command import CommandTimeout, run_bounded
 
 RUN_ID_LABEL = "glucose-training.run-id"
-DOCKER_TIMEOUT_SECONDS = 60
+CONTAINER_PREFIX = "glucose-train-"
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+DOCKER_TIMEOUT_SECONDS = 20
 # 2026-11-22T03:00:00.123456789Z, or with a +01:00 offset on hosts with a local zone
 DOCKER_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?")
 
@@ -29,27 +35,26 @@ class TrainerContainer:
     name: str
     run_id: str
     running: bool
+    """Running and not merely waiting for docker's restart policy."""
     exit_code: int
+    restart_count: int
+    """Restarts by docker's own policy (0 after a `docker run` or `docker start`)."""
     created_at: float
     """Unix seconds."""
     started_at: float
     """Unix seconds of the latest start; 0 when never started."""
+    finished_at: float
+    """Unix seconds of the latest exit; 0 when it never exited."""
 
 
 def _docker(command: str, *args: str) -> str:
     try:
-        done = subprocess.run(
-            [command, *args],
-            capture_output=True,
-            text=True,
-            timeout=DOCKER_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
+        done = run_bounded([command, *args], DOCKER_TIMEOUT_SECONDS)
+    except (OSError, CommandTimeout) as error:
         raise DockerError(f"{command} {' '.join(args)}: {error}") from error
     if done.returncode != 0:
         raise DockerError(
-            f"{command} {' '.join(args)}: exit {done.returncode}: {done.stderr.strip()}"
+            f"{command} {' '.join(args)}: exit {done.returncode}: {done.stderr.strip()[:300]}"
         )
     return done.stdout
 
@@ -65,28 +70,41 @@ def parse_docker_time(text: str) -> float:
     return moment.timestamp() + (float(f"0.{fraction}") if fraction else 0.0)
 
 
+def run_id_of(name: str) -> str | None:
+    """The run id in a trainer container's name, or None for any other name."""
+    name = name.lstrip("/")
+    run_id = name[len(CONTAINER_PREFIX) :] if name.startswith(CONTAINER_PREFIX) else ""
+    return run_id if RUN_ID.fullmatch(run_id) else None
+
+
 def list_trainers(docker_command: str, *, include_stopped: bool) -> list[TrainerContainer]:
-    """Trainer containers, newest first."""
+    """Trainer containers, newest first; containers with a foreign name are left out."""
     args = ["ps", "-q", "--no-trunc", "--filter", f"label={RUN_ID_LABEL}"]
     ids = _docker(docker_command, *(args + (["-a"] if include_stopped else []))).split()
     if not ids:
         return []
-    containers = [
-        _from_inspect(item) for item in json.loads(_docker(docker_command, "inspect", *ids))
-    ]
-    return sorted(containers, key=lambda container: container.created_at, reverse=True)
+    try:
+        items = json.loads(_docker(docker_command, "inspect", *ids))
+        containers = [_from_inspect(item) for item in items]
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise DockerError(f"{docker_command} inspect: unexpected answer ({error})") from error
+    ours = [container for container in containers if container.run_id]
+    return sorted(ours, key=lambda container: container.created_at, reverse=True)
 
 
 def _from_inspect(item: dict) -> TrainerContainer:
-    state = item.get("State", {})
+    state = item.get("State") or {}
+    name = str(item.get("Name", "")).lstrip("/")
     return TrainerContainer(
-        id=item["Id"],
-        name=item.get("Name", "").lstrip("/"),
-        run_id=(item.get("Config", {}).get("Labels") or {}).get(RUN_ID_LABEL, ""),
-        running=bool(state.get("Running")),
-        exit_code=int(state.get("ExitCode", 0)),
+        id=str(item["Id"]),
+        name=name,
+        run_id=run_id_of(name) or "",
+        running=bool(state.get("Running")) and not state.get("Restarting"),
+        exit_code=int(state.get("ExitCode") or 0),
+        restart_count=int(item.get("RestartCount") or 0),
         created_at=parse_docker_time(item.get("Created", "")),
         started_at=parse_docker_time(state.get("StartedAt", "")),
+        finished_at=parse_docker_time(state.get("FinishedAt", "")),
     )
 
 

@@ -1,22 +1,26 @@
 """The watchdog's decision: busy, idle (and for how long), or time to stop billing.
 
 A pure function of the signals, the previous state and the time, so every rule
-reads in one place. The state it returns is what `watchdog/state.json` holds and
-what `fab status` shows as the countdown. Standard library only.
+reads in one place. The state it returns is what the watchdog's state file holds
+and what `fab status` shows as the countdown. Standard library only.
 """
 
 from __future__ import annotations
 
-from busy_signals import Signals
+from busy_signals import Signals, Trainer
 from watchdog_config import WatchdogConfig
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 # The timer looks every minute; a longer silence means the watchdog was not
 # running (stopped by hand, box suspended), so nobody can say the box was idle
 # all that time and the countdown starts over rather than firing at once.
 STALE_STATE_SECONDS = 10 * 60
-# A stop already requested is not repeated every minute while it takes effect.
+# A stop the cloud accepted is not repeated every minute while it takes effect.
 STOP_RETRY_SECONDS = 5 * 60
+# A stop the cloud refused is retried 1, 2, 4, ... minutes later, at most this far apart.
+MAX_STOP_BACKOFF_SECONDS = 30 * 60
+# Carried over from the last state while a stop is pending.
+STOP_KEYS = ("stop_requested_at", "stop_method", "stop_failures", "stop_error", "stop_recorded")
 
 
 def carried_state(previous: dict, *, boot_id: str, now: float) -> dict:
@@ -29,64 +33,106 @@ def carried_state(previous: dict, *, boot_id: str, now: float) -> dict:
     return previous
 
 
+def track_progress(trainers: list[Trainer], memory: dict, now: float) -> dict:
+    """Per run: the step last seen and when it last moved (None: not seen moving).
+
+    A run shows progress by its step advancing (its updated_at where it reports no
+    step), not by GPU use: a hung collective or a dead loop keeps a GPU at 100 %.
+    """
+    progress = {}
+    for trainer in trainers:
+        marker = trainer.step if trainer.step is not None else trainer.updated_at
+        seen = memory.get(trainer.run_id)
+        if not isinstance(seen, dict):
+            changed_at = trainer.updated_at  # first look: the file's own time, if plausible
+        elif seen.get("marker") == marker:
+            changed_at = seen.get("changed_at")
+        else:
+            changed_at = now
+        progress[trainer.run_id] = {"marker": marker, "changed_at": changed_at}
+    return progress
+
+
 def decide(
     config: WatchdogConfig, signals: Signals, previous: dict, *, now: float, boot_id: str
 ) -> dict:
     """The new state; `decision` is `busy`, `idle` or `stop`."""
     previous = carried_state(previous, boot_id=boot_id, now=now)
-    gpu_busy = max(signals.gpu_utilization or [0]) >= config.gpu_busy_percent
-    gpu_idle_since = None if gpu_busy else previous.get("gpu_idle_since") or now
+    progress = track_progress(signals.trainers, previous.get("progress") or {}, now)
+    hung_limit_seconds = config.hung_trainer_minutes * 60
+    live, hung = [], []
+    for trainer in signals.trainers:
+        # A fresh start gets the hung limit to show its first step (data loading,
+        # checkpoint download); after that only progress counts.
+        progress_at = max(trainer.started_at, progress[trainer.run_id]["changed_at"] or 0)
+        (live if now - progress_at < hung_limit_seconds else hung).append(trainer.run_id)
 
     reasons = []
     if signals.ssh_sessions:
         reasons.append("ssh")
-    if gpu_busy:
+    if signals.leases:
+        reasons.append("lease")
+    if live:
+        reasons.append("trainer")
+    # A hung run's spinning GPU is not work; a GPU busy with no run of ours is.
+    if max(signals.gpu_utilization or [0]) >= config.gpu_busy_percent and not hung:
         reasons.append("gpu")
-    hung_limit_seconds = config.hung_trainer_minutes * 60
-    hung_since = None
-    for trainer in signals.trainers:
-        # A trainer shows life by keeping the GPU busy or by writing checkpoints.
-        progress_at = max(
-            gpu_idle_since or now, trainer.last_checkpoint_at or 0, trainer.started_at
-        )
-        if now - progress_at < hung_limit_seconds:
-            reasons.append("trainer")
-            break
-        hung_since = max(hung_since or 0, progress_at)
 
-    if reasons:
-        idle_since, stop_at = None, None
-    elif hung_since is not None:
-        # The hung trainer already sat out its longer limit: idle since it stalled.
-        idle_since, stop_at = hung_since, hung_since + hung_limit_seconds
-    else:
-        idle_since = previous.get("idle_since") or now
-        stop_at = idle_since + config.idle_shutdown_minutes * 60
-
-    hung = hung_since is not None and not reasons
-    hung_run_ids = sorted(trainer.run_id for trainer in signals.trainers) if hung else []
+    idle_since = None if reasons else previous.get("idle_since") or now
+    stop_at = None if reasons else idle_since + config.idle_shutdown_minutes * 60
     decision = "busy" if reasons else ("stop" if now >= stop_at else "idle")
-    stop_requested_at = previous.get("stop_requested_at") if decision == "stop" else None
+    pending_stop = {key: previous.get(key) for key in STOP_KEYS} if decision == "stop" else {}
     return {
         "version": STATE_VERSION,
         "boot_id": boot_id,
         "checked_at": now,
         "decision": decision,
-        "busy_reasons": sorted(set(reasons)),
-        "hung_run_ids": hung_run_ids,
+        "busy_reasons": sorted(reasons),
+        "hung_run_ids": sorted(hung),
         "idle_since": idle_since,
-        "gpu_idle_since": gpu_idle_since,
         "stop_at": stop_at,
+        "last_busy_at": now if reasons else previous.get("last_busy_at"),
         "idle_shutdown_minutes": config.idle_shutdown_minutes,
         "hung_trainer_minutes": config.hung_trainer_minutes,
-        "stop_requested_at": stop_requested_at,
-        "stop_method": previous.get("stop_method") if stop_requested_at else None,
+        "progress": progress,
+        **{key: pending_stop.get(key) for key in STOP_KEYS},
         "signals": signals.as_json(),
     }
 
 
+def fail_closed(
+    state: dict, previous: dict, *, config: WatchdogConfig, now: float, boot_time: float | None
+) -> dict:
+    """The state to act on when it could not be saved.
+
+    The countdown cannot reach the next minute, so it runs from the last busy moment
+    on record, or from the boot: an unwritable state file stops the box early, never
+    keeps it up.
+    """
+    if state["decision"] == "busy":
+        return state
+    same_boot = previous.get("boot_id") == state["boot_id"]
+    last_busy = previous.get("last_busy_at") if same_boot else None
+    if isinstance(last_busy, (int, float)) and last_busy <= now:
+        since = last_busy
+    else:
+        since = boot_time or 0.0
+    idle_since = min(state["idle_since"], since)
+    stop_at = idle_since + config.idle_shutdown_minutes * 60
+    decision = "stop" if now >= stop_at else "idle"
+    return {**state, "idle_since": idle_since, "stop_at": stop_at, "decision": decision}
+
+
+def stop_backoff_seconds(failures: int) -> float:
+    if failures <= 0:
+        return STOP_RETRY_SECONDS
+    return min(60.0 * 2 ** (failures - 1), MAX_STOP_BACKOFF_SECONDS)
+
+
 def should_request_stop(state: dict, *, now: float) -> bool:
     requested = state.get("stop_requested_at")
-    return state["decision"] == "stop" and (
-        requested is None or now - requested >= STOP_RETRY_SECONDS
-    )
+    if state["decision"] != "stop":
+        return False
+    if requested is None:
+        return True
+    return now - requested >= stop_backoff_seconds(state.get("stop_failures") or 0)

@@ -61,7 +61,7 @@ def azure_arm_token(config: WatchdogConfig) -> str:
         query["client_id"] = config.identity_client_id
     url = f"{config.imds_url}/metadata/identity/oauth2/token?{urllib.parse.urlencode(query)}"
     status, body = request(
-        url, timeout_seconds=config.http_timeout_seconds, headers={"Metadata": "true"}
+        url, timeout_seconds=config.request_timeout_seconds, headers={"Metadata": "true"}
     )
     token = _json_ok(url, status, body).get("access_token")
     if not token:
@@ -73,7 +73,7 @@ def azure_vm_resource_id(config: WatchdogConfig) -> str:
     """/subscriptions/.../virtualMachines/<name> of this VM, from instance metadata."""
     url = f"{config.imds_url}/metadata/instance?api-version={AZURE_IMDS_API_VERSION}"
     status, body = request(
-        url, timeout_seconds=config.http_timeout_seconds, headers={"Metadata": "true"}
+        url, timeout_seconds=config.request_timeout_seconds, headers={"Metadata": "true"}
     )
     compute = _json_ok(url, status, body).get("compute", {})
     if compute.get("resourceId"):
@@ -94,7 +94,7 @@ def aws_metadata(config: WatchdogConfig, *paths: str) -> list[str]:
     status, token = request(
         token_url,
         method="PUT",
-        timeout_seconds=config.http_timeout_seconds,
+        timeout_seconds=config.request_timeout_seconds,
         headers={"X-aws-ec2-metadata-token-ttl-seconds": str(AWS_TOKEN_TTL_SECONDS)},
     )
     if status != 200:
@@ -104,7 +104,7 @@ def aws_metadata(config: WatchdogConfig, *paths: str) -> list[str]:
         url = f"{config.imds_url}/latest/meta-data/{path}"
         status, body = request(
             url,
-            timeout_seconds=config.http_timeout_seconds,
+            timeout_seconds=config.request_timeout_seconds,
             headers={"X-aws-ec2-metadata-token": token.decode()},
         )
         if status != 200:

@@ -1,14 +1,22 @@
 #!/usr/bin/env python3
-"""Resume unit: after boot, start the interrupted training run again.
+"""Resume unit: the one thing on the box that starts a trainer container again.
 
-The box sleeps through spot evictions, the nightly stop and idle stops; when it
-comes back, the newest trainer container that was interrupted is started again
-(`docker start`) and the trainer resumes from the newest checkpoint in storage.
-Interrupted = exited 75 (preempted, checkpoint uploaded; ARCHITECTURE.md), or
-killed with the host while its status.json still said running/preempted. A run
-that finished, failed or was stopped by the user (`fab stop` writes
-runs/<id>/STOPPED_BY_USER) stays down. Docker's own `on-failure` restart policy
-may already have started it: then there is nothing to do.
+Trainer containers run with docker's `--restart no`: docker's own policies restart
+a crash loop forever and bring user-stopped runs back at the next daemon start.
+This program decides instead; it runs at boot (glucose-resume.service) and every
+minute (glucose-resume.timer) and starts the newest trainer container again
+(`docker start`) only when it was interrupted:
+
+- it exited 75 (a checkpoint was uploaded: a spot notice, or a docker restart
+  stopped it), or
+- it was started before this boot and its status.json still says running or
+  preempted (the host went down under it).
+
+Never: a run stopped by the user (`fab stop` writes runs/<id>/STOPPED_BY_USER),
+one that finished (exit 0), one that failed (exit 2 is a user error; anything else
+a crash). At most RETRY_DELAYS_SECONDS' length starts per run and boot, the later
+ones after a pause, counted in the config's `resume_state_path` (on /run, so a boot
+starts the count over).
 
 Settings: $GLUCOSE_WATCHDOG_CONFIG (the watchdog's). Standard library only.
 """
@@ -16,41 +24,69 @@ Settings: $GLUCOSE_WATCHDOG_CONFIG (the watchdog's). Standard library only.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 import docker_cli
+import user_files
+from box_time import boot_time, now_seconds, read_boot_id
 from watchdog_config import WatchdogConfig, load_config_or_say_why
 
 PREEMPTED_EXIT_CODE = 75
+USER_ERROR_EXIT_CODE = 2
 # The trainer never got to write its final state: the host went down under it.
 UNFINISHED_STATES = ("running", "preempted")
 DOCKER_POLL_SECONDS = 2
+# Pause before the 1st, 2nd and 3rd start of a run in one boot, after its last exit.
+RETRY_DELAYS_SECONDS = (0, 60, 180)
 
 
 def log(message: str) -> None:
     print(f"glucose-resume: {message}", flush=True)
 
 
-def run_state(run_dir: Path) -> str:
-    try:
-        return str(json.loads((run_dir / "status.json").read_text()).get("state", ""))
-    except (OSError, ValueError, AttributeError):
-        return ""
-
-
-def why_not_resume(container: docker_cli.TrainerContainer, run_dir: Path) -> str:
+def why_not_resume(
+    container: docker_cli.TrainerContainer, run_dir: Path, booted_at: float | None
+) -> str:
     """Empty when the container should be started again, else the reason it stays down."""
-    if (run_dir / "STOPPED_BY_USER").exists():
+    if os.path.lexists(run_dir / "STOPPED_BY_USER"):
         return "stopped by the user"
-    state = run_state(run_dir)
+    status = user_files.read_json(run_dir.parent, run_dir.name, "status.json") or {}
+    state = str(status.get("state") or "")
     if state == "finished" or container.exit_code == 0:
         return "finished"
-    if container.exit_code == PREEMPTED_EXIT_CODE or state in UNFINISHED_STATES:
+    if container.exit_code == USER_ERROR_EXIT_CODE:
+        return "exited 2: a user error (bad flags or data), not an interruption"
+    if container.exit_code == PREEMPTED_EXIT_CODE:
         return ""
-    status = state or "unknown"
-    return f"exited {container.exit_code} with status {status}: a failure, not an interruption"
+    # Without a boot time to compare, trust the status alone (the attempts stay bounded).
+    before_boot = booted_at is None or container.started_at < booted_at
+    if state in UNFINISHED_STATES and before_boot:
+        return ""
+    return f"exited {container.exit_code} with status {state or 'unknown'}: a failure"
+
+
+def load_attempts(path: Path, boot_id: str) -> dict:
+    try:
+        attempts = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(attempts, dict) or attempts.get("boot_id") != boot_id:
+        return {}
+    runs = attempts.get("runs")
+    return runs if isinstance(runs, dict) else {}
+
+
+def save_attempts(path: Path, boot_id: str, runs: dict) -> bool:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"boot_id": boot_id, "runs": runs}) + "\n")
+    except OSError as error:
+        log(f"ERROR: cannot count resume attempts in {path}: {error}")
+        return False
+    return True
 
 
 def wait_for_docker(command: str, wait_seconds: int) -> bool:
@@ -72,14 +108,36 @@ def resume(config: WatchdogConfig) -> int:
         return 0
     newest = containers[0]
     if newest.running:
-        log(f"run {newest.run_id} is already running ({newest.name})")
+        log(f"run {newest.run_id} is running ({newest.name})")
         return 0
-    reason = why_not_resume(newest, config.runs_dir / newest.run_id)
+    reason = why_not_resume(newest, config.runs_dir / newest.run_id, boot_time(config.proc_root))
     if reason:
         log(f"run {newest.run_id} stays down: {reason}")
         return 0
-    log(f"starting run {newest.run_id} again ({newest.name}, exit {newest.exit_code})")
-    docker_cli.start(config.docker_command, newest.id)
+    return start_within_bounds(config, newest)
+
+
+def start_within_bounds(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> int:
+    boot_id = read_boot_id(config.boot_id_path)
+    path = Path(config.resume_state_path)
+    runs = load_attempts(path, boot_id)
+    done = int((runs.get(container.run_id) or {}).get("attempts") or 0)
+    if done >= len(RETRY_DELAYS_SECONDS):
+        log(f"run {container.run_id} stays down: started {done} times in this boot already")
+        return 0
+    wait = round(container.finished_at + RETRY_DELAYS_SECONDS[done] - now_seconds())
+    if wait > 0:
+        log(f"run {container.run_id}: start {done + 1} in {wait:.0f}s")
+        return 0
+    runs[container.run_id] = {"attempts": done + 1, "last_at": now_seconds()}
+    if not save_attempts(path, boot_id, runs):
+        log(f"run {container.run_id} stays down: an uncounted start could repeat forever")
+        return 1
+    log(
+        f"starting run {container.run_id} again ({container.name}, exit {container.exit_code}; "
+        f"start {done + 1} of {len(RETRY_DELAYS_SECONDS)} in this boot)"
+    )
+    docker_cli.start(config.docker_command, container.id)
     return 0
 
 

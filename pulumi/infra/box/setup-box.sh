@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Prepares a GPU box once, at first boot (cloud-init runcmd), on both clouds:
-# docker and the NVIDIA container toolkit only where the image lacks them (the AWS
-# Deep Learning AMI has both; a plain Ubuntu image has neither), on AWS the `aws`
-# CLI the watchdog publishes the GPU metric with, the box root, the watchdog timer
-# and the resume unit; the `ready` marker `fab` waits for comes last, so its
-# presence means every step above succeeded.
+# Prepares a GPU box once, at first boot (cloud-init runcmd), on both clouds.
+#
+# The guard comes first: the box root and the watchdog, resume and stop-record
+# units are enabled before anything can fail, so a box whose setup breaks still
+# stops itself when idle. Then: unattended upgrades are told to keep off the GPU
+# driver and docker (an upgrade under a run breaks or restarts it), and docker, the
+# NVIDIA driver and container toolkit and (on AWS) the `aws` CLI are installed only
+# where the image lacks them, waiting for the network and for apt's lock (the
+# first boot's unattended-upgrades holds it for minutes) with bounded retries.
+# Last, the `ready` marker `fab` waits for. On any failure a `failed` marker with
+# the log's tail takes its place, and `fab` shows it at once.
 #
 # Usage: setup-box.sh SSH_USER BOX_ROOT CLOUD   (CLOUD: aws or azure)
+# Idempotent: run it again (as root) after fixing what failed.
 # Every tool is called by name, so the tests run this script for real with fakes
-# first on PATH; GLUCOSE_PCI_ROOT points the GPU probe at a fake sysfs and
-# GLUCOSE_APT_ROOT the apt source and keyring files into a temp dir.
+# first on PATH; GLUCOSE_PCI_ROOT points the GPU probe at a fake sysfs,
+# GLUCOSE_APT_ROOT the apt files into a temp dir, GLUCOSE_SETUP_RETRY_SECONDS
+# shortens the pauses between retries.
 set -euo pipefail
 
 ssh_user="$1"
@@ -21,37 +28,97 @@ case "$cloud" in
 esac
 pci_root="${GLUCOSE_PCI_ROOT:-/sys/bus/pci/devices}"
 apt_root="${GLUCOSE_APT_ROOT:-}"
+retry_pause="${GLUCOSE_SETUP_RETRY_SECONDS:-15}"
+RETRY_ATTEMPTS=20  # with the default pause, ~5 minutes for network or apt to come free
+APT_LOCK_TIMEOUT_SECONDS=600
 NVIDIA_PCI_VENDOR=0x10de
+LOG_TAIL_LINES=40
 # NVIDIA's documented apt repository for the container toolkit:
 # https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html
 TOOLKIT_KEY_URL=https://nvidia.github.io/libnvidia-container/gpgkey
 TOOLKIT_LIST_URL=https://nvidia.github.io/libnvidia-container/stable/deb/nvidia-container-toolkit.list
 TOOLKIT_KEYRING="$apt_root/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
 TOOLKIT_SOURCES="$apt_root/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+UPGRADE_HOLD="$apt_root/etc/apt/apt.conf.d/51glucose-training-hold"
+setup_log="$box_root/setup.log"
 
 log() { echo "glucose-setup: $*"; }
 
-apt_updated=""
+# retry DESCRIPTION COMMAND...: a bounded wait for the network or a lock to come free.
+retry() {
+    local what="$1" attempt=1
+    shift
+    until "$@"; do
+        if [ "$attempt" -ge "$RETRY_ATTEMPTS" ]; then
+            log "ERROR: $what failed $attempt times; giving up"
+            return 1
+        fi
+        log "$what failed (attempt $attempt of $RETRY_ATTEMPTS); retrying in ${retry_pause}s"
+        sleep "$retry_pause"
+        attempt=$((attempt + 1))
+    done
+}
+
+apt_get() {
+    DEBIAN_FRONTEND=noninteractive apt-get -o "DPkg::Lock::Timeout=$APT_LOCK_TIMEOUT_SECONDS" "$@"
+}
+
+# Lists and install in one attempt: without a network, `apt-get update` may "succeed"
+# with no lists, and only the install then fails.
+update_and_install() {
+    apt_get update -q && apt_get install -y -q --no-install-recommends "$@"
+}
+
 apt_install() {
-    if [ -z "$apt_updated" ]; then
-        apt-get update -q
-        apt_updated=1
-    fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
+    retry "apt-get install $*" update_and_install "$@"
 }
 
 has_nvidia_gpu() {
     grep -qsx "$NVIDIA_PCI_VENDOR" "$pci_root"/*/vendor
 }
 
+prepare_box_root() {
+    mkdir -p "$box_root/runs" "$box_root/datasets" "$box_root/leases" "$box_root/watchdog"
+    rm -f "$box_root/failed"
+    # fab (as the SSH user) writes runs/<id>/STOPPED_BY_USER, caches datasets, leaves leases.
+    chown "$ssh_user:$ssh_user" "$box_root/runs" "$box_root/datasets" "$box_root/leases"
+}
+
+enable_guard() {
+    systemctl daemon-reload
+    systemctl enable --now glucose-watchdog.timer
+    # Active from now on, so its ExecStop records any shutdown the watchdog did not ask for.
+    systemctl enable --now glucose-stop-record.service
+    # The service acts at boot, the timer while the box stays up; nothing is waiting now.
+    systemctl enable glucose-resume.service
+    systemctl enable --now glucose-resume.timer
+}
+
+hold_upgrades() {
+    # Unattended upgrades take package-name regexes; a new driver under a loaded old
+    # module breaks nvidia-smi and CUDA, and a docker upgrade restarts every container.
+    mkdir -p "${UPGRADE_HOLD%/*}"
+    cat > "$UPGRADE_HOLD" <<'HOLD'
+// glucose-training: keep unattended upgrades off the GPU stack and docker mid-run.
+Unattended-Upgrade::Package-Blacklist {
+    "nvidia-";
+    "libnvidia-";
+    "cuda-";
+    "docker";
+    "containerd";
+};
+HOLD
+}
+
 install_docker() {
     if command -v docker >/dev/null 2>&1; then
         log "docker already installed: keeping the image's own"
-        return
+    else
+        log "docker missing: installing docker.io"
+        apt_install docker.io
+        systemctl enable --now docker
     fi
-    log "docker missing: installing docker.io"
-    apt_install docker.io
-    systemctl enable --now docker
+    usermod -aG docker "$ssh_user"
 }
 
 install_gpu_driver() {
@@ -68,9 +135,13 @@ install_gpu_driver() {
         log "ERROR: ubuntu-drivers recommends no NVIDIA server driver for this GPU"
         return 1
     fi
-    ubuntu-drivers install --gpgpu "nvidia:${version}-server"
+    retry "ubuntu-drivers install" ubuntu-drivers install --gpgpu "nvidia:${version}-server"
     apt_install "nvidia-utils-${version}-server"
-    modprobe nvidia
+    if ! modprobe nvidia; then
+        log "ERROR: the NVIDIA driver is installed but does not load: reboot the box" \
+            "(sudo reboot), then run this script again"
+        return 1
+    fi
 }
 
 install_container_toolkit() {
@@ -78,11 +149,13 @@ install_container_toolkit() {
         log "NVIDIA container toolkit already installed"
     else
         log "NVIDIA container toolkit missing: installing it from NVIDIA's apt repository"
-        curl -fsSL "$TOOLKIT_KEY_URL" | gpg --batch --yes --dearmor -o "$TOOLKIT_KEYRING"
-        curl -fsSL "$TOOLKIT_LIST_URL" \
-            | sed "s#deb https://#deb [signed-by=$TOOLKIT_KEYRING] https://#g" \
+        mkdir -p "${TOOLKIT_KEYRING%/*}" "${TOOLKIT_SOURCES%/*}"
+        retry "download of NVIDIA's key" download "$TOOLKIT_KEY_URL" "$TOOLKIT_KEYRING.asc"
+        gpg --batch --yes --dearmor -o "$TOOLKIT_KEYRING" < "$TOOLKIT_KEYRING.asc"
+        retry "download of NVIDIA's source list" download "$TOOLKIT_LIST_URL" "$TOOLKIT_SOURCES.new"
+        sed "s#deb https://#deb [signed-by=$TOOLKIT_KEYRING] https://#g" "$TOOLKIT_SOURCES.new" \
             > "$TOOLKIT_SOURCES"
-        apt_updated=""
+        rm -f "$TOOLKIT_KEYRING.asc" "$TOOLKIT_SOURCES.new"
         apt_install nvidia-container-toolkit
     fi
     # Captured, not piped into `grep -q`: under pipefail an early-exiting grep
@@ -97,32 +170,21 @@ install_container_toolkit() {
     systemctl restart docker
 }
 
+download() {
+    curl -fsSL --connect-timeout 20 --max-time 120 -o "$2" "$1"
+}
+
 install_aws_cli() {
-    # The watchdog publishes GPUUtilization with it, and the CloudWatch idle alarm
-    # stops a box on that metric: without the CLI the alarm never fires. The DLAMI
-    # has it; plain Ubuntu 22.04 (Volta boxes) does not. Ubuntu's `awscli` package
-    # (v1, universe) needs no download from outside the archive and signs with the
-    # instance role like v2 does.
+    # The watchdog publishes its verdict with it, and the CloudWatch idle alarm stops
+    # a box on that metric (or on its absence). The DLAMI has it; plain Ubuntu 22.04
+    # (Volta boxes) does not. Ubuntu's `awscli` package (v1, universe) needs no
+    # download from outside the archive and signs with the instance role like v2.
     if command -v aws >/dev/null 2>&1; then
         log "aws CLI already installed"
         return
     fi
-    log "aws CLI missing: installing awscli for the GPU idle metric"
+    log "aws CLI missing: installing awscli for the idle verdict metric"
     apt_install awscli
-}
-
-prepare_box_root() {
-    mkdir -p "$box_root/runs" "$box_root/datasets" "$box_root/watchdog"
-    # fab (as the SSH user) writes runs/<id>/STOPPED_BY_USER and caches datasets.
-    chown "$ssh_user:$ssh_user" "$box_root/runs" "$box_root/datasets"
-    usermod -aG docker "$ssh_user"
-}
-
-enable_units() {
-    systemctl daemon-reload
-    systemctl enable --now glucose-watchdog.timer
-    # Not started now: it acts after a reboot, when an interrupted run may be waiting.
-    systemctl enable glucose-resume.service
 }
 
 mark_ready() {
@@ -134,16 +196,41 @@ mark_ready() {
     log "box ready: $box_root/ready"
 }
 
-install_docker
-if has_nvidia_gpu; then
-    install_gpu_driver
-    install_container_toolkit
-else
-    log "no NVIDIA GPU on the PCI bus: skipping driver and container toolkit"
+mark_failed() {
+    local status="$1"
+    {
+        echo "setup failed at $(date -u +%Y-%m-%dT%H:%M:%SZ) (exit $status); the idle" \
+            "watchdog is on. Fix it, then: sudo bash $0 $ssh_user $box_root $cloud"
+        echo "--- last $LOG_TAIL_LINES lines of $setup_log ---"
+        tail -n "$LOG_TAIL_LINES" "$setup_log"
+    } > "$box_root/failed.tmp"
+    mv "$box_root/failed.tmp" "$box_root/failed"
+    echo "glucose-setup: FAILED: $box_root/failed" >&2
+}
+
+main() {
+    prepare_box_root
+    enable_guard
+    hold_upgrades
+    install_docker
+    if has_nvidia_gpu; then
+        install_gpu_driver
+        install_container_toolkit
+    else
+        log "no NVIDIA GPU on the PCI bus: skipping driver and container toolkit"
+    fi
+    if [ "$cloud" = aws ]; then
+        install_aws_cli
+    fi
+    mark_ready
+}
+
+mkdir -p "$box_root"
+set +e
+(set -e; main) 2>&1 | tee -a "$setup_log"
+status="${PIPESTATUS[0]}"
+set -e
+if [ "$status" -ne 0 ]; then
+    mark_failed "$status"
 fi
-if [ "$cloud" = aws ]; then
-    install_aws_cli
-fi
-prepare_box_root
-enable_units
-mark_ready
+exit "$status"

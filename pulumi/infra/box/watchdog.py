@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
 """Idle watchdog: one look at the box per run; a systemd timer runs it every minute.
 
-Busy = a trainer container is running (and not hung), a GPU is working, or a
-person has an interactive SSH session. After `idle_shutdown_minutes` of idleness
-in a row it stops billing (billing_stop.py). Every decision goes to stdout (the
-journal: `journalctl -u glucose-watchdog`) with the signals it saw, and to
-BOX_ROOT/watchdog/state.json, which carries the idle-since time across runs and
-which `fab status` reads for the countdown.
+Busy = a trainer container is running and making progress, a GPU is working
+(without a hung run to blame), a person has an interactive SSH session, or a lease
+from `fab train` / `fab hold` is running. After `idle_shutdown_minutes` of idleness
+in a row it stops billing (billing_stop.py), after writing why (stop_records.py).
+Every decision goes to stdout (the journal: `journalctl -u glucose-watchdog`) with
+the signals it saw, and to the state file (config `state_path`, on /run), which
+carries the countdown across runs and which `fab status` reads.
 
-Settings: $GLUCOSE_WATCHDOG_CONFIG (default /etc/glucose-training/watchdog.json).
-$GLUCOSE_WATCHDOG_NOW (unix seconds) replaces the clock, for tests.
-Standard library only, Python 3.8+.
+It fails closed: a state file it cannot write makes it count from the last busy
+moment on record; a signal it cannot read never counts as busy; every command and
+request it makes has a time limit, and their sum fits its unit's TimeoutStartSec.
+
+`watchdog.py --explain` prints the decision it would take now, as JSON, and acts
+on nothing. Settings: $GLUCOSE_WATCHDOG_CONFIG (default
+/etc/glucose-training/watchdog.json); $GLUCOSE_WATCHDOG_NOW (unix seconds)
+replaces the clock, for tests. Standard library only, Python 3.8+.
 """
 
 from __future__ import annotations
@@ -18,32 +24,40 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
-from billing_stop import stop_billing
-from busy_signals import read_signals
-from gpu_metric import publish_gpu_utilization
-from idle_decision import decide, should_request_stop
-from watchdog_config import load_config_or_say_why
+import billing_stop
+import bounded_command
+import busy_signals
+import docker_cli
+import stop_records
+import verdict_metric
+from box_time import boot_time, now_seconds, read_boot_id
+from idle_decision import (
+    decide,
+    fail_closed,
+    should_request_stop,
+    stop_backoff_seconds,
+)
+from watchdog_config import MAX_HTTP_TIMEOUT_SECONDS, WatchdogConfig, load_config_or_say_why
 
-CLOCK_ENV = "GLUCOSE_WATCHDOG_NOW"
+REAP = bounded_command.REAP_SECONDS
+# urllib's timeout holds per blocking call: count a connect and a read per request.
+HTTP_WORST_SECONDS = 2 * MAX_HTTP_TIMEOUT_SECONDS
+WORST_CASE_SECONDS = (
+    busy_signals.NVIDIA_SMI_TIMEOUT_SECONDS + REAP
+    + 2 * (docker_cli.DOCKER_TIMEOUT_SECONDS + REAP)  # ps, inspect
+    + verdict_metric.IMDS_REQUESTS * HTTP_WORST_SECONDS
+    + verdict_metric.AWS_CLI_TIMEOUT_SECONDS + REAP
+    + max(
+        billing_stop.AZURE_REQUESTS * HTTP_WORST_SECONDS,
+        billing_stop.SHUTDOWN_TIMEOUT_SECONDS + REAP,
+    )
+)  # fmt: skip
 
 
 def log(message: str) -> None:
     print(f"glucose-watchdog: {message}", flush=True)
-
-
-def now_seconds() -> float:
-    fake = os.environ.get(CLOCK_ENV)
-    return float(fake) if fake else time.time()
-
-
-def read_boot_id(path: str) -> str:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return "unknown"
 
 
 def load_state(path: Path) -> dict:
@@ -57,13 +71,36 @@ def load_state(path: Path) -> dict:
     return state if isinstance(state, dict) else {}
 
 
-def save_state(path: Path, state: dict) -> None:
-    # Atomic: `fab status` may read it at any moment.
-    path.parent.mkdir(parents=True, exist_ok=True)
+def save_state(path: Path, state: dict) -> bool:
+    """Write atomically (`fab status` may read it at any moment); False when it failed."""
     partial = path.with_name(path.name + ".tmp")
-    partial.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
-    partial.chmod(0o644)
-    os.replace(partial, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+        partial.chmod(0o644)
+        os.replace(partial, path)
+    except OSError as error:
+        log(f"ERROR: cannot save the countdown in {path} ({error}): failing closed")
+        return False
+    return True
+
+
+def link_state_for_fab(config: WatchdogConfig) -> None:
+    """`fab status` reads BOX_ROOT/watchdog/state.json: keep it a link to the state."""
+    link = Path(config.box_root) / "watchdog" / "state.json"
+    try:
+        if os.readlink(link) == config.state_path:
+            return
+    except OSError:
+        pass  # missing, or a file from before the state moved to /run
+    partial = link.with_name("state.json.link")
+    try:
+        if os.path.lexists(partial):
+            os.unlink(partial)
+        os.symlink(config.state_path, partial)
+        os.replace(partial, link)
+    except OSError as error:
+        log(f"WARNING: cannot link {link} to the state: {error}")
 
 
 def describe(state: dict, now: float) -> str:
@@ -79,34 +116,55 @@ def describe(state: dict, now: float) -> str:
     parts.append(f"gpu={json.dumps(signals['gpu_utilization'])}")
     parts.append(f"trainers={json.dumps([t['run_id'] for t in signals['trainers']])}")
     parts.append(f"ssh={json.dumps(signals['ssh_sessions'])}")
+    if signals["leases"]:
+        parts.append(f"leases={json.dumps([lease['name'] for lease in signals['leases']])}")
     if signals["problems"]:
         parts.append(f"problems={json.dumps(signals['problems'])}")
     return " ".join(parts)
 
 
-def main() -> int:
+def request_stop(config: WatchdogConfig, state: dict, now: float) -> None:
+    log(f"idle past the limit: stopping billing ({config.cloud})")
+    state["stop_requested_at"] = now
+    if not state.get("stop_recorded"):
+        stop_records.append(config, stop_records.watchdog_record(state, now), log)
+        state["stop_recorded"] = True
+    # Saved first: an OS shutdown may end this process before it returns.
+    save_state(Path(config.state_path), state)
+    result = billing_stop.stop_billing(config, log)
+    failures = (state.get("stop_failures") or 0) + 1 if result.error else 0
+    state.update(stop_method=result.method, stop_error=result.error or None)
+    state["stop_failures"] = failures
+    if result.error:
+        retry_minutes = stop_backoff_seconds(failures) / 60
+        log(f"STILL BILLED: stop attempt {failures} failed; next one in {retry_minutes:.0f} min")
+
+
+def main(argv: list[str]) -> int:
     config = load_config_or_say_why("glucose-watchdog")
     if config is None:
         return 2
     now = now_seconds()
-    state = decide(
-        config,
-        read_signals(config),
-        load_state(config.state_path),
-        now=now,
-        boot_id=read_boot_id(config.boot_id_path),
-    )
+    state_path = Path(config.state_path)
+    previous = load_state(state_path)
+    signals = busy_signals.read_signals(config, now)
+    state = decide(config, signals, previous, now=now, boot_id=read_boot_id(config.boot_id_path))
+    if "--explain" in argv:
+        state["would_request_stop"] = should_request_stop(state, now=now)
+        print(json.dumps(state, indent=2, sort_keys=True))
+        return 0
+    booted = boot_time(config.proc_root)
+    link_state_for_fab(config)
+    if not save_state(state_path, state):
+        state = fail_closed(state, previous, config=config, now=now, boot_time=booted)
     log(describe(state, now))
-    publish_gpu_utilization(config, state["signals"]["gpu_utilization"], log)
+    value = verdict_metric.verdict_value(state["decision"], now=now, boot_time=booted)
+    verdict_metric.publish_verdict(config, value, log)
     if should_request_stop(state, now=now):
-        log(f"idle past the limit: stopping billing ({config.cloud})")
-        # Saved first: an OS shutdown may end this process before it returns.
-        state["stop_requested_at"] = now
-        save_state(config.state_path, state)
-        state["stop_method"] = stop_billing(config, log)
-    save_state(config.state_path, state)
+        request_stop(config, state, now)
+        save_state(state_path, state)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

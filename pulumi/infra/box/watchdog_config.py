@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from typing import Any
 CONFIG_PATH = "/etc/glucose-training/watchdog.json"
 CONFIG_ENV = "GLUCOSE_WATCHDOG_CONFIG"
 CLOUDS = ("aws", "azure", "local")
+MAX_HTTP_TIMEOUT_SECONDS = 10
+DAILY_TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +32,7 @@ class WatchdogConfig:
     idle_shutdown_minutes: int
     """Stop billing after the box has been idle this long in a row."""
     hung_trainer_minutes: int = 120
-    """A running trainer with an idle GPU and no new checkpoint for this long counts as idle."""
+    """A running trainer whose step has not advanced for this long counts as hung (idle)."""
     gpu_busy_percent: int = 10
     """GPU utilisation at or above this (any GPU) makes the box busy."""
     box_root: str = "/var/lib/glucose-training"
@@ -41,7 +44,8 @@ class WatchdogConfig:
     arm_api_version: str = "2024-07-01"
     identity_client_id: str = ""
     """Client id of a user-assigned identity; empty uses the VM's system-assigned one."""
-    http_timeout_seconds: float = 10.0
+    http_timeout_seconds: float = 5.0
+    """Per request, cut to MAX_HTTP_TIMEOUT_SECONDS (the watchdog's worst case assumes it)."""
     docker_command: str = "docker"
     docker_wait_seconds: int = 180
     """How long the resume unit waits for the docker engine after boot."""
@@ -49,11 +53,21 @@ class WatchdogConfig:
     aws_command: str = "aws"
     shutdown_command: tuple = ("shutdown", "-h", "now")
     cloudwatch_namespace: str = "GlucoseTraining"
-    cloudwatch_metric: str = "GPUUtilization"
+    cloudwatch_metric: str = "Busy"
+    """The watchdog's verdict, 1 busy / 0 idle, that the AWS idle alarm reads."""
     proc_root: str = "/proc"
-    """Where to look for sshd session processes (a fake tree in tests)."""
+    """Where session processes are checked for life, and `stat` gives the boot time."""
     boot_id_path: str = "/proc/sys/kernel/random/boot_id"
     """Idle time never carries over a reboot: the state is reset when this changes."""
+    utmp_path: str = "/run/utmp"
+    """Login records: sshd writes one per terminal session (a user cannot forge one)."""
+    state_path: str = "/run/glucose-training/watchdog-state.json"
+    """The countdown, on tmpfs: a full root disk cannot stop it, and a boot resets it."""
+    resume_state_path: str = "/run/glucose-training/resume-state.json"
+    """The resume unit's restart attempts in this boot (its retries are bounded)."""
+    daily_stop_time: str = ""
+    """HH:MM of the cloud's daily stop ("" unknown), to name that stop in the records."""
+    daily_stop_time_zone: str = "UTC"
 
     def __post_init__(self) -> None:
         problems = []
@@ -65,8 +79,13 @@ class WatchdogConfig:
                 problems.append(f"{name} is {value!r}, expected a whole number of minutes >= 1")
         if not 0 < self.gpu_busy_percent <= 100:
             problems.append(f"gpu_busy_percent is {self.gpu_busy_percent!r}, expected 1..100")
-        if not os.path.isabs(self.box_root):
-            problems.append(f"box_root is {self.box_root!r}, expected an absolute path")
+        for name in ("box_root", "state_path", "resume_state_path"):
+            if not os.path.isabs(getattr(self, name)):
+                problems.append(f"{name} is {getattr(self, name)!r}, expected an absolute path")
+        if not self.http_timeout_seconds > 0:
+            problems.append(f"http_timeout_seconds is {self.http_timeout_seconds!r}, expected > 0")
+        if self.daily_stop_time and not DAILY_TIME.fullmatch(self.daily_stop_time):
+            problems.append(f"daily_stop_time is {self.daily_stop_time!r}, expected HH:MM")
         if not self.shutdown_command:
             problems.append("shutdown_command is empty, expected a command line")
         if problems:
@@ -74,12 +93,22 @@ class WatchdogConfig:
         object.__setattr__(self, "shutdown_command", tuple(self.shutdown_command))
 
     @property
-    def state_path(self) -> Path:
-        return Path(self.box_root) / "watchdog" / "state.json"
+    def request_timeout_seconds(self) -> float:
+        return min(self.http_timeout_seconds, MAX_HTTP_TIMEOUT_SECONDS)
 
     @property
     def runs_dir(self) -> Path:
         return Path(self.box_root) / "runs"
+
+    @property
+    def leases_dir(self) -> Path:
+        """`fab train` and `fab hold` leave leases here (written as the SSH user)."""
+        return Path(self.box_root) / "leases"
+
+    @property
+    def stops_path(self) -> Path:
+        """Why the box stopped, one JSON line per stop; on disk, so it survives reboots."""
+        return Path(self.box_root) / "watchdog" / "stops.jsonl"
 
     def to_json(self) -> str:
         fields = dataclasses.asdict(self)

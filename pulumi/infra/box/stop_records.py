@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Why the box stopped: one JSON line per stop in BOX_ROOT/watchdog/stops.jsonl.
+
+On the root disk, so it survives the stop; `fab status` shows the last one. The
+watchdog appends its record before it stops billing. Run as a program (the
+glucose-stop-record unit's ExecStop, at every OS shutdown) it records a shutdown
+that no watchdog record of this boot explains: the daily stop, a spot eviction,
+a reboot, or something outside the box (the AWS alarm, the console, a CLI).
+A record that cannot be written (a full disk) is logged and skipped: it never
+holds up a stop. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+
+import user_files
+from bounded_command import CommandTimeout, run_bounded
+from box_time import now_seconds, read_boot_id
+from watchdog_config import WatchdogConfig, load_config_or_say_why
+
+TAIL_BYTES = 64 * 1024
+DAILY_STOP_WINDOW_SECONDS = 20 * 60
+SPOT_NOTICE_WINDOW_SECONDS = 10 * 60
+SYSTEMCTL_TIMEOUT_SECONDS = 10
+
+
+def log(message: str) -> None:
+    print(f"glucose-stop-record: {message}", flush=True)
+
+
+def append(config: WatchdogConfig, record: dict, log: Callable[[str], None]) -> None:
+    path = config.stops_path
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as error:
+        log(f"WARNING: stop not recorded in {path}: {error}")
+
+
+def last_record(config: WatchdogConfig) -> dict | None:
+    # Root's own file (BOX_ROOT/watchdog is root's): only its tail is read.
+    try:
+        with open(config.stops_path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - TAIL_BYTES))
+            data = handle.read(TAIL_BYTES)
+    except OSError:
+        return None
+    for line in reversed(data.decode(errors="replace").splitlines()):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            return record
+    return None
+
+
+def watchdog_record(state: dict, now: float) -> dict:
+    """The watchdog's own stop: what it saw, in words `fab status` prints as they are."""
+    signals = state["signals"]
+    gpu = signals["gpu_utilization"]
+    seen = [f"GPU {max(gpu or [0])}%" if gpu is not None else "no GPU reading", "no SSH"]
+    idle_minutes = round((state["stop_at"] - state["idle_since"]) / 60)
+    if state["hung_run_ids"]:
+        runs = ", ".join(state["hung_run_ids"])
+        hung = state["hung_trainer_minutes"]
+        why = f"run {runs} hung (no progress for {hung} min), then {idle_minutes} min idle"
+    else:
+        why = f"{idle_minutes} min with no trainer"
+    return {
+        "at": now,
+        "boot_id": state["boot_id"],
+        "by": "hung-trainer" if state["hung_run_ids"] else "idle-watchdog",
+        "summary": f"by the idle watchdog: {why}, {', '.join(seen)}",
+    }
+
+
+def _rebooting() -> bool:
+    try:
+        jobs = run_bounded(["systemctl", "list-jobs", "--no-legend"], SYSTEMCTL_TIMEOUT_SECONDS)
+    except (OSError, CommandTimeout):
+        return False
+    return "reboot.target" in jobs.stdout
+
+
+def _at_daily_stop(config: WatchdogConfig, now: float) -> bool:
+    if not config.daily_stop_time:
+        return False
+    import datetime
+    import zoneinfo
+
+    try:
+        zone = zoneinfo.ZoneInfo(config.daily_stop_time_zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        zone = datetime.timezone.utc
+    local = datetime.datetime.fromtimestamp(now, zone)
+    hours, minutes = (int(part) for part in config.daily_stop_time.split(":"))
+    stop = local.replace(hour=hours, minute=minutes, second=0, microsecond=0)
+    return 0 <= (local - stop).total_seconds() < DAILY_STOP_WINDOW_SECONDS
+
+
+def _preempted_run(config: WatchdogConfig, now: float) -> str | None:
+    for run_id in user_files.directory_names(config.runs_dir):
+        status = user_files.read_json(config.runs_dir, run_id, "status.json") or {}
+        updated_at = user_files.sane_time(status.get("updated_at"), now)
+        recent = updated_at is not None and now - updated_at < SPOT_NOTICE_WINDOW_SECONDS
+        if status.get("state") == "preempted" and recent:
+            return run_id
+    return None
+
+
+def shutdown_record(config: WatchdogConfig, now: float, boot_id: str) -> dict:
+    """What stopped the box when the watchdog did not."""
+    preempted = _preempted_run(config, now)
+    if _rebooting():
+        by, summary = "reboot", "by a reboot"
+    elif preempted:
+        by, summary = "spot", f"by a spot eviction (run {preempted} was preempted)"
+    elif _at_daily_stop(config, now):
+        zone = config.daily_stop_time_zone
+        by, summary = "daily-stop", f"by the daily stop ({config.daily_stop_time} {zone})"
+    else:
+        by = "outside"
+        summary = "from outside the box (AWS idle alarm, console, CLI or the cloud)"
+    return {"at": now, "boot_id": boot_id, "by": by, "summary": summary}
+
+
+def main() -> int:
+    config = load_config_or_say_why("glucose-stop-record")
+    if config is None:
+        return 2
+    boot_id = read_boot_id(config.boot_id_path)
+    last = last_record(config)
+    if last is not None and last.get("boot_id") == boot_id:
+        log(f"shutdown already explained: {last.get('summary')}")
+        return 0
+    record = shutdown_record(config, now_seconds(), boot_id)
+    log(f"recording the shutdown: {record['summary']}")
+    append(config, record, log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
