@@ -1,8 +1,9 @@
 """`fab preflight` on AWS: will this stack's `pulumi up` succeed with these credentials?
 
 Read-only calls with the deployer's own credentials (boto3's default chain, the
-stack's region): who am I, does the region sell the size, do the GPU vCPU and
-Elastic IP quotas leave room for `nodeCount` more boxes, may I create what the
+stack's region): who am I, does the region sell the size, do the GPU vCPU quota
+leave room for `nodeCount` more boxes and the Elastic IP quota for one more address
+(box 0's: the others have none), may I create what the
 program declares, and may I manage budgets. Every problem comes back as one line
 ending in its fix. boto3 honours AWS_ENDPOINT_URL(_<SERVICE>), which is how the tests
 point it at moto and at a local fake of the APIs moto lacks.
@@ -37,6 +38,8 @@ REQUIRED_ACTIONS = (
     "ce:UpdateCostAllocationTagsStatus",
 )
 LIVE_INSTANCE_STATES = ("pending", "running", "stopping", "stopped")
+# One per stack whatever nodeCount: only box 0 has one (pulumi/infra/aws.py).
+ELASTIC_IPS_PER_STACK = 1
 COST_SCOPE_TAG = "cost-scope"
 
 
@@ -121,7 +124,7 @@ def _elastic_ips(findings: Findings, config: Any, session: Any, ec2: Any) -> Non
     limit = _quota_value(session, wanted.name, default=quota.AWS_DEFAULT_ELASTIC_IPS)
     addresses = ec2.describe_addresses()["Addresses"]
     used = sum(1 for a in addresses if _tag(a, COST_SCOPE_TAG) != config.cost_scope)
-    findings.problem_if(quota.shortfall(wanted, limit, used, config.node_count))
+    findings.problem_if(quota.shortfall(wanted, limit, used, ELASTIC_IPS_PER_STACK))
 
 
 def _quota_value(session: Any, code: str, default: float | None = None) -> float:

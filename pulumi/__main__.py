@@ -43,6 +43,7 @@ def main() -> None:
     size = config.size
     pulumi.export("cloud", config.cloud)
     pulumi.export("hosts", box.hosts)
+    pulumi.export("privateHosts", box.private_hosts)
     pulumi.export("sshUser", box.ssh_user)
     pulumi.export("storageUri", box.storage_uri)
     pulumi.export("registry", box.registry)

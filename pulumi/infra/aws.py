@@ -3,13 +3,17 @@
 The same public shape as the Azure component (`training_box.TrainingBox`). What it
 declares, all tagged project/stack/owner:
 
-- a small VPC of its own with an SSH-only security group (`aws_network.py` says why
-  not the default VPC); the EC2 key pair from `sshPublicKey`;
+- a small VPC of its own with an SSH-only security group for box 0 and, for several
+  boxes, one that lets them reach each other (`aws_network.py` says why not the default
+  VPC); the EC2 key pair from `sshPublicKey`;
 - the instances: AMI pinned (stack config `amiId`, else looked up once and kept),
   IMDSv2 only with hop limit 2 (the trainer container reads spot notices), OS
   shutdown = stop, encrypted gp3 root, optional persistent spot that stops instead of
   terminating (its request cancelled before the instance goes: aws_spot_requests.py),
-  the shared cloud-init, an Elastic IP each, a cluster placement group for more than one;
+  the shared cloud-init, a cluster placement group for more than one; an Elastic IP for
+  box 0 alone, the one `fab` connects to (`hosts`): the others are reached through it
+  on their private addresses (`privateHosts`), so `nodeCount` stays clear of AWS's
+  default quota of 5 Elastic IPs per region;
 - an S3 bucket (private, encrypted, versioned, lifecycle-trimmed) and an ECR repo;
 - an instance role: this bucket, this repository, one metric namespace (`aws_iam.py`);
 - guard rails (`aws_guard_rails.py`): an EventBridge Scheduler daily stop, a monthly
@@ -30,7 +34,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra import aws_guard_rails, aws_iam
-from infra.aws_network import declare_network
+from infra.aws_network import AwsNetwork, declare_network
 from infra.aws_spot_requests import SpotRequestGuard
 from infra.cloud_init import box_guard_settings, encode_user_data, render_cloud_init
 from infra.config import StackConfig
@@ -71,17 +75,14 @@ class AwsTrainingBox(TrainingBox):
         bucket = self._bucket()
         repository = self._repository()
         profile = self._instance_profile(bucket, repository)
-        instances = self._instances(network.subnet, network.security_group, profile)
-        addresses = [
-            aws.ec2.Eip(
-                f"{name}-ip-{index}",
-                domain="vpc",
-                instance=instance.id,
-                tags=self._tags,
-                opts=self._child(depends_on=[network.internet_gateway]),
-            )
-            for index, instance in enumerate(instances)
-        ]
+        instances = self._instances(network, profile)
+        address = aws.ec2.Eip(
+            f"{name}-ip-0",
+            domain="vpc",
+            instance=instances[0].id,
+            tags=self._tags,
+            opts=self._child(depends_on=[network.internet_gateway]),
+        )
         if config.spot:
             for index, instance in enumerate(instances):
                 SpotRequestGuard(f"{name}-spot-request-{index}", instance, config.region, self)
@@ -96,7 +97,8 @@ class AwsTrainingBox(TrainingBox):
         aws_guard_rails.declare_idle_alarms(name, config, instances, self._tags, parent=self)
 
         self._expose(
-            hosts=pulumi.Output.all(*[address.public_ip for address in addresses]),
+            hosts=pulumi.Output.all(address.public_ip),
+            private_hosts=pulumi.Output.all(*[instance.private_ip for instance in instances]),
             ssh_user=SSH_USER,
             storage_uri=bucket.bucket.apply(lambda b: f"s3://{b}"),
             registry=repository.repository_url.apply(lambda url: url.split("/", 1)[0]),
@@ -190,10 +192,7 @@ class AwsTrainingBox(TrainingBox):
         )
 
     def _instances(
-        self,
-        subnet: aws.ec2.Subnet,
-        security_group: aws.ec2.SecurityGroup,
-        profile: aws.iam.InstanceProfile,
+        self, network: AwsNetwork, profile: aws.iam.InstanceProfile
     ) -> list[aws.ec2.Instance]:
         config, name = self._config, self._name
         key_pair = aws.ec2.KeyPair(
@@ -223,8 +222,12 @@ class AwsTrainingBox(TrainingBox):
                 f"{name}-box-{index}",
                 ami=ami_id,
                 instance_type=config.vm_size,
-                subnet_id=subnet.id,
-                vpc_security_group_ids=[security_group.id],
+                subnet_id=network.subnet.id,
+                vpc_security_group_ids=network.groups(index),
+                # Outbound only (image pulls, S3, CloudWatch): AWS's own address, not an
+                # Elastic IP; box 0 keeps None, its Elastic IP serves (and a False would
+                # read back True once the Elastic IP is attached: provider issue #37318).
+                associate_public_ip_address=True if index > 0 else None,
                 key_name=key_pair.key_name,
                 iam_instance_profile=profile.name,
                 placement_group=placement_group,

@@ -1,9 +1,17 @@
-"""The AWS box's own small network: VPC, one public subnet, gateway, security group.
+"""The AWS box's own small network: VPC, one public subnet, gateway, security groups.
 
 Why not the default VPC: many accounts deleted it (and organisations often forbid
 it), its subnets sit in zones that may not sell p4d/p5, and anything we add to it
 outlives `pulumi destroy`. Our own VPC costs nothing, puts the subnet in a zone that
 offers the instance type, and goes away with the stack.
+
+Two security groups: `-ssh` (SSH from sshAllowedCidr) on box 0 only, the one box
+with an Elastic IP; with `nodeCount` > 1, `-nodes` on every box, admitting all TCP
+from its own members and nothing else: torchrun's rendezvous, NCCL and gloo pick
+ports at run time, and `fab` reaches the other boxes' sshd through box 0. Boxes 1..N-1
+take an AWS-assigned public IPv4 for their outbound traffic alone (image pulls, S3,
+the CloudWatch metric the idle alarm reads): no Elastic IP, so not in the quota of 5
+per region, and no rule admits anything from outside the group to it.
 """
 
 from __future__ import annotations
@@ -21,12 +29,24 @@ ANYWHERE_CIDR = "0.0.0.0/0"
 SSH_PORT = 22
 
 
+NODES_DESCRIPTION = "glucose-training boxes: all TCP between the stack's boxes, all egress"
+ALL_EGRESS = [{"protocol": "-1", "from_port": 0, "to_port": 0, "cidr_blocks": [ANYWHERE_CIDR]}]
+
+
 @dataclass(frozen=True)
 class AwsNetwork:
     subnet: aws.ec2.Subnet
     security_group: aws.ec2.SecurityGroup
+    """SSH from sshAllowedCidr: box 0's alone."""
     internet_gateway: aws.ec2.InternetGateway
     """Elastic IPs depend on it: AWS wants the gateway before the address."""
+    nodes_group: aws.ec2.SecurityGroup | None = None
+    """Every box's when there are several: the boxes reach each other on any TCP port."""
+
+    def groups(self, index: int) -> list[pulumi.Output[str]]:
+        """Security group ids of box `index`: only box 0 admits SSH from outside."""
+        ssh = [self.security_group.id] if index == 0 else []
+        return ssh + ([self.nodes_group.id] if self.nodes_group is not None else [])
 
 
 def declare_network(
@@ -48,7 +68,7 @@ def declare_network(
         vpc_id=vpc.id,
         cidr_block=SUBNET_CIDR,
         availability_zone=_zone_offering(config, parent),
-        map_public_ip_on_launch=False,  # the Elastic IP is each box's one public address
+        map_public_ip_on_launch=False,  # box 0's Elastic IP; the others ask for theirs
         tags=tags,
         opts=child,
     )
@@ -66,36 +86,39 @@ def declare_network(
         f"{name}-ssh",
         description="glucose-training box: SSH from sshAllowedCidr, all egress",
         vpc_id=vpc.id,
-        ingress=_ingress_rules(config),
-        egress=[{"protocol": "-1", "from_port": 0, "to_port": 0, "cidr_blocks": [ANYWHERE_CIDR]}],
+        ingress=[
+            {
+                "description": "SSH from sshAllowedCidr only",
+                "protocol": "tcp",
+                "from_port": SSH_PORT,
+                "to_port": SSH_PORT,
+                "cidr_blocks": [config.ssh_allowed_cidr],
+            }
+        ],
+        egress=ALL_EGRESS,
         tags=tags,
         opts=child,
     )
-    return AwsNetwork(subnet, security_group, gateway)
-
-
-def _ingress_rules(config: StackConfig) -> list[dict]:
-    rules = [
-        {
-            "description": "SSH from sshAllowedCidr only",
-            "protocol": "tcp",
-            "from_port": SSH_PORT,
-            "to_port": SSH_PORT,
-            "cidr_blocks": [config.ssh_allowed_cidr],
-        }
-    ]
+    nodes_group = None
     if config.node_count > 1:
-        # torchrun's rendezvous and NCCL pick ports at run time: the group trusts itself.
-        rules.append(
-            {
-                "description": "node-to-node training traffic",
-                "protocol": "-1",
-                "from_port": 0,
-                "to_port": 0,
-                "self": True,
-            }
+        nodes_group = aws.ec2.SecurityGroup(
+            f"{name}-nodes",
+            description=NODES_DESCRIPTION,
+            vpc_id=vpc.id,
+            ingress=[
+                {
+                    "description": "torchrun, NCCL, gloo and SSH between the stack's boxes",
+                    "protocol": "tcp",
+                    "from_port": 0,
+                    "to_port": 65535,
+                    "self": True,
+                }
+            ],
+            egress=ALL_EGRESS,
+            tags=tags,
+            opts=child,
         )
-    return rules
+    return AwsNetwork(subnet, security_group, gateway, nodes_group)
 
 
 def _zone_offering(config: StackConfig, parent: pulumi.Resource) -> pulumi.Output[str]:

@@ -90,11 +90,12 @@ class AzureTrainingBox(TrainingBox):
         account, container = self._storage(keep)
         registry = self._registry()
         placement = self._placement_group()
-        vms, ips = [], []
+        public_ip = self._public_ip(f"{name}-0")
+        vms, nics = [], []
         for index in range(config.node_count):
-            vm, ip = self._box(index, subnet, placement)
+            vm, nic = self._box(index, subnet, placement, public_ip if index == 0 else None)
             vms.append(vm)
-            ips.append(ip.ip_address)
+            nics.append(nic)
             shutdown_schedule(f"{name}-{index}-shutdown", vm, self._group, config, self)
         client = authorization.get_client_config_output(opts=pulumi.InvokeOptions(parent=self))
         self._grant_access(vms, container, registry, client)
@@ -106,7 +107,8 @@ class AzureTrainingBox(TrainingBox):
         monthly_budget(f"{name}-budget", self._group, config, self, stop_group)
 
         self._expose(
-            hosts=pulumi.Output.all(*ips).apply(list),
+            hosts=pulumi.Output.all(public_ip.ip_address).apply(list),
+            private_hosts=pulumi.Output.all(*[_private_ip(nic) for nic in nics]).apply(list),
             ssh_user=SSH_USER,
             storage_uri=pulumi.Output.concat("az://", account.name, "/", container.name),
             registry=registry.login_server,
@@ -148,6 +150,14 @@ class AzureTrainingBox(TrainingBox):
         return principal_type_of_token(token)
 
     def _network(self) -> network.Subnet:
+        """VNet, subnet and NSG. Only box 0 has a public address (SSH from
+        sshAllowedCidr); the boxes reach each other inside the subnet on any TCP port
+        (torchrun, NCCL, gloo, and `fab`'s SSH hop through box 0). Azure's default
+        AllowVnetInBound would admit that too; the rule says it rather than lean on a
+        default. Boxes 1..N-1 reach the internet (ACR, storage, ARM for the watchdog's
+        deallocate) through the subnet's default outbound access, stated for several
+        boxes: newer network API versions make new subnets private by default, and the
+        setting only takes at the subnet's creation."""
         name, group = self._name, self._group
         nsg = network.NetworkSecurityGroup(
             f"{name}-nsg",
@@ -164,7 +174,18 @@ class AzureTrainingBox(TrainingBox):
                     "source_port_range": "*",
                     "destination_address_prefix": "*",
                     "destination_port_range": "22",
-                }
+                },
+                {
+                    "name": "boxes-within-subnet",
+                    "priority": 110,
+                    "direction": "Inbound",
+                    "access": "Allow",
+                    "protocol": "Tcp",
+                    "source_address_prefix": SUBNET_CIDR,
+                    "source_port_range": "*",
+                    "destination_address_prefix": SUBNET_CIDR,
+                    "destination_port_range": "*",
+                },
             ],
             tags=self._tags,
             opts=self._child(),
@@ -183,6 +204,7 @@ class AzureTrainingBox(TrainingBox):
             virtual_network_name=vnet.name,
             address_prefix=SUBNET_CIDR,
             network_security_group={"id": nsg.id},
+            default_outbound_access=True if self._config.node_count > 1 else None,
             opts=self._child(),
         )
 
@@ -299,17 +321,20 @@ class AzureTrainingBox(TrainingBox):
         )
 
     def _box(
-        self, index: int, subnet: network.Subnet, placement: compute.ProximityPlacementGroup | None
-    ) -> tuple[compute.VirtualMachine, network.PublicIPAddress]:
+        self,
+        index: int,
+        subnet: network.Subnet,
+        placement: compute.ProximityPlacementGroup | None,
+        public_ip: network.PublicIPAddress | None,
+    ) -> tuple[compute.VirtualMachine, network.NetworkInterface]:
         name = f"{self._name}-{index}"
-        ip, nic = self._public_nic(name, subnet)
-        return self._vm(name, nic, placement), ip
+        nic = self._nic(name, subnet, public_ip)
+        return self._vm(name, nic, placement), nic
 
-    def _public_nic(
-        self, name: str, subnet: network.Subnet
-    ) -> tuple[network.PublicIPAddress, network.NetworkInterface]:
+    def _public_ip(self, name: str) -> network.PublicIPAddress:
+        """The stack's one public address, box 0's: `fab` reaches the others through it."""
         group = self._group
-        ip = network.PublicIPAddress(
+        return network.PublicIPAddress(
             f"{name}-ip",
             resource_group_name=group.name,
             location=group.location,
@@ -319,22 +344,26 @@ class AzureTrainingBox(TrainingBox):
             tags=self._tags,
             opts=self._child(),
         )
-        nic = network.NetworkInterface(
+
+    def _nic(
+        self, name: str, subnet: network.Subnet, public_ip: network.PublicIPAddress | None
+    ) -> network.NetworkInterface:
+        group = self._group
+        ip_configuration = {
+            "name": "primary",
+            "subnet": {"id": subnet.id},
+            "private_ip_allocation_method": "Dynamic",
+        }
+        if public_ip is not None:
+            ip_configuration["public_ip_address"] = {"id": public_ip.id}
+        return network.NetworkInterface(
             f"{name}-nic",
             resource_group_name=group.name,
             location=group.location,
-            ip_configurations=[
-                {
-                    "name": "primary",
-                    "subnet": {"id": subnet.id},
-                    "public_ip_address": {"id": ip.id},
-                    "private_ip_allocation_method": "Dynamic",
-                }
-            ],
+            ip_configurations=[ip_configuration],
             tags=self._tags,
             opts=self._child(),
         )
-        return ip, nic
 
     def _vm(
         self,
@@ -409,6 +438,10 @@ def _priority(spot: bool) -> dict:
         "eviction_policy": "Deallocate",
         "billing_profile": {"max_price": -1},
     }
+
+
+def _private_ip(nic: network.NetworkInterface) -> pulumi.Output[str]:
+    return nic.ip_configurations.apply(lambda configurations: configurations[0].private_ip_address)
 
 
 def _alnum(text: str) -> str:

@@ -1,8 +1,10 @@
 """What a training box is on either cloud: the public shape both components share.
 
 `AzureTrainingBox` and `AwsTrainingBox` build very different resources, but the
-program (`pulumi/__main__.py`) and DESIGN.md's stack outputs see only this: `hosts`,
-`ssh_user`, `storage_uri`, `registry` and `image_repository`, set once through
+program (`pulumi/__main__.py`) and DESIGN.md's stack outputs see only this: `hosts`
+(box 0's public address, the one `fab` connects to), `private_hosts` (every box's
+private address in rank order: `fab` hops to boxes 1..N-1 through box 0, and the
+boxes meet there), `ssh_user`, `storage_uri`, `registry` and `image_repository`, set once through
 `_expose`, which also registers them as the component's outputs. A cloud may add
 outputs of its own (`cloud_outputs`, e.g. AWS's `amiId`), exported beside them.
 """
@@ -23,6 +25,7 @@ class TrainingBox(pulumi.ComponentResource):
     """The `cloud` stack setting this component builds for."""
 
     hosts: pulumi.Output[list[str]]
+    private_hosts: pulumi.Output[list[str]]
     ssh_user: str
     storage_uri: pulumi.Output[str]
     registry: pulumi.Output[str]
@@ -44,6 +47,7 @@ class TrainingBox(pulumi.ComponentResource):
         self,
         *,
         hosts: pulumi.Output[list[str]],
+        private_hosts: pulumi.Output[list[str]],
         ssh_user: str,
         storage_uri: pulumi.Output[str],
         registry: pulumi.Output[str],
@@ -52,6 +56,7 @@ class TrainingBox(pulumi.ComponentResource):
     ) -> None:
         """Set the public outputs and register them (camelCase, as the stack exports them)."""
         self.hosts = hosts
+        self.private_hosts = private_hosts
         self.ssh_user = ssh_user
         self.storage_uri = storage_uri
         self.registry = registry
@@ -60,6 +65,7 @@ class TrainingBox(pulumi.ComponentResource):
         self.register_outputs(
             {
                 "hosts": hosts,
+                "privateHosts": private_hosts,
                 "sshUser": ssh_user,
                 "storageUri": storage_uri,
                 "registry": registry,

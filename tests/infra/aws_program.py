@@ -47,7 +47,11 @@ def _computed_outputs() -> dict[str, Any]:
         return {"publicIp": f"198.51.100.{int(args.name.rsplit('-', 1)[1]) + 10}"}
 
     def instance(args: pulumi_mocks.MockResourceArgs) -> dict[str, Any]:
-        outputs = {"arn": _arn("ec2", f"instance/i-{args.name}")}
+        index = int(args.name.rsplit("-", 1)[1])
+        outputs = {
+            "arn": _arn("ec2", f"instance/i-{args.name}"),
+            "privateIp": f"10.42.0.{index + 4}",
+        }
         if args.inputs.get("instanceMarketOptions"):
             outputs["spotInstanceRequestId"] = f"sir-{args.name}"
         return outputs

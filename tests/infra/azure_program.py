@@ -64,6 +64,16 @@ def _public_ip(args: pulumi_mocks.MockResourceArgs) -> dict[str, Any]:
     return {"ipAddress": f"20.30.40.{index + 1}"}
 
 
+def _nic(args: pulumi_mocks.MockResourceArgs) -> dict[str, Any]:
+    """Azure's dynamic private address: glucose-1-nic gets 10.42.0.5."""
+    index = int(args.name.rsplit("-", 2)[1])
+    configurations = [
+        {**configuration, "privateIPAddress": f"10.42.0.{index + 4}"}
+        for configuration in args.inputs["ipConfigurations"]
+    ]
+    return {"ipConfigurations": configurations}
+
+
 def azure_recorder(token: str = USER_TOKEN) -> Recorder:
     """Mocks answering as Azure would; `token` is the deployer's ARM access token."""
     return Recorder(
@@ -76,6 +86,7 @@ def azure_recorder(token: str = USER_TOKEN) -> Recorder:
                 },
             },
             "azure-native:network:PublicIPAddress": _public_ip,
+            "azure-native:network:NetworkInterface": _nic,
             "azure-native:storage:BlobContainer": lambda a: {"name": a.inputs["containerName"]},
             "azure-native:containerregistry:Registry": lambda a: {
                 "loginServer": f"{a.name}.azurecr.io"

@@ -228,13 +228,20 @@ def test_instance_is_wired_to_its_subnet_group_key_and_profile(box):
     assert inputs["iamInstanceProfile"] == box.one("aws:iam/instanceProfile:InstanceProfile").name
 
 
-def test_each_box_gets_an_elastic_ip_after_the_gateway(spot_pair):
-    instances = _by_name(spot_pair.of_type(INSTANCE))
-    addresses = _by_name(spot_pair.of_type("aws:ec2/eip:Eip"))
+def test_only_box_0_gets_an_elastic_ip_after_the_gateway(spot_pair):
+    # AWS's default quota is 5 Elastic IPs a region: one per stack, whatever nodeCount.
+    box_0, box_1 = _by_name(spot_pair.of_type(INSTANCE))
+    address = spot_pair.one("aws:ec2/eip:Eip")
     gateway = spot_pair.one("aws:ec2/internetGateway:InternetGateway")
-    assert [a.inputs["instance"] for a in addresses] == [i.id for i in instances]
-    assert all(a.inputs["domain"] == "vpc" for a in addresses)
-    assert all(gateway.urn in a.dependencies for a in addresses)
+    assert (address.name, address.inputs["instance"], address.inputs["domain"]) == (
+        "glucose-ip-0",
+        box_0.id,
+        "vpc",
+    )
+    assert gateway.urn in address.dependencies
+    # The others take an address of AWS's for their outbound traffic alone.
+    assert "associatePublicIpAddress" not in box_0.inputs
+    assert box_1.inputs["associatePublicIpAddress"] is True
 
 
 # --- storage and registry --------------------------------------------------------------
@@ -423,10 +430,11 @@ def test_idle_alarm_watches_the_verdict_the_watchdog_publishes(box):
 # --- several boxes ---------------------------------------------------------------------
 
 
-def test_one_box_has_no_placement_group_and_no_node_to_node_rule(box):
+def test_one_box_has_no_placement_group_and_no_node_to_node_group(box):
     assert box.of_type("aws:ec2/placementGroup:PlacementGroup") == []
     assert "placementGroup" not in box.one(INSTANCE).inputs
     assert len(box.one(SECURITY_GROUP).inputs["ingress"]) == 1
+    assert box.exports["privateHosts"] == ["10.42.0.4"]
 
 
 def test_two_boxes_share_a_cluster_placement_group(spot_pair):
@@ -437,10 +445,22 @@ def test_two_boxes_share_a_cluster_placement_group(spot_pair):
     assert {i.inputs["placementGroup"] for i in instances} == {group.outputs["name"]}
 
 
-def test_two_boxes_may_talk_to_each_other_on_any_port(spot_pair):
-    ingress = spot_pair.one(SECURITY_GROUP).inputs["ingress"]
-    assert {"description": "node-to-node training traffic", "protocol": "-1", "fromPort": 0,
-            "toPort": 0, "self": True} in ingress  # fmt: skip
+def test_two_boxes_reach_each_other_on_any_tcp_port_and_nothing_else_reaches_box_1(spot_pair):
+    nodes, ssh = _by_name(spot_pair.of_type(SECURITY_GROUP))
+    assert (nodes.name, ssh.name) == ("glucose-nodes", "glucose-ssh")
+    assert nodes.inputs["ingress"] == [
+        {
+            "description": "torchrun, NCCL, gloo and SSH between the stack's boxes",
+            "protocol": "tcp",
+            "fromPort": 0,
+            "toPort": 65535,
+            "self": True,
+        }
+    ]
+    assert [rule["cidrBlocks"] for rule in ssh.inputs["ingress"]] == [["203.0.113.7/32"]]
+    box_0, box_1 = _by_name(spot_pair.of_type(INSTANCE))
+    assert box_0.inputs["vpcSecurityGroupIds"] == [ssh.id, nodes.id]
+    assert box_1.inputs["vpcSecurityGroupIds"] == [nodes.id]
 
 
 def test_two_boxes_each_get_an_idle_alarm(spot_pair):
@@ -448,10 +468,10 @@ def test_two_boxes_each_get_an_idle_alarm(spot_pair):
     assert dimensions == [{"InstanceId": i.id} for i in _by_name(spot_pair.of_type(INSTANCE))]
 
 
-def test_hosts_lists_every_box_address(spot_pair):
-    addresses = [a.outputs["publicIp"] for a in _by_name(spot_pair.of_type("aws:ec2/eip:Eip"))]
-    assert spot_pair.exports["hosts"] == addresses
-    assert len(set(addresses)) == 2
+def test_hosts_is_box_0s_public_address_and_private_hosts_every_box_in_rank_order(spot_pair):
+    assert spot_pair.exports["hosts"] == [spot_pair.one("aws:ec2/eip:Eip").outputs["publicIp"]]
+    private = [i.outputs["privateIp"] for i in _by_name(spot_pair.of_type(INSTANCE))]
+    assert spot_pair.exports["privateHosts"] == private == ["10.42.0.4", "10.42.0.5"]
 
 
 # --- everything ------------------------------------------------------------------------
@@ -488,6 +508,7 @@ def test_program_exports_the_design_outputs_for_aws(box):
         "hourlyPriceUsd": size.on_demand_usd_per_hour,
         "spot": False,
         "hosts": ["198.51.100.10"],
+        "privateHosts": ["10.42.0.4"],
         "sshUser": "ubuntu",
         "storageUri": "s3://glucose-storage-0a1b2c3",
         "registry": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com",

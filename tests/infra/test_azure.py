@@ -30,6 +30,7 @@ ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 DESIGN_OUTPUTS = {
     "cloud",
     "hosts",
+    "privateHosts",
     "sshUser",
     "storageUri",
     "registry",
@@ -82,6 +83,7 @@ def test_exports_describe_the_box(on_demand):
     assert on_demand.exports == {
         "cloud": "azure",
         "hosts": ["20.30.40.1"],
+        "privateHosts": ["10.42.0.4"],
         "sshUser": "azureuser",
         "storageUri": f"az://{account}/training",
         "registry": login_server,
@@ -136,11 +138,15 @@ def test_resource_group_is_in_the_configured_region(on_demand):
     assert on_demand.one("azure-native:resources:ResourceGroup").inputs["location"] == "eastus"
 
 
-def test_ssh_is_the_only_inbound_rule_and_only_from_the_allowed_cidr(on_demand):
+def test_inbound_is_ssh_from_the_allowed_cidr_and_tcp_within_the_subnet(on_demand):
     nsg = on_demand.one("azure-native:network:NetworkSecurityGroup")
-    (rule,) = nsg.inputs["securityRules"]
-    assert (rule["direction"], rule["access"], rule["protocol"]) == ("Inbound", "Allow", "Tcp")
-    assert (rule["destinationPortRange"], rule["sourceAddressPrefix"]) == ("22", "203.0.113.7/32")
+    ssh, boxes = nsg.inputs["securityRules"]
+    for rule in (ssh, boxes):
+        assert (rule["direction"], rule["access"], rule["protocol"]) == ("Inbound", "Allow", "Tcp")
+    assert (ssh["destinationPortRange"], ssh["sourceAddressPrefix"]) == ("22", "203.0.113.7/32")
+    subnet = on_demand.one("azure-native:network:Subnet").inputs["addressPrefix"]
+    assert (boxes["sourceAddressPrefix"], boxes["destinationAddressPrefix"]) == (subnet, subnet)
+    assert boxes["destinationPortRange"] == "*"
 
 
 def test_subnet_is_guarded_by_the_nsg(on_demand):
@@ -400,8 +406,25 @@ def test_two_nodes_are_two_boxes_in_one_placement_group(two_nodes):
     group = two_nodes.one("azure-native:compute:ProximityPlacementGroup")
     assert len(vms) == 2
     assert all(vm.inputs["proximityPlacementGroup"] == {"id": group.id} for vm in vms)
-    assert len(two_nodes.of_type("azure-native:network:PublicIPAddress")) == 2
-    assert two_nodes.exports["hosts"] == ["20.30.40.1", "20.30.40.2"]
+    assert two_nodes.exports["privateHosts"] == ["10.42.0.4", "10.42.0.5"]
+
+
+def test_two_nodes_have_one_public_address_box_0s(two_nodes):
+    ip = two_nodes.one("azure-native:network:PublicIPAddress")
+    box_0, box_1 = sorted(two_nodes.of_type("azure-native:network:NetworkInterface"), key=_name)
+    assert box_0.inputs["ipConfigurations"][0]["publicIPAddress"]["id"] == ip.id
+    assert "publicIPAddress" not in box_1.inputs["ipConfigurations"][0]
+    assert two_nodes.exports["hosts"] == ["20.30.40.1"]
+    # Box 1 reaches ACR, storage and ARM through the subnet's default outbound access.
+    assert two_nodes.one("azure-native:network:Subnet").inputs["defaultOutboundAccess"] is True
+
+
+def test_one_box_leaves_the_subnets_outbound_access_as_it_was(on_demand):
+    assert "defaultOutboundAccess" not in on_demand.one("azure-native:network:Subnet").inputs
+
+
+def _name(resource) -> str:
+    return resource.name
 
 
 def test_two_nodes_each_get_their_own_schedule_and_roles(two_nodes):

@@ -103,12 +103,14 @@ def test_this_stacks_own_boxes_do_not_count_against_it(control, ec2, tmp_path):
     assert check(tmp_path).problems == []
 
 
-def test_elastic_ips_in_use_leave_no_room_for_the_boxes(control, ec2, tmp_path):
+def test_a_stack_of_two_boxes_needs_one_elastic_ip_box_0s(control, ec2, tmp_path):
     for _ in range(4):
         ec2.allocate_address(Domain="vpc")
+    assert check(tmp_path).problems == []
+    ec2.allocate_address(Domain="vpc")
     (problem,) = check(tmp_path).problems
-    assert "'EC2-VPC Elastic IPs' (L-0263D0A3) is 5 addresses with 4 in use" in problem
-    assert "needs 2 more" in problem
+    assert "'EC2-VPC Elastic IPs' (L-0263D0A3) is 5 addresses with 5 in use" in problem
+    assert "needs 1 more" in problem
 
 
 def test_missing_rights_are_named_with_the_fix(control, tmp_path):
