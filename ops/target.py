@@ -5,6 +5,9 @@ A target file is JSON with the stack output keys plus `sshPort` and `sshKeyPath`
 them. It describes a box Pulumi did not make: a lab GPU server, or the local sshd
 the tests start. `GLUCOSE_TARGET=FILE` selects one for every task of a command line.
 Both sources are checked against `ops.target_schema` before anything uses a value.
+
+A stack of `nodeCount` boxes lists box 0's public address in `hosts` and every box's
+private address in `privateHosts`: `fab` reaches box K > 0 through box 0.
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ class Target:
     box_root: str = DEFAULT_BOX_ROOT
     container_env: dict[str, str] = field(default_factory=dict)
     docker_network: str = ""
+    private_hosts: tuple[str, ...] = ()
+    """Every box's private IP address, in rank order (box 0 first); () when the stack
+    does not say (a target file whose `hosts` are the boxes' own addresses)."""
 
     def __post_init__(self) -> None:
         target_schema.check(self)
@@ -58,6 +64,27 @@ class Target:
     def host(self) -> str:
         """The box `fab` talks to (the first, rank-0 box of a multi-node stack)."""
         return self.hosts[0]
+
+    @property
+    def node_count(self) -> int:
+        """The boxes of the stack: every private address, else every host."""
+        return len(self.private_hosts) or len(self.hosts)
+
+    def ssh_route(self, node: int) -> tuple[str, str | None]:
+        """(host, gateway) for box `node`: a host of its own in `hosts`, else its private
+        address reached through box 0 (SSH ProxyJump)."""
+        if not 0 <= node < self.node_count:
+            raise Exit(
+                f"{self.source} has {self.node_count} box(es): no node {node}; "
+                f"expected 0..{self.node_count - 1}"
+            )
+        if node < len(self.hosts):
+            return self.hosts[node], None
+        return self.private_hosts[node], self.hosts[0]
+
+    def private_address(self, node: int) -> str:
+        """Where the other boxes reach box `node`: its private address, or its host."""
+        return (self.private_hosts or self.hosts)[node]
 
     @property
     def image_name(self) -> str:
@@ -74,6 +101,7 @@ def from_outputs(outputs: dict[str, Any], source: str, base_dir: Path | None = N
         raise Exit(f"{source}: missing {', '.join(missing)}; expected the keys in ARCHITECTURE.md")
     outputs = target_schema.json_fields(outputs, source)
     hosts = outputs["hosts"]
+    private_hosts = outputs.get("privateHosts") or []
     key_path = outputs.get("sshKeyPath")
     if key_path:
         key_path = Path(os.path.expanduser(key_path))
@@ -96,6 +124,7 @@ def from_outputs(outputs: dict[str, Any], source: str, base_dir: Path | None = N
         box_root=str(outputs.get("boxRoot") or DEFAULT_BOX_ROOT),
         container_env={str(k): str(v) for k, v in (outputs.get("containerEnv") or {}).items()},
         docker_network=str(outputs.get("dockerNetwork") or ""),
+        private_hosts=tuple(private_hosts),
     )
 
 

@@ -48,6 +48,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "boxRoot": (str, type(None)),
     "containerEnv": (dict, type(None)),
     "dockerNetwork": (str, type(None)),
+    "privateHosts": (list, type(None)),
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
                list: "a list", dict: "an object", type(None): "null"}  # fmt: skip
@@ -67,6 +68,9 @@ def json_fields(outputs: dict[str, Any], source: str) -> dict[str, Any]:
     for host in outputs.get("hosts") or []:
         if isinstance(outputs["hosts"], list) and not isinstance(host, str):
             raise Exit(f"{source}: hosts holds {host!r}; expected a list of host names or IPs")
+    for host in outputs.get("privateHosts") or []:
+        if not isinstance(host, str):
+            raise Exit(f"{source}: privateHosts holds {host!r}; expected a list of IP addresses")
     for name, value in (outputs.get("containerEnv") or {}).items():
         if isinstance(value, dict | list) or value is None:
             raise Exit(f'{source}: containerEnv.{name} is not a string; expected KEY: "value"')
@@ -81,6 +85,7 @@ def problems(target) -> list[str]:
     """What is wrong with the fields of a Target (`ops.target.Target`), one line each."""
     env = target.container_env
     bad_hosts = [host for host in target.hosts if not is_host(host)]
+    bad_private = [host for host in target.private_hosts if not is_private_address(host)]
     rules = (
         ("hosts", target.hosts, bool(target.hosts), "at least one box address"),
         ("hosts entry", bad_hosts[:1], not bad_hosts, "an IP address or a DNS host name"),
@@ -112,6 +117,11 @@ def problems(target) -> list[str]:
         ("dockerNetwork", target.docker_network,
          not target.docker_network or bool(DOCKER_NETWORK.match(target.docker_network)),
          "a docker network name"),
+        ("privateHosts entry", bad_private[:1], not bad_private,
+         "a private IP address (the boxes meet on their private network only)"),
+        ("privateHosts", len(target.private_hosts),
+         not target.private_hosts or len(target.private_hosts) >= len(target.hosts),
+         f"a private address for each of the {len(target.hosts)} hosts, box 0's first"),
     )  # fmt: skip
     return [f"{key} {value!r} is not {expected}" for key, value, ok, expected in rules if not ok]
 
@@ -133,6 +143,14 @@ def is_host(host: str) -> bool:
     except ValueError:
         return bool(HOST_NAME.match(host))
     return True
+
+
+def is_private_address(host: str) -> bool:
+    """A private (or loopback) IP address: where the boxes of one stack meet."""
+    try:
+        return ipaddress.ip_address(host).is_private
+    except ValueError:
+        return False
 
 
 def registry_host(registry: str) -> str | None:

@@ -71,6 +71,10 @@ HOSTILE = [
     ("containerEnv", {"A": {"nested": 1}}),
     ("dockerNetwork", "host --privileged"),
     ("dockerNetwork", "-x"),
+    ("privateHosts", "10.0.0.5"),
+    ("privateHosts", [5]),
+    ("privateHosts", ["-oProxyCommand=touch /tmp/pwned"]),
+    ("privateHosts", ["54.12.1.1"]),  # a rendezvous on a public address
 ]
 
 

@@ -54,6 +54,32 @@ def test_target_file_without_registry_keeps_a_bare_image_name(tmp_path):
     assert target.image_name == "glucose-training"
 
 
+def test_a_stack_of_three_boxes_reaches_boxes_1_and_2_through_box_0(tmp_path):
+    outputs = {"hosts": ["54.1.2.3"], "privateHosts": ["10.42.0.4", "10.42.0.9", "10.42.0.7"],
+               "sshUser": "u", "storageUri": "file:///s"}  # fmt: skip
+    target = load_target_file(_write(tmp_path / "t.json", outputs))
+    assert target.node_count == 3
+    assert [target.ssh_route(node) for node in range(3)] == [
+        ("54.1.2.3", None),
+        ("10.42.0.9", "54.1.2.3"),
+        ("10.42.0.7", "54.1.2.3"),
+    ]
+    assert [target.private_address(node) for node in range(3)] == list(outputs["privateHosts"])
+    with pytest.raises(Exit, match="has 3 box"):
+        target.ssh_route(3)
+
+
+def test_hosts_of_their_own_are_reached_directly(tmp_path):
+    # A lab's two servers on one LAN, or a stack from before privateHosts.
+    outputs = {"hosts": ["10.1.0.5", "10.1.0.6"], "sshUser": "u", "storageUri": "file:///s"}
+    target = load_target_file(_write(tmp_path / "t.json", outputs))
+    assert (target.node_count, target.ssh_route(1), target.private_address(1)) == (
+        2,
+        ("10.1.0.6", None),
+        "10.1.0.6",
+    )
+
+
 def test_target_file_missing_keys_are_named(tmp_path):
     path = _write(tmp_path / "t.json", {"hosts": ["h"]})
     with pytest.raises(Exit, match="missing sshUser, storageUri"):
