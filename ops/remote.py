@@ -1,5 +1,9 @@
 """Talking to the box over SSH: one Fabric connection with trust-on-first-use host keys.
 
+Box K > 0 of a multi-node stack has no public address: its connection hops through
+box 0 (Fabric's `gateway=`, SSH's ProxyJump) to its private address, with the same
+key and the same known_hosts.
+
 The first connection to a box records its host key in a project-local known_hosts
 (`.known_hosts`, gitignored; `GLUCOSE_KNOWN_HOSTS` moves it); a later different key
 is refused, because a box whose key changed under the same address is either a
@@ -49,16 +53,20 @@ def boot_wait_seconds() -> float:
 
 
 class Box:
-    """The box of a target: `run` shell commands there, lazily connected."""
+    """Box `node` of a target (box 0 by default): `run` shell commands there, lazily
+    connected."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, node: int = 0) -> None:
         self.target = target
+        self.node = node
+        self.host, self.gateway_host = target.ssh_route(node)
         self.root = target.box_root
         self._connection: Connection | None = None
 
     @property
     def address(self) -> str:
-        return f"{self.target.ssh_user}@{self.target.host}:{self.target.ssh_port}"
+        address = f"{self.target.ssh_user}@{self.host}:{self.target.ssh_port}"
+        return f"{address} via {self.gateway_host}" if self.gateway_host else address
 
     @property
     def connection(self) -> Connection:
@@ -107,7 +115,7 @@ class Box:
 
     def close(self) -> None:
         if self._connection is not None:
-            self._connection.close()
+            _close(self._connection)
             self._connection = None
 
     def _connect_when_up(self) -> Connection:
@@ -122,7 +130,12 @@ class Box:
         return connection
 
 
-def _new_connection(target: Target) -> Connection:
+def nodes(target: Target) -> list[Box]:
+    """Every box of the target, box 0 first (rank order)."""
+    return [Box(target, node) for node in range(target.node_count)]
+
+
+def _new_connection(target: Target, host: str, gateway: Connection | None = None) -> Connection:
     connect_kwargs: dict = {"allow_agent": True, "look_for_keys": True}
     if target.ssh_key_path is not None:
         if not target.ssh_key_path.exists():
@@ -136,11 +149,12 @@ def _new_connection(target: Target) -> Connection:
             "look_for_keys": False,
         }
     connection = Connection(
-        target.host,
+        host,
         user=target.ssh_user,
         port=target.ssh_port,
         connect_timeout=CONNECT_TIMEOUT_SECONDS,
         connect_kwargs=connect_kwargs,
+        gateway=gateway,
     )
     path = known_hosts_path()
     path.touch(mode=0o600, exist_ok=True)
@@ -165,7 +179,8 @@ def _open_with_retries(box: Box, deadline: float, status) -> Connection:
     attempt = 0
     while True:
         attempt += 1
-        connection = _new_connection(box.target)
+        gateway = box.gateway_host and _new_connection(box.target, box.gateway_host)
+        connection = _new_connection(box.target, box.host, gateway or None)
         try:
             connection.open()
             connection.transport.set_keepalive(KEEPALIVE_SECONDS)
@@ -176,9 +191,16 @@ def _open_with_retries(box: Box, deadline: float, status) -> Connection:
             raise Exit(_wrong_key_message(box)) from None
         except (OSError, paramiko.SSHException, EOFError) as error:
             # Refused / timed out / banner not sent yet: the VM is still booting.
-            connection.close()
+            _close(connection)
             reason = f"SSH not answering ({type(error).__name__}), attempt {attempt}"
             _wait_or_give_up(deadline, reason, box, status)
+
+
+def _close(connection: Connection) -> None:
+    """Close `connection` and the gateway it hopped through (Fabric leaves that open)."""
+    connection.close()
+    if isinstance(connection.gateway, Connection):
+        connection.gateway.close()
 
 
 def _wait_or_give_up(
@@ -212,8 +234,9 @@ def _remote_exists(connection: Connection, path: str) -> bool:
 
 
 def _changed_key_message(box: Box, error: paramiko.BadHostKeyException) -> str:
-    host = box.target.host
-    name = host if box.target.ssh_port == 22 else f"[{host}]:{box.target.ssh_port}"
+    # paramiko's name for the key, `[host]:port` off port 22: box 0's when the hop to a
+    # private box failed at its gateway.
+    name = error.hostname
     return (
         f"refusing to connect: the host key of {name} changed "
         f"(recorded {error.expected_key.get_fingerprint().hex()}, "

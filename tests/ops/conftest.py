@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.sshd import SshServer
+from tests.fixtures.sshd import SshServer, start_sshd
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAB = Path(sys.executable).parent / "fab"
@@ -93,6 +93,59 @@ def make_local_box(server: SshServer, directory: Path) -> LocalBox:
 def local_box(sshd: SshServer, tmp_path: Path) -> LocalBox:
     """The session's sshd as a ready box with a fresh BOX_ROOT and known_hosts."""
     return make_local_box(sshd, tmp_path)
+
+
+SECOND_BOX_HOST = "127.0.0.2"
+
+
+def in_own_box_root(box_root: Path, own_root: Path) -> list[str]:
+    """A command prefix that runs a program with `own_root` where `box_root` is: another
+    box on this machine (a mount namespace of its own), for a target has one boxRoot."""
+    bind = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", bind, "sh",
+            str(own_root), str(box_root)]  # fmt: skip
+
+
+@dataclass
+class TwoBoxes:
+    """A stack of two boxes: box 0 `fab` connects to, box 1 only through box 0, each with
+    its own BOX_ROOT at the one path the target names."""
+
+    stack: LocalBox
+    box_1: SshServer
+    box_1_root: Path
+
+    @property
+    def roots(self) -> list[Path]:
+        return [self.stack.root, self.box_1_root]
+
+
+def start_two_boxes(box_0: LocalBox, directory: Path, environment: dict | None = None) -> TwoBoxes:
+    """Box 1 beside `box_0`: sshd on 127.0.0.2 at box 0's port, the same client key."""
+    if os.geteuid() != 0:
+        pytest.skip("SKIPPED LOUDLY: a second box needs root (a mount namespace of its own)")
+    root = directory / "box-1-root"
+    for sub in ("runs", "datasets", "watchdog"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    (root / "ready").write_text('{"gpu": "absent", "box": 1}\n')
+    server = start_sshd(
+        directory / "sshd-box-1",
+        environment,
+        host=SECOND_BOX_HOST,
+        port=box_0.server.port,
+        client_key=box_0.server.client_key,
+        wrapper=in_own_box_root(box_0.root, root),
+    )
+    box_0.write_target(privateHosts=[box_0.server.host, SECOND_BOX_HOST])
+    return TwoBoxes(box_0, server, root)
+
+
+@pytest.fixture
+def two_boxes(local_box: LocalBox, tmp_path: Path) -> Iterator[TwoBoxes]:
+    """The session's sshd as box 0 and a fresh box 1 reached through it."""
+    boxes = start_two_boxes(local_box, tmp_path)
+    yield boxes
+    boxes.box_1.stop()
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> str:

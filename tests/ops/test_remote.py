@@ -3,6 +3,7 @@
 import subprocess
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 from invoke.exceptions import Exit
@@ -102,3 +103,27 @@ def test_fab_ssh_and_paramiko_share_the_known_hosts(box_env):
     result = box_env.fab("ssh", "--command", "echo again")
     assert result.returncode == 0, result.stderr
     assert len(box_env.known_hosts.read_text().splitlines()) == 1
+
+
+def test_box_1_is_reached_through_box_0_with_the_same_key_and_known_hosts(two_boxes, monkeypatch):
+    stack = two_boxes.stack
+    monkeypatch.setenv("GLUCOSE_KNOWN_HOSTS", str(stack.known_hosts))
+    target = load_target_file(stack.target_file)
+    box_1 = Box(target, 1)
+    assert box_1.address == f"{stack.server.user}@127.0.0.2:{stack.server.port} via 127.0.0.1"
+    assert '"box": 1' in box_1.run(f"cat {stack.root}/ready").stdout
+    box_1.close()
+    recorded = stack.known_hosts.read_text()
+    for server in (stack.server, two_boxes.box_1):  # the gateway's key, then box 1's
+        key_type, key_text = server.host_public_key.split()[:2]
+        assert f"[{server.host}]:{server.port} {key_type} {key_text}" in recorded
+
+
+def test_box_1_is_out_of_reach_without_box_0(two_boxes, monkeypatch):
+    stack = two_boxes.stack
+    monkeypatch.setenv("GLUCOSE_KNOWN_HOSTS", str(stack.known_hosts))
+    monkeypatch.setenv("GLUCOSE_BOOT_WAIT_SECONDS", "2")
+    # Box 1 still listens on 127.0.0.2; box 0, the only way in, answers nowhere.
+    target = replace(load_target_file(stack.target_file), hosts=("127.0.0.3",))
+    with pytest.raises(Exit, match=r"via 127\.0\.0\.3 is down or not ready"):
+        Box(target, 1).run("true")
