@@ -1,13 +1,21 @@
 """The torchrun command line for a run on a box's GPUs, and across boxes.
 
-What `fab train` will start in the trainer container (issue 17, phase B): one torchrun
-per box, `--nproc-per-node` = the box's GPUs; with more than one box, a c10d
-rendezvous on box 0's private address. torchrun (`python -m torch.distributed.run`)
-is PyTorch's own elastic launcher: it sets RANK/LOCAL_RANK/WORLD_SIZE/MASTER_ADDR for
-each worker, takes the whole group down when one worker dies and restarts it (the
-trainer resumes from its last checkpoint) up to `--max-restarts` times.
+What `fab train` starts in the trainer container of a box with several GPUs, or of
+each box of a multi-node stack: one torchrun per box, `--nproc-per-node` = the box's
+GPUs; with more than one box, a c10d rendezvous on box 0's private address. torchrun
+(`torch.distributed.run`) is PyTorch's own elastic launcher: it sets
+RANK/LOCAL_RANK/WORLD_SIZE/MASTER_ADDR for each worker, takes the whole group down when
+one worker dies and restarts it (the trainer resumes from its last checkpoint) up to
+`--max-restarts` times. In the container it runs under `python -m trainer launch`
+(`trainer.launcher`), which turns torchrun's outcome into the trainer's exit codes.
 
-Plain data in, an argv list out (no shell string): torch-free, like all of `ops`.
+Rank 0 is on box 0, always: the rendezvous numbers the boxes in the order of their
+`--local-addr` (torch sorts its participants by it), so each box gives a name of its
+rank order, `glucose-node-00`, `-01`..., that the container's /etc/hosts maps to the
+box's private address (`host_entries`). Box 0 holds status.json, the checkpoints and
+the logs; `fab status`, `logs` and `download` read it there.
+
+Plain data in, argv lists out (no shell string): torch-free, like all of `ops`.
 """
 
 from __future__ import annotations
@@ -22,13 +30,20 @@ MAX_RESTARTS = 3
 # stop budget (trainer.preemption.STOP_BUDGET_SECONDS, 100 s: checkpoint and upload),
 # shorter than the container's stop timeout (120 s), after which docker kills torchrun.
 SHUTDOWN_TIMEOUT_SECONDS = 110
+NODE_NAME_PREFIX = "glucose-node-"
 # A fresh TCP store for every restart: torchrun's default shares its rendezvous store
 # with the workers, and restarted workers then read the dead ones' addresses and fail
 # to connect or hang (measured with torch 2.13 on gloo; pytorch#135712).
 TORCHRUN_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 # NCCL over plain VPC/VNet TCP: no InfiniBand or EFA is assumed; NCCL_SOCKET_IFNAME
-# is left to NCCL, which picks the interface that reaches the rendezvous address.
+# is left to NCCL, which skips lo and docker* and takes the interface that reaches the
+# other boxes.
 NCCL_ENV = {"NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "WARN"}
+
+
+def node_name(node: int) -> str:
+    """Box `node`'s name in the rendezvous: its rank order, sortable as text."""
+    return f"{NODE_NAME_PREFIX}{node:02d}"
 
 
 @dataclass(frozen=True)
@@ -37,43 +52,73 @@ class DistributedLaunch:
 
     run_id: str
     gpus_per_box: int
-    boxes: int = 1
-    rendezvous_host: str | None = None
-    """Box 0's private IP address; required when boxes > 1."""
-    local_addr: str | None = None
-    """This box's private IP address, the one the other boxes reach it on."""
+    addresses: tuple[str, ...] = ()
+    """Every box's private IP address in rank order (box 0 first); () for one box."""
+    node: int = 0
+    """Which of the boxes this one is."""
     max_restarts: int = MAX_RESTARTS
 
     def __post_init__(self) -> None:
-        if self.gpus_per_box < 1 or self.boxes < 1:
-            raise ValueError(f"{self.gpus_per_box} GPUs x {self.boxes} boxes: need at least 1 x 1")
-        if self.boxes > 1:
-            for name in ("rendezvous_host", "local_addr"):
-                address = getattr(self, name)
-                if address is None or not ipaddress.ip_address(address).is_private:
-                    raise ValueError(
-                        f"{name} {address!r}: {self.boxes} boxes meet on a private IP address "
-                        "(never a public one: the rendezvous and NCCL are unauthenticated)"
-                    )
+        if self.gpus_per_box < 1:
+            raise ValueError(f"{self.gpus_per_box} GPUs a box: need at least 1")
+        if not 0 <= self.node < self.boxes:
+            raise ValueError(f"node {self.node} of {self.boxes} boxes")
+        if self.boxes > 99:
+            raise ValueError(f"{self.boxes} boxes: node names hold two digits")
+        for address in self.addresses if self.boxes > 1 else ():
+            if not _is_private(address):
+                raise ValueError(
+                    f"box address {address!r}: {self.boxes} boxes meet on private IP "
+                    "addresses (never a public one: the rendezvous and NCCL are "
+                    "unauthenticated)"
+                )
+
+    @property
+    def boxes(self) -> int:
+        return max(1, len(self.addresses))
 
     @property
     def world_size(self) -> int:
         return self.gpus_per_box * self.boxes
 
-    def argv(self, trainer_args: Sequence[str]) -> list[str]:
-        """`python -m torch.distributed.run ... -m trainer TRAINER_ARGS` for this box."""
-        argv = ["python", "-m", "torch.distributed.run", "--nproc-per-node", str(self.gpus_per_box)]
+    def torchrun_args(self, trainer_args: Sequence[str]) -> list[str]:
+        """torchrun's own arguments for this box, ending `-m trainer TRAINER_ARGS`."""
+        args = ["--nproc-per-node", str(self.gpus_per_box)]
         if self.boxes == 1:
-            argv.append("--standalone")  # a private rendezvous on a free local port
+            args.append("--standalone")  # a private rendezvous on a free local port
         else:
-            argv += ["--nnodes", str(self.boxes), "--rdzv-backend", "c10d"]
-            argv += ["--rdzv-endpoint", f"{self.rendezvous_host}:{RENDEZVOUS_PORT}"]
-            argv += ["--rdzv-id", self.run_id, "--local-addr", str(self.local_addr)]
-        argv += ["--max-restarts", str(self.max_restarts)]
-        argv += ["--shutdown-timeout", str(SHUTDOWN_TIMEOUT_SECONDS)]
-        return [*argv, "-m", "trainer", *trainer_args]
+            args += ["--nnodes", str(self.boxes), "--rdzv-backend", "c10d"]
+            args += ["--rdzv-endpoint", f"{self.addresses[0]}:{RENDEZVOUS_PORT}"]
+            args += ["--rdzv-id", self.run_id, "--local-addr", node_name(self.node)]
+            # Box 0 serves the rendezvous store; the others only connect to it.
+            args += ["--rdzv-conf", f"is_host={str(self.node == 0).lower()}"]
+        args += ["--max-restarts", str(self.max_restarts)]
+        args += ["--shutdown-timeout", str(SHUTDOWN_TIMEOUT_SECONDS)]
+        return [*args, "-m", "trainer", *trainer_args]
+
+    def argv(self, trainer_args: Sequence[str]) -> list[str]:
+        """`python -m torch.distributed.run ...`: torchrun by itself, outside a container."""
+        return ["python", "-m", "torch.distributed.run", *self.torchrun_args(trainer_args)]
+
+    def container_args(self, trainer_args: Sequence[str]) -> list[str]:
+        """The image's arguments (its entrypoint is `python -m trainer`): torchrun under
+        the launcher that maps its outcome to the trainer's exit codes."""
+        return ["launch", "--", *self.torchrun_args(trainer_args)]
 
     def env(self) -> dict[str, str]:
         """Environment for torchrun (the container): restarts that reconnect, and NCCL
         settings for plain networking between boxes."""
         return {**TORCHRUN_ENV, **(NCCL_ENV if self.boxes > 1 else {})}
+
+    def host_entries(self) -> dict[str, str]:
+        """/etc/hosts lines for the container: each box's node name -> its address."""
+        if self.boxes == 1:
+            return {}
+        return {node_name(node): address for node, address in enumerate(self.addresses)}
+
+
+def _is_private(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_private
+    except ValueError:
+        return False

@@ -1,5 +1,5 @@
-"""`python -m trainer synth|train|evaluate|sync|bench|bench-checkpoint|prepare-vitaldb|
-bench-prepare` (also the image's ENTRYPOINT).
+"""`python -m trainer synth|train|launch|evaluate|sync|bench|bench-checkpoint|
+prepare-vitaldb|bench-prepare` (also the image's ENTRYPOINT).
 
 Exit codes (ARCHITECTURE.md, `trainer.exit_codes`): 0 done, 2 user error and 74 run
 dir not writable (one line on stderr each), 75 stopped or preempted with a
@@ -68,6 +68,12 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--checkpoint-uri", default=None)
     train.add_argument("--checkpoint-every", type=float, default=600.0, metavar="SECONDS")
     train.add_argument("--checkpoint-every-steps", type=int, default=None, metavar="N")
+
+    launch = commands.add_parser(
+        "launch",
+        help="torchrun over `train`, exiting with the run's exit code: launch -- TORCHRUN_ARGS",
+    )
+    launch.add_argument("torchrun_args", nargs=argparse.REMAINDER, metavar="-- TORCHRUN_ARGS")
 
     evaluate = commands.add_parser("evaluate", help="print JSON metrics of a checkpoint")
     evaluate.add_argument("--data", type=Path, required=True)
@@ -220,6 +226,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from trainer.train import train
 
         return train(_run_config(args))
+    if args.command == "launch":
+        return _launch(args.torchrun_args)
     if args.command == "evaluate":
         from trainer.evaluate import evaluate_checkpoint
 
@@ -255,6 +263,19 @@ def _dispatch(args: argparse.Namespace) -> int:
     )
 
 
+def _launch(torchrun_args: list[str]) -> int:
+    """torchrun over `train` (trainer.launcher), its flags checked here first: a bad
+    flag or a global batch that does not split is exit 2 before any rank starts."""
+    from trainer.launcher import launch, parse_torchrun, world_size
+
+    torchrun = parse_torchrun(torchrun_args[1:] if torchrun_args[:1] == ["--"] else torchrun_args)
+    train_args = _parser().parse_args(torchrun.training_script_args)
+    ranks = world_size(torchrun)
+    if ranks is not None:
+        _run_config(train_args).with_world_size(ranks)
+    return launch(torchrun, train_args.run_dir)
+
+
 def _configure_logging() -> None:
     """Storage sync, resume and spot notices log; the SDKs' INFO chatter stays out."""
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
@@ -265,6 +286,15 @@ def _configure_logging() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging()
+    code = _run(args)
+    if args.command == "train":
+        from trainer.launcher import release_agent
+
+        release_agent(code)  # under torchrun: a stop or a user error ends it, no restart
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         load_env_file()
         return _dispatch(args)

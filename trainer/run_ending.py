@@ -17,11 +17,13 @@ trainer sync`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 
 from trainer.checkpoint import CheckpointManager
 from trainer.exit_codes import EXIT_OK, EXIT_UNWRITABLE, exit_code_for
+from trainer.rank_outputs import Heartbeat
 from trainer.status import UPLOAD_PENDING, StatusWriter, read_status
 
 log = logging.getLogger(__name__)
@@ -35,10 +37,14 @@ FAILED_UPLOAD_SECONDS = 30.0
 class RunEnding:
     """What a run must leave behind however it ends; `train` fills it in as it goes."""
 
-    def __init__(self, run_dir: Path, run_id: str, *, writes: bool = True) -> None:
+    def __init__(
+        self, run_dir: Path, run_id: str, *, writes: bool = True, heartbeat: Heartbeat | None = None
+    ) -> None:
         self.run_dir, self.run_id = Path(run_dir), run_id
         self.writes = writes
-        """False on DDP ranks other than 0: they write nothing (`trainer.rank_outputs`)."""
+        """False on DDP ranks other than 0: they write nothing (`trainer.rank_outputs`)..."""
+        self.heartbeat = heartbeat
+        """... but the local rank 0 of another box: its heartbeat, failures too."""
         self.checkpoints: CheckpointManager | None = None
         self.status: StatusWriter | None = None
         self.store_matched = False
@@ -66,6 +72,9 @@ class RunEnding:
         """Record the failure in status.json and upload what waits, never raising: the
         caller re-raises `error` itself."""
         if not self.writes:
+            if self.heartbeat is not None:
+                with contextlib.suppress(Exception):  # the exit code says it anyway
+                    self.heartbeat.write(state="failed", exit_code=exit_code_for(error))
             return
         self._write_status(exit_code_for(error))
         if self.checkpoints is None or not self.store_matched:

@@ -49,7 +49,7 @@ from trainer.final_upload import finish_pending
 from trainer.model import build_model, count_parameters
 from trainer.preemption import StopSignal
 from trainer.progress import RunOutputs
-from trainer.rank_outputs import QuietCheckpoints, QuietOutputs
+from trainer.rank_outputs import Heartbeat, QuietCheckpoints, QuietOutputs
 from trainer.report import data_identity, write_report
 from trainer.resume import misfit
 from trainer.run_ending import RunEnding
@@ -365,7 +365,9 @@ def train(config: RunConfig) -> int:
         pending = finish_pending(run_dir, config.checkpoint_uri)
         if pending is not None:  # finished before; its last uploads are done now (or not)
             return pending
-    ending = RunEnding(run_dir, config.train.run_id, writes=info.is_main)
+    # Another box's local rank 0 keeps that box's heartbeat (trainer.rank_outputs).
+    heartbeat = Heartbeat(run_dir) if info.local_rank == 0 and not info.is_main else None
+    ending = RunEnding(run_dir, config.train.run_id, writes=info.is_main, heartbeat=heartbeat)
     group = Group.start(info)
     try:
         code = _train(config, group, ending)
@@ -405,7 +407,7 @@ def _train(config: RunConfig, group: Group, ending: RunEnding) -> int:
                 uploads=run.checkpoints.uploads,
             )
             if group.is_main
-            else QuietOutputs()
+            else QuietOutputs(ending.heartbeat)
         )
         ending.status = out.status
         try:

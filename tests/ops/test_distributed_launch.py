@@ -7,6 +7,7 @@ from ops.distributed_launch import (
     RENDEZVOUS_PORT,
     SHUTDOWN_TIMEOUT_SECONDS,
     DistributedLaunch,
+    node_name,
 )
 
 TRAINER_ARGS = ("train", "--data", "/workspace/datasets/d", "--run-dir", "/workspace/runs/r")
@@ -29,18 +30,39 @@ def test_one_box_runs_a_rank_per_gpu_with_a_standalone_rendezvous():
 
 
 def test_boxes_meet_on_box_0s_private_address_under_the_run_id():
-    launch = DistributedLaunch(
-        "run-7", gpus_per_box=4, boxes=3, rendezvous_host="10.0.1.4", local_addr="10.0.1.9"
-    )
+    addresses = ("10.0.1.4", "10.0.1.9", "10.0.1.12")
+    launch = DistributedLaunch("run-7", gpus_per_box=4, addresses=addresses, node=1)
     args = _parsed(launch.argv(TRAINER_ARGS))
     assert (args.nnodes, args.nproc_per_node, args.rdzv_backend) == ("3", "4", "c10d")
     assert args.rdzv_endpoint == f"10.0.1.4:{RENDEZVOUS_PORT}" and args.rdzv_id == "run-7"
-    assert args.local_addr == "10.0.1.9" and not args.standalone
+    assert args.local_addr == "glucose-node-01" and not args.standalone
+    assert args.rdzv_conf == "is_host=false"
     assert launch.world_size == 12 and launch.env()["NCCL_IB_DISABLE"] == "1"
 
 
+def test_box_0_serves_the_rendezvous_store():
+    launch = DistributedLaunch("r", 8, addresses=("10.0.1.4", "10.0.1.9"), node=0)
+    assert _parsed(launch.argv(TRAINER_ARGS)).rdzv_conf == "is_host=true"
+
+
+def test_node_names_sort_in_rank_order_and_map_to_each_boxs_address():
+    # torch numbers the rendezvous' boxes in the order of their --local-addr: the names
+    # sort as text in rank order, so rank 0 is box 0's (tests/trainer/test_launcher.py).
+    addresses = tuple(f"10.42.0.{4 + node}" for node in range(16))
+    entries = DistributedLaunch("r", 1, addresses=addresses).host_entries()
+    assert list(entries) == sorted(entries) == [node_name(node) for node in range(16)]
+    assert entries["glucose-node-10"] == "10.42.0.14"
+    assert DistributedLaunch("r", 8).host_entries() == {}
+
+
+def test_in_the_container_torchrun_runs_under_the_launcher():
+    launch = DistributedLaunch("r", gpus_per_box=2)
+    assert launch.container_args(TRAINER_ARGS) == ["launch", "--", *launch.argv(TRAINER_ARGS)[3:]]
+
+
 def test_every_restart_gets_a_fresh_rendezvous_store():
-    for launch in (DistributedLaunch("r", 8), DistributedLaunch("r", 8, 2, "10.0.0.4", "10.0.0.5")):
+    two_boxes = DistributedLaunch("r", 8, addresses=("10.0.0.4", "10.0.0.5"))
+    for launch in (DistributedLaunch("r", 8), two_boxes):
         assert launch.env()["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
     assert "NCCL_IB_DISABLE" not in DistributedLaunch("r", 8).env()
 
@@ -53,9 +75,7 @@ def test_restarts_and_the_shutdown_grace_outlast_the_trainers_stop_budget():
     assert STOP_BUDGET_SECONDS < SHUTDOWN_TIMEOUT_SECONDS < 120  # the container's stop timeout
 
 
-@pytest.mark.parametrize(
-    ("host", "local"), [(None, "10.0.0.5"), ("54.12.1.1", "10.0.0.5"), ("10.0.0.4", None)]
-)
-def test_several_boxes_refuse_a_missing_or_public_address(host, local):
-    with pytest.raises(ValueError, match="private IP address"):
-        DistributedLaunch("r", 8, boxes=2, rendezvous_host=host, local_addr=local)
+@pytest.mark.parametrize("addresses", [("54.12.1.1", "10.0.0.5"), ("10.0.0.4", "box-1")])
+def test_several_boxes_refuse_a_public_or_unparsed_address(addresses):
+    with pytest.raises(ValueError, match="private IP addresses"):
+        DistributedLaunch("r", 8, addresses=addresses)

@@ -32,6 +32,25 @@ def torchrun(
     return start_process(arguments, log_of(run_dir), DistributedLaunch("test", 2).env())
 
 
+def launcher(
+    data: Path,
+    run_dir: Path,
+    *flags: str,
+    torchrun: tuple[str, ...] = ("--nproc-per-node", "2", "--standalone", "--max-restarts", "3"),
+) -> subprocess.Popen:
+    """`python -m trainer launch -- TORCHRUN -m trainer train ...`, as in the container
+    (ops.distributed_launch): 2 ranks on this machine unless `torchrun` says otherwise."""
+    arguments = [
+        "-m",
+        "trainer",
+        "launch",
+        "--",
+        *torchrun,
+        *trainer_command(data, run_dir, *flags),
+    ]
+    return start_process(arguments, log_of(run_dir), DistributedLaunch("test", 2).env())
+
+
 def start_ranks(
     data: Path,
     run_dir: Path,

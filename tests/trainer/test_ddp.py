@@ -114,21 +114,29 @@ def test_two_ranks_reach_one_rank_val_mae_at_the_same_global_batch(tmp_path: Pat
     assert abs(val_two["mae"] - val_one["mae"]) <= VAL_MAE_TOLERANCE_OF_BASELINE * baseline
 
 
-def test_two_nodes_meet_over_c10d_and_only_rank_0_writes(tiny_data: Path, tmp_path: Path) -> None:
-    # One rank per "node", each with its own run dir: the node that got rank 0
-    # writes the whole run, the other not even its directory.
+def test_two_nodes_meet_over_c10d_rank_0_writes_the_run_the_other_its_heartbeat(
+    tiny_data: Path, tmp_path: Path
+) -> None:
+    # One rank per "node", each with its own run dir. Rank 0 goes to the node whose
+    # --local-addr sorts first (ops.distributed_launch names boxes so), started last.
     endpoint = f"127.0.0.1:{free_port()}"
-    rendezvous = ("--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d")
-    rendezvous += ("--rdzv-endpoint", endpoint, "--rdzv-id", "two-nodes")
-    nodes = [tmp_path / "node-a", tmp_path / "node-b"]
+    nodes = {"127.0.0.2": tmp_path / "node-b", "127.0.0.1": tmp_path / "node-a"}
     flags = ("--batch-size", "16", "--max-steps", "3", "--checkpoint-uri", _uri(tmp_path))
-    launchers = [torchrun(tiny_data, node, *flags, launcher=rendezvous) for node in nodes]
-    for launcher, node in zip(launchers, nodes, strict=True):
+    launchers = []
+    for address, node in nodes.items():
+        rendezvous = ("--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d")
+        rendezvous += ("--rdzv-endpoint", endpoint, "--rdzv-id", "two-nodes")
+        rendezvous += ("--local-addr", address, "--rdzv-conf", f"is_host={address == '127.0.0.1'}")
+        launchers.append(torchrun(tiny_data, node, *flags, launcher=rendezvous))
+    for launcher, node in zip(launchers, nodes.values(), strict=True):
         assert wait_for_exit(launcher, node) == 0, output_of(node)
-    written = [node for node in nodes if node.exists()]
-    assert len(written) == 1, [output_of(node) for node in nodes]
-    assert json.loads((written[0] / "summary.json").read_text())["world_size"] == 2
+    rank_0, other = tmp_path / "node-a", tmp_path / "node-b"
+    assert json.loads((rank_0 / "summary.json").read_text())["world_size"] == 2
     assert (tmp_path / "store" / "summary.json").is_file()  # uploads: rank 0's
+    # The other node's rank writes nothing but its box's heartbeat.
+    assert [path.name for path in other.iterdir()] == ["heartbeat.json"]
+    heartbeat = json.loads((other / "heartbeat.json").read_text())
+    assert (heartbeat["state"], heartbeat["exit_code"], heartbeat["step"]) == ("finished", 0, 3)
 
 
 def _uri(tmp_path: Path) -> str:
