@@ -66,6 +66,19 @@ def test_a_heartbeat_file_is_progress_too(box):
     assert box.calls("shutdown") == []
 
 
+def test_a_box_of_workers_in_a_hung_collective_stops_though_its_gpu_is_busy(box):
+    # NCCL waiting for a peer that is gone spins its GPU at 100 %; the heartbeat's step
+    # stays where the run stopped advancing.
+    box.add_trainer("run-1", running=True, created_at=T0 - 3600)
+    heartbeat = box.box_root / "runs" / "run-1" / "heartbeat.json"
+    heartbeat.write_text(f'{{"step": 500, "state": "running", "updated_at": {T0}}}')
+    box.set_gpu(100)
+    stopped = box.ticks_until_stop(T0, minutes=HUNG_STOP_BOUND_MINUTES)
+    assert stopped is not None and stopped - T0 <= HUNG_STOP_BOUND_MINUTES * MINUTE
+    assert box.watchdog_state()["hung_run_ids"] == ["run-1"]
+    assert box.stops()[-1]["by"] == "hung-trainer"
+
+
 def test_crash_looping_trainer_is_idle_not_busy_from_its_fresh_start(box):
     # An old container under docker's on-failure policy: restarted every minute, each
     # start fresh, never a step. The loop must not look like work.

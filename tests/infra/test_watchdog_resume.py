@@ -40,6 +40,18 @@ def test_run_killed_with_the_host_starts_again_after_the_boot(box):
     assert _started(box) == [container]
 
 
+def test_a_box_of_workers_resumes_from_its_heartbeat_after_the_boot(box):
+    # Box 1 of a multi-node run: rank 0 (and status.json) is on box 0; its own ranks
+    # keep heartbeat.json. Killed with the host, it starts again like box 0.
+    container = box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=137)
+    heartbeat = box.box_root / "runs" / "run-1" / "heartbeat.json"
+    heartbeat.parent.mkdir(parents=True, exist_ok=True)
+    heartbeat.write_text('{"step": 40, "state": "running", "exit_code": null, "updated_at": 1}')
+    box.reboot("boot-2", at=T0 - 60)
+    _resume(box)
+    assert _started(box) == [container]
+
+
 def test_run_that_crashed_in_this_boot_stays_down(box):
     # Killed by the kernel (OOM) while the box stayed up: a failure, never a restart loop.
     box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=137)

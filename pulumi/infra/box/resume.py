@@ -11,6 +11,7 @@ minute (glucose-resume.timer) and starts the newest trainer container again
   stopped it), or
 - it was started before this boot and its status.json still says running or
   preempted (the host went down under it), or
+  (on a box of a multi-node run without rank 0: its heartbeat.json says so), or
 - it finished but its status says `finished-upload-pending`: the start only
   uploads what storage lacked and exits 0.
 
@@ -58,7 +59,11 @@ def why_not_resume(
     """Empty when the container should be started again, else the reason it stays down."""
     if os.path.lexists(run_dir / "STOPPED_BY_USER"):
         return "stopped by the user"
-    status = user_files.read_json(run_dir.parent, run_dir.name, "status.json") or {}
+    status = (
+        user_files.read_json(run_dir.parent, run_dir.name, "status.json")
+        or user_files.read_json(run_dir.parent, run_dir.name, "heartbeat.json")
+        or {}
+    )
     state = str(status.get("state") or "")
     if state == UPLOAD_PENDING_STATE:
         return ""
