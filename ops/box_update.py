@@ -21,13 +21,13 @@ import base64
 import gzip
 import json
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from invoke.exceptions import Exit
 from rich.console import Console
 
 from ops.pulumi_program import infra_module
-from ops.remote import Box
+from ops.remote import Box, nodes
 from ops.target import Target
 
 CLOUDS = ("aws", "azure")
@@ -180,8 +180,8 @@ def update_box(box: Box, files: list[BoxFile]) -> None:
 
 
 def each_box(target: Target) -> list[Box]:
-    """One Box per host of the target (every node of a multi-node stack)."""
-    return [Box(replace(target, hosts=(host,))) for host in target.hosts]
+    """Every node of the target (boxes K > 0 of a stack reached through box 0)."""
+    return nodes(target)
 
 
 def stale_warning(box: Box) -> str | None:

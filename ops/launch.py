@@ -3,6 +3,11 @@
 Each step is idempotent, so running `fab train --run ID` again after a stop (or a
 failed start) picks up where the first call left off, and the trainer resumes from
 its newest checkpoint at `--checkpoint-uri`.
+
+A box with G > 1 GPUs, or a stack of N > 1 boxes, runs one container per box with
+torchrun over all G GPUs (`ops.distributed_launch`), box 0 first: it serves the
+rendezvous the others join. One GPU on one box runs `train` by itself, as always: no
+extra process, no process group, the container's exit code the trainer's own.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import json
 import shlex
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from invoke.exceptions import Exit
@@ -19,8 +25,10 @@ from rich.console import Console
 
 from ops import box_lease, dataset_manifest, trainer_container
 from ops.box_images import box_has_image, load_on_box, pull_on_box
+from ops.distributed_launch import DistributedLaunch
 from ops.registry import login_for
 from ops.remote import Box
+from ops.target import Target
 from ops.trainer_container import Launch
 from trainer.storage import storage_environment
 
@@ -51,6 +59,20 @@ def start_up_lease(box: Box, run_id: str) -> Iterator[Callable[[], None]]:
     finally:
         with contextlib.suppress(Exception):  # a lost box cannot be told; it expires anyway
             box_lease.release(box, name)
+
+
+@contextlib.contextmanager
+def start_up_leases(boxes: list[Box], run_id: str) -> Iterator[Callable[[], None]]:
+    """`start_up_lease` on every box (a box waiting for box 0's image is no idler
+    either); yields `renew`, which renews them all."""
+    with contextlib.ExitStack() as leases:
+        renewals = [leases.enter_context(start_up_lease(box, run_id)) for box in boxes]
+
+        def renew() -> None:
+            for renewal in renewals:
+                renewal()
+
+        yield renew
 
 
 def ship_image(box: Box, local_name: str, remote_name: str | None) -> str:
@@ -103,13 +125,67 @@ def fetch_dataset_on_box(box: Box, image: str, data_uri: str, user: str) -> str:
     return name
 
 
+def fetch_dataset_on_boxes(boxes: list[Box], image: str, data_uri: str) -> str:
+    """The dataset cached on every box (every rank reads it); its name."""
+    names = {
+        fetch_dataset_on_box(box, image, data_uri, trainer_container.box_user(box)) for box in boxes
+    }
+    return names.pop()
+
+
+def start_run(boxes: list[Box], launch: Launch) -> None:
+    """The run's container on every box, box 0 first (it serves the rendezvous); on
+    several GPUs or boxes each runs torchrun over its box's GPUs."""
+    gpus = trainer_container.box_gpu_count(boxes[0])  # the boxes of a stack are alike
+    plans = [distributed_plan(box.target, launch.run_id, gpus, box.node) for box in boxes]
+    if plans[0] is not None:
+        console.print(
+            f"run {launch.run_id}: {plans[0].boxes} box(es) x {plans[0].gpus_per_box} "
+            f"rank(s) (world size {plans[0].world_size}), rank 0 on {boxes[0].address}"
+        )
+    for box, plan in zip(boxes, plans, strict=True):
+        start_trainer(box, replace(launch, distributed=plan), trainer_container.box_user(box), gpus)
+
+
 def busy_runs(box: Box, run_id: str) -> list[str]:
     return [other for other in trainer_container.run_ids(box, running_only=True) if other != run_id]
+
+
+def distributed_plan(
+    target: Target, run_id: str, gpus_per_box: int, node: int
+) -> DistributedLaunch | None:
+    """Box `node`'s part of a run over every GPU of every box; None for one GPU on one
+    box (plain `train`)."""
+    boxes = target.node_count
+    if boxes == 1 and gpus_per_box <= 1:
+        return None
+    addresses = tuple(target.private_address(k) for k in range(boxes)) if boxes > 1 else ()
+    if target.docker_network not in ("", "host") and boxes > 1:
+        raise Exit(
+            f"{target.source}: dockerNetwork {target.docker_network!r}: a run over "
+            f"{boxes} boxes needs the boxes' own network (host); drop dockerNetwork"
+        )
+    try:
+        return DistributedLaunch(run_id, max(gpus_per_box, 1), addresses, node)
+    except ValueError as error:
+        raise Exit(
+            f"{target.source}: {error}; list every box's private address in privateHosts "
+            "(`pulumi up` exports it)"
+        ) from None
+
+
+def refuse_if_running(boxes: list[Box], run_id: str) -> None:
+    """Exit when any box still runs this run: a start must begin on every box together."""
+    for box in boxes:
+        state = trainer_container.inspect_container(box, run_id)
+        if state is not None and (state.running or state.restarting):
+            raise Exit(f"run {run_id} is already running on {box.address}; see `fab status`")
 
 
 def write_launch_record(box: Box, launch: Launch) -> None:
     """BOX_ROOT/runs/<id>/launch.json: first start time (for cost) and what was launched."""
     path = f"{trainer_container.run_dir(box.root, launch.run_id)}/{LAUNCH_FILE}"
+    plan = launch.distributed
     record = {
         "run_id": launch.run_id,
         "image": launch.image,
@@ -118,13 +194,15 @@ def write_launch_record(box: Box, launch: Launch) -> None:
         "started_at": time.time(),
         "hourly_price_usd": box.target.hourly_price_usd,
         "spot": box.target.spot,
+        "boxes": plan.boxes if plan else 1,
+        "world_size": plan.world_size if plan else 1,
     }
     # A resume keeps the first launch's record (and so its start time).
     if not box.exists(path):
-        box.run(f"cat > {shlex.quote(path)}", stdin=json.dumps(record))
+        box.run_with_input(f"cat > {shlex.quote(path)}", json.dumps(record))
 
 
-def start_trainer(box: Box, launch: Launch, user: str) -> None:
+def start_trainer(box: Box, launch: Launch, user: str, gpus: int) -> None:
     """(Re)create the run's container; a stopped one of the same run is replaced."""
     state = trainer_container.inspect_container(box, launch.run_id)
     name = trainer_container.container_name(launch.run_id)
@@ -132,7 +210,8 @@ def start_trainer(box: Box, launch: Launch, user: str) -> None:
         raise Exit(f"run {launch.run_id} is already running on {box.address}; see `fab status`")
     run_dir = trainer_container.run_dir(box.root, launch.run_id)
     box.run(f"mkdir -p {shlex.quote(run_dir)}")
-    write_launch_record(box, launch)
+    if box.node == 0:  # the run's record for `fab status`: on rank 0's box
+        write_launch_record(box, launch)
     if box.target.container_env:
         env_file = trainer_container.run_env_file(box.root, launch.run_id)
         trainer_container.write_env_file(box, env_file, box.target.container_env)
@@ -141,7 +220,4 @@ def start_trainer(box: Box, launch: Launch, user: str) -> None:
     # Only with the old container gone: the box's resume unit must never find a
     # user-stopped container without its marker.
     box.run(f"rm -f {shlex.quote(run_dir)}/STOPPED_BY_USER")
-    command = trainer_container.docker_run_command(
-        box.target, launch, gpus=trainer_container.box_has_gpus(box), user=user
-    )
-    box.run(command)
+    box.run(trainer_container.docker_run_command(box.target, launch, gpus=gpus > 0, user=user))

@@ -85,6 +85,17 @@ def _finished(status: dict) -> str:
     return "finished"
 
 
+def node_line(box: Box, run_id: str) -> str:
+    """Box K > 0 of a multi-node run: its container, and the step its heartbeat saw."""
+    run_dir = trainer_container.run_dir(box.root, run_id)
+    container = trainer_container.inspect_container(box, run_id)
+    heartbeat = _json_or_empty(box.read_text(f"{run_dir}/heartbeat.json"))
+    state = describe_state(container, heartbeat, box.exists(f"{run_dir}/STOPPED_BY_USER"))
+    step = heartbeat.get("step")
+    seen = f", step {step}" if isinstance(step, int) and not isinstance(step, bool) else ""
+    return f"node {box.node}:     {state}{seen} ({box.address}; `fab logs --node {box.node}`)"
+
+
 def snapshot(box: Box, run_id: str) -> RunSnapshot:
     run_dir = trainer_container.run_dir(box.root, run_id)
     container = trainer_container.inspect_container(box, run_id)
@@ -173,10 +184,14 @@ def _hours(seconds: float) -> str:
 
 
 def cost_lines(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> list[str]:
-    """Spent so far (wall time since the first launch) and projected to the ETA."""
+    """Spent so far (wall time since the first launch) and projected to the ETA; every
+    box of a multi-node run bills."""
     started = snap.launch.get("started_at")
     if not started or hourly_price_usd <= 0:
         return ["cost:       unknown (no launch record or no hourlyPriceUsd)"]
+    boxes = snap.launch.get("boxes")
+    if isinstance(boxes, int) and not isinstance(boxes, bool) and boxes > 1:
+        hourly_price_usd *= boxes
     kind = "spot" if spot else "on-demand"
     spent_hours = max(snap.now - float(started), 0) / SECONDS_PER_HOUR
     lines = [

@@ -11,10 +11,11 @@ import json
 import re
 import shlex
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from invoke.exceptions import Exit
 
+from ops.distributed_launch import DistributedLaunch
 from ops.remote import Box
 from ops.target import Target
 from trainer import container_env
@@ -28,6 +29,7 @@ WORKSPACE = "/workspace"
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 ENV_FILE_NAME = ".container.env"
 ENV_FILE_IN_CONTAINER = "/run/glucose-training/env"
+DISTRIBUTED_SHM_SIZE = "2g"
 
 
 def checked_name(value: str, flag: str) -> str:
@@ -49,6 +51,8 @@ class Launch:
     image: str
     dataset_name: str
     trainer_args: tuple[str, ...] = ()
+    distributed: DistributedLaunch | None = None
+    """This box's part of a run on several GPUs or boxes (torchrun); None: `train` alone."""
 
     def __post_init__(self) -> None:
         if not RUN_ID_PATTERN.match(self.run_id):
@@ -144,6 +148,9 @@ def docker_run_command(target: Target, launch: Launch, *, gpus: bool, user: str)
     """The `docker run` line that starts the trainer detached on the box."""
     runs = f"{WORKSPACE}/runs/{launch.run_id}"
     data = f"{WORKSPACE}/datasets/{launch.dataset_name}"
+    if launch.distributed is not None and launch.distributed.boxes > 1:
+        # The rendezvous, NCCL and gloo listen on the box's own address.
+        target = replace(target, docker_network="host")
     args = [
         "docker", "run", "--detach",
         "--name", container_name(launch.run_id),
@@ -159,26 +166,39 @@ def docker_run_command(target: Target, launch: Launch, *, gpus: bool, user: str)
     ]  # fmt: skip
     if gpus:
         args += ["--gpus", "all"]
-    args += [
-        launch.image,
+    trainer_args = [
         "train",
         "--data", data,
         "--run-dir", runs,
         "--checkpoint-uri", run_checkpoint_uri(target, launch.run_id),
         *launch.trainer_args,
     ]  # fmt: skip
-    return shlex.join(args)
+    if launch.distributed is None:
+        return shlex.join([*args, launch.image, *trainer_args])
+    args += distributed_options(launch.distributed)
+    return shlex.join([*args, launch.image, *launch.distributed.container_args(trainer_args)])
+
+
+def distributed_options(plan: DistributedLaunch) -> list[str]:
+    """torchrun's environment, the boxes' names and the shared memory NCCL needs."""
+    options = [f"--env={name}={value}" for name, value in plan.env().items()]
+    options += [f"--add-host={name}:{address}" for name, address in plan.host_entries().items()]
+    # Docker's default 64 MB /dev/shm: NCCL's shared-memory transport between the GPUs
+    # of a box fails in it (PyTorch's own CI gives its containers 2 GB).
+    return [*options, "--shm-size", DISTRIBUTED_SHM_SIZE]
 
 
 def _trainer_env_file(target: Target, run_id: str) -> str | None:
     return run_env_file(target.box_root, run_id) if target.container_env else None
 
 
-def box_has_gpus(box: Box) -> bool:
-    """gpuCount from the stack, or an nvidia-smi that answers (a target-file GPU box)."""
+def box_gpu_count(box: Box) -> int:
+    """gpuCount from the stack, or the GPUs nvidia-smi lists (a target-file GPU box);
+    0 without one."""
     if box.target.gpu_count > 0:
-        return True
-    return box.run("nvidia-smi --list-gpus", check=False).exited == 0
+        return box.target.gpu_count
+    listed = box.run("nvidia-smi --list-gpus", check=False)
+    return len(listed.stdout.strip().splitlines()) if listed.exited == 0 else 0
 
 
 def box_user(box: Box) -> str:

@@ -101,6 +101,14 @@ def require_image(name: str) -> str:
 def image_on_box(box, image_name: str, base_image: str, build_arg: list, extra_ca: str) -> str:
     """`image_name` (else this tree's image, built when missing) pushed to the stack's
     registry if it has one and brought onto the box; the name the box knows it by."""
+    return image_on_boxes([box], image_name, base_image, build_arg, extra_ca)
+
+
+def image_on_boxes(
+    boxes: list, image_name: str, base_image: str, build_arg: list, extra_ca: str
+) -> str:
+    """`image_on_box` for every box of a stack: built and pushed once, then brought onto
+    each box."""
     from ops import launch
 
     local = (
@@ -108,9 +116,9 @@ def image_on_box(box, image_name: str, base_image: str, build_arg: list, extra_c
         if image_name
         else ensure_built(base_image, build_arg, extra_ca, force=False)
     )
-    return launch.ship_image(
-        box, local, push_image(box.target, local) if box.target.registry else None
-    )
+    target = boxes[0].target
+    remote = push_image(target, local) if target.registry else None
+    return {launch.ship_image(box, local, remote) for box in boxes}.pop()
 
 
 @task(help={"image-name": IMAGE_HELP, "target": TARGET_HELP, "stack": STACK_HELP})

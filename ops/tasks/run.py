@@ -10,14 +10,14 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from ops import box_lease, box_update, launch, run_status, trainer_container
-from ops.remote import Box
+from ops.remote import Box, nodes
 from ops.target import resolve_target
 from ops.tasks.image import (
     BUILD_HELP,
     IMAGE_HELP,
     STACK_HELP,
     TARGET_HELP,
-    image_on_box,
+    image_on_boxes,
 )
 from ops.trainer_container import STOP_TIMEOUT_SECONDS, Launch
 
@@ -25,8 +25,14 @@ console = Console(stderr=True, soft_wrap=True)
 RUN_HELP = "run id (default: the newest run on the box)"
 
 
-def _box(target: str, stack: str) -> Box:
-    return Box(resolve_target(target or None, stack or None))
+def _box(target: str, stack: str, node: int = 0) -> Box:
+    """Box `node` of the target (box 0, rank 0's, unless said)."""
+    return Box(resolve_target(target or None, stack or None), node)
+
+
+def _boxes(target: str, stack: str) -> list[Box]:
+    """Every box of the target, box 0 first."""
+    return nodes(resolve_target(target or None, stack or None))
 
 
 def _trainer_args(epochs: int, max_steps: int, trainer_args: str) -> tuple[str, ...]:
@@ -70,26 +76,29 @@ def train(
     target="",
     stack="",
 ):
-    """Ship the image and start (or resume) a run on the box."""
-    box = _box(target, stack)
-    box_update.warn_if_behind(box)
+    """Ship the image and start (or resume) a run on the box (every box of the stack)."""
+    boxes = _boxes(target, stack)
+    box = boxes[0]
+    for each in boxes:
+        box_update.warn_if_behind(each)
     if not (data_uri or dataset):
         raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
     data_uri = data_uri or f"{box.target.storage_uri}/datasets/{dataset}"
     run_id = run or time.strftime("%Y%m%d-%H%M%S")
-    busy = launch.busy_runs(box, run_id)
-    if busy and not allow_concurrent:
-        raise Exit(
-            f"the box is busy with run {busy[0]}; `fab stop --run {busy[0]}` first, "
-            "or pass --allow-concurrent to share it"
-        )
-    with launch.start_up_lease(box, run_id) as renew_lease:
-        image = image_on_box(box, image_name, base_image, build_arg or [], extra_ca)
-        user = trainer_container.box_user(box)
-        renew_lease()
-        dataset_name = launch.fetch_dataset_on_box(box, image, data_uri, user)
-        plan = Launch(run_id, image, dataset_name, _trainer_args(epochs, max_steps, trainer_args))
-        launch.start_trainer(box, plan, user)
+    for each in boxes:
+        busy = launch.busy_runs(each, run_id)
+        if busy and not allow_concurrent:
+            raise Exit(
+                f"{each.address} is busy with run {busy[0]}; `fab stop --run {busy[0]}` "
+                "first, or pass --allow-concurrent to share it"
+            )
+    launch.refuse_if_running(boxes, run_id)
+    with launch.start_up_leases(boxes, run_id) as renew_leases:
+        image = image_on_boxes(boxes, image_name, base_image, build_arg or [], extra_ca)
+        renew_leases()
+        dataset_name = launch.fetch_dataset_on_boxes(boxes, image, data_uri)
+        args = _trainer_args(epochs, max_steps, trainer_args)
+        launch.start_run(boxes, Launch(run_id, image, dataset_name, args))
     print(run_id)
     console.print(
         f"run {run_id} started on {box.address}; checkpoints go to "
@@ -105,13 +114,14 @@ def train(
         "run": RUN_HELP,
         "follow": "keep printing new lines until the run ends (Ctrl-C leaves it running)",
         "tail": "lines of history to show first (default: all)",
+        "node": "which box of a multi-node stack (default: 0, rank 0's: the run's log)",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
     }
 )
-def logs(c, run="", follow=False, tail="all", target="", stack=""):
+def logs(c, run="", follow=False, tail="all", node=0, target="", stack=""):
     """Print the trainer's log (--follow to keep watching)."""
-    box = _box(target, stack)
+    box = _box(target, stack, int(node))
     run_id = trainer_container.resolve_run_id(box, run)
     name = trainer_container.container_name(run_id)
     flags = f"--tail {shlex.quote(str(tail))}" + (" --follow" if follow else "")
@@ -137,15 +147,18 @@ def _lost_box_message(box: Box, run_id: str, why) -> str:
 @task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
 def status(c, run="", target="", stack=""):
     """Show a run's state, progress, cost, and the box's idle guard."""
-    box = _box(target, stack)
+    box, *others = _boxes(target, stack)
     run_id = run or next(iter(trainer_container.run_ids(box)), None)
     if run_id is None:
         lines = run_status.box_lines(run_status.box_snapshot(box), time.time())
         header = f"run:        none on {box.address} (start one with `fab train`)"
         print("\n".join([header, *lines]))
         return
+    # Rank 0's box holds the run's status; the others say how their part goes.
     snap = run_status.snapshot(box, run_id)
     print(run_status.render(snap, box.target.hourly_price_usd, box.target.spot))
+    for other in others:
+        print(run_status.node_line(other, run_id))
 
 
 @task(
@@ -176,27 +189,38 @@ def hold(c, duration, target="", stack=""):
 
 @task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
 def stop(c, run="", target="", stack=""):
-    """Stop a run gracefully: checkpoint, upload, exit."""
-    box = _box(target, stack)
-    run_id = trainer_container.resolve_run_id(box, run)
-    run_dir = trainer_container.run_dir(box.root, run_id)
-    state = trainer_container.inspect_container(box, run_id)
-    if state is None or not (state.running or state.restarting):
-        raise Exit(f"run {run_id} is not running on {box.address}; nothing to stop")
-    # Marker first: the box's resume unit must not bring a user-stopped run back.
-    box.run(f"touch {shlex.quote(run_dir)}/STOPPED_BY_USER")
-    name = trainer_container.container_name(run_id)
+    """Stop a run gracefully: checkpoint, upload, exit (on every box of the run)."""
+    boxes = _boxes(target, stack)
+    run_id = trainer_container.resolve_run_id(boxes[0], run)
+    states = [trainer_container.inspect_container(box, run_id) for box in boxes]
+    if not any(state and (state.running or state.restarting) for state in states):
+        raise Exit(f"run {run_id} is not running on {boxes[0].address}; nothing to stop")
+    holding = [box for box, state in zip(boxes, states, strict=True) if state is not None]
+    # Markers first: no box's resume unit may bring a user-stopped run back.
+    for box in holding:
+        box.run(f"touch {shlex.quote(trainer_container.run_dir(box.root, run_id))}/STOPPED_BY_USER")
+    name = shlex.quote(trainer_container.container_name(run_id))
+    # Box 0 first: its stop stops every rank; the other boxes' containers end with it.
     with console.status(f"stopping {run_id}: checkpoint + upload (<= {STOP_TIMEOUT_SECONDS} s)"):
-        box.run(f"docker stop --time {STOP_TIMEOUT_SECONDS} {shlex.quote(name)}")
-    state = trainer_container.inspect_container(box, run_id)
-    uri = trainer_container.run_checkpoint_uri(box.target, run_id)
-    exit_code = state.exit_code if state else "?"
-    print(f"run {run_id} stopped (exit {exit_code}); checkpoint: {_latest_checkpoint(uri)}")
-    if exit_code not in (0, trainer_container.PREEMPTED_EXIT_CODE):
-        console.print(f"[yellow]warning:[/] exit {exit_code} is no checkpointed stop; `fab logs`")
+        for box in holding:
+            box.run(f"docker stop --time {STOP_TIMEOUT_SECONDS} {name}")
+    exit_codes = [_exit_code(box, run_id) for box in holding]
+    uri = trainer_container.run_checkpoint_uri(boxes[0].target, run_id)
+    print(f"run {run_id} stopped (exit {exit_codes[0]}); checkpoint: {_latest_checkpoint(uri)}")
+    for box, exit_code in zip(holding, exit_codes, strict=True):
+        if exit_code not in (0, trainer_container.PREEMPTED_EXIT_CODE):
+            console.print(
+                f"[yellow]warning:[/] exit {exit_code} on {box.address} is no checkpointed "
+                f"stop; `fab logs --node {box.node}`"
+            )
     console.print(
         f"resume: fab train --run {run_id} --data-uri ...   results: fab download --run {run_id}"
     )
+
+
+def _exit_code(box: Box, run_id: str) -> int | str:
+    state = trainer_container.inspect_container(box, run_id)
+    return state.exit_code if state else "?"
 
 
 def _latest_checkpoint(run_uri: str) -> str:

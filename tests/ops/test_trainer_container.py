@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from invoke.exceptions import Exit
 
+from ops.distributed_launch import DistributedLaunch
 from ops.target import Target
 from ops.trainer_container import Launch, docker_run_command
 
@@ -93,3 +94,36 @@ def test_run_id_that_cannot_name_a_container_is_refused():
 def test_box_root_from_the_target_file_moves_every_mount():
     args = _args(_target(box_root=str(Path("/srv/box"))))
     assert all(v.startswith("/srv/box/") for v in _value(args, "--volume"))
+
+
+def _plan_args(target, plan, *, gpus=True):
+    launch = Launch("r7", "reg/glucose:abc", "synthetic", ("--epochs", "3"), plan)
+    return shlex.split(docker_run_command(target, launch, gpus=gpus, user="1000:1000"))
+
+
+def test_a_box_of_8_gpus_runs_torchrun_over_all_of_them_under_the_launcher():
+    args = _plan_args(_target(), DistributedLaunch("r7", 8))
+    image = args.index("reg/glucose:abc")
+    assert args[image + 1 : image + 4] == ["launch", "--", "--nproc-per-node"]
+    assert args[image + 4 : image + 6] == ["8", "--standalone"]
+    trainer = args[args.index("-m", image) :]
+    assert trainer[:4] == ["-m", "trainer", "train", "--data"]
+    assert trainer[-2:] == ["--epochs", "3"]
+    assert _value(args, "--gpus") == ["all"] and _value(args, "--shm-size") == ["2g"]
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in [a.split("--env=")[-1] for a in args]
+    assert "--network" not in args  # one box: docker's own network will do
+
+
+def test_box_1_of_two_joins_box_0s_rendezvous_on_the_hosts_network():
+    plan = DistributedLaunch("r7", 4, ("10.42.0.4", "10.42.0.9"), node=1)
+    args = _plan_args(_target(), plan)
+    assert _value(args, "--network") == ["host"]
+    assert [a for a in args if a.startswith("--add-host=")] == [
+        "--add-host=glucose-node-00:10.42.0.4",
+        "--add-host=glucose-node-01:10.42.0.9",
+    ]
+    assert {"--env=NCCL_IB_DISABLE=1", "--env=TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"} <= set(args)
+    assert _value(args, "--rdzv-endpoint") == ["10.42.0.4:29400"]
+    assert _value(args, "--local-addr") == ["glucose-node-01"]
+    assert _value(args, "--rdzv-conf") == ["is_host=false"]
+    assert _value(args, "--nnodes") == ["2"] and _value(args, "--nproc-per-node") == ["4"]
