@@ -309,4 +309,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from trainer.launcher import exit_process
+
+    exit_process(main())
