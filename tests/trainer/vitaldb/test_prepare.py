@@ -11,8 +11,8 @@ import pytest
 
 from tests.fixtures.vitaldb_cases import CORRUPT_CASE, LABS_CSV, RECORDING_S, USABLE, copy_cases
 from trainer.__main__ import main
-from trainer.data import load_dataset
-from trainer.report import data_identity
+from trainer.data.dataset import load_dataset
+from trainer.reports.report import data_identity
 
 DATASET_FILES = (
     "windows.npy", "glucose.npy", "case_id.npy", "window_time_s.npy", "label_gap_s.npy",

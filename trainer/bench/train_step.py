@@ -25,11 +25,12 @@ from torch.utils.data import DataLoader
 from torch.utils.data import Dataset as TorchDataset
 from torch.utils.flop_counter import FlopCounterMode
 
+from trainer.bench.throughput_record import append_record
 from trainer.config import ModelConfig
-from trainer.data import Dataset, Normalisation, WindowPipeline
-from trainer.device import DeviceChoice, choose_device
+from trainer.data.dataset import Dataset
+from trainer.data.pipeline import Normalisation, WindowPipeline
+from trainer.loop.device import DeviceChoice, choose_device
 from trainer.model import build_model
-from trainer.throughput_record import append_record
 
 WINDOW_LENGTH = 100
 BASELINE_BATCH_SIZE = 64

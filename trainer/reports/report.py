@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from trainer.metrics import clarke_zones
-from trainer.progress import read_metrics
+from trainer.reports.progress import read_metrics
 
 GRID_MAX_MG_DL = 400.0
 # Clarke error grid zone boundaries (reference x, prediction y), mg/dL, as Clarke 1987 draws them.
@@ -61,7 +61,7 @@ SOURCE_WORDS = {
 
 
 def data_identity(dataset: Any) -> dict[str, Any]:
-    """What summary.json and report.md say about the data (a `trainer.data.Dataset`):
+    """What summary.json and report.md say about the data (a `trainer.data.dataset.Dataset`):
     its source, so a synthetic result is never quoted as a real one, its size and its
     fingerprint (which checkpoints carry too)."""
     source = str(dataset.meta.get("source", "unknown"))

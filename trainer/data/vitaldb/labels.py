@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainer.vitaldb.lab_table import GlucoseDraws
+from trainer.data.vitaldb.lab_table import GlucoseDraws
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ to its store: a refused resume may have been pointed at another run's store.
 
 A finished run whose final uploads do not land within their time (storage down)
 says so, `finished-upload-pending`, and keeps its files on the box until
-`trainer.final_upload` sends them (the next start of its container, or `python -m
+`trainer.checkpoints.final_upload` sends them (the next start of its container, or `python -m
 trainer sync`).
 """
 
@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from trainer.checkpoint import CheckpointManager
+from trainer.checkpoints.manager import CheckpointManager
 from trainer.exit_codes import EXIT_OK, EXIT_UNWRITABLE, exit_code_for
-from trainer.status import UPLOAD_PENDING, StatusWriter, read_status
+from trainer.reports.status import UPLOAD_PENDING, StatusWriter, read_status
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class RunEnding:
     def __init__(self, run_dir: Path, run_id: str, *, writes: bool = True) -> None:
         self.run_dir, self.run_id = Path(run_dir), run_id
         self.writes = writes
-        """False on DDP ranks other than 0: they write nothing (`trainer.rank_outputs`)."""
+        """False on DDP ranks other than 0: they write nothing (`trainer.loop.rank_outputs`)."""
         self.checkpoints: CheckpointManager | None = None
         self.status: StatusWriter | None = None
         self.store_matched = False

@@ -1,6 +1,6 @@
 """The uploads a finished run still owes its store (status `finished-upload-pending`).
 
-`train` ends with that status when storage was down at the end (`trainer.run_ending`).
+`train` ends with that status when storage was down at the end (`trainer.loop.run_ending`).
 The run dir then holds everything: the last checkpoints, summary.json, report.md,
 plots. `sync_run` sends what the store lacks, in the store's order (object, record,
 pointers; run files after), and `finish_pending` marks the run `finished` once all
@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from trainer import remote_checkpoints as layout
+from trainer.checkpoints import layout
+from trainer.checkpoints.sync import RunSync
 from trainer.config import UserError
 from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
-from trainer.status import UPLOAD_PENDING, StatusWriter, read_status
+from trainer.reports.status import UPLOAD_PENDING, StatusWriter, read_status
 from trainer.storage import ObjectStore, StorageError, open_store
-from trainer.sync import RunSync
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Training never waits on the network: `publish_checkpoint` and `request_mirror`
 only record work for one worker thread. The worker uploads each checkpoint in the
-order of `trainer.remote_checkpoints` (object, hash, then the LATEST/BEST pointers),
+order of `trainer.checkpoints.layout` (object, hash, then the LATEST/BEST pointers),
 keeps the last K remotely, and every `mirror_every_seconds` copies the run dir's
 changed files (metrics.jsonl, status.json, summary.json, tb/, plots/, report.md...).
 
@@ -25,9 +25,9 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
-from trainer import remote_checkpoints as layout
+from trainer.checkpoints import layout
+from trainer.checkpoints.thread_priority import lower_thread_priority
 from trainer.storage import ObjectStore
-from trainer.thread_priority import lower_thread_priority
 
 log = logging.getLogger(__name__)
 

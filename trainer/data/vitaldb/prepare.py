@@ -30,11 +30,11 @@ from pathlib import Path
 
 from trainer.atomic_write import write_json_atomic
 from trainer.config import UserError
-from trainer.vitaldb import opendata, waveform
-from trainer.vitaldb.assemble import META, SUMMARY, assemble
-from trainer.vitaldb.case import CaseJob, prepare_case, summary_path
-from trainer.vitaldb.config import MILESTONE_CASES, PrepareConfig
-from trainer.vitaldb.lab_table import (
+from trainer.data.vitaldb import opendata, waveform
+from trainer.data.vitaldb.assemble import META, SUMMARY, assemble
+from trainer.data.vitaldb.case import CaseJob, prepare_case, summary_path
+from trainer.data.vitaldb.config import MILESTONE_CASES, PrepareConfig
+from trainer.data.vitaldb.lab_table import (
     GLUCOSE_LAB_NAME,
     GLUCOSE_PLAUSIBLE_MG_DL,
     PLETH_TRACK,

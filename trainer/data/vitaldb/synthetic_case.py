@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.vitaldb.lab_table import PLETH_TRACK
+from trainer.data.vitaldb.lab_table import PLETH_TRACK
 
 RAW_RATE_HZ = 500.0
 # 2100-01-01 UTC, where vitaldb's anonymize() moves a recording's start.

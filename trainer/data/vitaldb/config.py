@@ -13,7 +13,7 @@ DEFAULT_SOURCE_URL = "https://api.vitaldb.net"
 # The seeds' milestones: the first N case ids with a PLETH track and a glucose draw.
 MILESTONE_CASES = {"M1": 50, "M2": 200, "M3": 1000}
 LABEL_METHODS = ("nearest", "linear")
-MIN_WINDOW_SAMPLES = 32  # the model's minimum (trainer.data.MIN_WINDOW_LENGTH)
+MIN_WINDOW_SAMPLES = 32  # the model's minimum (trainer.data.dataset.MIN_WINDOW_LENGTH)
 # The band-pass keeps up to 8 Hz: a rate below twice that would alias what it keeps.
 MIN_SAMPLE_RATE_HZ = 16.0
 

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from trainer.atomic_write import write_bytes_atomic
 from trainer.config import UserError
-from trainer.status import StatusWriter
+from trainer.reports.status import StatusWriter
 
 log = logging.getLogger(__name__)
 METRICS_FILE = "metrics.jsonl"
@@ -98,8 +98,8 @@ class MetricsLog:
     Opening it repairs what a crash left: records past the step the run starts from
     (None: a fresh run, step 0) go, the resumed run logs them again, and so does a
     torn last line (host killed mid-write, disk full), with a warning. The checkpoint
-    writer fsyncs the file before each checkpoint (`trainer.checkpoint`), so a resume
-    finds every record up to its step.
+    writer fsyncs the file before each checkpoint (`trainer.checkpoints.manager`), so a
+    resume finds every record up to its step.
     """
 
     def __init__(self, run_dir: Path, resume_step: int | None) -> None:

@@ -4,7 +4,7 @@ Under DDP only rank 0 writes checkpoints, status.json, metrics.jsonl, TensorBoar
 events and uploads (on a multi-box run the other boxes' run dirs stay empty). The
 other ranks run the same loop with these in place of `RunOutputs` and
 `CheckpointManager`: the same calls, nothing written, nothing read. What they need
-from a checkpoint, rank 0 broadcasts (`trainer.distributed.Group.broadcast_state`).
+from a checkpoint, rank 0 broadcasts (`trainer.loop.distributed.Group.broadcast_state`).
 """
 
 from __future__ import annotations

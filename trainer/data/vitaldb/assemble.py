@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from trainer.atomic_write import open_atomic, write_bytes_atomic, write_json_atomic
-from trainer.vitaldb.case import shard_path
+from trainer.data.vitaldb.case import shard_path
 
 # (file, key in a case's shard or None for the case id, dtype)
 ARRAYS = (

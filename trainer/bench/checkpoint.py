@@ -25,10 +25,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from trainer import checkpoint
-from trainer.checkpoint import CheckpointConfig, CheckpointManager
+from trainer.checkpoints import checkpoint_file
+from trainer.checkpoints.manager import CheckpointConfig, CheckpointManager
 from trainer.config import ModelConfig, UserError
-from trainer.device import choose_device
+from trainer.loop.device import choose_device
 from trainer.model import build_model
 
 CHECKPOINT_BUDGET_SECONDS = 25.0
@@ -69,12 +69,12 @@ class _Trainer:
 
     def state(self) -> dict[str, Any]:
         """Every key a real checkpoint has, at its real size where size matters."""
-        state = dict.fromkeys(checkpoint.STATE_KEYS, 0)
+        state = dict.fromkeys(checkpoint_file.STATE_KEYS, 0)
         state.update(
             model=self.model.state_dict(),
             optimizer=self.optimizer.state_dict(),
             step=self.steps,
-            rng=checkpoint.capture_rng(),
+            rng=checkpoint_file.capture_rng(),
             config={"model": {"arch": "resnet34"}},
             best_val_mae=math.inf,
         )

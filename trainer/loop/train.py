@@ -9,9 +9,9 @@ patience) lives in the checkpoint dict; dropout is seeded per micro-batch from t
 position. A run killed at any point and restarted from `last.pt` on CPU ends with
 bit-identical weights, at the same world size too.
 
-Under torchrun every rank runs this same file top to bottom (`trainer.distributed`):
+Under torchrun every rank runs this same file top to bottom (`trainer.loop.distributed`):
 each trains on its part of every global batch through DDP, all evaluate their share of
-a split, and only rank 0 writes (the others hold `trainer.rank_outputs` instead).
+a split, and only rank 0 writes (the others hold `trainer.loop.rank_outputs` instead).
 """
 
 from __future__ import annotations
@@ -29,30 +29,24 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from trainer import checkpoint
 from trainer.atomic_write import write_json_atomic
-from trainer.checkpoint import CheckpointConfig, CheckpointManager
+from trainer.checkpoints import checkpoint_file
+from trainer.checkpoints.final_upload import finish_pending
+from trainer.checkpoints.manager import CheckpointConfig, CheckpointManager
+from trainer.checkpoints.resume import misfit
 from trainer.config import RunConfig, UserError
-from trainer.data import (
-    Normalisation,
-    WindowPipeline,
-    load_dataset,
-    micro_batch_seed,
-    norm_to_state,
-    split_cases,
-)
-from trainer.device import choose_device
-from trainer.distributed import Group, RankInfo
-from trainer.evaluate import split_report
+from trainer.data.dataset import load_dataset, split_cases
+from trainer.data.pipeline import Normalisation, WindowPipeline, micro_batch_seed, norm_to_state
 from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
-from trainer.final_upload import finish_pending
+from trainer.loop.device import choose_device
+from trainer.loop.distributed import Group, RankInfo
+from trainer.loop.preemption import StopSignal
+from trainer.loop.rank_outputs import QuietCheckpoints, QuietOutputs
+from trainer.loop.run_ending import RunEnding
 from trainer.model import build_model, count_parameters
-from trainer.preemption import StopSignal
-from trainer.progress import RunOutputs
-from trainer.rank_outputs import QuietCheckpoints, QuietOutputs
-from trainer.report import data_identity, write_report
-from trainer.resume import misfit
-from trainer.run_ending import RunEnding
+from trainer.reports.evaluate import split_report
+from trainer.reports.progress import RunOutputs
+from trainer.reports.report import data_identity, write_report
 
 
 @dataclass
@@ -156,7 +150,7 @@ class Run:
         )
 
     def state(self, position: Position) -> dict[str, Any]:
-        """The checkpoint dict (checkpoint.STATE_KEYS)."""
+        """The checkpoint dict (checkpoint_file.STATE_KEYS)."""
         label_norm, input_norm = norm_to_state(self.norm)
         return {
             "model": self.model.state_dict(),
@@ -164,7 +158,7 @@ class Run:
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict() if self.scaler is not None else None,
             **dataclasses.asdict(position),
-            "rng": checkpoint.capture_rng(),
+            "rng": checkpoint_file.capture_rng(),
             "config": self.config.to_dict(),
             "label_norm": label_norm,
             "input_norm": input_norm,
@@ -178,7 +172,7 @@ class Run:
         return split_report(self.model, pipeline, self.choice, self.norm, self.group)
 
     def resume(self) -> Position | None:
-        """Load the checkpoint `trainer.resume` picks for this run, if any; its Position.
+        """Load the checkpoint `checkpoints.resume` picks for this run, if any; its Position.
 
         Rank 0 picks and loads it (locally or at --checkpoint-uri) and hands it to the
         other ranks, whose boxes may have no copy.
@@ -193,7 +187,7 @@ class Run:
             self.scheduler.load_state_dict(state["scheduler"])
             if self.scaler is not None and state["scaler"] is not None:
                 self.scaler.load_state_dict(state["scaler"])
-            checkpoint.restore_rng(state["rng"])
+            checkpoint_file.restore_rng(state["rng"])
         except (RuntimeError, ValueError, KeyError, TypeError) as error:
             detail = (str(error).strip().splitlines() or [""])[0][:200]
             raise UserError(
@@ -204,7 +198,7 @@ class Run:
         return Position(**{key: value for key, value in state.items() if key in fields})
 
     def resume_refusal(self, state: dict[str, Any]) -> str | None:
-        """Why `state` cannot continue this run (`trainer.resume` skips it), or None."""
+        """Why `state` cannot continue this run (`trainer.checkpoints.resume` skips it), or None."""
         return misfit(state, self.config, self.dataset.fingerprint, self.total_steps)
 
     def _say_world_size_change(self, saved: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from trainer.thread_priority import lower_thread_priority
+from trainer.checkpoints.thread_priority import lower_thread_priority
 
 
 def snapshot(state: dict[str, Any]) -> dict[str, Any]:

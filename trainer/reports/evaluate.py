@@ -10,11 +10,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainer import checkpoint
+from trainer.checkpoints import checkpoint_file
 from trainer.config import ModelConfig, UserError
-from trainer.data import Normalisation, Splits, WindowPipeline, load_dataset, norm_from_state
-from trainer.device import DeviceChoice, choose_device
-from trainer.distributed import Group
+from trainer.data.dataset import Splits, load_dataset
+from trainer.data.pipeline import Normalisation, WindowPipeline, norm_from_state
+from trainer.loop.device import DeviceChoice, choose_device
+from trainer.loop.distributed import Group
 from trainer.metrics import regression_report
 from trainer.model import build_model
 
@@ -63,8 +64,8 @@ def split_report(
 def evaluate_checkpoint(data_dir: Path, checkpoint_arg: str, split: str) -> dict[str, Any]:
     """Metrics of a checkpoint on one split of a dataset, as a JSON-able dict."""
     try:
-        state = checkpoint.load(checkpoint.resolve_local(checkpoint_arg))
-    except checkpoint.CheckpointError as error:
+        state = checkpoint_file.load(checkpoint_file.resolve_local(checkpoint_arg))
+    except checkpoint_file.CheckpointError as error:
         raise UserError(f"--checkpoint: {error}") from None
     dataset = load_dataset(data_dir)
     if dataset.fingerprint != state["dataset_fingerprint"]:

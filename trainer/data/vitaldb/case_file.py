@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.vitaldb.lab_table import PLETH_TRACK
+from trainer.data.vitaldb.lab_table import PLETH_TRACK
 
 GZIP_CHECK_CHUNK_BYTES = 8 << 20
 WAVE_TRACK_TYPE = 1  # vitaldb's Track.type for waveforms

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainer.vitaldb.synthetic_case import Defect, write_case
+from trainer.data.vitaldb.synthetic_case import Defect, write_case
 
 DRAW_EVERY_SECONDS = 20 * 60
 M3_RECORDING_SECONDS = 12_000_000  # the seeds' M3: ~12 M one-second windows

@@ -1,6 +1,6 @@
 """Stop requests: SIGTERM/SIGINT (docker stop, Ctrl-C) and spot eviction notices.
 
-The signal handler and the notice pollers (`trainer.spot_notice`, background
+The signal handler and the notice pollers (`trainer.loop.spot_notice`, background
 threads) only set an Event; the training loop reads `StopSignal.requested` after
 every optimizer step (a Python attribute read, no device sync), then finishes the
 step, writes a checkpoint, uploads it synchronously within `upload_seconds_left()`,
@@ -8,7 +8,7 @@ acknowledges the notice (Azure lets the eviction go ahead early) and exits 75 so
 restart policy brings the run back.
 
 Under DDP a signal or a notice reaches one rank, or some: each rank casts `code` in
-the loop's per-step vote (`trainer.distributed.Group.agree`), and every rank `adopt`s
+the loop's per-step vote (`trainer.loop.distributed.Group.agree`), and every rank `adopt`s
 the agreed code, so all stop at the same step. Only one rank per box (local rank 0)
 polls the metadata service.
 """
@@ -20,7 +20,7 @@ import threading
 import time
 from types import FrameType
 
-from trainer.spot_notice import Notice, NoticeWatcher
+from trainer.loop.spot_notice import Notice, NoticeWatcher
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # What a rank casts in the stop vote; the group takes the largest.

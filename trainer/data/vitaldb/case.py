@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from trainer.atomic_write import open_atomic, write_json_atomic
-from trainer.vitaldb import opendata, waveform
-from trainer.vitaldb.case_file import CaseSkipped, read_pleth
-from trainer.vitaldb.lab_table import GlucoseDraws
-from trainer.vitaldb.labels import label_windows
+from trainer.data.vitaldb import opendata, waveform
+from trainer.data.vitaldb.case_file import CaseSkipped, read_pleth
+from trainer.data.vitaldb.lab_table import GlucoseDraws
+from trainer.data.vitaldb.labels import label_windows
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ BEST_KEY = CHECKPOINTS_PREFIX + "BEST"
 CHECKPOINT_SUFFIX = ".pt"
 HASH_SUFFIX = ".sha256"
 HASH_CHUNK_BYTES = 4 * 1024 * 1024
-# `trainer.checkpoint.checkpoint_name`: the only names a pointer may hold or a resume
-# may fetch. A pointer is read from the bucket, so it is checked before it becomes a
+# `checkpoint_file.checkpoint_name`'s form: the only names a pointer may hold or a
+# resume may fetch. A pointer is read from the bucket, so it is checked before it becomes a
 # file name (anything else could climb out of the run dir).
 CHECKPOINT_NAME = re.compile(r"^step-[0-9]{9}-epoch-[0-9]{4}\.pt$")
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer import remote_checkpoints as layout
-from trainer.checkpoint import (
+from trainer.checkpoints import layout
+from trainer.checkpoints.checkpoint_file import (
     DAMAGED_SUFFIX,
     STEP_FILE_GLOB,
     CheckpointError,
