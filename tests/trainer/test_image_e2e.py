@@ -20,7 +20,7 @@ from tests.fixtures.trainer_image import REPO_ROOT, TrainerImage, build_trainer_
 pytestmark = pytest.mark.e2e
 
 CONTAINER_TIMEOUT_SECONDS = 900
-STOP_GRACE_SECONDS = 120  # what the README tells users to pass to `docker stop -t`
+STOP_GRACE_SECONDS = 120  # what docs/image.md tells users to pass to `docker stop -t`
 STEPS_BEFORE_STOP = 2
 STEP_WAIT_SECONDS = 600
 EXIT_PREEMPTED = 75
