@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import base64
 import gzip
+import inspect
 import json
 import shlex
+import typing
 from dataclasses import dataclass, replace
+from typing import Any
 
 from invoke.exceptions import Exit
 from rich.console import Console
@@ -42,11 +45,11 @@ console = Console(stderr=True, soft_wrap=True)
 
 @dataclass(frozen=True)
 class BoxSettings:
-    """What the box's settings are rendered from (the stack's, or the box's own)."""
+    """What the box's settings are rendered from: the cloud, and those of
+    `render_cloud_init`'s guard settings that are known (the rest take its defaults)."""
 
     cloud: str
-    idle_shutdown_minutes: int
-    hung_trainer_minutes: int
+    guard: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -61,14 +64,13 @@ def rendered_files(settings: BoxSettings, ssh_user: str) -> list[BoxFile]:
     import yaml
 
     cloud_init = infra_module("cloud_init")
-    document = yaml.safe_load(
-        cloud_init.render_cloud_init(
-            cloud=settings.cloud,
-            idle_shutdown_minutes=settings.idle_shutdown_minutes,
-            ssh_user=ssh_user,
-            hung_trainer_minutes=settings.hung_trainer_minutes,
+    try:
+        text = cloud_init.render_cloud_init(
+            cloud=settings.cloud, ssh_user=ssh_user, **settings.guard
         )
-    )
+    except ValueError as error:
+        raise Exit(f"the box's settings do not fit: {error}") from None
+    document = yaml.safe_load(text)
     return [BoxFile(f["path"], f["permissions"], f["content"]) for f in document["write_files"]]
 
 
@@ -99,25 +101,44 @@ def _read(box: Box, path: str) -> str | None:
     return result.stdout if result.exited == 0 else None
 
 
-def settings_for(target: Target, idle_shutdown_minutes: int | None, box: Box) -> BoxSettings:
-    """The stack's settings where it has them, else what the box runs now."""
+def settings_for(
+    target: Target, outputs: dict[str, Any], overrides: dict[str, Any], box: Box
+) -> BoxSettings:
+    """Each guard setting from `overrides`, else the stack's outputs (or the target
+    file's same keys), else the box's own watchdog.json; left out (cloud-init's
+    default) where none has it. One-line Exit for a value that does not fit."""
     if target.cloud not in CLOUDS:
         raise Exit(
             f"{target.source} is cloud {target.cloud!r}: box-update is for boxes `pulumi up` "
             f"made ({' or '.join(CLOUDS)}), whose programs cloud-init installed"
         )
-    current = current_settings(box)
-    idle = idle_shutdown_minutes or current.get("idle_shutdown_minutes")
-    if not idle:
-        raise Exit(
-            f"no idleShutdownMinutes: {target.source} has none and {box.address} has no "
-            "readable watchdog.json; pass --idle-shutdown-minutes N"
+    cloud_init = infra_module("cloud_init")
+    types = typing.get_type_hints(cloud_init.render_cloud_init)
+    parameters = inspect.signature(cloud_init.render_cloud_init).parameters
+    on_box = current_settings(box)
+    guard = {}
+    for setting, output in cloud_init.GUARD_SETTING_OUTPUTS.items():
+        sources = (
+            ("--" + setting.replace("_", "-"), overrides.get(setting)),
+            (f"{target.source}'s {output}", outputs.get(output)),
+            (f"{box.address}'s watchdog.json", on_box.get(setting)),
         )
-    hung = (
-        current.get("hung_trainer_minutes")
-        or infra_module("cloud_init").DEFAULT_HUNG_TRAINER_MINUTES
-    )
-    return BoxSettings(target.cloud, int(idle), int(hung))
+        found = next(((where, value) for where, value in sources if value is not None), None)
+        if found is None:
+            if parameters[setting].default is inspect.Parameter.empty:
+                raise Exit(
+                    f"no {output}: {target.source} has none and {box.address} has no "
+                    f"readable watchdog.json; pass --{setting.replace('_', '-')} N"
+                )
+            continue
+        where, value = found
+        try:
+            guard[setting] = types[setting](value)
+        except (TypeError, ValueError):
+            raise Exit(
+                f"{where} is {value!r}, expected {types[setting].__name__} for {setting}"
+            ) from None
+    return BoxSettings(target.cloud, guard)
 
 
 def install_script(files: list[BoxFile]) -> str:
@@ -196,12 +217,7 @@ def stale_warning(box: Box) -> str | None:
             "existed); run `fab box-update` to bring its programs and settings up to date"
         )
     # The programs' digest does not depend on the settings: any valid ones will do.
-    current = current_settings(box)
-    settings = BoxSettings(
-        target.cloud,
-        int(current.get("idle_shutdown_minutes") or 30),
-        int(current.get("hung_trainer_minutes") or 120),
-    )
+    settings = BoxSettings(target.cloud, {"idle_shutdown_minutes": 30})
     local = _version_of(rendered_files(settings, target.ssh_user))
     if running.get("programs") != local["programs"]:
         return (

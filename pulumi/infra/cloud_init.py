@@ -31,6 +31,14 @@ CONFIG_PATH = "/etc/glucose-training/watchdog.json"
 # compared by `fab train` with what this checkout would install.
 VERSION_PATH = "/etc/glucose-training/box-version.json"
 DEFAULT_HUNG_TRAINER_MINUTES = 120
+# render_cloud_init's guard settings, and the stack outputs that carry them: `pulumi up`
+# exports them (pulumi/__main__.py), `fab box-update` renders running boxes from them.
+GUARD_SETTING_OUTPUTS = {
+    "idle_shutdown_minutes": "idleShutdownMinutes",
+    "hung_trainer_minutes": "hungTrainerMinutes",
+    "daily_stop_time": "autoShutdownTime",
+    "daily_stop_time_zone": "autoShutdownTimeZone",
+}
 SSH_USER_PATTERN = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 CLOUDS = ("azure", "aws")
 
@@ -82,7 +90,8 @@ def render_cloud_init(
 
 
 def box_guard_settings(config) -> dict:
-    """`render_cloud_init`'s guard-rail arguments from a StackConfig (pulumi/infra/config.py)."""
+    """`render_cloud_init`'s guard-rail arguments (GUARD_SETTING_OUTPUTS' keys) from a
+    StackConfig (pulumi/infra/config.py)."""
     return {
         "idle_shutdown_minutes": config.idle_shutdown_minutes,
         "hung_trainer_minutes": config.hung_trainer_minutes,

@@ -18,6 +18,7 @@ BOX_DIR = PULUMI_DIR / "infra" / "box"
 sys.path.insert(0, str(PULUMI_DIR))
 
 from infra.cloud_init import (  # noqa: E402
+    GUARD_SETTING_OUTPUTS,
     box_guard_settings,
     encode_user_data,
     render_cloud_init,
@@ -169,6 +170,22 @@ def test_the_stack_configs_guard_settings_reach_the_box():
     box = json.loads(_files(document)["/etc/glucose-training/watchdog.json"]["content"])
     assert (box["idle_shutdown_minutes"], box["hung_trainer_minutes"]) == (40, 90)
     assert (box["daily_stop_time"], box["daily_stop_time_zone"]) == ("21:00", "Asia/Tokyo")
+
+
+def test_each_guard_setting_is_exported_under_its_stack_config_key():
+    # `fab box-update` reads them back from the stack's outputs by these names.
+    from infra.config import KEYS
+
+    config = SimpleNamespace(
+        idle_shutdown_minutes=40,
+        hung_trainer_minutes=90,
+        auto_shutdown_time="21:00",
+        auto_shutdown_time_zone="Asia/Tokyo",
+    )
+    settings = box_guard_settings(config)
+    assert set(settings) == set(GUARD_SETTING_OUTPUTS)
+    for setting, output in GUARD_SETTING_OUTPUTS.items():
+        assert getattr(config, KEYS[output]) == settings[setting], output
 
 
 def test_rendered_config_is_accepted_by_the_box_program(tmp_path):

@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from invoke.exceptions import Exit
 
 from infra import cloud_init
 from ops import box_update
@@ -63,7 +64,7 @@ def test_box_update_installs_every_program_unit_and_setting_cloud_init_would(clo
     result = cloud_box.fab("box-update")
     assert result.returncode == 0, result.stderr
     expected = box_update.rendered_files(
-        box_update.BoxSettings("aws", 45, 120), cloud_box.server.user
+        box_update.BoxSettings("aws", {"idle_shutdown_minutes": 45}), cloud_box.server.user
     )
     for file in expected:
         installed = _installed(cloud_box, file.path)
@@ -72,7 +73,7 @@ def test_box_update_installs_every_program_unit_and_setting_cloud_init_would(clo
     watchdog = json.loads(_installed(cloud_box, cloud_init.CONFIG_PATH).read_text())
     assert (watchdog["cloud"], watchdog["idle_shutdown_minutes"]) == ("aws", 45)
     assert not list(cloud_box.fs.rglob("*.glucose-new"))
-    assert "files updated (watchdog: idle stop after 45 min)" in result.stdout
+    assert "files updated (watchdog: idle_shutdown_minutes=45)" in result.stdout
 
 
 def test_box_update_reloads_systemd_and_restarts_timers_but_starts_no_service(cloud_box):
@@ -96,13 +97,91 @@ def test_an_updated_box_is_current_and_an_old_one_is_warned_about(cloud_box, con
     assert "runs older (or other) box programs" in box_update.stale_warning(box)
 
 
-def test_without_a_stack_setting_the_box_keeps_its_own(cloud_box):
-    cloud_box.write_target(cloud="aws")  # no idleShutdownMinutes
-    watchdog = _installed(cloud_box, cloud_init.CONFIG_PATH)
-    watchdog.parent.mkdir(parents=True)
-    watchdog.write_text(json.dumps({"cloud": "aws", "idle_shutdown_minutes": 90}))
+def _watchdog_json(box: LocalBox) -> dict:
+    return json.loads(_installed(box, cloud_init.CONFIG_PATH).read_text())
+
+
+def _write_watchdog_json(box: LocalBox, **settings) -> None:
+    path = _installed(box, cloud_init.CONFIG_PATH)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"cloud": "aws", **settings}))
+
+
+GUARD_KEYS = ("idle_shutdown_minutes", "hung_trainer_minutes")
+DAILY_STOP_KEYS = ("daily_stop_time", "daily_stop_time_zone")
+
+
+def test_every_guard_setting_comes_from_the_stack(cloud_box):
+    cloud_box.write_target(
+        cloud="aws",
+        idleShutdownMinutes=40,
+        hungTrainerMinutes=90,
+        autoShutdownTime="21:30",
+        autoShutdownTimeZone="Europe/Berlin",
+    )
+    _write_watchdog_json(cloud_box, idle_shutdown_minutes=15, hung_trainer_minutes=60)
     assert cloud_box.fab("box-update").returncode == 0
-    assert json.loads(watchdog.read_text())["idle_shutdown_minutes"] == 90
+    watchdog = _watchdog_json(cloud_box)
+    assert [watchdog[key] for key in GUARD_KEYS + DAILY_STOP_KEYS] == [
+        40,
+        90,
+        "21:30",
+        "Europe/Berlin",
+    ]
+
+
+def test_settings_the_stack_lacks_are_the_boxes_own(cloud_box):
+    # A stack from before these outputs: the box keeps its hung limit and daily stop.
+    cloud_box.write_target(cloud="aws", idleShutdownMinutes=45)
+    _write_watchdog_json(
+        cloud_box,
+        idle_shutdown_minutes=90,
+        hung_trainer_minutes=200,
+        daily_stop_time="22:00",
+        daily_stop_time_zone="Asia/Tokyo",
+    )
+    assert cloud_box.fab("box-update").returncode == 0
+    watchdog = _watchdog_json(cloud_box)
+    assert [watchdog[key] for key in GUARD_KEYS + DAILY_STOP_KEYS] == [
+        45,
+        200,
+        "22:00",
+        "Asia/Tokyo",
+    ]
+
+
+def test_settings_nobody_has_take_cloud_inits_defaults(cloud_box, connect):
+    box = connect(cloud_box)
+    settings = box_update.settings_for(box.target, {"idleShutdownMinutes": "45"}, {}, box)
+    assert settings.guard == {"idle_shutdown_minutes": 45}
+    (watchdog,) = [
+        json.loads(f.content)
+        for f in box_update.rendered_files(settings, "ubuntu")
+        if f.path == cloud_init.CONFIG_PATH
+    ]
+    assert [watchdog[key] for key in GUARD_KEYS + DAILY_STOP_KEYS] == [45, 120, "", "UTC"]
+
+
+def test_the_flag_overrides_the_stacks_idle_minutes(cloud_box):
+    assert cloud_box.fab("box-update", "--idle-shutdown-minutes", "70").returncode == 0
+    assert _watchdog_json(cloud_box)["idle_shutdown_minutes"] == 70
+
+
+def test_without_idle_minutes_anywhere_the_flag_is_asked_for(cloud_box):
+    cloud_box.write_target(cloud="aws")
+    assert_one_line_error(
+        cloud_box.fab("box-update"), "no idleShutdownMinutes", "--idle-shutdown-minutes N"
+    )
+
+
+def test_a_setting_that_does_not_fit_is_refused_in_one_line(cloud_box, connect):
+    cloud_box.write_target(cloud="aws", idleShutdownMinutes="soon")
+    assert_one_line_error(cloud_box.fab("box-update"), "idleShutdownMinutes is 'soon'")
+    box = connect(cloud_box)
+    odd = {"idleShutdownMinutes": 45, "autoShutdownTime": "7pm"}
+    settings = box_update.settings_for(box.target, odd, {}, box)
+    with pytest.raises(Exit, match="daily_stop_time is '7pm', expected HH:MM"):
+        box_update.rendered_files(settings, "ubuntu")
 
 
 def test_dry_run_lists_the_files_and_changes_nothing(cloud_box):
