@@ -4,15 +4,17 @@ cloud-init installs `pulumi/infra/box/*`, their systemd units and the watchdog's
 settings once, at a box's first boot, and `pulumi up` deliberately leaves existing
 boxes alone. `fab box-update` renders the very same files (`infra.cloud_init`, with the
 stack's settings), writes them over SSH as root (each to a temporary name, then
-renamed; the version file last), reloads systemd and restarts the timers. Services are
-re-enabled, never started: the resume unit acts only at boot.
+renamed; the version file last), then runs the new `setup-box.sh ... guard`: the same
+"guard on" as a first boot (box root and its ownership, systemd reloaded, units
+enabled, timers restarted, the stop recorder started). The resume service is only
+enabled: it acts at boot and by its timer.
 
 `/etc/glucose-training/box-version.json` records what a box runs; `fab train` compares
 it with this checkout and says when the box is behind.
 
-On the box, every path is prefixed with `$GLUCOSE_BOX_FS_ROOT` and `systemctl` is
-`$GLUCOSE_SYSTEMCTL` when they are set: only the tests set them, through their sshd, to
-install into a temporary tree and record what systemd would have been asked.
+On the box, every path is prefixed with `$GLUCOSE_BOX_FS_ROOT` when it is set: only
+the tests set it, through their sshd, to install into a temporary tree (and put a
+`systemctl` that records what systemd would have been asked first on PATH).
 """
 
 from __future__ import annotations
@@ -34,9 +36,7 @@ from ops.remote import Box
 from ops.target import Target
 
 CLOUDS = ("aws", "azure")
-UNIT_SUFFIXES = (".service", ".timer")
 FS_ROOT = '"${GLUCOSE_BOX_FS_ROOT:-}"'
-SYSTEMCTL = '"${GLUCOSE_SYSTEMCTL:-systemctl}"'
 # Run as root without a password prompt (both clouds' default users may sudo).
 AS_ROOT = 'if [ "$(id -u)" -eq 0 ]; then bash -s; else sudo -n bash -s; fi'
 HEREDOC_END = "GLUCOSE_BOX_FILE_END"
@@ -141,8 +141,8 @@ def settings_for(
     return BoxSettings(target.cloud, guard)
 
 
-def install_script(files: list[BoxFile]) -> str:
-    """A root bash script writing `files` (version file last), then reloading systemd."""
+def install_script(files: list[BoxFile], ssh_user: str, cloud: str) -> str:
+    """A root bash script writing `files` (version file last), then turning the guard on."""
     version = version_path()
     ordered = sorted(files, key=lambda f: (f.path == version, f.path))
     lines = [
@@ -167,8 +167,17 @@ def install_script(files: list[BoxFile]) -> str:
             HEREDOC_END,
             "finish",
         ]
-    lines += [f"{SYSTEMCTL} daemon-reload", *_unit_commands(files)]
+    lines.append(_guard_command(ssh_user, cloud))
     return "\n".join(lines) + "\n"
+
+
+def _guard_command(ssh_user: str, cloud: str) -> str:
+    """setup-box.sh's guard mode, just written: box root, ownership, units."""
+    cloud_init = infra_module("cloud_init")
+    script = FS_ROOT + shlex.quote(f"{cloud_init.PROGRAM_DIR}/setup-box.sh")
+    box_root = FS_ROOT + shlex.quote(cloud_init.BOX_ROOT)
+    # stdin is this script's own: setup-box.sh must not read the rest of it.
+    return f"bash {script} {shlex.quote(ssh_user)} {box_root} {shlex.quote(cloud)} guard </dev/null"
 
 
 def remote_command(script: str) -> str:
@@ -181,23 +190,10 @@ def remote_command(script: str) -> str:
     return f"printf %s {shlex.quote(payload)} | base64 -d | gunzip | {{ {AS_ROOT}; }}"
 
 
-def _unit_commands(files: list[BoxFile]) -> list[str]:
-    units = sorted(f.path.rsplit("/", 1)[1] for f in files if f.path.endswith(UNIT_SUFFIXES))
-    timers = [u for u in units if u.endswith(".timer")]
-    timed = {t.removesuffix(".timer") + ".service" for t in timers}
-    services = [u for u in units if u.endswith(".service") and u not in timed]
-    commands = []
-    if services:
-        commands.append(f"{SYSTEMCTL} {shlex.join(['enable', *services])}")
-    if timers:
-        commands.append(f"{SYSTEMCTL} {shlex.join(['enable', *timers])}")
-        commands.append(f"{SYSTEMCTL} {shlex.join(['restart', *timers])}")
-    return commands
-
-
 def update_box(box: Box, files: list[BoxFile]) -> None:
-    """Install `files` on `box` as root and restart its timers."""
-    box.run(remote_command(install_script(files)))
+    """Install `files` on `box` as root and turn its guard on."""
+    target = box.target
+    box.run(remote_command(install_script(files, target.ssh_user, target.cloud)))
 
 
 def each_box(target: Target) -> list[Box]:

@@ -49,13 +49,16 @@ def box_update(c, idle_shutdown_minutes=0, dry_run=False, target="", stack=""):
         settings = updates.settings_for(where, outputs, overrides, box)
         files = updates.rendered_files(settings, where.ssh_user)
         if dry_run:
-            print(f"{box.address}: would write {', '.join(f.path for f in files)}")
+            print(
+                f"{box.address}: would write {', '.join(f.path for f in files)}, "
+                "then turn the guard on (setup-box.sh guard)"
+            )
             print(f"{box.address}: settings {_described(settings)}")
             continue
         with console.status(f"updating {box.address}"):
             updates.update_box(box, files)
         print(
             f"{box.address}: {len(files)} files updated (watchdog: {_described(settings)}), "
-            "units reloaded"
+            "guard on"
         )
         box.close()

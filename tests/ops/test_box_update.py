@@ -1,13 +1,15 @@
 """`fab box-update` against a real sshd: the box gets this checkout's programs and settings.
 
 The box's file system is a temporary tree (`GLUCOSE_BOX_FS_ROOT`, handed to the SSH
-session by sshd) and `systemctl` a recorder (`GLUCOSE_SYSTEMCTL`): no systemd runs
-here. Everything else is real: Fabric, sshd, bash, base64, install as root.
+session by sshd) and `systemctl` a recorder first on the session's PATH: no systemd
+runs here. Everything else is real: Fabric, sshd, bash, base64, install as root, and
+the box's own setup-box.sh turning the guard on.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -33,7 +35,8 @@ def cloud_box(sshd_factory, tmp_path: Path) -> LocalBox:
     systemctl = fakebin / "systemctl"
     systemctl.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path / "systemctl.log"}\n')
     systemctl.chmod(0o755)
-    server = sshd_factory({"GLUCOSE_BOX_FS_ROOT": str(fs), "GLUCOSE_SYSTEMCTL": str(systemctl)})
+    path = f"{fakebin}:{os.environ['PATH']}"
+    server = sshd_factory({"GLUCOSE_BOX_FS_ROOT": str(fs), "PATH": path})
     box = make_local_box(server, tmp_path / "box")
     box.write_target(cloud="aws", idleShutdownMinutes=45)
     box.fs = fs
@@ -76,15 +79,28 @@ def test_box_update_installs_every_program_unit_and_setting_cloud_init_would(clo
     assert "files updated (watchdog: idle_shutdown_minutes=45)" in result.stdout
 
 
-def test_box_update_reloads_systemd_and_restarts_timers_but_starts_no_service(cloud_box):
+def test_box_update_turns_the_guard_on_as_a_first_boot_does(cloud_box):
+    # The stop recorder is started (shutdowns are recorded from now on); the resume
+    # service is only enabled: it acts at boot and by its timer, never for box-update.
     assert cloud_box.fab("box-update").returncode == 0
     calls = cloud_box.systemctl_log.read_text().splitlines()
     assert calls == [
         "daemon-reload",
-        "enable glucose-stop-record.service",
-        "enable glucose-resume.timer glucose-watchdog.timer",
-        "restart glucose-resume.timer glucose-watchdog.timer",
+        "enable glucose-watchdog.timer",
+        "restart glucose-watchdog.timer",
+        "enable --now glucose-stop-record.service",
+        "enable glucose-resume.service",
+        "enable glucose-resume.timer",
+        "restart glucose-resume.timer",
     ]
+
+
+def test_an_older_box_gets_the_box_root_fab_writes_leases_into(cloud_box):
+    assert cloud_box.fab("box-update").returncode == 0
+    box_root = _installed(cloud_box, cloud_init.BOX_ROOT)
+    for name in ("runs", "datasets", "leases", "watchdog"):
+        assert (box_root / name).is_dir(), name
+    assert not (box_root / "ready").exists()  # the setup proper is not re-run
 
 
 def test_an_updated_box_is_current_and_an_old_one_is_warned_about(cloud_box, connect):
