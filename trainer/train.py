@@ -51,7 +51,7 @@ from trainer.rank_outputs import QuietCheckpoints, QuietOutputs
 from trainer.report import data_identity, write_report
 
 EXIT_OK = 0
-EXIT_STOPPED = 75  # a checkpoint is written: restart me (docker on-failure, the box's unit)
+EXIT_STOPPED = 75  # a checkpoint is written: restart me (the box's resume unit alone)
 # The last uploads (final checkpoint, summary, report, plots) of a finished run, and
 # of a failed one (its metrics say why).
 FINAL_UPLOAD_SECONDS = 300.0
