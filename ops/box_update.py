@@ -59,19 +59,14 @@ class BoxFile:
     content: str
 
 
-def rendered_files(settings: BoxSettings, ssh_user: str) -> list[BoxFile]:
-    """Every file cloud-init writes on such a box, as `infra.cloud_init` renders it."""
-    import yaml
-
+def rendered_files(settings: BoxSettings) -> list[BoxFile]:
+    """Every file cloud-init installs on such a box (`infra.cloud_init.installed_files`)."""
     cloud_init = infra_module("cloud_init")
     try:
-        text = cloud_init.render_cloud_init(
-            cloud=settings.cloud, ssh_user=ssh_user, **settings.guard
-        )
+        files = cloud_init.installed_files(cloud=settings.cloud, **settings.guard)
     except ValueError as error:
         raise Exit(f"the box's settings do not fit: {error}") from None
-    document = yaml.safe_load(text)
-    return [BoxFile(f["path"], f["permissions"], f["content"]) for f in document["write_files"]]
+    return [BoxFile(*file) for file in files]
 
 
 def version_path() -> str:
@@ -214,7 +209,7 @@ def stale_warning(box: Box) -> str | None:
         )
     # The programs' digest does not depend on the settings: any valid ones will do.
     settings = BoxSettings(target.cloud, {"idle_shutdown_minutes": 30})
-    local = _version_of(rendered_files(settings, target.ssh_user))
+    local = _version_of(rendered_files(settings))
     if running.get("programs") != local["programs"]:
         return (
             f"{box.address} runs older (or other) box programs than this checkout "

@@ -47,7 +47,7 @@ def box_update(c, idle_shutdown_minutes=0, dry_run=False, target="", stack=""):
     overrides = {"idle_shutdown_minutes": idle_shutdown_minutes or None}
     for box in updates.each_box(where):
         settings = updates.settings_for(where, outputs, overrides, box)
-        files = updates.rendered_files(settings, where.ssh_user)
+        files = updates.rendered_files(settings)
         if dry_run:
             print(
                 f"{box.address}: would write {', '.join(f.path for f in files)}, "

@@ -67,7 +67,7 @@ def test_box_update_installs_every_program_unit_and_setting_cloud_init_would(clo
     result = cloud_box.fab("box-update")
     assert result.returncode == 0, result.stderr
     expected = box_update.rendered_files(
-        box_update.BoxSettings("aws", {"idle_shutdown_minutes": 45}), cloud_box.server.user
+        box_update.BoxSettings("aws", {"idle_shutdown_minutes": 45})
     )
     for file in expected:
         installed = _installed(cloud_box, file.path)
@@ -172,10 +172,10 @@ def test_settings_nobody_has_take_cloud_inits_defaults(cloud_box, connect):
     assert settings.guard == {"idle_shutdown_minutes": 45}
     (watchdog,) = [
         json.loads(f.content)
-        for f in box_update.rendered_files(settings, "ubuntu")
+        for f in box_update.rendered_files(settings)
         if f.path == cloud_init.CONFIG_PATH
     ]
-    assert [watchdog[key] for key in GUARD_KEYS + DAILY_STOP_KEYS] == [45, 120, "", "UTC"]
+    assert watchdog == {"cloud": "aws", "idle_shutdown_minutes": 45}  # the rest: defaults
 
 
 def test_the_flag_overrides_the_stacks_idle_minutes(cloud_box):
@@ -197,7 +197,7 @@ def test_a_setting_that_does_not_fit_is_refused_in_one_line(cloud_box, connect):
     odd = {"idleShutdownMinutes": 45, "autoShutdownTime": "7pm"}
     settings = box_update.settings_for(box.target, odd, {}, box)
     with pytest.raises(Exit, match="daily_stop_time is '7pm', expected HH:MM"):
-        box_update.rendered_files(settings, "ubuntu")
+        box_update.rendered_files(settings)
 
 
 def test_dry_run_lists_the_files_and_changes_nothing(cloud_box):

@@ -111,8 +111,15 @@ class WatchdogConfig:
         return Path(self.box_root) / "watchdog" / "stops.jsonl"
 
     def to_json(self) -> str:
-        fields = dataclasses.asdict(self)
-        fields["shutdown_command"] = list(self.shutdown_command)
+        """The settings that differ from the defaults: the rest are the programs' own, and
+        the file is part of the boxes' size-limited user data."""
+        fields = {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+            if getattr(self, field.name) != field.default
+        }
+        if "shutdown_command" in fields:
+            fields["shutdown_command"] = list(self.shutdown_command)
         return json.dumps(fields, indent=2, sort_keys=True) + "\n"
 
     @classmethod
