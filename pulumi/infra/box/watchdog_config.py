@@ -101,6 +101,11 @@ class WatchdogConfig:
         return Path(self.box_root) / "runs"
 
     @property
+    def datasets_dir(self) -> Path:
+        """`fab prepare-data` prepares into datasets/<name> (written as the SSH user)."""
+        return Path(self.box_root) / "datasets"
+
+    @property
     def leases_dir(self) -> Path:
         """`fab train` and `fab hold` leave leases here (written as the SSH user)."""
         return Path(self.box_root) / "leases"
