@@ -175,29 +175,11 @@ class FakeBox:
         self._set("systemd_jobs", list(jobs))
 
     def add_trainer(
-        self,
-        run_id: str,
-        *,
-        running: bool,
-        created_at: float,
-        exit_code: int = 0,
-        started_at: float | None = None,
-        finished_at: float = 0.0,
-        restarting: bool = False,
-        restart_count: int = 0,
-        name: str | None = None,
-        label: str | None = None,
+        self, run_id: str, *, name: str | None = None, label: str | None = None, **container
     ) -> str:
+        """A trainer container (`container`: _add_container's state and times)."""
         container_id = self._add_container(
-            name or f"glucose-train-{run_id}",
-            {RUN_ID_LABEL: label or run_id},
-            running=running,
-            created_at=created_at,
-            exit_code=exit_code,
-            started_at=started_at,
-            finished_at=finished_at,
-            restarting=restarting,
-            restart_count=restart_count,
+            name or f"glucose-train-{run_id}", {RUN_ID_LABEL: label or run_id}, **container
         )
         (self.box_root / "runs" / run_id).mkdir(exist_ok=True)
         return container_id
