@@ -39,11 +39,14 @@ def box_has_image(box: Box, image: str) -> bool:
 def pull_on_box(box: Box, image: str, login: RegistryLogin | None, server: str) -> None:
     """`docker pull` on the box, logged in for just this command."""
     line, stdin = with_docker_login(login, f"docker pull --quiet {shlex.quote(image)}")
-    result = box.run(line, stdin=stdin, check=False)
-    if result.exited != 0:
-        output = result.stderr + result.stdout
+    if stdin is None:
+        result = box.run(line, check=False)
+        exit_code, output = result.exited, result.stderr + result.stdout
+    else:
+        exit_code, output = box.run_with_input(line, stdin, check=False)
+    if exit_code != 0:
         if "No space left on device" in output:
-            raise_for_remote_failure(box, "docker pull", result.exited, output)
+            raise_for_remote_failure(box, "docker pull", exit_code, output)
         raise Exit(login_failure_message(server, output))
 
 

@@ -1,11 +1,14 @@
 """manifest.json of a dataset in storage: sha256 and size of every file.
 
 Standard library only (plus `trainer.storage`), because the same module runs on the
-box inside the trainer image to fetch a dataset: `fab train --data-uri` feeds this
-file's source to `python3 - URI DEST` there, so the box verifies exactly as the
+box inside the trainer image to fetch a dataset: `fab train --data-uri` runs this
+file's source as `python3 -c SOURCE URI DEST` there, so the box verifies exactly as the
 laptop does; `fab prepare-data` runs it as `python3 -c SOURCE publish DIR URI` to
 upload a dataset made there. The manifest is written last on upload, so its presence
-means the dataset is complete.
+means the dataset is complete. The manifest comes from the bucket, so its file names
+go through `trainer.storage.local_paths` before any is read or written: a manifest
+naming a file outside the destination is refused as a whole. On the box, storage
+keys come from the environment file the container mounts (`trainer.container_env`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,16 @@ def sha256_file(path: Path) -> str:
 
 
 def build_manifest(data_dir: Path, name: str) -> dict:
-    """The manifest of every regular file in `data_dir` (the manifest itself excluded)."""
+    """The manifest of every regular file in `data_dir` (the manifest itself excluded);
+    ValueError for a symlink out of it: a dataset someone handed you could point at
+    your keys, and an upload would publish whatever it reads."""
+    root = Path(data_dir).resolve()
+    for path in sorted(data_dir.iterdir()):
+        if path.is_symlink() and root not in path.resolve().parents:
+            raise ValueError(
+                f"{path} is a symlink to {path.resolve()}, outside {data_dir}; refusing to "
+                "upload it: copy the file into the dataset directory (`cp -L`) if you mean it"
+            )
     files = {
         path.name: {"sha256": sha256_file(path), "bytes": path.stat().st_size}
         for path in sorted(data_dir.iterdir())
@@ -48,20 +60,40 @@ def matches(directory: Path, manifest: dict) -> bool:
     return True
 
 
+def checked_manifest(uri: str, text: bytes, destination: Path) -> dict:
+    """The manifest, if every file name maps into `destination` and every entry is a
+    sha256 and a size; SystemExit with one line otherwise."""
+    from trainer.storage.local_paths import UnsafeKey, local_path
+
+    try:
+        manifest = json.loads(text)
+        files = manifest["files"]
+        for file_name, entry in files.items():
+            local_path(destination, file_name)
+            if not (isinstance(entry["sha256"], str) and isinstance(entry["bytes"], int)):
+                raise TypeError(f"{file_name}: expected a sha256 string and a byte count")
+    except UnsafeKey as error:
+        raise SystemExit(f"{uri}/{MANIFEST}: {error}; the dataset is not fetched") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise SystemExit(f"{uri}/{MANIFEST} is not a dataset manifest ({error!r})") from None
+    return manifest
+
+
 def fetch(uri: str, destination: Path) -> str:
     """Fetch the dataset at `uri` into `destination` unless already there; verify it."""
     from trainer.storage import open_store
+    from trainer.storage.local_paths import local_path
 
     store = open_store(uri)
-    manifest = json.loads(store.read_bytes(MANIFEST))
     destination.mkdir(parents=True, exist_ok=True)
+    manifest = checked_manifest(uri, store.read_bytes(MANIFEST), destination)
     if matches(destination, manifest):
-        return f"dataset {manifest['name']} already cached in {destination}"
+        return f"dataset {manifest.get('name')} already cached in {destination}"
     for file_name, entry in manifest["files"].items():
-        path = destination / file_name
+        path = local_path(destination, file_name)
         if path.is_file() and sha256_file(path) == entry["sha256"]:
             continue
-        partial = path.with_name(f".{file_name}.part")
+        partial = path.with_name(f".{path.name}.part")
         store.get_file(file_name, partial)
         actual = sha256_file(partial)
         if actual != entry["sha256"]:
@@ -69,7 +101,7 @@ def fetch(uri: str, destination: Path) -> str:
             raise SystemExit(f"{uri}/{file_name}: sha256 {actual[:12]} != manifest's")
         partial.replace(path)
     (destination / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    return f"dataset {manifest['name']} fetched from {uri} into {destination}, sha256 verified"
+    return f"dataset {manifest.get('name')} fetched from {uri} into {destination}, sha256 verified"
 
 
 def publish(directory: Path, uri: str) -> str:
@@ -89,7 +121,16 @@ def publish(directory: Path, uri: str) -> str:
 
 
 if __name__ == "__main__":
+    from trainer.container_env import load_env_file
+
+    try:
+        load_env_file()
+    except Exception as error:  # trainer.config.UserError: one line, as every refusal here
+        raise SystemExit(str(error)) from None
     if sys.argv[1] == "publish":  # python3 -c SOURCE publish DIR URI
-        print(publish(Path(sys.argv[2]), sys.argv[3]), flush=True)
-    else:  # python3 - URI DEST
+        try:
+            print(publish(Path(sys.argv[2]), sys.argv[3]), flush=True)
+        except ValueError as error:
+            raise SystemExit(str(error)) from None
+    else:  # python3 -c SOURCE URI DEST
         print(fetch(sys.argv[1], Path(sys.argv[2])), flush=True)

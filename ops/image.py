@@ -19,7 +19,12 @@ from pathlib import Path
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops.registry import RegistryLogin, login_failure_message, with_docker_login
+from ops.registry import (
+    RegistryLogin,
+    docker_login_argv,
+    login_failure_message,
+    private_docker_config,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # What the build context holds (.dockerignore is an allow-list of these): only
@@ -124,18 +129,19 @@ def build(image: str, *, build_args: dict[str, str], dockerfile: Path) -> float:
 
 
 def push(image: str, login: RegistryLogin | None, server: str) -> PushReport:
-    """Push `image`; the registry skips layers it has, and we count both kinds."""
-    line, stdin = with_docker_login(login, f"docker push {image}")
-    started = time.monotonic()
-    result = subprocess.run(
-        ["bash", "-c", line],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=DOCKER_TIMEOUT_SECONDS,
-        check=False,
-        env=docker_env(),
-    )
+    """Push `image`; the registry skips layers it has, and we count both kinds.
+
+    argv lists only (the image name comes from a target file): with a login, `docker
+    login` reads the token on stdin into a throw-away DOCKER_CONFIG, then `docker push`.
+    """
+    with private_docker_config() as config:
+        env = {**docker_env(), "DOCKER_CONFIG": str(config)} if login else docker_env()
+        started = time.monotonic()
+        if login is not None:
+            logged_in = _run_docker(docker_login_argv(login), env, stdin=login.password + "\n")
+            if logged_in.returncode != 0:
+                raise Exit(login_failure_message(server, logged_in.stderr + logged_in.stdout))
+        result = _run_docker(["docker", "push", image], env)
     seconds = time.monotonic() - started
     if result.returncode != 0:
         raise Exit(login_failure_message(server, result.stderr + result.stdout))
@@ -144,4 +150,18 @@ def push(image: str, login: RegistryLogin | None, server: str) -> PushReport:
         seconds=seconds,
         pushed_layers=result.stdout.count(": Pushed"),
         existing_layers=result.stdout.count(": Layer already exists"),
+    )
+
+
+def _run_docker(
+    argv: list[str], env: dict[str, str], stdin: str | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        argv,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=DOCKER_TIMEOUT_SECONDS,
+        check=False,
+        env=env,
     )

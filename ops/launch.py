@@ -22,6 +22,7 @@ from ops.box_images import box_has_image, load_on_box, pull_on_box
 from ops.registry import login_for
 from ops.remote import Box
 from ops.trainer_container import Launch
+from trainer.storage import storage_environment
 
 LAUNCH_FILE = "launch.json"
 # Written before the image is built and shipped, renewed before the dataset fetch.
@@ -83,19 +84,21 @@ def fetch_dataset_on_box(box: Box, image: str, data_uri: str, user: str) -> str:
     host_dir = trainer_container.dataset_dir(box.root, name)
     inside = f"/workspace/datasets/{name}"
     box.run(f"mkdir -p {shlex.quote(host_dir)}")
-    # The image holds trainer.storage and the box's cloud credentials reach it; the
-    # fetch logic is ops/dataset_manifest.py itself, fed on stdin.
-    command = shlex.join(
-        [
-            "docker", "run", "--rm", "--interactive",
-            *trainer_container.container_options(box.target, user),
-            "--volume", f"{host_dir}:{inside}",
-            "--entrypoint", "python3", image, "-", data_uri, inside,
-        ]
-    )  # fmt: skip
+    # The image holds trainer.storage; of containerEnv the fetch gets what a storage
+    # client reads. The fetch logic is ops/dataset_manifest.py itself, run as `-c`.
     source = Path(dataset_manifest.__file__).read_text()
-    with console.status(f"box fetching dataset {data_uri}"):
-        result = box.run(command, stdin=source)
+    env = storage_environment(box.target.container_env)
+    with trainer_container.one_shot_env_file(box, f"fetch-{name}", env) as env_file:
+        command = shlex.join(
+            [
+                "docker", "run", "--rm",
+                *trainer_container.container_options(box.target, user, env_file),
+                "--volume", f"{host_dir}:{inside}",
+                "--entrypoint", "python3", image, "-c", source, data_uri, inside,
+            ]
+        )  # fmt: skip
+        with console.status(f"box fetching dataset {data_uri}"):
+            result = box.run(command)
     console.print(result.stdout.strip().splitlines()[-1])
     return name
 
@@ -130,6 +133,9 @@ def start_trainer(box: Box, launch: Launch, user: str) -> None:
     run_dir = trainer_container.run_dir(box.root, launch.run_id)
     box.run(f"mkdir -p {shlex.quote(run_dir)}")
     write_launch_record(box, launch)
+    if box.target.container_env:
+        env_file = trainer_container.run_env_file(box.root, launch.run_id)
+        trainer_container.write_env_file(box, env_file, box.target.container_env)
     if state is not None:
         box.run(f"docker rm {shlex.quote(name)}")
     # Only with the old container gone: the box's resume unit must never find a

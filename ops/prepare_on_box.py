@@ -22,6 +22,7 @@ from rich.console import Console
 
 from ops import dataset_manifest, trainer_container
 from ops.remote import Box
+from trainer.storage import storage_environment
 
 PREPARE_PREFIX = "glucose-prepare-"
 PREPARE_LABEL = "glucose-training.prepare"
@@ -41,14 +42,16 @@ def _trainer_args(name: str, args: list[str]) -> list[str]:
     return ["prepare-vitaldb", "--out", _inside(name), *args]
 
 
-def prepare_command(box: Box, image: str, name: str, user: str, args: list[str]) -> str:
+def prepare_command(
+    box: Box, image: str, name: str, user: str, args: list[str], env_file: str | None = None
+) -> str:
     """The `docker run` line that starts prepare-vitaldb detached on the box."""
     return shlex.join(
         [
             "docker", "run", "--detach",
             "--name", f"{PREPARE_PREFIX}{name}",
             "--label", f"{PREPARE_LABEL}={name}",
-            *trainer_container.container_options(box.target, user),
+            *trainer_container.container_options(box.target, user, env_file),
             "--volume", f"{trainer_container.dataset_dir(box.root, name)}:{_inside(name)}",
             image, *_trainer_args(name, args),
         ]
@@ -87,7 +90,11 @@ def run_preparation(box: Box, image: str, name: str, user: str, args: list[str])
         if container is not None:
             box.run(f"docker rm {container_name(name)}")
         box.run(f"mkdir -p {shlex.quote(trainer_container.dataset_dir(box.root, name))}")
-        box.run(prepare_command(box, image, name, user, args))
+        # containerEnv but the storage keys: the preparation never touches storage.
+        storage = storage_environment(box.target.container_env)
+        env = {k: v for k, v in box.target.container_env.items() if k not in storage}
+        with trainer_container.one_shot_env_file(box, f"prepare-{name}", env) as env_file:
+            box.run(prepare_command(box, image, name, user, args, env_file))
     _follow(box, name)
     exit_code = box.run(f"docker wait {container_name(name)}").stdout.strip()
     if exit_code != "0":
@@ -115,14 +122,16 @@ def publish_on_box(box: Box, image: str, name: str, user: str, uri: str) -> str:
     # The program as `-c`, not on stdin: invoke feeds a stream one byte per 10 ms, so
     # these 4 kB would take 40 s.
     source = Path(dataset_manifest.__file__).read_text()
-    command = shlex.join(
-        [
-            "docker", "run", "--rm",
-            *trainer_container.container_options(box.target, user),
-            "--volume", f"{host_dir}:{_inside(name)}:ro",
-            "--entrypoint", "python3", image, "-c", source, "publish", _inside(name), uri,
-        ]
-    )  # fmt: skip
-    with console.status(f"box publishing {name} to {uri}"):
-        result = box.run(command)
+    env = storage_environment(box.target.container_env)
+    with trainer_container.one_shot_env_file(box, f"publish-{name}", env) as env_file:
+        command = shlex.join(
+            [
+                "docker", "run", "--rm",
+                *trainer_container.container_options(box.target, user, env_file),
+                "--volume", f"{host_dir}:{_inside(name)}:ro",
+                "--entrypoint", "python3", image, "-c", source, "publish", _inside(name), uri,
+            ]
+        )  # fmt: skip
+        with console.status(f"box publishing {name} to {uri}"):
+            result = box.run(command)
     return result.stdout.strip().splitlines()[-1]

@@ -3,25 +3,38 @@
 ECR: boto3 `get_authorization_token` (12 h). ACR: an AAD access token exchanged at
 the registry's `/oauth2/exchange` for a refresh token (3 h), the same exchange `az acr
 login --expose-token` performs. A registry that is neither (a lab's, or the tests'
-127.0.0.1 one) is used without login. Tokens travel on stdin only, and docker's
-config that `docker login` writes goes to a throw-away directory in RAM (`/dev/shm`)
-that is removed right after the pull/push, so no credential lands on a disk.
+127.0.0.1 one) is used without login. Which one a registry is follows from its parsed
+host name only (`ops.target_schema.registry_host`): `attacker.example/.azurecr.io`
+ends in `.azurecr.io` but is no Azure registry, and never gets the user's Azure token.
+Tokens travel on stdin only, and docker's config that `docker login` writes goes to a
+throw-away directory (in RAM under `/dev/shm` where there is one; macOS has none, so
+there the private temp dir) that is removed right after the pull/push.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import shlex
+import shutil
+import tempfile
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from invoke.exceptions import Exit
 
+from ops.target_schema import registry_host
+
 ECR_HOST = re.compile(r"^(\d+)\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 ACR_SUFFIX = ".azurecr.io"
+# ACR names are 5-50 letters and digits (Microsoft.ContainerRegistry naming rules).
+ACR_HOST = re.compile(r"^[a-z0-9]{5,50}\.azurecr\.io$")
+RAM_DIR = Path("/dev/shm")
 ACR_NULL_USER = "00000000-0000-0000-0000-000000000000"
 ARM_SCOPE = "https://management.azure.com/.default"
 HTTP_TIMEOUT_SECONDS = 30
@@ -37,10 +50,11 @@ class RegistryLogin:
 
 
 def registry_kind(server: str) -> str:
-    """`ecr`, `acr` or `plain` (no login) for a registry host name."""
-    if ECR_HOST.match(server):
+    """`ecr`, `acr` or `plain` (no login) for a registry, by its parsed host name."""
+    host = registry_host(server)
+    if host is not None and ECR_HOST.match(host):
         return "ecr"
-    if server.endswith(ACR_SUFFIX):
+    if host is not None and ACR_HOST.match(host):
         return "acr"
     return "plain"
 
@@ -59,7 +73,7 @@ def _ecr_login(server: str) -> RegistryLogin:
     import boto3
     import botocore.exceptions
 
-    region = ECR_HOST.match(server).group(2)
+    region = ECR_HOST.match(registry_host(server)).group(2)
     try:
         response = boto3.client("ecr", region_name=region).get_authorization_token()
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
@@ -101,20 +115,38 @@ def _acr_login(server: str) -> RegistryLogin:
     return RegistryLogin(server=server, username=ACR_NULL_USER, password=refresh_token)
 
 
-def with_docker_login(login: RegistryLogin | None, command: str) -> tuple[str, str | None]:
-    """A shell line that runs `command` logged in via a RAM-only DOCKER_CONFIG, and its stdin.
+@contextlib.contextmanager
+def private_docker_config() -> Iterator[Path]:
+    """A throw-away DOCKER_CONFIG directory (0700), in RAM where the system has it."""
+    directory = tempfile.mkdtemp(
+        prefix="glucose-docker.", dir=RAM_DIR if RAM_DIR.is_dir() else None
+    )
+    try:
+        yield Path(directory)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
-    Without a login the command runs as is. With one, `docker login` reads the token
-    from stdin into a config directory under /dev/shm that the trap removes on exit.
+
+def docker_login_argv(login: RegistryLogin) -> list[str]:
+    """`docker login` reading the token from stdin (never an argument)."""
+    return ["docker", "login", "--username", login.username, "--password-stdin", login.server]
+
+
+def with_docker_login(login: RegistryLogin | None, command: str) -> tuple[str, str | None]:
+    """A shell line for the box that runs `command` logged in via a throw-away
+    DOCKER_CONFIG, and its stdin. Without a login the command runs as is. With one,
+    `docker login` reads the token from stdin into a directory under /dev/shm (the
+    temp dir where there is none) that the trap removes on exit. Every word of the
+    line is quoted by the caller or here.
     """
     if login is None:
         return command, None
     line = (
         "set -e; "
-        "cfg=$(mktemp -d /dev/shm/glucose-docker.XXXXXX); trap 'rm -rf \"$cfg\"' EXIT; "
+        "cfg=$(mktemp -d /dev/shm/glucose-docker.XXXXXX 2>/dev/null || mktemp -d); "
+        "trap 'rm -rf \"$cfg\"' EXIT; "
         'export DOCKER_CONFIG="$cfg"; '
-        f"docker login --username {shlex.quote(login.username)} --password-stdin "
-        f"{shlex.quote(login.server)} >/dev/null; "
+        f"{shlex.join(docker_login_argv(login))} >/dev/null; "
         f"{command}"
     )
     return line, login.password + "\n"

@@ -18,6 +18,7 @@ from ops import trainer_container
 from ops.launch import LAUNCH_FILE
 from ops.remote import Box
 from ops.trainer_container import PREEMPTED_EXIT_CODE, ContainerState
+from trainer.status import UPLOAD_PENDING
 
 NVIDIA_QUERY = (
     "nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total "
@@ -65,7 +66,7 @@ def describe_state(container: ContainerState | None, status: dict, stopped_by_us
     if container.restarting:
         return "restarting (an old container under docker's restart policy)"
     if container.exit_code == 0:
-        return "finished"
+        return _finished(status)
     if container.exit_code == PREEMPTED_EXIT_CODE:
         if stopped_by_user:
             return "stopped by `fab stop` (checkpoint saved; `fab train --run ID` resumes)"
@@ -73,6 +74,15 @@ def describe_state(container: ContainerState | None, status: dict, stopped_by_us
     if container.exit_code == trainer_container.USER_ERROR_EXIT_CODE:
         return "failed (exit 2: bad flags or dataset; see `fab logs`)"
     return f"failed (exit {container.exit_code}; see `fab logs`)"
+
+
+def _finished(status: dict) -> str:
+    if status.get("state") == UPLOAD_PENDING:
+        return (
+            "finished, last uploads pending (storage was down; the files are on the box "
+            "until the run's container starts again: `fab download` says which)"
+        )
+    return "finished"
 
 
 def snapshot(box: Box, run_id: str) -> RunSnapshot:

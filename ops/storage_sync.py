@@ -5,6 +5,9 @@ Download: a run's mirror `<storageUri>/runs/<run_id>/` to a local directory,
 resumable (files already here with the recorded hash are skipped) and verified:
 checkpoints against their `.sha256` sidecars, every other file against the box's
 own copy when the box is reachable. A local `manifest.json` records what arrived.
+Keys are mapped to files by `trainer.storage.local_paths` (the bucket is written by
+the box, not by us): a key that would land outside the directory is refused,
+reported and never written.
 """
 
 from __future__ import annotations
@@ -60,7 +63,10 @@ def upload_dataset(data_dir: Path, uri: str) -> dict:
             f"{data_dir} has no windows.npy; expected a dataset directory "
             "(make one with `python -m trainer synth --out DIR ...`)"
         )
-    manifest = build_manifest(data_dir, data_dir.name)
+    try:
+        manifest = build_manifest(data_dir, data_dir.name)
+    except ValueError as error:  # a symlink out of the directory
+        raise Exit(str(error)) from None
     store = _store(uri)
     if store.exists(MANIFEST) and json.loads(store.read_bytes(MANIFEST)) == manifest:
         console.print(f"{uri} already holds this dataset (same sha256 for every file)")
@@ -88,6 +94,8 @@ class DownloadReport:
     verified_by_box: list[str] = field(default_factory=list)
     unverified: list[str] = field(default_factory=list)
     box_only: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    """Keys that would have been written outside `directory` (see local_paths)."""
 
 
 def _load_local_manifest(directory: Path) -> dict:
@@ -138,7 +146,14 @@ class _RunDownload:
         return None, None
 
     def fetch(self, key: str, progress: Progress) -> None:
-        path = self.directory / key
+        from trainer.storage.local_paths import UnsafeKey, local_path
+
+        try:
+            path = local_path(self.directory, key)
+        except UnsafeKey as error:
+            console.print(f"[red]{self.uri}: {error}; not written[/]")
+            self.report.refused.append(key)
+            return
         expected, how = self._expected(key)
         entry = self.manifest["files"].get(key)
         if _already_here(path, entry) and expected in (None, entry["sha256"]):

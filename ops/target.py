@@ -4,6 +4,7 @@ A target file is JSON with the stack output keys plus `sshPort` and `sshKeyPath`
 (and optionally `boxRoot`, `containerEnv`, `dockerNetwork`); ARCHITECTURE.md lists
 them. It describes a box Pulumi did not make: a lab GPU server, or the local sshd
 the tests start. `GLUCOSE_TARGET=FILE` selects one for every task of a command line.
+Both sources are checked against `ops.target_schema` before anything uses a value.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from invoke.exceptions import Exit
+
+from ops import target_schema
 
 TARGET_ENV = "GLUCOSE_TARGET"
 DEFAULT_BOX_ROOT = "/var/lib/glucose-training"
@@ -49,14 +52,7 @@ class Target:
     docker_network: str = ""
 
     def __post_init__(self) -> None:
-        if not self.hosts:
-            raise Exit(f"{self.source}: `hosts` is empty; expected at least one box address")
-        if not 0 < self.ssh_port < 65536:
-            raise Exit(f"{self.source}: sshPort {self.ssh_port} is not a TCP port")
-        if self.hourly_price_usd < 0:
-            raise Exit(f"{self.source}: hourlyPriceUsd {self.hourly_price_usd} is negative")
-        if not self.box_root.startswith("/"):
-            raise Exit(f"{self.source}: boxRoot {self.box_root!r} must be an absolute path")
+        target_schema.check(self)
 
     @property
     def host(self) -> str:
@@ -76,6 +72,7 @@ def from_outputs(outputs: dict[str, Any], source: str, base_dir: Path | None = N
     missing = [key for key in REQUIRED_KEYS if not outputs.get(key)]
     if missing:
         raise Exit(f"{source}: missing {', '.join(missing)}; expected the keys in ARCHITECTURE.md")
+    outputs = target_schema.json_fields(outputs, source)
     hosts = outputs["hosts"]
     key_path = outputs.get("sshKeyPath")
     if key_path:
@@ -83,7 +80,7 @@ def from_outputs(outputs: dict[str, Any], source: str, base_dir: Path | None = N
         if not key_path.is_absolute() and base_dir is not None:
             key_path = base_dir / key_path
     return Target(
-        cloud=str(outputs.get("cloud", "local")),
+        cloud=str(outputs.get("cloud") or "local"),
         hosts=tuple([hosts] if isinstance(hosts, str) else hosts),
         ssh_user=str(outputs["sshUser"]),
         storage_uri=str(outputs["storageUri"]).rstrip("/"),
@@ -92,7 +89,7 @@ def from_outputs(outputs: dict[str, Any], source: str, base_dir: Path | None = N
         ssh_key_path=key_path,
         registry=str(outputs.get("registry") or ""),
         image_repository=str(outputs.get("imageRepository") or "glucose-training"),
-        vm_size=str(outputs.get("vmSize", "")),
+        vm_size=str(outputs.get("vmSize") or ""),
         gpu_count=int(outputs.get("gpuCount", 0)),
         hourly_price_usd=float(outputs.get("hourlyPriceUsd", 0.0)),
         spot=bool(outputs.get("spot", False)),

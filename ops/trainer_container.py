@@ -6,15 +6,18 @@ box" contract, which the box's resume unit and watchdog rely on too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from invoke.exceptions import Exit
 
 from ops.remote import Box
 from ops.target import Target
+from trainer import container_env
 
 CONTAINER_PREFIX = "glucose-train-"
 RUN_ID_LABEL = "glucose-training.run-id"
@@ -23,6 +26,19 @@ PREEMPTED_EXIT_CODE = 75
 USER_ERROR_EXIT_CODE = 2
 WORKSPACE = "/workspace"
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+ENV_FILE_NAME = ".container.env"
+ENV_FILE_IN_CONTAINER = "/run/glucose-training/env"
+
+
+def checked_name(value: str, flag: str) -> str:
+    """A run id or dataset name, fit for a container name, a path part and a shell word
+    (a `--run` reaches remote commands and local paths); Exit naming `flag` otherwise."""
+    if not RUN_ID_PATTERN.match(value):
+        raise Exit(
+            f"{flag} {value!r} is not a usable name; expected letters, digits, '.', '_' "
+            "or '-' (at most 64, starting with a letter or digit)"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -71,15 +87,56 @@ def run_checkpoint_uri(target: Target, run_id: str) -> str:
     return f"{target.storage_uri}/runs/{run_id}"
 
 
-def container_options(target: Target, user: str) -> list[str]:
-    """User, network and environment shared by every container `fab` starts on the box."""
+def run_env_file(box_root: str, run_id: str) -> str:
+    """The trainer's environment file: a dot file in the run dir (never mirrored), there
+    for as long as the container may start again (the box's resume unit)."""
+    return f"{run_dir(box_root, run_id)}/{ENV_FILE_NAME}"
+
+
+def write_env_file(box: Box, path: str, env: dict[str, str]) -> None:
+    """`env` into `path` on the box, 0600, through the SSH channel's stdin: no secret
+    on a command line, in a log or in `docker inspect` (see trainer.container_env)."""
+    quoted, partial = shlex.quote(path), shlex.quote(path + ".tmp")
+    box.run_with_input(
+        f"umask 077 && mkdir -p {shlex.quote(path.rsplit('/', 1)[0])} && "
+        f"cat > {partial} && mv -f {partial} {quoted}",
+        container_env.render(env),
+    )
+
+
+@contextlib.contextmanager
+def one_shot_env_file(box: Box, name: str, env: dict[str, str]) -> Iterator[str | None]:
+    """An env file for containers started inside this block, removed when it ends: each
+    loads it as it starts, and a bind mount keeps the file it mounted. None for an
+    empty `env`. `name` says whose (`fetch-<dataset>`, ...)."""
+    if not env:
+        yield None
+        return
+    path = f"{box.root}/datasets/.{name}.env"
+    write_env_file(box, path, env)
+    try:
+        yield path
+    finally:
+        box.run(f"rm -f {shlex.quote(path)}", check=False)
+
+
+def container_options(target: Target, user: str, env_file: str | None = None) -> list[str]:
+    """User, network and environment shared by every container `fab` starts on the box.
+
+    `env_file` (written by `write_env_file`) is mounted read-only and loaded by the
+    image's entrypoint; the variables never appear in docker's own records.
+    """
     # The SSH user owns BOX_ROOT/runs and /datasets; running as that uid keeps them
     # writable for the container and removable for the user.
     options = ["--user", user, "--env", "HOME=/tmp"]
     if target.docker_network:
         options += ["--network", target.docker_network]
-    for name, value in sorted(target.container_env.items()):
-        options += ["--env", f"{name}={value}"]
+    if env_file:
+        # --mount, not --volume: a missing file fails the start instead of becoming a
+        # directory.
+        mount = f"type=bind,source={env_file},target={ENV_FILE_IN_CONTAINER},readonly"
+        env_var = f"{container_env.ENV_FILE_VARIABLE}={ENV_FILE_IN_CONTAINER}"
+        options += ["--mount", mount, "--env", env_var]
     return options
 
 
@@ -96,7 +153,7 @@ def docker_run_command(target: Target, launch: Launch, *, gpus: bool, user: str)
         # unit (pulumi/infra/box/resume.py) is the one restarter, for exit 75 only.
         "--restart", "no",
         "--stop-timeout", str(STOP_TIMEOUT_SECONDS),
-        *container_options(target, user),
+        *container_options(target, user, env_file=_trainer_env_file(target, launch.run_id)),
         "--volume", f"{run_dir(target.box_root, launch.run_id)}:{runs}",
         "--volume", f"{dataset_dir(target.box_root, launch.dataset_name)}:{data}:ro",
     ]  # fmt: skip
@@ -111,6 +168,10 @@ def docker_run_command(target: Target, launch: Launch, *, gpus: bool, user: str)
         *launch.trainer_args,
     ]  # fmt: skip
     return shlex.join(args)
+
+
+def _trainer_env_file(target: Target, run_id: str) -> str | None:
+    return run_env_file(target.box_root, run_id) if target.container_env else None
 
 
 def box_has_gpus(box: Box) -> bool:
@@ -155,8 +216,9 @@ def run_ids(box: Box, *, running_only: bool = False) -> list[str]:
 def resolve_run_id(box: Box, run_id: str | None) -> str:
     """The given run id, or the newest run on the box; Exit when there is none."""
     if run_id:
-        return run_id
+        return checked_name(run_id, "--run")
     ids = run_ids(box)
     if not ids:
         raise Exit(f"no trainer run on {box.address}; start one with `fab train`")
-    return ids[0]
+    # A label is whatever the box's docker says: checked like a flag.
+    return checked_name(ids[0], f"the newest run's label on {box.address}")

@@ -1,8 +1,9 @@
-"""`python -m trainer synth|train|evaluate|bench|bench-checkpoint|prepare-vitaldb|bench-prepare`
-(also the image's ENTRYPOINT).
+"""`python -m trainer synth|train|evaluate|sync|bench|bench-checkpoint|prepare-vitaldb|
+bench-prepare` (also the image's ENTRYPOINT).
 
-Exit codes (ARCHITECTURE.md): 0 done, 2 user error (one line on stderr), 75 stopped
-or preempted with a checkpoint written (restart me).
+Exit codes (ARCHITECTURE.md, `trainer.exit_codes`): 0 done, 2 user error and 74 run
+dir not writable (one line on stderr each), 75 stopped or preempted with a
+checkpoint written (restart me; for `sync`: storage still down, try again).
 """
 
 from __future__ import annotations
@@ -25,14 +26,19 @@ from trainer.config import (
     TrainConfig,
     UserError,
 )
+from trainer.container_env import load_env_file
+from trainer.exit_codes import (
+    EXIT_UNWRITABLE,
+    EXIT_USER_ERROR,
+    exit_code_for,
+    unwritable_message,
+)
 from trainer.vitaldb.config import (
     DEFAULT_SOURCE_URL,
     LABEL_METHODS,
     MILESTONE_CASES,
     PrepareConfig,
 )
-
-EXIT_USER_ERROR = 2
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", type=Path, required=True)
     evaluate.add_argument("--checkpoint", required=True, metavar="PATH_OR_URI")
     evaluate.add_argument("--split", default="test", choices=("train", "val", "test"))
+
+    sync = commands.add_parser(
+        "sync", help="upload what a run dir's store lacks (a finished run's pending uploads)"
+    )
+    sync.add_argument("--run-dir", type=Path, required=True)
+    sync.add_argument("--checkpoint-uri", required=True)
 
     bench = commands.add_parser("bench", help="windows/s of pipeline and train step vs baseline")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
@@ -213,6 +225,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         print(json.dumps(evaluate_checkpoint(args.data, args.checkpoint, args.split), indent=2))
         return 0
+    if args.command == "sync":
+        from trainer.final_upload import sync_and_mark
+
+        return sync_and_mark(args.run_dir, args.checkpoint_uri)
     if args.command == "prepare-vitaldb":
         return _prepare(args)
     if args.command == "bench-prepare":
@@ -250,10 +266,16 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging()
     try:
+        load_env_file()
         return _dispatch(args)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except OSError as error:  # a full disk, a read-only run dir: one line, exit 74
+        if exit_code_for(error) != EXIT_UNWRITABLE:
+            raise
+        print(f"error: {unwritable_message(error)}", file=sys.stderr)
+        return EXIT_UNWRITABLE
 
 
 if __name__ == "__main__":

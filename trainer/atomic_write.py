@@ -32,18 +32,35 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def fsync_file(path: Path) -> None:
+    """Make what was written to `path` (through any handle) durable; no-op if absent."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def open_atomic(path: Path, *, durable: bool = False) -> Iterator[BinaryIO]:
     """A handle to write `path` through: it appears under its name, whole, only when
     the block ends without an exception (streamed, so no copy of the data is needed)."""
     path = Path(path)
     tmp = temp_path(path)
-    with tmp.open("wb") as handle:
-        yield handle
-        if durable:
-            handle.flush()
-            os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("wb") as handle:
+            yield handle
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # A full disk or a read-only dir fails the write: leave no temp file behind.
+        tmp.unlink(missing_ok=True)
+        raise
     if durable:
         fsync_dir(path.parent)
 

@@ -31,17 +31,26 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 import torch
 
 from trainer import remote_checkpoints as layout
-from trainer.atomic_write import fsync_dir, open_atomic, temp_path, write_bytes_atomic
+from trainer.atomic_write import (
+    fsync_dir,
+    fsync_file,
+    open_atomic,
+    temp_path,
+    write_bytes_atomic,
+)
 from trainer.checkpoint_writer import BackgroundWriter, snapshot
 from trainer.config import UserError
 from trainer.storage import InvalidStorageUri, ObjectStore, StorageError, open_store
 from trainer.sync import RunSync, SyncConfig
+
+if TYPE_CHECKING:
+    from trainer.resume import Check
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +72,9 @@ STATE_KEYS = (
     "dataset_fingerprint",
 )
 STEP_FILE_GLOB = "step-*.pt"
+# Run files on disk before each checkpoint is: a resume from it, after a power cut,
+# finds every metrics record up to its step (the loop writes them before it saves).
+DURABLE_WITH_CHECKPOINTS = ("metrics.jsonl",)
 SYNC_STOP_SECONDS = 1.0
 DAMAGED_SUFFIX = ".damaged"
 
@@ -114,10 +126,16 @@ class _HashingWriter:
     def __init__(self, handle: BinaryIO) -> None:
         self._handle = handle
         self.sha256 = hashlib.sha256()
+        self.error: OSError | None = None
+        """The file's own error: torch reports a failed write as a RuntimeError."""
 
     def write(self, data: bytes) -> int:
         self.sha256.update(data)
-        return self._handle.write(data)
+        try:
+            return self._handle.write(data)
+        except OSError as error:
+            self.error = error
+            raise
 
     def flush(self) -> None:
         self._handle.flush()
@@ -131,7 +149,13 @@ def save(path: Path, state: dict[str, Any]) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open_atomic(path, durable=True) as handle:
         writer = _HashingWriter(handle)
-        torch.save(state, writer)
+        try:
+            torch.save(state, writer)
+        except RuntimeError:
+            if writer.error is not None:  # e.g. ENOSPC: say that, not torch's wrapper
+                error = writer.error
+                raise OSError(error.errno, error.strerror, str(path)) from None
+            raise
         digest = writer.sha256.hexdigest()
         # The record before the file: a step file never exists without one (resuming
         # from it links last.pt, which copies its record), while a kill between the
@@ -140,12 +164,15 @@ def save(path: Path, state: dict[str, Any]) -> str:
     return digest
 
 
-def load(path: Path) -> dict[str, Any]:
-    """Verify the sidecar digest (when present) and load with weights_only=True."""
+def load(path: Path, *, require_record: bool = False) -> dict[str, Any]:
+    """Verify the sidecar digest (when present; `require_record`: it must be) and load
+    with weights_only=True; CheckpointError unless it holds a trainer checkpoint."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint")
     sidecar = sidecar_path(path)
+    if require_record and not sidecar.is_file():
+        raise CheckpointError(f"{path}: no {sidecar.name} record (not written by the trainer)")
     if sidecar.is_file():
         try:
             expected = layout.parse_hash_line(sidecar.read_text())
@@ -157,20 +184,39 @@ def load(path: Path) -> dict[str, Any]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises a zoo of types for a truncated/foreign file
         raise CheckpointError(f"{path}: not loadable ({type(error).__name__}: {error})") from None
-    if not isinstance(state, dict) or "model" not in state:
-        raise CheckpointError(f"{path}: not a trainer checkpoint (no 'model' key)")
+    if (problem := _structure_problem(state)) is not None:
+        raise CheckpointError(f"{path}: not a trainer checkpoint ({problem})")
     return state
+
+
+def _structure_problem(state: Any) -> str | None:
+    """What makes `state` something other than a dict of `STATE_KEYS` of the right kinds."""
+    if not isinstance(state, dict):
+        return f"a {type(state).__name__}, not a dict"
+    if missing := [key for key in STATE_KEYS if key not in state]:
+        return f"no {', '.join(missing)}"
+    for key in ("step", "epoch", "step_in_epoch", "epochs_without_improvement"):
+        if type(state[key]) is not int or state[key] < 0:
+            return f"{key} is {state[key]!r}, not a count"
+    for key in ("model", "optimizer", "config", "label_norm", "input_norm", "splits"):
+        if not isinstance(state[key], dict):
+            return f"{key} is a {type(state[key]).__name__}, not a dict"
+    return None
 
 
 def link_atomic(source: Path, target: Path) -> None:
     """Make `target` name `source`'s content (a hard link; a copy where links fail)."""
-    tmp = temp_path(target)
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(source, tmp)
-    except OSError:
-        shutil.copyfile(source, tmp)
-    os.replace(tmp, target)
+    if not (target.exists() and target.samefile(source)):
+        tmp = temp_path(target)
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+        # rename(2) of one hard link over another of the same file does nothing and
+        # leaves the temp name: hence the test above, and the unlink for a race.
+        os.replace(tmp, target)
+        tmp.unlink(missing_ok=True)
     write_sidecar(target, layout.parse_hash_line(sidecar_path(source).read_text()))
     fsync_dir(target.parent)
 
@@ -204,6 +250,11 @@ def resolve_local(path_or_uri: str) -> Path:
     )
     if not name:
         raise UserError(f"--checkpoint {path_or_uri}: no BEST or LATEST checkpoint there")
+    if not layout.is_checkpoint_name(name):
+        raise UserError(
+            f"--checkpoint {path_or_uri}: {name!r} is not a checkpoint name "
+            "(step-NNNNNNNNN-epoch-NNNN.pt)"
+        )
     # A directory of its own: runs share step names, so a shared cache could mix them.
     dest = Path(tempfile.mkdtemp(prefix="glucose-checkpoint-")) / name
     digest = layout.download_verified(store, name, dest)
@@ -268,6 +319,8 @@ class CheckpointManager:
         """On the writer thread: the file (unless `state` is None: it is written),
         then the links, pruning and the upload, in that order."""
         if state is not None:
+            for name in DURABLE_WITH_CHECKPOINTS:
+                fsync_file(self.directory.parent / name)
             digest = save(path, state)
             self._published.discard(path.name)
         else:
@@ -291,11 +344,12 @@ class CheckpointManager:
             (self.directory / name).unlink(missing_ok=True)
             sidecar_path(self.directory / name).unlink(missing_ok=True)
 
-    def load_latest(self) -> dict[str, Any] | None:
-        """The newest valid checkpoint here or in the store, or None for a fresh run."""
+    def load_latest(self, check: Check) -> dict[str, Any] | None:
+        """The checkpoint to resume from, here or in the store (`trainer.resume`), or
+        None for a fresh run; `check` says why a state cannot continue this run."""
         from trainer.resume import find_newest
 
-        found = find_newest(self.directory, self.store)
+        found = find_newest(self.directory, self.store, check)
         if found is None:
             return None
         self._newest = found.path

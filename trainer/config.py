@@ -9,6 +9,7 @@ checkpoint.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,9 @@ class OptimConfig:
     """Micro-batches accumulated per optimizer step."""
 
     def __post_init__(self) -> None:
-        _require(self.lr > 0, f"--lr {self.lr}: must be positive")
+        _require(
+            math.isfinite(self.lr) and self.lr > 0, f"--lr {self.lr}: must be a positive number"
+        )
         _require(self.grad_accum >= 1, f"--grad-accum {self.grad_accum}: must be at least 1")
         _require(0 <= self.warmup_fraction < 1, "warmup_fraction must be in [0, 1)")
         _require(self.grad_clip_norm >= 0, "grad_clip_norm must be >= 0")
@@ -172,7 +175,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         _require(
-            self.checkpoint_every_seconds >= 0,
+            math.isfinite(self.checkpoint_every_seconds) and self.checkpoint_every_seconds >= 0,
             f"--checkpoint-every {self.checkpoint_every_seconds:g}: must be >= 0 seconds",
         )
         _require(

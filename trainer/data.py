@@ -31,6 +31,8 @@ FINGERPRINT_SAMPLE_ROWS = 256
 SCAN_CHUNK_ROWS = 65_536  # bounds memory while scanning a memory-mapped windows.npy
 GPU_RESIDENT_MAX_FRACTION = 0.4  # of free GPU memory a split may take before it stays on host
 DATASET_FILES = ("windows.npy", "glucose.npy", "case_id.npy", "meta.json")
+# Training reads windows as float32: a float64 value past this becomes inf there.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass(frozen=True)
@@ -63,10 +65,15 @@ def _load_array(path: Path) -> np.ndarray:
 
 
 def _count_bad_rows(windows: np.ndarray) -> int:
+    """Rows with NaN or inf, or (float64) values that turn into inf as float32."""
+    wide = windows.dtype.kind == "f" and windows.dtype.itemsize > 4
     bad = 0
     for start in range(0, windows.shape[0], SCAN_CHUNK_ROWS):
         chunk = np.asarray(windows[start : start + SCAN_CHUNK_ROWS])
-        bad += int((~np.isfinite(chunk)).any(axis=1).sum())
+        rows = ~np.isfinite(chunk)
+        if wide:
+            rows |= np.abs(chunk) > FLOAT32_MAX
+        bad += int(rows.any(axis=1).sum())
     return bad
 
 
@@ -89,7 +96,11 @@ def _validate(directory: Path, windows: np.ndarray, glucose: np.ndarray, case_id
     if not np.issubdtype(case_id.dtype, np.integer):
         raise _fail(c_path, f"dtype {case_id.dtype}", "expected integer case ids (int32)")
     if bad := _count_bad_rows(windows):
-        raise _fail(w_path, f"NaN or inf in {bad} rows", "drop or repair those windows")
+        raise _fail(
+            w_path,
+            f"NaN, inf or values beyond float32's range (±{FLOAT32_MAX:.1e}) in {bad} rows",
+            "drop, repair or rescale those windows",
+        )
     if bad := int((~np.isfinite(glucose)).sum()):
         raise _fail(g_path, f"NaN or inf in {bad} rows", "drop those windows")
     low, high = GLUCOSE_RANGE_MG_DL

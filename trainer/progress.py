@@ -7,6 +7,8 @@ plain line per interval, which is what `docker logs` and CI capture.
 from __future__ import annotations
 
 import json
+import logging
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -17,7 +19,11 @@ import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from trainer.atomic_write import write_bytes_atomic
+from trainer.config import UserError
 from trainer.status import StatusWriter
+
+log = logging.getLogger(__name__)
+METRICS_FILE = "metrics.jsonl"
 
 
 def _eta_text(seconds: float | None) -> str:
@@ -87,28 +93,29 @@ class ProgressDisplay:
 
 
 class MetricsLog:
-    """metrics.jsonl (one object per log step / epoch) mirrored to TensorBoard in tb/."""
+    """metrics.jsonl (one object per log step / epoch) mirrored to TensorBoard in tb/.
+
+    Opening it repairs what a crash left: records past the step the run starts from
+    (None: a fresh run, step 0) go, the resumed run logs them again, and so does a
+    torn last line (host killed mid-write, disk full), with a warning. The checkpoint
+    writer fsyncs the file before each checkpoint (`trainer.checkpoint`), so a resume
+    finds every record up to its step.
+    """
 
     def __init__(self, run_dir: Path, resume_step: int | None) -> None:
         from torch.utils.tensorboard import SummaryWriter  # heavy import; only for training
 
-        self.path = Path(run_dir) / "metrics.jsonl"
-        if resume_step is not None:
-            self._drop_after(resume_step)
+        self.path = Path(run_dir) / METRICS_FILE
+        self._keep_until(resume_step or 0)
         # purge_step hides events a killed run logged past the checkpoint we resume from.
         self.tb = SummaryWriter(str(Path(run_dir) / "tb"), purge_step=resume_step)
         self._file = self.path.open("a")
 
-    def _drop_after(self, step: int) -> None:
-        """Forget records past the resumed step: the resumed run logs them again."""
+    def _keep_until(self, step: int) -> None:
         if not self.path.exists():
             return
-        kept = [
-            line
-            for line in self.path.read_text().splitlines()
-            if line.strip() and json.loads(line)["step"] <= step
-        ]
-        write_bytes_atomic(self.path, "".join(line + "\n" for line in kept).encode())
+        kept = [record for record in read_metrics(self.path.parent) if record["step"] <= step]
+        write_bytes_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode())
 
     def record(self, kind: str, step: int, **values: Any) -> None:
         self._file.write(json.dumps({"kind": kind, "step": step, **values}) + "\n")
@@ -123,10 +130,23 @@ class MetricsLog:
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / "metrics.jsonl"
+    """The records of metrics.jsonl; lines that are not one (torn) are dropped, warned."""
+    path = Path(run_dir) / METRICS_FILE
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    records = [record for record in map(_record, lines) if record is not None]
+    if torn := len(lines) - len(records):
+        log.warning("%s: dropped %d torn line(s) (a crash or a full disk mid-write)", path, torn)
+    return records
+
+
+def _record(line: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("step"), int) else None
 
 
 class IntervalMeter:
@@ -185,6 +205,11 @@ class RunOutputs:
     def interval(self, epoch: int, step: int, lr: float, last_checkpoint_at: float | None) -> None:
         """One log line: the only place the loop syncs with the device."""
         values = self.meter.flush(step)
+        if not math.isfinite(values["loss"]):
+            raise UserError(
+                f"training diverged: the loss is {values['loss']} at step {step} (lr {lr:g}); "
+                "lower --lr, or look for extreme values in the data"
+            )
         self.log.record(
             "train",
             step,

@@ -63,7 +63,7 @@ class QuietCheckpoints:
     def save_best(self, state: dict[str, Any]) -> None:
         pass
 
-    def load_latest(self) -> None:
+    def load_latest(self, check: Any = None) -> None:
         return None
 
     def load_best(self) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -30,6 +31,14 @@ BEST_KEY = CHECKPOINTS_PREFIX + "BEST"
 CHECKPOINT_SUFFIX = ".pt"
 HASH_SUFFIX = ".sha256"
 HASH_CHUNK_BYTES = 4 * 1024 * 1024
+# `trainer.checkpoint.checkpoint_name`: the only names a pointer may hold or a resume
+# may fetch. A pointer is read from the bucket, so it is checked before it becomes a
+# file name (anything else could climb out of the run dir).
+CHECKPOINT_NAME = re.compile(r"^step-[0-9]{9}-epoch-[0-9]{4}\.pt$")
+
+
+def is_checkpoint_name(name: str) -> bool:
+    return bool(CHECKPOINT_NAME.match(name))
 
 
 def sha256_of(path: Path) -> str:
@@ -69,35 +78,40 @@ def set_pointer(store: ObjectStore, key: str, name: str) -> None:
 
 
 def read_pointer(store: ObjectStore, key: str) -> str | None:
+    """The checkpoint name a pointer holds; None when absent or not a checkpoint name."""
     try:
-        return store.read_bytes(key).decode().strip() or None
+        text = store.read_bytes(key).decode(errors="replace").strip()
     except ObjectNotFound:
         return None
+    if text and not is_checkpoint_name(text):
+        log.warning("ignoring %s/%s: %r is not a checkpoint name", store.uri, key, text[:80])
+        return None
+    return text or None
 
 
 def remote_names(store: ObjectStore) -> list[str]:
     """Checkpoint names present in the store, in name order (oldest first)."""
     keys = store.list(CHECKPOINTS_PREFIX)
-    return sorted(
-        key[len(CHECKPOINTS_PREFIX) :]
-        for key in keys
-        if key.endswith(CHECKPOINT_SUFFIX) and "/" not in key[len(CHECKPOINTS_PREFIX) :]
-    )
+    names = (key[len(CHECKPOINTS_PREFIX) :] for key in keys)
+    return sorted(name for name in names if is_checkpoint_name(name))
 
 
 def candidates(store: ObjectStore) -> list[str]:
-    """Names to try on resume, best guess first: LATEST, then newest to oldest."""
-    names = remote_names(store)
+    """Names to resume from, newest first, as the run's own LATEST pointer bounds them:
+    LATEST, then the older ones (a damaged LATEST falls back to the previous). Names
+    past LATEST are never candidates: the writer moves LATEST after every upload, so
+    such a name is not this run's (planted, or an upload whose pointer never moved)."""
     latest = read_pointer(store, LATEST_KEY)
-    ordered = sorted(names, reverse=True)
-    if latest in ordered:
-        ordered.remove(latest)
-        ordered.insert(0, latest)
-    return ordered
+    if latest is None:
+        return []
+    return sorted((name for name in remote_names(store) if name <= latest), reverse=True)
 
 
 def download_verified(store: ObjectStore, name: str, dest: Path) -> str | None:
     """Fetch `name` to `dest` if its hash matches; returns the hash, or None (warned)."""
+    if not is_checkpoint_name(name):
+        log.warning("skipping remote checkpoint %r: not a checkpoint name", name[:80])
+        return None
     try:
         expected = parse_hash_line(store.read_bytes(checkpoint_key(name) + HASH_SUFFIX).decode())
         store.get_file(checkpoint_key(name), dest)

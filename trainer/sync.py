@@ -22,6 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from trainer import remote_checkpoints as layout
@@ -265,8 +266,10 @@ class RunSync:
         for path in _run_files(self.run_dir):
             relative = path.relative_to(self.run_dir).as_posix()
             try:
-                stat = path.stat()
+                stat = path.lstat()
             except FileNotFoundError:  # replaced or removed since the scan
+                continue
+            if not S_ISREG(stat.st_mode):  # turned into a symlink since the scan
                 continue
             signature = (stat.st_size, stat.st_mtime_ns)
             if self._mirrored.get(relative) == signature:
@@ -315,8 +318,9 @@ def _superseded(pending: dict[str, _Checkpoint], keep_last: int) -> list[_Checkp
 
 
 def _run_files(run_dir: Path) -> list[Path]:
-    """Files to mirror: everything but checkpoints (uploaded on their own), temp files
-    and the box's control markers."""
+    """Files to mirror: everything but checkpoints (uploaded on their own), temp files,
+    the box's control markers and symlinks (one could point anywhere on the box: the
+    credentials of its user, say; the store would publish whatever it reads)."""
     if not run_dir.is_dir():
         return []
     files = []
@@ -327,5 +331,6 @@ def _run_files(run_dir: Path) -> list[Path]:
             Path(root) / n
             for n in names
             if not (n.startswith(".") or n.endswith(".tmp") or (top and n in BOX_MARKERS))
+            and not os.path.islink(Path(root) / n)
         )
     return sorted(files)

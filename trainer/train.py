@@ -44,29 +44,15 @@ from trainer.data import (
 from trainer.device import choose_device
 from trainer.distributed import Group, RankInfo
 from trainer.evaluate import split_report
+from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
+from trainer.final_upload import finish_pending
 from trainer.model import build_model, count_parameters
 from trainer.preemption import StopSignal
 from trainer.progress import RunOutputs
 from trainer.rank_outputs import QuietCheckpoints, QuietOutputs
 from trainer.report import data_identity, write_report
-
-EXIT_OK = 0
-EXIT_STOPPED = 75  # a checkpoint is written: restart me (the box's resume unit alone)
-# The last uploads (final checkpoint, summary, report, plots) of a finished run, and
-# of a failed one (its metrics say why).
-FINAL_UPLOAD_SECONDS = 300.0
-FAILED_UPLOAD_SECONDS = 30.0
-# Resuming with any of these changed would silently train a different run. The data
-# set's content is checked by fingerprint, not by path: a box resuming from storage
-# may keep it elsewhere.
-RESUME_MUST_MATCH = (
-    "model",
-    "train.seed",
-    "train.batch_size",
-    "optim.grad_accum",
-    "data.val_fraction",
-    "data.test_fraction",
-)
+from trainer.resume import misfit
+from trainer.run_ending import RunEnding
 
 
 @dataclass
@@ -192,24 +178,34 @@ class Run:
         return split_report(self.model, pipeline, self.choice, self.norm, self.group)
 
     def resume(self) -> Position | None:
-        """Load the newest valid checkpoint of this run dir, if any; its Position.
+        """Load the checkpoint `trainer.resume` picks for this run, if any; its Position.
 
-        Rank 0 finds and loads it (locally or at --checkpoint-uri) and hands it to the
+        Rank 0 picks and loads it (locally or at --checkpoint-uri) and hands it to the
         other ranks, whose boxes may have no copy.
         """
-        state = self.group.broadcast_state(self.checkpoints.load_latest())
+        state = self.group.broadcast_state(self.checkpoints.load_latest(self.resume_refusal))
         if state is None:
             return None
-        _check_resumable(state, self.config.to_dict(), self.dataset.fingerprint)
         self._say_world_size_change(state["config"]["train"])
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        if self.scaler is not None and state["scaler"] is not None:
-            self.scaler.load_state_dict(state["scaler"])
-        checkpoint.restore_rng(state["rng"])
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            if self.scaler is not None and state["scaler"] is not None:
+                self.scaler.load_state_dict(state["scaler"])
+            checkpoint.restore_rng(state["rng"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as error:
+            detail = (str(error).strip().splitlines() or [""])[0][:200]
+            raise UserError(
+                f"resume: the checkpoint's state does not fit this run's model and optimizer "
+                f"({type(error).__name__}: {detail}); use a new --run-dir"
+            ) from None
         fields = {f.name for f in dataclasses.fields(Position)}
         return Position(**{key: value for key, value in state.items() if key in fields})
+
+    def resume_refusal(self, state: dict[str, Any]) -> str | None:
+        """Why `state` cannot continue this run (`trainer.resume` skips it), or None."""
+        return misfit(state, self.config, self.dataset.fingerprint, self.total_steps)
 
     def _say_world_size_change(self, saved: dict[str, Any]) -> None:
         was, now = saved.get("world_size", 1), self.group.world_size
@@ -219,23 +215,6 @@ class Run:
                 f"resume: world size {was} -> {now}: per-rank batch "
                 f"{saved['batch_size'] // was} -> {tc.per_rank_batch_size}, global batch "
                 f"{tc.batch_size}, learning rate and steps per epoch unchanged"
-            )
-
-
-def _check_resumable(state: dict[str, Any], config: dict[str, Any], fingerprint: str) -> None:
-    if state["dataset_fingerprint"] != fingerprint:
-        raise UserError(
-            "resume: the dataset differs from the one in the run dir's checkpoint; "
-            "use the same --data or a new --run-dir"
-        )
-    for dotted in RESUME_MUST_MATCH:
-        old, new = state["config"], config
-        for part in dotted.split("."):
-            old, new = old[part], new[part]
-        if old != new:
-            raise UserError(
-                f"resume: {dotted} was {old} in the run dir's checkpoint, now {new}; "
-                "use the same flags or a new --run-dir"
             )
 
 
@@ -374,23 +353,36 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
 
 def train(config: RunConfig) -> int:
     """Run or resume training, as one rank of torchrun's world or alone; the process
-    exit code (0 finished, 75 stopped)."""
+    exit code (0 finished, 75 stopped).
+
+    Every way out ends through `RunEnding` (on rank 0, the rank that writes):
+    status.json says how, the outbox is flushed.
+    """
     info = RankInfo.from_env()
     config = config.with_world_size(info.world_size)  # the global batch must split
+    run_dir = Path(config.train.run_dir)
+    if info.world_size == 1:  # under DDP every rank must take part: a resume re-finishes
+        pending = finish_pending(run_dir, config.checkpoint_uri)
+        if pending is not None:  # finished before; its last uploads are done now (or not)
+            return pending
+    ending = RunEnding(run_dir, config.train.run_id, writes=info.is_main)
     group = Group.start(info)
     try:
-        code = _train(config, group)
-    except BaseException:
+        code = _train(config, group, ending)
+    except BaseException as error:
+        ending.failed(error)
         group.close(clean=False)  # this rank may have failed alone: wait for nobody
         raise
     group.close()
     return code
 
 
-def _train(config: RunConfig, group: Group) -> int:
+def _train(config: RunConfig, group: Group, ending: RunEnding) -> int:
     started = time.monotonic()
     run = Run(config, group)
+    ending.checkpoints = run.checkpoints
     resumed = run.resume()
+    ending.store_matched = True
     pos = resumed or Position()
     # Only now: a refused resume must leave the run's own config.json as it was.
     if group.is_main:
@@ -400,47 +392,46 @@ def _train(config: RunConfig, group: Group) -> int:
         run.say(f"resume: step {pos.step}, epoch {pos.epoch}, batch {pos.step_in_epoch}")
 
     stop = StopSignal(watch_notices=group.info.local_rank == 0).install()  # one poller a box
-    out = (
-        RunOutputs(
-            run.run_dir,
-            config.train.run_id,
-            run.total_steps,
-            pos.step,
-            resumed=resumed is not None,
-            device=run.choice.device,
-            log_every_steps=config.train.log_every_steps,
-            uploads=run.checkpoints.uploads,
-        )
-        if group.is_main
-        else QuietOutputs()
-    )
     try:
-        while not _done(run, pos):
-            outcome = train_epoch(run, pos, stop, out)
-            if outcome == "stopped":
-                run.checkpoints.save_last(run.state(pos))
-                out.stopped(stop.reason, stop.state, pos.step, run.checkpoints.last_saved_at)
-                run.checkpoints.flush(stop.upload_seconds_left())
-                # torchrun stops the whole group at the first rank's exit 75: the
-                # others wait here for rank 0's upload.
-                group.barrier()
-                stop.acknowledge()  # after the upload: Azure may now evict early
-                return EXIT_STOPPED
-            if outcome == "max_steps":
-                run.checkpoints.save_last(run.state(pos))
-                break
-            if end_epoch(run, pos, out):
-                print(
-                    f"early stop: no better val MAE for {pos.epochs_without_improvement} epochs",
-                    flush=True,
-                )
-    except BaseException:
-        out.status.write(state="failed", step=pos.step, exit_code=1)
-        run.checkpoints.close(FAILED_UPLOAD_SECONDS)
-        raise
+        out = (
+            RunOutputs(
+                run.run_dir,
+                config.train.run_id,
+                run.total_steps,
+                pos.step,
+                resumed=resumed is not None,
+                device=run.choice.device,
+                log_every_steps=config.train.log_every_steps,
+                uploads=run.checkpoints.uploads,
+            )
+            if group.is_main
+            else QuietOutputs()
+        )
+        ending.status = out.status
+        try:
+            while not _done(run, pos):
+                outcome = train_epoch(run, pos, stop, out)
+                if outcome == "stopped":
+                    run.checkpoints.save_last(run.state(pos))
+                    out.stopped(stop.reason, stop.state, pos.step, run.checkpoints.last_saved_at)
+                    run.checkpoints.flush(stop.upload_seconds_left())
+                    # torchrun stops the whole group at the first rank's exit 75: the
+                    # others wait here for rank 0's upload.
+                    group.barrier()
+                    stop.acknowledge()  # after the upload: Azure may now evict early
+                    return EXIT_STOPPED
+                if outcome == "max_steps":
+                    run.checkpoints.save_last(run.state(pos))
+                    break
+                if end_epoch(run, pos, out):
+                    print(
+                        f"early stop: no better val MAE for {pos.epochs_without_improvement} "
+                        "epochs",
+                        flush=True,
+                    )
+        finally:
+            out.close()
     finally:
-        out.close()
         stop.uninstall()
     finish(run, pos, out, time.monotonic() - started)
-    run.checkpoints.close(FINAL_UPLOAD_SECONDS)
-    return EXIT_OK
+    return ending.finished()

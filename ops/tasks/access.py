@@ -17,6 +17,7 @@ from ops import trainer_container
 from ops.launch import LAUNCH_FILE
 from ops.remote import Box, openssh_args
 from ops.target import resolve_target
+from ops.target_schema import image_reference_ok
 from ops.tasks.image import STACK_HELP, TARGET_HELP
 
 TENSORBOARD_PORT = 6006
@@ -59,6 +60,7 @@ def _start_tensorboard(box: Box, run_id: str, port: int) -> str:
     record = box.read_text(f"{run_dir}/{LAUNCH_FILE}")
     if record is None:
         raise Exit(f"run {run_id} has no {LAUNCH_FILE} on {box.address}; was it started by fab?")
+    image = _launched_image(record)
     name = f"glucose-tensorboard-{run_id}"
     box.run(f"docker rm --force {name}", check=False)
     user = trainer_container.box_user(box)
@@ -68,12 +70,24 @@ def _start_tensorboard(box: Box, run_id: str, port: int) -> str:
         "docker", "run", "--detach", "--rm", "--name", name, "--user", user,
         "--env", "HOME=/tmp", *network, *publish,
         "--volume", f"{run_dir}:/workspace/run:ro",
-        "--entrypoint", "tensorboard", json.loads(record)["image"],
+        "--entrypoint", "tensorboard", image,
         "--logdir", "/workspace/run/tb", "--port", str(port),
         "--host", "127.0.0.1" if network else "0.0.0.0",
     ]  # fmt: skip
     box.run(shlex.join(command))
     return name
+
+
+def _launched_image(record: str) -> str:
+    """The image launch.json names. The run dir is the container's to write (and can be
+    restored from the bucket), so the name is checked before it reaches `docker run`."""
+    try:
+        image = json.loads(record).get("image")
+    except (ValueError, AttributeError):
+        image = None
+    if not isinstance(image, str) or not image_reference_ok(image):
+        raise Exit(f"{LAUNCH_FILE} names no usable image ({image!r}); start TensorBoard by hand")
+    return image
 
 
 @task(

@@ -116,7 +116,9 @@ def logs(c, run="", follow=False, tail="all", target="", stack=""):
     name = trainer_container.container_name(run_id)
     flags = f"--tail {shlex.quote(str(tail))}" + (" --follow" if follow else "")
     try:
-        result = box.run(f"docker logs {flags} {name}", check=False, hide=False, pty=False)
+        result = box.run(
+            f"docker logs {flags} {shlex.quote(name)}", check=False, hide=False, pty=False
+        )
     except (OSError, EOFError) as error:
         raise Exit(_lost_box_message(box, run_id, error)) from None
     if result.exited == -1 or (box.connection.transport and not box.connection.is_connected):
@@ -185,7 +187,7 @@ def stop(c, run="", target="", stack=""):
     box.run(f"touch {shlex.quote(run_dir)}/STOPPED_BY_USER")
     name = trainer_container.container_name(run_id)
     with console.status(f"stopping {run_id}: checkpoint + upload (<= {STOP_TIMEOUT_SECONDS} s)"):
-        box.run(f"docker stop --time {STOP_TIMEOUT_SECONDS} {name}")
+        box.run(f"docker stop --time {STOP_TIMEOUT_SECONDS} {shlex.quote(name)}")
     state = trainer_container.inspect_container(box, run_id)
     uri = trainer_container.run_checkpoint_uri(box.target, run_id)
     exit_code = state.exit_code if state else "?"

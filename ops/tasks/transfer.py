@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from ops import storage_sync, trainer_container
 from ops.remote import Box
 from ops.target import resolve_target
 from ops.tasks.image import STACK_HELP, TARGET_HELP
+from trainer.status import UPLOAD_PENDING
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -33,7 +35,7 @@ def upload_data(c, data="", name="", target="", stack=""):
     if not data_dir.is_dir():
         raise Exit(f"--data {data}: no such directory; expected a dataset directory")
     where = resolve_target(target or None, stack or None)
-    name = name or data_dir.resolve().name
+    name = trainer_container.checked_name(name or data_dir.resolve().name, "--name")
     uri = f"{where.storage_uri}/datasets/{name}"
     manifest = storage_sync.upload_dataset(data_dir, uri)
     total_mb = sum(entry["bytes"] for entry in manifest["files"].values()) / 1e6
@@ -45,21 +47,29 @@ def upload_data(c, data="", name="", target="", stack=""):
 
 
 def _box_hashes(box: Box, run_id: str) -> tuple[dict[str, str], str]:
-    """sha256 of the files of the box's run dir that storage mirrors; "running" or ""."""
+    """sha256 of the box's run files that storage should hold, and the run's state:
+    "running" while its container is, else status.json's state ("" when unknown)."""
     state = trainer_container.inspect_container(box, run_id)
     if state is not None and (state.running or state.restarting):
         # Files still change between mirror passes: comparing would only cry wolf.
         return {}, "running"
     run_dir = trainer_container.run_dir(box.root, run_id)
-    # The files the trainer mirrors (trainer.sync): not checkpoints/ (uploaded on their
-    # own under other names, verified by sidecars), no dot files, no *.tmp.
+    # What the trainer mirrors (trainer.sync) and its step files with their records;
+    # not last.pt/best.pt (links, uploaded under their step names), no dot files, no
+    # *.tmp, not the box's own launch.json and STOPPED_BY_USER.
     listing = box.run(
-        f"cd {shlex.quote(run_dir)} && find . \\( -path ./checkpoints -o -name '.?*' \\) -prune "
-        "-o -type f ! -name '*.tmp' ! -name launch.json ! -name STOPPED_BY_USER "
-        "-exec sha256sum {} +",
+        f"cd {shlex.quote(run_dir)} && find . \\( -name '.?*' \\) -prune -o -type f "
+        "! -name '*.tmp' ! -name '*.damaged' ! -path './checkpoints/last.pt*' "
+        "! -path './checkpoints/best.pt*' "
+        "! -name launch.json ! -name STOPPED_BY_USER -exec sha256sum {} +",
         check=False,
     )
-    return storage_sync.parse_sha256sum(listing.stdout.splitlines()), ""
+    status = box.read_text(f"{run_dir}/status.json") or "{}"
+    try:
+        run_state = str(json.loads(status).get("state") or "")
+    except (ValueError, AttributeError):
+        run_state = ""
+    return storage_sync.parse_sha256sum(listing.stdout.splitlines()), run_state
 
 
 @task(
@@ -74,13 +84,15 @@ def _box_hashes(box: Box, run_id: str) -> tuple[dict[str, str], str]:
 def download(c, run="", to="", offline=False, target="", stack=""):
     """Download a run's results, sha256-verified and resumable."""
     where = resolve_target(target or None, stack or None)
-    box_hashes, box_state = {}, ""
+    box_hashes, box_state, box_dir = {}, "", ""
     if not offline:
         box = Box(where)
         run = trainer_container.resolve_run_id(box, run)
         box_hashes, box_state = _box_hashes(box, run)
+        box_dir = f"{where.ssh_user}@{where.host}:{trainer_container.run_dir(box.root, run)}"
     elif not run:
         raise Exit("--offline needs --run ID (the box cannot be asked for the newest run)")
+    run = trainer_container.checked_name(run, "--run")
     directory = Path(to or f"runs/{run}")
     report = storage_sync.download_run(f"{where.storage_uri}/runs/{run}", directory, box_hashes)
     print(
@@ -88,16 +100,30 @@ def download(c, run="", to="", offline=False, target="", stack=""):
         f"sha256 verified against sidecars ({len(report.verified_by_sidecar)}) and the box's "
         f"copy ({len(report.verified_by_box)}); manifest: {directory / 'manifest.json'}"
     )
-    console.print(_destroy_advice(report, box_state, offline))
+    console.print(_destroy_advice(report, box_state, box_dir, run, offline))
 
 
-def _destroy_advice(report: storage_sync.DownloadReport, box_state: str, offline: bool) -> str:
+def _destroy_advice(
+    report: storage_sync.DownloadReport, box_state: str, box_dir: str, run: str, offline: bool
+) -> str:
     if box_state == "running":
         return "not yet safe to `pulumi destroy`: the run is still going (`fab stop` first)"
+    if report.refused:
+        return (
+            f"not safe to `pulumi destroy`: {len(report.refused)} stored keys were refused "
+            f"(e.g. {report.refused[0]!r}: outside the run's directory); someone with write "
+            "access to the bucket put them there: look before you trust this run"
+        )
     if report.box_only:
+        pending = " (the run finished, its last uploads are pending)" * (
+            box_state == UPLOAD_PENDING
+        )
         return (
             f"not safe to `pulumi destroy`: {len(report.box_only)} files exist only on the "
-            f"box (e.g. {report.box_only[0]}); wait for the upload or `fab ssh` to copy them"
+            f"box{pending}, in {box_dir} (e.g. {report.box_only[0]}); they upload when "
+            f"storage answers and the run's container starts again (`docker start "
+            f"{trainer_container.container_name(run)}` on the box), "
+            "or copy them with `fab ssh`"
         )
     if offline:
         return (

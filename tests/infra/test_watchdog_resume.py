@@ -76,6 +76,13 @@ def test_finished_and_failed_runs_stay_down_even_after_a_boot(box, exit_code, st
     assert why in done.stdout
 
 
+def test_finished_run_whose_uploads_are_pending_starts_again_to_upload(box):
+    container = box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=0)
+    box.write_status("run-1", state="finished-upload-pending")
+    _resume(box)
+    assert _started(box) == [container]
+
+
 def test_a_run_that_keeps_exiting_75_is_started_three_times_per_boot(box):
     container = box.add_trainer(
         "run-1", running=False, created_at=T0 - 600, exit_code=PREEMPTED, finished_at=T0

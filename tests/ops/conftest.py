@@ -115,3 +115,45 @@ def tiny_image(docker_engine, tmp_path_factory) -> Iterator[str]:
     docker_engine.import_dir(root, name)
     yield name
     docker_engine.run(["image", "rm", "--force", name], timeout_seconds=120, check=False)
+
+
+@dataclass
+class RecordingTool:
+    """A fake `docker`/`ssh` on PATH that records each call (argv, stdin, environment)."""
+
+    name: str
+    bin_dir: Path
+    log: Path
+
+    def calls(self) -> list[dict]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+
+RECORDER_SOURCE = """#!{python}
+import json, os, sys
+stdin = sys.stdin.read() if "--password-stdin" in sys.argv else ""
+config = os.environ.get("DOCKER_CONFIG")
+call = {{"argv": sys.argv[1:], "stdin": stdin, "docker_config": config,
+        "config_mode": oct(os.stat(config).st_mode & 0o777) if config else None}}
+with open({log!r}, "a") as log:
+    log.write(json.dumps(call) + "\\n")
+"""
+
+
+@pytest.fixture
+def recording_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """`recording_tool("docker")`: a recorder named so, first on this process's PATH."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir(exist_ok=True)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+    def install(name: str) -> RecordingTool:
+        log = tmp_path / f"{name}-calls.jsonl"
+        script = bin_dir / name
+        script.write_text(RECORDER_SOURCE.format(python=sys.executable, log=str(log)))
+        script.chmod(0o755)
+        return RecordingTool(name, bin_dir, log)
+
+    return install

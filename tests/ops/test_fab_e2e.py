@@ -164,6 +164,9 @@ def test_build_push_train_status_stop_resume_download(
     assert box_engine.docker("image", "inspect", pulled).returncode == 0
     running = _wait_for_status(box, r"state:\s+running[\s\S]*step [1-9]\d* /")
     assert "gpu:        none" in running
+    # containerEnv (moto's keys) reached the trainer through its mounted file only.
+    inspected = box_engine.docker("inspect", f"glucose-train-{RUN_ID}").stdout
+    assert "AWS_SECRET_ACCESS_KEY" not in inspected and "GLUCOSE_ENV_FILE" in inspected
 
     stopped = _fab_ok(box, "stop", "--run", RUN_ID)
     storage = json.loads(box.target_file.read_text())["storageUri"]

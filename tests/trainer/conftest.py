@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from trainer import checkpoint
 from trainer.config import DataConfig, ModelConfig, RunConfig, SynthConfig, TrainConfig
 from trainer.synth import synthesize
 
@@ -23,6 +24,23 @@ torch.set_num_threads(1)
 def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tiny-data")
     return synthesize(SynthConfig(out, TINY_CASES, TINY_WINDOWS_PER_CASE, TINY_WINDOW_LENGTH, 0))
+
+
+def tiny_state(step: int = 3, epoch: int = 0, run_id: str = "run") -> dict:
+    """A checkpoint dict with every key of the right kind, tiny tensors for weights,
+    saved by a run whose run dir is named `run_id`."""
+    return {
+        **{key: {} for key in checkpoint.STATE_KEYS},
+        "model": {"w": torch.arange(4.0) + step},
+        "scaler": None,
+        "step": step,
+        "epoch": epoch,
+        "step_in_epoch": 0,
+        "epochs_without_improvement": 0,
+        "config": {"seed": 1, "train": {"run_dir": f"/workspace/runs/{run_id}"}},
+        "best_val_mae": 1.0,
+        "dataset_fingerprint": "data",
+    }
 
 
 def tiny_run_config(data: Path, run_dir: Path, **train_overrides) -> RunConfig:

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.trainer.conftest import tiny_state
 from trainer import checkpoint
 from trainer.checkpoint import CheckpointConfig, CheckpointError, CheckpointManager
 from trainer.config import UserError
@@ -13,9 +14,11 @@ WRITE_SECONDS = 30
 
 
 def _state(step=3, epoch=0):
-    state = dict.fromkeys(checkpoint.STATE_KEYS)
-    state.update(model={"w": torch.arange(4.0) + step}, step=step, epoch=epoch, config={"seed": 1})
-    return state
+    return tiny_state(step, epoch)
+
+
+def _fits(_state):
+    return None
 
 
 def _step_files(directory):
@@ -86,7 +89,7 @@ def test_damaged_newest_falls_back_to_the_previous_with_a_warning(tmp_path, capl
     newest = tmp_path / "step-000000002-epoch-0000.pt"
     newest.write_bytes(newest.read_bytes()[:-10])  # in place: last.pt shares the file
     with caplog.at_level(logging.WARNING):
-        state = CheckpointManager(CheckpointConfig(tmp_path)).load_latest()
+        state = CheckpointManager(CheckpointConfig(tmp_path)).load_latest(_fits)
     assert state["step"] == 1
     assert "skipping damaged" in caplog.text
     assert (tmp_path / "step-000000002-epoch-0000.pt.damaged").exists()
@@ -103,7 +106,7 @@ def test_manager_falls_back_to_best_when_every_step_file_is_damaged(tmp_path):
         path.write_bytes(b"truncated")
     manager.best_path.unlink()
     best_copy.rename(manager.best_path)  # best.pt kept its own good copy
-    assert manager.load_latest()["step"] == 2
+    assert manager.load_latest(_fits)["step"] == 2
 
 
 def test_resume_mends_a_best_record_left_stale_by_a_kill_while_linking(tmp_path):
@@ -116,7 +119,7 @@ def test_resume_mends_a_best_record_left_stale_by_a_kill_while_linking(tmp_path)
     # Killed after best.pt was renamed into place, before its record followed:
     checkpoint.sidecar_path(manager.best_path).write_text(stale_record)
     resumed = CheckpointManager(CheckpointConfig(tmp_path))
-    resumed.load_latest()
+    resumed.load_latest(_fits)
     assert resumed.load_best()["step"] == 2
 
 
@@ -155,7 +158,7 @@ def test_a_failed_background_write_raises_at_the_next_flush(tmp_path):
 
 
 def test_manager_without_checkpoints_means_fresh_start(tmp_path):
-    assert CheckpointManager(CheckpointConfig(tmp_path)).load_latest() is None
+    assert CheckpointManager(CheckpointConfig(tmp_path)).load_latest(_fits) is None
 
 
 def test_step_policy_says_when_a_save_is_due(tmp_path):

@@ -59,9 +59,17 @@ def test_nan_rows_are_counted(tmp_path):
     windows, glucose, case_id = _valid()
     windows[[2, 5, 9], 3] = np.nan
     windows[5, 7] = np.inf
-    assert "windows.npy: NaN or inf in 3 rows" in _error(
+    assert "windows.npy: NaN, inf or values beyond float32's range (±3.4e+38) in 3 rows" in _error(
         _write(tmp_path, windows, glucose, case_id)
     )
+
+
+def test_float64_values_that_overflow_float32_are_counted(tmp_path):
+    windows, glucose, case_id = _valid()
+    windows = windows.astype(np.float64)
+    windows[[1, 4], 0] = 1e39  # finite in float64, inf once the pipeline reads float32
+    message = _error(_write(tmp_path, windows, glucose, case_id))
+    assert "beyond float32's range (±3.4e+38) in 2 rows" in message
 
 
 def test_glucose_outside_plausible_range_is_counted(tmp_path):

@@ -22,7 +22,7 @@ FLUSH_SECONDS = 30
 
 
 def _checkpoint(run_dir: Path, step: int, size: int = 64 * 1024) -> tuple[Path, str]:
-    path = run_dir / "checkpoints" / f"step-{step:09d}.pt"
+    path = run_dir / "checkpoints" / f"step-{step:09d}-epoch-0000.pt"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(os.urandom(size))
     return path, layout.sha256_of(path)
@@ -50,15 +50,17 @@ def test_flush_uploads_checkpoint_pointers_and_run_files(store_uri: str, tmp_pat
     assert store.list() == [
         "checkpoints/BEST",
         "checkpoints/LATEST",
-        "checkpoints/step-000000010.pt",
-        "checkpoints/step-000000010.pt.sha256",
+        "checkpoints/step-000000010-epoch-0000.pt",
+        "checkpoints/step-000000010-epoch-0000.pt.sha256",
         "metrics.jsonl",
         "plots/loss.png",
         "status.json",
         "tb/events.out.tfevents.1",
     ]
-    assert layout.read_pointer(store, layout.LATEST_KEY) == "step-000000010.pt"
-    assert layout.download_verified(store, "step-000000010.pt", tmp_path / "back.pt") == sha
+    assert layout.read_pointer(store, layout.LATEST_KEY) == "step-000000010-epoch-0000.pt"
+    assert (
+        layout.download_verified(store, "step-000000010-epoch-0000.pt", tmp_path / "back.pt") == sha
+    )
 
 
 class RecordingStore(FileStore):
@@ -84,8 +86,8 @@ def test_pointer_is_written_after_object_and_hash(tmp_path: Path) -> None:
     sync.publish_checkpoint(path, sha)
     assert sync.close(FLUSH_SECONDS)
     assert store.writes[:3] == [
-        "checkpoints/step-000000007.pt",
-        "checkpoints/step-000000007.pt.sha256",
+        "checkpoints/step-000000007-epoch-0000.pt",
+        "checkpoints/step-000000007-epoch-0000.pt.sha256",
         "checkpoints/LATEST",
     ]
 
@@ -131,11 +133,11 @@ def test_store_keeps_last_k_and_best(store_uri: str, tmp_path: Path) -> None:
     sync.close(FLUSH_SECONDS)
     store = open_store(store_uri)
     assert layout.remote_names(store) == [
-        "step-000000002.pt",
-        "step-000000004.pt",
-        "step-000000005.pt",
+        "step-000000002-epoch-0000.pt",
+        "step-000000004-epoch-0000.pt",
+        "step-000000005-epoch-0000.pt",
     ]
-    assert layout.read_pointer(store, layout.BEST_KEY) == "step-000000002.pt"
+    assert layout.read_pointer(store, layout.BEST_KEY) == "step-000000002-epoch-0000.pt"
 
 
 def test_changed_files_are_mirrored_again(tmp_path: Path) -> None:
@@ -162,7 +164,11 @@ def test_waiting_checkpoints_are_bounded_while_storage_is_down(tmp_path: Path) -
     assert not sync.close(1)
     assert sync.status.pending_checkpoints == 3
     outbox = sorted(p.name for p in (run_dir / "checkpoints" / OUTBOX_DIR_NAME).iterdir())
-    assert outbox == ["step-000000003.pt", "step-000000009.pt", "step-000000010.pt"]
+    assert outbox == [
+        "step-000000003-epoch-0000.pt",
+        "step-000000009-epoch-0000.pt",
+        "step-000000010-epoch-0000.pt",
+    ]
 
 
 def _outage_run(emulator: S3Emulator | BlobEmulator, uri: str, tmp_path: Path, caplog) -> None:
@@ -191,8 +197,8 @@ def _outage_run(emulator: S3Emulator | BlobEmulator, uri: str, tmp_path: Path, c
     emulator.restart()
     assert sync.close(FLUSH_SECONDS)
     store = open_store(uri)
-    assert layout.read_pointer(store, layout.LATEST_KEY) == "step-000000002.pt"
-    assert layout.download_verified(store, "step-000000002.pt", tmp_path / "back.pt")
+    assert layout.read_pointer(store, layout.LATEST_KEY) == "step-000000002-epoch-0000.pt"
+    assert layout.download_verified(store, "step-000000002-epoch-0000.pt", tmp_path / "back.pt")
     assert store.read_bytes("summary.json") == b'{"best_epoch": 1}'
     assert sync.status.failing_since is None
 
@@ -213,17 +219,37 @@ def test_uploads_catch_up_after_azurite_restarts(
     _outage_run(private_azurite, uri, tmp_path, caplog)
 
 
-def test_candidates_put_latest_first_then_newest(tmp_path: Path) -> None:
+def _stored_checkpoints(tmp_path: Path, steps) -> object:
     store = open_store(f"file://{tmp_path}/store")
-    for step in (1, 2, 3):
+    for step in steps:
         path, sha = _checkpoint(tmp_path / "run", step)
         layout.upload_checkpoint(store, path.name, path, sha)
-    layout.set_pointer(store, layout.LATEST_KEY, "step-000000002.pt")
+    return store
+
+
+def test_candidates_are_latest_then_older_never_newer(tmp_path: Path) -> None:
+    store = _stored_checkpoints(tmp_path, (1, 2, 3))
+    layout.set_pointer(store, layout.LATEST_KEY, "step-000000002-epoch-0000.pt")
     assert layout.candidates(store) == [
-        "step-000000002.pt",
-        "step-000000003.pt",
-        "step-000000001.pt",
+        "step-000000002-epoch-0000.pt",
+        "step-000000001-epoch-0000.pt",
     ]
+
+
+def test_no_latest_pointer_means_no_candidates(tmp_path: Path) -> None:
+    assert layout.candidates(_stored_checkpoints(tmp_path, (1,))) == []
+
+
+@pytest.mark.parametrize("pointer", ["../../../.bashrc", "/etc/passwd", "step-1.pt", "last.pt"])
+def test_a_pointer_that_names_no_step_file_is_ignored(
+    tmp_path: Path, pointer: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = _stored_checkpoints(tmp_path, (1,))
+    store.write_bytes(layout.LATEST_KEY, pointer.encode())
+    with caplog.at_level(logging.WARNING):
+        assert layout.read_pointer(store, layout.LATEST_KEY) is None
+    assert "not a checkpoint name" in caplog.text
+    assert layout.candidates(store) == []
 
 
 def test_damaged_object_is_not_downloaded_as_good(
@@ -254,3 +280,16 @@ def test_object_without_hash_is_skipped(tmp_path: Path) -> None:
 def test_sync_config_rejects_nonsense(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         SyncConfig(**kwargs)
+
+
+def test_symlinks_in_the_run_dir_are_not_mirrored(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    _run_files(run_dir)
+    credentials = tmp_path / "credentials"
+    credentials.write_text("aws_secret_access_key = not-for-the-bucket\n")
+    (run_dir / "tb" / "stolen").symlink_to(credentials)
+    (run_dir / "plots" / "home").symlink_to(tmp_path, target_is_directory=True)
+    store = RecordingStore(tmp_path / "store")
+    assert RunSync(store, run_dir, FAST_RETRY).start().close(FLUSH_SECONDS)
+    assert "metrics.jsonl" in store.writes
+    assert not [key for key in store.writes if "stolen" in key or key.startswith("plots/home")]

@@ -48,6 +48,17 @@ SDK_RETRY_ATTEMPTS = 3
 FILE_COPY_CHUNK_BYTES = 4 * 1024 * 1024
 
 
+# The variables the storage SDKs read (boto3: AWS_*; azure-identity and our
+# connection-string path: AZURE_*). A container that only moves data gets these of
+# a target's `containerEnv` and nothing else.
+STORAGE_ENV_PREFIXES = ("AWS_", "AZURE_")
+
+
+def storage_environment(env: dict[str, str]) -> dict[str, str]:
+    """The part of `env` a storage client reads."""
+    return {name: value for name, value in env.items() if name.startswith(STORAGE_ENV_PREFIXES)}
+
+
 class StorageError(Exception):
     """A storage problem worth one line to the user."""
 

@@ -60,10 +60,11 @@ class FileStore:
     def list(self, prefix: str = "") -> list[str]:
         if not self.root.is_dir():
             return []
+        # A symlink in the store is no object: it would read a file outside the root.
         keys = (
             path.relative_to(self.root).as_posix()
             for path in self.root.rglob("*")
-            if path.is_file() and not path.name.endswith(".tmp")
+            if path.is_file() and not path.is_symlink() and not path.name.endswith(".tmp")
         )
         return sorted(key for key in keys if key.startswith(prefix.lstrip("/")))
 

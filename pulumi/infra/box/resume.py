@@ -10,7 +10,9 @@ minute (glucose-resume.timer) and starts the newest trainer container again
 - it exited 75 (a checkpoint was uploaded: a spot notice, or a docker restart
   stopped it), or
 - it was started before this boot and its status.json still says running or
-  preempted (the host went down under it).
+  preempted (the host went down under it), or
+- it finished but its status says `finished-upload-pending`: the start only
+  uploads what storage lacked and exits 0.
 
 Never: a run stopped by the user (`fab stop` writes runs/<id>/STOPPED_BY_USER),
 one that finished (exit 0), one that failed (exit 2 is a user error; anything else
@@ -38,6 +40,9 @@ PREEMPTED_EXIT_CODE = 75
 USER_ERROR_EXIT_CODE = 2
 # The trainer never got to write its final state: the host went down under it.
 UNFINISHED_STATES = ("running", "preempted")
+# Finished, but its last uploads did not land (storage was down): a start only
+# uploads them (trainer/final_upload.py) and exits 0.
+UPLOAD_PENDING_STATE = "finished-upload-pending"
 DOCKER_POLL_SECONDS = 2
 # Pause before the 1st, 2nd and 3rd start of a run in one boot, after its last exit.
 RETRY_DELAYS_SECONDS = (0, 60, 180)
@@ -55,6 +60,8 @@ def why_not_resume(
         return "stopped by the user"
     status = user_files.read_json(run_dir.parent, run_dir.name, "status.json") or {}
     state = str(status.get("state") or "")
+    if state == UPLOAD_PENDING_STATE:
+        return ""
     if state == "finished" or container.exit_code == 0:
         return "finished"
     if container.exit_code == USER_ERROR_EXIT_CODE:

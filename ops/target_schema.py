@@ -1,0 +1,182 @@
+"""The schema of a target file, and of the stack outputs read the same way.
+
+A target file is passed around like a lab config: input from outside our trust.
+Its values reach ssh's option parser, `docker` argv lists, remote shell lines and
+registry logins, so each is checked here, once, for its JSON type (`json_fields`)
+and its form (`check`), with one-line errors naming the file, the key, what was
+seen and what was expected. The forms are narrow on purpose: a host is an IP
+address or a DNS name, a user a POSIX-style name, a registry `host[:port]`, a box
+root a plain absolute path; none can begin with `-` or hold a shell metacharacter.
+`containerEnv` values are secrets: errors name their keys, never their values.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from typing import Any
+
+from invoke.exceptions import Exit
+
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HOST_NAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*$")
+USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
+# Docker's reference grammar for a repository path (distribution/reference).
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REPOSITORY_PATH = re.compile(rf"^{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DOCKER_NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+BOX_ROOT = re.compile(r"^(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)+$")
+TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+STORAGE_URI_CHARS = re.compile(r"^[A-Za-z0-9:/._~%@+=-]+$")
+
+# JSON types per key; None marks a key that may be null (absent).
+_TYPES: dict[str, tuple[type, ...]] = {
+    "cloud": (str,),
+    "hosts": (list, str),
+    "sshUser": (str,),
+    "sshPort": (int,),
+    "sshKeyPath": (str, type(None)),
+    "storageUri": (str,),
+    "registry": (str, type(None)),
+    "imageRepository": (str, type(None)),
+    "vmSize": (str, type(None)),
+    "gpuCount": (int,),
+    "hourlyPriceUsd": (int, float),
+    "spot": (bool,),
+    "boxRoot": (str, type(None)),
+    "containerEnv": (dict, type(None)),
+    "dockerNetwork": (str, type(None)),
+}
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+               list: "a list", dict: "an object", type(None): "null"}  # fmt: skip
+
+
+def json_fields(outputs: dict[str, Any], source: str) -> dict[str, Any]:
+    """`outputs` with every known key of its JSON type; Exit naming the first that is not.
+    Unknown keys pass: a newer stack may export more than this `fab` reads."""
+    for key, types in _TYPES.items():
+        if key not in outputs:
+            continue
+        value = outputs[key]
+        # bool is an int to Python, never to a target file's author.
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            expected = " or ".join(_TYPE_NAMES[kind] for kind in types)
+            raise Exit(f"{source}: {key} is {_shown(key, value)}; expected {expected}")
+    for host in outputs.get("hosts") or []:
+        if isinstance(outputs["hosts"], list) and not isinstance(host, str):
+            raise Exit(f"{source}: hosts holds {host!r}; expected a list of host names or IPs")
+    for name, value in (outputs.get("containerEnv") or {}).items():
+        if isinstance(value, dict | list) or value is None:
+            raise Exit(f'{source}: containerEnv.{name} is not a string; expected KEY: "value"')
+    return outputs
+
+
+def _shown(key: str, value: Any) -> str:
+    return "an object" if key == "containerEnv" and isinstance(value, dict) else repr(value)
+
+
+def problems(target) -> list[str]:
+    """What is wrong with the fields of a Target (`ops.target.Target`), one line each."""
+    env = target.container_env
+    bad_hosts = [host for host in target.hosts if not is_host(host)]
+    rules = (
+        ("hosts", target.hosts, bool(target.hosts), "at least one box address"),
+        ("hosts entry", bad_hosts[:1], not bad_hosts, "an IP address or a DNS host name"),
+        ("sshUser", target.ssh_user, bool(USER_NAME.match(target.ssh_user)),
+         "a user name (letters, digits, '_', '.', '-'; starting with a letter or '_')"),
+        ("sshPort", target.ssh_port, 0 < target.ssh_port < 65536, "a TCP port (1-65535)"),
+        ("storageUri", target.storage_uri, _storage_uri_ok(target.storage_uri),
+         "file:///abs/path, s3://BUCKET[/PREFIX] or az://ACCOUNT/CONTAINER[/PREFIX]"),
+        ("registry", target.registry,
+         not target.registry or registry_host(target.registry) is not None,
+         "a registry host[:port], e.g. NAME.azurecr.io or 127.0.0.1:5000"),
+        ("imageRepository", target.image_repository, _repository_ok(target.image_repository),
+         "a repository such as glucose-training or REGISTRY/glucose-training "
+         "(lowercase letters, digits, '.', '_', '-', '/')"),
+        ("vmSize", target.vm_size, not target.vm_size or bool(TOKEN.match(target.vm_size)),
+         "a VM size name"),
+        ("gpuCount", target.gpu_count, target.gpu_count >= 0, "a count (>= 0)"),
+        ("hourlyPriceUsd", target.hourly_price_usd,
+         math.isfinite(target.hourly_price_usd) and target.hourly_price_usd >= 0,
+         "a price in USD (>= 0)"),
+        ("boxRoot", target.box_root, _box_root_ok(target.box_root),
+         "an absolute path of plain names (letters, digits, '.', '_', '-')"),
+        ("cloud", target.cloud, bool(TOKEN.match(target.cloud)), "a cloud name (aws, azure)"),
+        ("containerEnv key", next((k for k in env if not ENV_NAME.match(k)), ""),
+         all(ENV_NAME.match(name) for name in env),
+         "an environment variable name (letters, digits, '_')"),
+        ("containerEnv value of", next((k for k, v in env.items() if _multiline(v)), ""),
+         not any(_multiline(value) for value in env.values()), "one line (no newline or NUL)"),
+        ("dockerNetwork", target.docker_network,
+         not target.docker_network or bool(DOCKER_NETWORK.match(target.docker_network)),
+         "a docker network name"),
+    )  # fmt: skip
+    return [f"{key} {value!r} is not {expected}" for key, value, ok, expected in rules if not ok]
+
+
+def _multiline(value: str) -> bool:
+    return "\n" in value or "\x00" in value
+
+
+def check(target) -> None:
+    """Exit with the first problem of `target` (`problems`), naming its source."""
+    if found := problems(target):
+        raise Exit(f"{target.source}: {found[0]}")
+
+
+def is_host(host: str) -> bool:
+    """An IP address (v4 or v6) or a DNS name: never an ssh option, never a shell word."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return bool(HOST_NAME.match(host))
+    return True
+
+
+def registry_host(registry: str) -> str | None:
+    """The lowercase host of a registry written `host[:port]`; None for any other form
+    (a path, a user, a scheme): the caller must not guess which host it means."""
+    host, sep, port = registry.rpartition(":") if ":" in registry else (registry, "", "")
+    if sep and not (port.isdigit() and 0 < int(port) < 65536):
+        return None
+    return host.lower() if is_host(host) else None
+
+
+TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def image_reference_ok(reference: str) -> bool:
+    """`[REGISTRY/]REPOSITORY[:TAG][@sha256:DIGEST]`, Docker's grammar: never an option."""
+    name, _, digest = reference.partition("@")
+    if digest and not DIGEST.match(digest):
+        return False
+    repository, _, tag = name.rpartition(":") if ":" in name.rsplit("/", 1)[-1] else (name, "", "")
+    return _repository_ok(repository) and (not tag or bool(TAG.match(tag)))
+
+
+def _storage_uri_ok(uri: str) -> bool:
+    from trainer.storage import StorageError, parse_uri
+
+    if not STORAGE_URI_CHARS.match(uri):
+        return False
+    try:
+        location = parse_uri(uri)
+    except StorageError:
+        return False
+    return ".." not in f"{location.path}/{location.prefix}".split("/")
+
+
+def _repository_ok(repository: str) -> bool:
+    """A repository path, optionally after a registry host (the stacks export
+    `REGISTRY/glucose-training`): Docker's rule, a first part with '.' or ':' is a host."""
+    first, _, rest = repository.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return registry_host(first) is not None and bool(REPOSITORY_PATH.match(rest))
+    return bool(REPOSITORY_PATH.match(repository))
+
+
+def _box_root_ok(box_root: str) -> bool:
+    return bool(BOX_ROOT.match(box_root)) and ".." not in box_root.split("/")
