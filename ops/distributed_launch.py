@@ -19,7 +19,7 @@ from dataclasses import dataclass
 RENDEZVOUS_PORT = 29400  # torchrun's default c10d port
 MAX_RESTARTS = 3
 # torchrun's wait between SIGTERM to its workers and SIGKILL: longer than the trainer's
-# stop budget (trainer.preemption.STOP_BUDGET_SECONDS, 100 s: checkpoint and upload),
+# stop budget (trainer.loop.preemption.STOP_BUDGET_SECONDS, 100 s: checkpoint and upload),
 # shorter than the container's stop timeout (120 s), after which docker kills torchrun.
 SHUTDOWN_TIMEOUT_SECONDS = 110
 # A fresh TCP store for every restart: torchrun's default shares its rendezvous store

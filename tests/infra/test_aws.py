@@ -493,6 +493,9 @@ def test_program_exports_the_design_outputs_for_aws(box):
         "registry": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com",
         "imageRepository": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com/glucose-trainer",
         "idleShutdownMinutes": 45,
+        "hungTrainerMinutes": 120,
+        "autoShutdownTime": "21:30",
+        "autoShutdownTimeZone": "Europe/Berlin",
         "amiId": AMI_ID,
     }
 

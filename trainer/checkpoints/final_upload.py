@@ -5,7 +5,7 @@ The run dir then holds everything: the last checkpoints, summary.json, report.md
 plots. `sync_run` sends what the store lacks, in the store's order (object, record,
 pointers; run files after), and `finish_pending` marks the run `finished` once all
 landed. Two ways in: `train` itself, when its container starts again on a run dir
-in that state (docker, or the box's resume unit after a reboot), and
+in that state (the box's resume unit starts such a run again), and
 `python -m trainer sync --run-dir DIR --checkpoint-uri URI`. Torch-free.
 """
 
@@ -29,7 +29,7 @@ SYNC_SECONDS = 300.0
 def finish_pending(run_dir: Path, uri: str | None, timeout_s: float = SYNC_SECONDS) -> int | None:
     """When the run dir's status is `finished-upload-pending`: upload, mark it
     `finished` if everything landed, and return the exit code (0: the run is done
-    either way, so no restart policy loops on it). None when nothing is pending."""
+    either way, not a failure to retry). None when nothing is pending."""
     status = read_status(run_dir)
     if status.get("state") != UPLOAD_PENDING or not uri:
         return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -48,8 +49,10 @@ def assemble(
     window_length: int,
     summary: dict,
     meta: dict,
+    case_done: Callable[[int], None] = lambda assembled: None,
 ) -> None:
-    """Write the dataset into `out` from the shards of `kept` ((case id, windows) pairs)."""
+    """Write the dataset into `out` from the shards of `kept` ((case id, windows) pairs),
+    calling `case_done(cases assembled so far)` after each case."""
     out = Path(out)
     for stale in out.glob(STALE_TEMP_GLOB):
         stale.unlink()
@@ -60,7 +63,7 @@ def assemble(
             handles[name] = files.enter_context(open_atomic(out / name, durable=True))
             shape = (total, window_length) if name == "windows.npy" else (total,)
             _header(handles[name], dtype, shape)
-        for case_id, windows in kept:
+        for assembled, (case_id, windows) in enumerate(kept, start=1):
             with np.load(shard_path(shard_dir, case_id)) as shard:
                 for name, key, dtype in ARRAYS:
                     rows = (
@@ -71,5 +74,6 @@ def assemble(
                     if rows.shape[0] != windows:
                         raise RuntimeError(f"case {case_id}'s shard holds {rows.shape[0]} {key}")
                     handles[name].write(memoryview(rows).cast("B"))
+            case_done(assembled)
     write_json_atomic(out / SUMMARY, summary)
     write_bytes_atomic(out / META, (json.dumps(meta, indent=2) + "\n").encode(), durable=True)

@@ -3,11 +3,13 @@ assemble the dataset; resumable at any point.
 
 State lives in `<out>/.prepare/`: `request.json` (the flags, which a resume must
 repeat), `cases.json` (the resolved case list), `tables/` (lab table and track list
-as fetched), `downloads/` (case files being fetched) and `shards/` (one `.npz` and
-one `.json` per finished case). A killed run started again with the same flags
-skips the finished cases and ends with the same bytes as an uninterrupted one; once
-the dataset is assembled the state is removed, and asking again for a finished
-preparation changes nothing.
+as fetched), `downloads/` (case files being fetched), `shards/` (one `.npz` and
+one `.json` per finished case) and `heartbeat.json` (`{"step", "updated_at"}`, a
+step per case prepared and per case assembled: on the box, the idle watchdog counts
+the preparation's container as busy while the step moves, and a hung one not). A
+killed run started again with the same flags skips the finished cases and ends with
+the same bytes as an uninterrupted one; once the dataset is assembled the state is
+removed, and asking again for a finished preparation changes nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from trainer.data.vitaldb.lab_table import (
 )
 
 WORK_DIR = ".prepare"
+HEARTBEAT = "heartbeat.json"
 VITAL_FILE = re.compile(r"^(\d+)\.vital$")
 PACKAGES = ("vitaldb", "numpy", "scipy")
 
@@ -75,6 +78,10 @@ class Workspace:
     @property
     def downloads(self) -> Path:
         return self.root / "downloads"
+
+    def beat(self, step: int) -> None:
+        """Say the preparation moved on (pulumi/infra/box/busy_signals.py reads it)."""
+        write_json_atomic(self.root / HEARTBEAT, {"step": step, "updated_at": time.time()})
 
 
 def _say(message: str) -> None:
@@ -225,10 +232,11 @@ def _describe(summary: dict) -> str:
     return f"case {summary['case']}: {summary['windows_kept']} windows kept; rejected: {reasons}"
 
 
-def _prepare_cases(jobs: list[CaseJob], workers: int, total: int) -> None:
+def _prepare_cases(work: Workspace, jobs: list[CaseJob], workers: int, total: int) -> None:
     started, done = time.monotonic(), total - len(jobs)
     for summary in _run(jobs, workers):
         done += 1
+        work.beat(done)
         per_minute = (done - (total - len(jobs))) / max(time.monotonic() - started, 1e-9) * 60
         _say(f"[{done}/{total}, {per_minute:.1f} cases/min] {_describe(summary)}")
 
@@ -308,7 +316,7 @@ def prepare_vitaldb(config: PrepareConfig) -> Outcome:
     if len(pending) < len(cases):
         _say(f"resuming: {len(cases) - len(pending)} of {len(cases)} cases already prepared")
     jobs = [_job(config, work, labs, case) for case in pending]
-    _prepare_cases(jobs, config.workers, len(cases))
+    _prepare_cases(work, jobs, config.workers, len(cases))
     summaries = _read_summaries(work, cases)
     summary = _summary(summaries)
     if summary["windows_kept"] == 0:
@@ -321,6 +329,9 @@ def prepare_vitaldb(config: PrepareConfig) -> Outcome:
     labs_sha = request["labs_sha256"] or _sha256(labs_path)
     meta = _meta(config, request, summary, labs, labs_sha)
     _say(f"assembling {summary['windows_kept']} windows from {len(kept)} cases")
-    assemble(out, work.shards, kept, config.window_length, summary, meta)
+    assemble(
+        out, work.shards, kept, config.window_length, summary, meta,
+        case_done=lambda assembled: work.beat(len(cases) + assembled),
+    )  # fmt: skip
     shutil.rmtree(work.root)
     return Outcome(summary["windows_kept"], len(kept), summary["cases_skipped"], False)
