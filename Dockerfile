@@ -37,6 +37,8 @@ COPY requirements/image.txt /opt/glucose-training/requirements.txt
 # Runtime deps go hash-locked into a venv that still sees the base's packages:
 # torch stays the base's CUDA build (the lock holds no torch and --no-deps stops
 # pip from pulling one in), and the base's own site-packages stay untouched.
+# The packages' own test suites (~100 MB, pandas' and scipy's mostly) are never
+# imported at run time: they go before the import check below.
 # The trainer runs as uid 10001 (high: Ubuntu 24.04 bases already own uid 1000);
 # run dirs live under /workspace/runs/<run_id>, a volume on the box that must be
 # writable by that uid.
@@ -53,6 +55,7 @@ RUN if [ -n "${EXTRA_CA_CERTS}" ]; then \
     && /opt/glucose-training/venv/bin/python -m pip install --no-cache-dir --no-deps --require-hashes \
         --disable-pip-version-check --cert /etc/ssl/certs/ca-certificates.crt \
         -r /opt/glucose-training/requirements.txt \
+    && find /opt/glucose-training/venv/lib -depth -type d -path "*/site-packages/*/tests" -exec rm -rf {} + \
     && /opt/glucose-training/venv/bin/python -c "import torch, numpy, scipy, vitaldb, matplotlib, tensorboard, rich, boto3, azure.storage.blob, azure.identity" \
     && useradd --create-home --uid 10001 --user-group trainer \
     && mkdir -p /workspace/runs \

@@ -4,24 +4,29 @@ cloud-init installs `pulumi/infra/box/*`, their systemd units and the watchdog's
 settings once, at a box's first boot, and `pulumi up` deliberately leaves existing
 boxes alone. `fab box-update` renders the very same files (`infra.cloud_init`, with the
 stack's settings), writes them over SSH as root (each to a temporary name, then
-renamed; the version file last), reloads systemd and restarts the timers. Services are
-re-enabled, never started: the resume unit acts only at boot.
+renamed; the version file last), then runs the new `setup-box.sh ... guard`: the same
+"guard on" as a first boot (box root and its ownership, systemd reloaded, units
+enabled, timers restarted, the stop recorder started). The resume service is only
+enabled: it acts at boot and by its timer.
 
 `/etc/glucose-training/box-version.json` records what a box runs; `fab train` compares
 it with this checkout and says when the box is behind.
 
-On the box, every path is prefixed with `$GLUCOSE_BOX_FS_ROOT` and `systemctl` is
-`$GLUCOSE_SYSTEMCTL` when they are set: only the tests set them, through their sshd, to
-install into a temporary tree and record what systemd would have been asked.
+On the box, every path is prefixed with `$GLUCOSE_BOX_FS_ROOT` when it is set: only
+the tests set it, through their sshd, to install into a temporary tree (and put a
+`systemctl` that records what systemd would have been asked first on PATH).
 """
 
 from __future__ import annotations
 
 import base64
 import gzip
+import inspect
 import json
 import shlex
+import typing
 from dataclasses import dataclass
+from typing import Any
 
 from invoke.exceptions import Exit
 from rich.console import Console
@@ -31,9 +36,7 @@ from ops.remote import Box, nodes
 from ops.target import Target
 
 CLOUDS = ("aws", "azure")
-UNIT_SUFFIXES = (".service", ".timer")
 FS_ROOT = '"${GLUCOSE_BOX_FS_ROOT:-}"'
-SYSTEMCTL = '"${GLUCOSE_SYSTEMCTL:-systemctl}"'
 # Run as root without a password prompt (both clouds' default users may sudo).
 AS_ROOT = 'if [ "$(id -u)" -eq 0 ]; then bash -s; else sudo -n bash -s; fi'
 HEREDOC_END = "GLUCOSE_BOX_FILE_END"
@@ -42,11 +45,11 @@ console = Console(stderr=True, soft_wrap=True)
 
 @dataclass(frozen=True)
 class BoxSettings:
-    """What the box's settings are rendered from (the stack's, or the box's own)."""
+    """What the box's settings are rendered from: the cloud, and those of
+    `render_cloud_init`'s guard settings that are known (the rest take its defaults)."""
 
     cloud: str
-    idle_shutdown_minutes: int
-    hung_trainer_minutes: int
+    guard: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -56,20 +59,14 @@ class BoxFile:
     content: str
 
 
-def rendered_files(settings: BoxSettings, ssh_user: str) -> list[BoxFile]:
-    """Every file cloud-init writes on such a box, as `infra.cloud_init` renders it."""
-    import yaml
-
+def rendered_files(settings: BoxSettings) -> list[BoxFile]:
+    """Every file cloud-init installs on such a box (`infra.cloud_init.installed_files`)."""
     cloud_init = infra_module("cloud_init")
-    document = yaml.safe_load(
-        cloud_init.render_cloud_init(
-            cloud=settings.cloud,
-            idle_shutdown_minutes=settings.idle_shutdown_minutes,
-            ssh_user=ssh_user,
-            hung_trainer_minutes=settings.hung_trainer_minutes,
-        )
-    )
-    return [BoxFile(f["path"], f["permissions"], f["content"]) for f in document["write_files"]]
+    try:
+        files = cloud_init.installed_files(cloud=settings.cloud, **settings.guard)
+    except ValueError as error:
+        raise Exit(f"the box's settings do not fit: {error}") from None
+    return [BoxFile(*file) for file in files]
 
 
 def version_path() -> str:
@@ -99,29 +96,48 @@ def _read(box: Box, path: str) -> str | None:
     return result.stdout if result.exited == 0 else None
 
 
-def settings_for(target: Target, idle_shutdown_minutes: int | None, box: Box) -> BoxSettings:
-    """The stack's settings where it has them, else what the box runs now."""
+def settings_for(
+    target: Target, outputs: dict[str, Any], overrides: dict[str, Any], box: Box
+) -> BoxSettings:
+    """Each guard setting from `overrides`, else the stack's outputs (or the target
+    file's same keys), else the box's own watchdog.json; left out (cloud-init's
+    default) where none has it. One-line Exit for a value that does not fit."""
     if target.cloud not in CLOUDS:
         raise Exit(
             f"{target.source} is cloud {target.cloud!r}: box-update is for boxes `pulumi up` "
             f"made ({' or '.join(CLOUDS)}), whose programs cloud-init installed"
         )
-    current = current_settings(box)
-    idle = idle_shutdown_minutes or current.get("idle_shutdown_minutes")
-    if not idle:
-        raise Exit(
-            f"no idleShutdownMinutes: {target.source} has none and {box.address} has no "
-            "readable watchdog.json; pass --idle-shutdown-minutes N"
+    cloud_init = infra_module("cloud_init")
+    types = typing.get_type_hints(cloud_init.render_cloud_init)
+    parameters = inspect.signature(cloud_init.render_cloud_init).parameters
+    on_box = current_settings(box)
+    guard = {}
+    for setting, output in cloud_init.GUARD_SETTING_OUTPUTS.items():
+        sources = (
+            ("--" + setting.replace("_", "-"), overrides.get(setting)),
+            (f"{target.source}'s {output}", outputs.get(output)),
+            (f"{box.address}'s watchdog.json", on_box.get(setting)),
         )
-    hung = (
-        current.get("hung_trainer_minutes")
-        or infra_module("cloud_init").DEFAULT_HUNG_TRAINER_MINUTES
-    )
-    return BoxSettings(target.cloud, int(idle), int(hung))
+        found = next(((where, value) for where, value in sources if value is not None), None)
+        if found is None:
+            if parameters[setting].default is inspect.Parameter.empty:
+                raise Exit(
+                    f"no {output}: {target.source} has none and {box.address} has no "
+                    f"readable watchdog.json; pass --{setting.replace('_', '-')} N"
+                )
+            continue
+        where, value = found
+        try:
+            guard[setting] = types[setting](value)
+        except (TypeError, ValueError):
+            raise Exit(
+                f"{where} is {value!r}, expected {types[setting].__name__} for {setting}"
+            ) from None
+    return BoxSettings(target.cloud, guard)
 
 
-def install_script(files: list[BoxFile]) -> str:
-    """A root bash script writing `files` (version file last), then reloading systemd."""
+def install_script(files: list[BoxFile], ssh_user: str, cloud: str) -> str:
+    """A root bash script writing `files` (version file last), then turning the guard on."""
     version = version_path()
     ordered = sorted(files, key=lambda f: (f.path == version, f.path))
     lines = [
@@ -146,8 +162,17 @@ def install_script(files: list[BoxFile]) -> str:
             HEREDOC_END,
             "finish",
         ]
-    lines += [f"{SYSTEMCTL} daemon-reload", *_unit_commands(files)]
+    lines.append(_guard_command(ssh_user, cloud))
     return "\n".join(lines) + "\n"
+
+
+def _guard_command(ssh_user: str, cloud: str) -> str:
+    """setup-box.sh's guard mode, just written: box root, ownership, units."""
+    cloud_init = infra_module("cloud_init")
+    script = FS_ROOT + shlex.quote(f"{cloud_init.PROGRAM_DIR}/setup-box.sh")
+    box_root = FS_ROOT + shlex.quote(cloud_init.BOX_ROOT)
+    # stdin is this script's own: setup-box.sh must not read the rest of it.
+    return f"bash {script} {shlex.quote(ssh_user)} {box_root} {shlex.quote(cloud)} guard </dev/null"
 
 
 def remote_command(script: str) -> str:
@@ -160,23 +185,10 @@ def remote_command(script: str) -> str:
     return f"printf %s {shlex.quote(payload)} | base64 -d | gunzip | {{ {AS_ROOT}; }}"
 
 
-def _unit_commands(files: list[BoxFile]) -> list[str]:
-    units = sorted(f.path.rsplit("/", 1)[1] for f in files if f.path.endswith(UNIT_SUFFIXES))
-    timers = [u for u in units if u.endswith(".timer")]
-    timed = {t.removesuffix(".timer") + ".service" for t in timers}
-    services = [u for u in units if u.endswith(".service") and u not in timed]
-    commands = []
-    if services:
-        commands.append(f"{SYSTEMCTL} {shlex.join(['enable', *services])}")
-    if timers:
-        commands.append(f"{SYSTEMCTL} {shlex.join(['enable', *timers])}")
-        commands.append(f"{SYSTEMCTL} {shlex.join(['restart', *timers])}")
-    return commands
-
-
 def update_box(box: Box, files: list[BoxFile]) -> None:
-    """Install `files` on `box` as root and restart its timers."""
-    box.run(remote_command(install_script(files)))
+    """Install `files` on `box` as root and turn its guard on."""
+    target = box.target
+    box.run(remote_command(install_script(files, target.ssh_user, target.cloud)))
 
 
 def each_box(target: Target) -> list[Box]:
@@ -196,13 +208,8 @@ def stale_warning(box: Box) -> str | None:
             "existed); run `fab box-update` to bring its programs and settings up to date"
         )
     # The programs' digest does not depend on the settings: any valid ones will do.
-    current = current_settings(box)
-    settings = BoxSettings(
-        target.cloud,
-        int(current.get("idle_shutdown_minutes") or 30),
-        int(current.get("hung_trainer_minutes") or 120),
-    )
-    local = _version_of(rendered_files(settings, target.ssh_user))
+    settings = BoxSettings(target.cloud, {"idle_shutdown_minutes": 30})
+    local = _version_of(rendered_files(settings))
     if running.get("programs") != local["programs"]:
         return (
             f"{box.address} runs older (or other) box programs than this checkout "

@@ -7,7 +7,7 @@ GPUs; with more than one box, a c10d rendezvous on box 0's private address. torc
 RANK/LOCAL_RANK/WORLD_SIZE/MASTER_ADDR for each worker, takes the whole group down when
 one worker dies and restarts it (the trainer resumes from its last checkpoint) up to
 `--max-restarts` times. In the container it runs under `python -m trainer launch`
-(`trainer.launcher`), which turns torchrun's outcome into the trainer's exit codes.
+(`trainer.loop.launcher`), which turns torchrun's outcome into the trainer's exit codes.
 
 Rank 0 is on box 0, always: the rendezvous numbers the boxes in the order of their
 `--local-addr` (torch sorts its participants by it), so each box gives a name of its
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 RENDEZVOUS_PORT = 29400  # torchrun's default c10d port
 MAX_RESTARTS = 3
 # torchrun's wait between SIGTERM to its workers and SIGKILL: longer than the trainer's
-# stop budget (trainer.preemption.STOP_BUDGET_SECONDS, 100 s: checkpoint and upload),
+# stop budget (trainer.loop.preemption.STOP_BUDGET_SECONDS, 100 s: checkpoint and upload),
 # shorter than the container's stop timeout (120 s), after which docker kills torchrun.
 SHUTDOWN_TIMEOUT_SECONDS = 110
 NODE_NAME_PREFIX = "glucose-node-"

@@ -5,9 +5,10 @@ data, so the case files and the dataset never cross the user's link.
 The preparation runs detached in a container of its own (`glucose-prepare-<name>`)
 writing straight into the box's dataset cache, `BOX_ROOT/datasets/<name>`, so a
 later `fab train --dataset <name>` finds it there already verified. `fab` follows
-its log; a dropped connection leaves it running, and running the task again
-attaches to it, or, once it has ended, resumes or confirms it (prepare-vitaldb is
-resumable and leaves a finished preparation alone).
+its log; a dropped connection leaves it running (the box's idle watchdog counts the
+container as busy while its heartbeat moves, `.prepare/heartbeat.json`), and running
+the task again attaches to it, or, once it has ended, resumes or confirms it
+(prepare-vitaldb is resumable and leaves a finished preparation alone).
 """
 
 from __future__ import annotations

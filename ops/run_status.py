@@ -18,7 +18,7 @@ from ops import trainer_container
 from ops.launch import LAUNCH_FILE
 from ops.remote import Box
 from ops.trainer_container import PREEMPTED_EXIT_CODE, ContainerState
-from trainer.status import UPLOAD_PENDING
+from trainer.reports.status import UPLOAD_PENDING
 
 NVIDIA_QUERY = (
     "nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total "

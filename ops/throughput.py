@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ops.catalog import GPU_LINKS, GpuSpec
-from trainer.throughput_record import RECORD_FIELDS
+from trainer.bench.throughput_record import RECORD_FIELDS
 
 MEASURED_CSV = Path(__file__).with_name("measured_throughput.csv")
 # The CSV's columns are the trainer's (`bench --record` writes the rows).
@@ -69,7 +69,7 @@ HOP_LATENCY_S = {"box": 5e-6, "network": 50e-6}
 # stages 3..1 and the stem. We assume half the backward pass is left to hide the
 # all-reduce behind; the optimizer step waits for all of it.
 OVERLAPPED_BACKWARD_FRACTION = 0.5
-# The per-rank batch a multi-GPU estimate assumes (trainer.bench.GPU_BATCH_SIZE):
+# The per-rank batch a multi-GPU estimate assumes (trainer.bench.train_step.GPU_BATCH_SIZE):
 # `--batch-size` is global, so the run sets it to this x the GPU count.
 PER_GPU_BATCH = 1024
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pulumi
 
+from infra.cloud_init import GUARD_SETTING_OUTPUTS, box_guard_settings
 from infra.config import ConfigError, StackConfig, load_stack_config
 from infra.quota_check import quota_problems
 from infra.training_box import TrainingBox
@@ -52,8 +53,9 @@ def main() -> None:
     pulumi.export("gpuCount", size.gpu_count)
     pulumi.export("hourlyPriceUsd", config.hourly_price_usd)
     pulumi.export("spot", config.spot)
-    # What `fab box-update` renders the box's settings from.
-    pulumi.export("idleShutdownMinutes", config.idle_shutdown_minutes)
+    # What `fab box-update` renders the box's settings from: all of cloud-init's.
+    for setting, value in box_guard_settings(config).items():
+        pulumi.export(GUARD_SETTING_OUTPUTS[setting], value)
     for key, value in box.cloud_outputs.items():
         pulumi.export(key, value)
 

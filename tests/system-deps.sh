@@ -16,6 +16,7 @@ need debootstrap debootstrap
 need docker-registry docker-registry
 need node nodejs
 need npm npm
+need cloud-init cloud-init  # checks the box's user data against its schema
 
 if [ "${#apt_packages[@]}" -gt 0 ]; then
     $SUDO apt-get update -q

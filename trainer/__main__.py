@@ -27,17 +27,17 @@ from trainer.config import (
     UserError,
 )
 from trainer.container_env import load_env_file
+from trainer.data.vitaldb.config import (
+    DEFAULT_SOURCE_URL,
+    LABEL_METHODS,
+    MILESTONE_CASES,
+    PrepareConfig,
+)
 from trainer.exit_codes import (
     EXIT_UNWRITABLE,
     EXIT_USER_ERROR,
     exit_code_for,
     unwritable_message,
-)
-from trainer.vitaldb.config import (
-    DEFAULT_SOURCE_URL,
-    LABEL_METHODS,
-    MILESTONE_CASES,
-    PrepareConfig,
 )
 
 
@@ -161,7 +161,7 @@ def _add_prepare_commands(commands) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from trainer.vitaldb.prepare import prepare_vitaldb
+    from trainer.data.vitaldb.prepare import prepare_vitaldb
 
     outcome = prepare_vitaldb(
         PrepareConfig(
@@ -211,7 +211,7 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
 def _dispatch(args: argparse.Namespace) -> int:
     # Heavy modules (torch) load per command: `--help` and flag errors stay instant.
     if args.command == "synth":
-        from trainer.synth import synthesize
+        from trainer.data.synth import synthesize
 
         config = SynthConfig(
             args.out, args.cases, args.windows_per_case, args.window_length, args.seed
@@ -223,28 +223,28 @@ def _dispatch(args: argparse.Namespace) -> int:
         )
         return 0
     if args.command == "train":
-        from trainer.train import train
+        from trainer.loop.train import train
 
         return train(_run_config(args))
     if args.command == "launch":
         return _launch(args.torchrun_args)
     if args.command == "evaluate":
-        from trainer.evaluate import evaluate_checkpoint
+        from trainer.reports.evaluate import evaluate_checkpoint
 
         print(json.dumps(evaluate_checkpoint(args.data, args.checkpoint, args.split), indent=2))
         return 0
     if args.command == "sync":
-        from trainer.final_upload import sync_and_mark
+        from trainer.checkpoints.final_upload import sync_and_mark
 
         return sync_and_mark(args.run_dir, args.checkpoint_uri)
     if args.command == "prepare-vitaldb":
         return _prepare(args)
     if args.command == "bench-prepare":
-        from trainer.vitaldb.bench import run_bench_prepare
+        from trainer.bench.prepare import run_bench_prepare
 
         return run_bench_prepare(args.cases, args.minutes, args.workers, json_output=args.json)
     if args.command == "bench-checkpoint":
-        from trainer.bench_checkpoint import run_bench_checkpoint
+        from trainer.bench.checkpoint import run_bench_checkpoint
 
         return run_bench_checkpoint(
             args.uri,
@@ -256,7 +256,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             json_output=args.json,
         )
-    from trainer.bench import run_bench
+    from trainer.bench.train_step import run_bench
 
     return run_bench(
         json_output=args.json, record=args.record, quick=args.quick, batch_size=args.batch_size
@@ -264,9 +264,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _launch(torchrun_args: list[str]) -> int:
-    """torchrun over `train` (trainer.launcher), its flags checked here first: a bad
+    """torchrun over `train` (trainer.loop.launcher), its flags checked here first: a bad
     flag or a global batch that does not split is exit 2 before any rank starts."""
-    from trainer.launcher import launch, parse_torchrun, world_size
+    from trainer.loop.launcher import launch, parse_torchrun, world_size
 
     torchrun = parse_torchrun(torchrun_args[1:] if torchrun_args[:1] == ["--"] else torchrun_args)
     train_args = _parser().parse_args(torchrun.training_script_args)
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging()
     code = _run(args)
     if args.command == "train":
-        from trainer.launcher import release_agent
+        from trainer.loop.launcher import release_agent
 
         release_agent(code)  # under torchrun: a stop or a user error ends it, no restart
     return code
@@ -309,6 +309,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from trainer.launcher import exit_process
+    from trainer.loop.launcher import exit_process
 
     exit_process(main())

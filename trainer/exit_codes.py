@@ -15,7 +15,8 @@ EXIT_FAILED = 1
 EXIT_USER_ERROR = 2
 # sysexits.h EX_IOERR: the run dir cannot be written (disk full, read-only, no access).
 EXIT_UNWRITABLE = 74
-# sysexits.h EX_TEMPFAIL: stopped or preempted with a checkpoint written: restart me.
+# sysexits.h EX_TEMPFAIL: stopped or preempted with a checkpoint written: restart me
+# (the box's resume unit is the only thing that does; docker's policy is `no`).
 EXIT_STOPPED = 75
 UNWRITABLE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 

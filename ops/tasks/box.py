@@ -1,8 +1,8 @@
 """`fab box-update`: the box programs and settings of this checkout, on the running boxes.
 
-The work is `ops.box_update`'s; this task picks the boxes and the settings (the stack's
-`idleShutdownMinutes` output, a target file's key, or the box's own), then updates
-every box of the stack in turn.
+The work is `ops.box_update`'s; this task picks the boxes and the settings (each of
+cloud-init's guard settings from the flag, the stack's outputs or a target file's same
+keys, else the box's own), then updates every box of the stack in turn.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from invoke import task
 from rich.console import Console
@@ -21,12 +22,14 @@ from ops.tasks.image import STACK_HELP, TARGET_HELP
 console = Console(stderr=True, soft_wrap=True)
 
 
-def _configured_idle_minutes(target: str, stack: str) -> int | None:
-    """`idleShutdownMinutes` of the stack's outputs or of the target file, if it has one."""
+def _configured_outputs(target: str, stack: str) -> dict[str, Any]:
+    """The stack's outputs, or the target file's keys."""
     path = target or os.environ.get(TARGET_ENV)
-    outputs = json.loads(Path(path).read_text()) if path else stack_outputs(stack or None)
-    value = outputs.get("idleShutdownMinutes")
-    return int(value) if value else None
+    return json.loads(Path(path).read_text()) if path else stack_outputs(stack or None)
+
+
+def _described(settings: updates.BoxSettings) -> str:
+    return ", ".join(f"{key}={value}" for key, value in sorted(settings.guard.items()))
 
 
 @task(
@@ -40,17 +43,22 @@ def _configured_idle_minutes(target: str, stack: str) -> int | None:
 def box_update(c, idle_shutdown_minutes=0, dry_run=False, target="", stack=""):
     """Push box programs and settings to running boxes, no reboot."""
     where = resolve_target(target or None, stack or None)
-    idle = idle_shutdown_minutes or _configured_idle_minutes(target, stack)
+    outputs = _configured_outputs(target, stack)
+    overrides = {"idle_shutdown_minutes": idle_shutdown_minutes or None}
     for box in updates.each_box(where):
-        settings = updates.settings_for(where, idle, box)
-        files = updates.rendered_files(settings, where.ssh_user)
+        settings = updates.settings_for(where, outputs, overrides, box)
+        files = updates.rendered_files(settings)
         if dry_run:
-            print(f"{box.address}: would write {', '.join(f.path for f in files)}")
+            print(
+                f"{box.address}: would write {', '.join(f.path for f in files)}, "
+                "then turn the guard on (setup-box.sh guard)"
+            )
+            print(f"{box.address}: settings {_described(settings)}")
             continue
         with console.status(f"updating {box.address}"):
             updates.update_box(box, files)
         print(
-            f"{box.address}: {len(files)} files updated (watchdog: idle stop after "
-            f"{settings.idle_shutdown_minutes} min), units reloaded"
+            f"{box.address}: {len(files)} files updated (watchdog: {_described(settings)}), "
+            "guard on"
         )
         box.close()

@@ -14,7 +14,7 @@ from ops import storage_sync, trainer_container
 from ops.remote import Box
 from ops.target import resolve_target
 from ops.tasks.image import STACK_HELP, TARGET_HELP
-from trainer.status import UPLOAD_PENDING
+from trainer.reports.status import UPLOAD_PENDING
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -54,7 +54,7 @@ def _box_hashes(box: Box, run_id: str) -> tuple[dict[str, str], str]:
         # Files still change between mirror passes: comparing would only cry wolf.
         return {}, "running"
     run_dir = trainer_container.run_dir(box.root, run_id)
-    # What the trainer mirrors (trainer.sync) and its step files with their records;
+    # What the trainer mirrors (trainer.checkpoints.sync) and its step files with their records;
     # not last.pt/best.pt (links, uploaded under their step names), no dot files, no
     # *.tmp, not the box's own launch.json and STOPPED_BY_USER.
     listing = box.run(

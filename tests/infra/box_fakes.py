@@ -23,6 +23,7 @@ from pathlib import Path
 
 BOX_DIR = Path(__file__).resolve().parents[2] / "pulumi" / "infra" / "box"
 RUN_ID_LABEL = "glucose-training.run-id"
+PREPARE_LABEL = "glucose-training.prepare"
 FAKE_TOOLS = ("docker", "nvidia-smi", "shutdown", "aws", "systemctl")
 # Long before the tests' clocks (1.8e9): the box has been up all along.
 BOOT_TIME = 1_700_000_000.0
@@ -56,9 +57,10 @@ elif tool == "docker" and not box["docker_up"]:
 elif tool == "docker" and args[0] == "info":
     print("27.3.1")
 elif tool == "docker" and args[0] == "ps":
-    label = args[args.index("--filter") + 1].split("=", 1)[1]
+    label = args[args.index("--filter") + 1].split("=", 1)[1] if "--filter" in args else None
     for item in box["containers"]:
-        if label in item["Config"]["Labels"] and ("-a" in args or item["State"]["Running"]):
+        labelled = label is None or label in item["Config"]["Labels"]
+        if labelled and ("-a" in args or item["State"]["Running"]):
             print(item["Id"])
 elif tool == "docker" and args[0] == "inspect":
     print(json.dumps([item for item in box["containers"] if item["Id"] in args[1:]]))
@@ -173,8 +175,33 @@ class FakeBox:
         self._set("systemd_jobs", list(jobs))
 
     def add_trainer(
+        self, run_id: str, *, name: str | None = None, label: str | None = None, **container
+    ) -> str:
+        """A trainer container (`container`: _add_container's state and times)."""
+        container_id = self._add_container(
+            name or f"glucose-train-{run_id}", {RUN_ID_LABEL: label or run_id}, **container
+        )
+        (self.box_root / "runs" / run_id).mkdir(exist_ok=True)
+        return container_id
+
+    def add_preparation(self, name: str, *, created_at: float, running: bool = True) -> str:
+        """`fab prepare-data`'s container, preparing into BOX_ROOT/datasets/<name>."""
+        (self.box_root / "datasets" / name).mkdir(parents=True, exist_ok=True)
+        labels = {PREPARE_LABEL: name}
+        return self._add_container(
+            f"glucose-prepare-{name}", labels, running=running, created_at=created_at
+        )
+
+    def write_preparation_heartbeat(self, name: str, **fields) -> None:
+        """prepare-vitaldb's datasets/<name>/.prepare/heartbeat.json."""
+        work = self.box_root / "datasets" / name / ".prepare"
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "heartbeat.json").write_text(json.dumps(fields))
+
+    def _add_container(
         self,
-        run_id: str,
+        name: str,
+        labels: dict,
         *,
         running: bool,
         created_at: float,
@@ -183,15 +210,13 @@ class FakeBox:
         finished_at: float = 0.0,
         restarting: bool = False,
         restart_count: int = 0,
-        name: str | None = None,
-        label: str | None = None,
     ) -> str:
         tools = self._load()
         container_id = f"{len(tools['containers']) + 1:064x}"
         tools["containers"].append(
             {
                 "Id": container_id,
-                "Name": f"/{name or 'glucose-train-' + run_id}",
+                "Name": f"/{name}",
                 "Created": docker_time(created_at),
                 "RestartCount": restart_count,
                 "State": {
@@ -201,11 +226,10 @@ class FakeBox:
                     "StartedAt": docker_time(created_at + 1 if started_at is None else started_at),
                     "FinishedAt": docker_time(finished_at),
                 },
-                "Config": {"Labels": {RUN_ID_LABEL: label or run_id}},
+                "Config": {"Labels": labels},
             }
         )
         self._save(tools)
-        (self.box_root / "runs" / run_id).mkdir(exist_ok=True)
         return container_id
 
     def exit_container(self, container_id: str, *, exit_code: int, at: float) -> None:

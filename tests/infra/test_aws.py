@@ -307,7 +307,7 @@ def test_ecr_repository_scans_every_push_and_goes_with_the_stack(box):
 
 
 def test_ecr_repository_name_is_left_to_pulumi_so_stacks_never_clash(box):
-    # No `name`: Pulumi adds a random suffix to glucose-trainer (README's outputs table).
+    # No `name`: Pulumi adds a random suffix to glucose-trainer (docs/clouds.md's outputs table).
     repository = box.one("aws:ecr/repository:Repository")
     assert repository.name == "glucose-trainer"
     assert "name" not in repository.inputs
@@ -514,6 +514,9 @@ def test_program_exports_the_design_outputs_for_aws(box):
         "registry": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com",
         "imageRepository": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com/glucose-trainer",
         "idleShutdownMinutes": 45,
+        "hungTrainerMinutes": 120,
+        "autoShutdownTime": "21:30",
+        "autoShutdownTimeZone": "Europe/Berlin",
         "amiId": AMI_ID,
     }
 

@@ -40,6 +40,9 @@ DESIGN_OUTPUTS = {
     "hourlyPriceUsd",
     "spot",
     "idleShutdownMinutes",
+    "hungTrainerMinutes",
+    "autoShutdownTime",
+    "autoShutdownTimeZone",
 }
 TAGGED_TYPES = {
     "azure-native:resources:ResourceGroup",
@@ -93,6 +96,9 @@ def test_exports_describe_the_box(on_demand):
         "hourlyPriceUsd": size.on_demand_usd_per_hour,
         "spot": False,
         "idleShutdownMinutes": 45,
+        "hungTrainerMinutes": 120,
+        "autoShutdownTime": "21:30",
+        "autoShutdownTimeZone": "Europe/Berlin",
     }
 
 

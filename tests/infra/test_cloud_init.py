@@ -2,11 +2,15 @@
 
 import ast
 import base64
+import bz2
 import gzip
+import io
 import json
 import shutil
+import stat
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,8 +22,13 @@ BOX_DIR = PULUMI_DIR / "infra" / "box"
 sys.path.insert(0, str(PULUMI_DIR))
 
 from infra.cloud_init import (  # noqa: E402
+    CONFIG_PATH,
+    GUARD_SETTING_OUTPUTS,
+    PROGRAMS_ARCHIVE_PATH,
+    VERSION_PATH,
     box_guard_settings,
     encode_user_data,
+    installed_files,
     render_cloud_init,
 )
 from tests.infra.box_fakes import box_python  # noqa: E402
@@ -33,8 +42,26 @@ def _render(cloud="aws", **overrides):
     return render_cloud_init(**args)
 
 
+def _archive(document: str) -> bytes:
+    (entry,) = [e for e in yaml.safe_load(document)["write_files"] if e.get("encoding")]
+    assert (entry["path"], entry["encoding"]) == (PROGRAMS_ARCHIVE_PATH, "b64")
+    return base64.b64decode(entry["content"])
+
+
 def _files(document: str) -> dict:
-    return {entry["path"]: entry for entry in yaml.safe_load(document)["write_files"]}
+    """Every file the document installs, {path: {"content", "permissions"}}: its plain
+    entries, and what its programs archive holds."""
+    files = {
+        entry["path"]: entry
+        for entry in yaml.safe_load(document)["write_files"]
+        if not entry.get("encoding")
+    }
+    with tarfile.open(fileobj=io.BytesIO(bz2.decompress(_archive(document)))) as archive:
+        for member in archive.getmembers():
+            content = archive.extractfile(member).read().decode()
+            permissions = f"{stat.S_IMODE(member.mode):04o}"
+            files["/" + member.name] = {"content": content, "permissions": permissions}
+    return files
 
 
 @pytest.mark.parametrize("cloud", ["aws", "azure"])
@@ -128,17 +155,77 @@ def test_programs_are_executable_and_libraries_are_not():
     assert files["/opt/glucose-training/idle_decision.py"]["permissions"] == "0644"
 
 
-def test_runcmd_runs_the_setup_script_for_the_ssh_user():
+def test_runcmd_unpacks_the_programs_then_runs_the_setup_script_for_the_ssh_user():
     runcmd = yaml.safe_load(_render(ssh_user="azureuser"))["runcmd"]
     assert runcmd == [
+        f"/usr/bin/python3 -m tarfile -e {PROGRAMS_ARCHIVE_PATH} / && rm {PROGRAMS_ARCHIVE_PATH}",
         [
             "bash",
             "/opt/glucose-training/setup-box.sh",
             "azureuser",
             "/var/lib/glucose-training",
             "aws",
-        ]
+        ],
     ]
+
+
+def test_the_document_installs_exactly_the_files_box_update_writes():
+    settings = {"idle_shutdown_minutes": 45, "daily_stop_time": "21:30"}
+    files = _files(_render(**settings))
+    expected = installed_files(cloud="aws", **settings)
+    assert {path: (f["permissions"], f["content"]) for path, f in files.items()} == {
+        path: (mode, content) for path, mode, content in expected
+    }
+
+
+@pytest.mark.parametrize("python", ["this", "box"])
+def test_the_programs_unpack_with_the_boxes_own_python(tmp_path, python):
+    interpreter = sys.executable if python == "this" else box_python()
+    if interpreter is None:
+        pytest.skip("no python3.10 here to unpack the archive as the box would")
+    archive = tmp_path / "box-programs.tar.bz2"
+    archive.write_bytes(_archive(_render()))
+    root = tmp_path / "root"
+    subprocess.run(
+        [interpreter, "-m", "tarfile", "-e", str(archive), str(root)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    programs = [f for f in installed_files(cloud="aws", idle_shutdown_minutes=30)]
+    programs = [f for f in programs if f[0] not in (CONFIG_PATH, VERSION_PATH)]
+    unpacked = sorted(str(path.relative_to(root)) for path in root.rglob("*") if path.is_file())
+    assert unpacked == sorted(path.lstrip("/") for path, _, _ in programs)
+    for path, mode, content in programs:
+        installed = root / path.lstrip("/")
+        assert (installed.read_text(), stat.S_IMODE(installed.stat().st_mode)) == (
+            content,
+            int(mode, 8),
+        ), path
+
+
+def test_watchdog_config_holds_only_the_settings_that_differ_from_the_defaults():
+    # Every byte counts in EC2's 16 KB; the box program supplies the rest.
+    config = json.loads(_files(_render("aws", idle_shutdown_minutes=45))[CONFIG_PATH]["content"])
+    assert config == {"cloud": "aws", "idle_shutdown_minutes": 45}
+
+
+@pytest.mark.parametrize("cloud", ["aws", "azure"])
+def test_cloud_init_accepts_the_document_against_its_schema(tmp_path, cloud):
+    command = shutil.which("cloud-init")
+    if command is None:
+        pytest.skip("SKIPPED LOUDLY: cloud-init missing; run tests/system-deps.sh")
+    document = tmp_path / "user-data.yaml"
+    document.write_text(_render(cloud, daily_stop_time="23:00"))
+    done = subprocess.run(
+        [command, "schema", "--config-file", str(document)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Valid cloud-config" in done.stdout
 
 
 def test_watchdog_config_matches_the_stack_settings():
@@ -154,8 +241,6 @@ def test_watchdog_config_matches_the_stack_settings():
     assert config["idle_shutdown_minutes"] == 45
     assert config["hung_trainer_minutes"] == 200
     assert (config["daily_stop_time"], config["daily_stop_time_zone"]) == ("22:30", "Europe/Berlin")
-    assert config["box_root"] == "/var/lib/glucose-training"
-    assert config["state_path"] == "/run/glucose-training/watchdog-state.json"
 
 
 def test_the_stack_configs_guard_settings_reach_the_box():
@@ -171,11 +256,30 @@ def test_the_stack_configs_guard_settings_reach_the_box():
     assert (box["daily_stop_time"], box["daily_stop_time_zone"]) == ("21:00", "Asia/Tokyo")
 
 
+def test_each_guard_setting_is_exported_under_its_stack_config_key():
+    # `fab box-update` reads them back from the stack's outputs by these names.
+    from infra.config import KEYS
+
+    config = SimpleNamespace(
+        idle_shutdown_minutes=40,
+        hung_trainer_minutes=90,
+        auto_shutdown_time="21:00",
+        auto_shutdown_time_zone="Asia/Tokyo",
+    )
+    settings = box_guard_settings(config)
+    assert set(settings) == set(GUARD_SETTING_OUTPUTS)
+    for setting, output in GUARD_SETTING_OUTPUTS.items():
+        assert getattr(config, KEYS[output]) == settings[setting], output
+
+
 def test_rendered_config_is_accepted_by_the_box_program(tmp_path):
     config = _files(_render("aws", idle_shutdown_minutes=5))["/etc/glucose-training/watchdog.json"]
     path = tmp_path / "watchdog.json"
     path.write_text(config["content"])
-    loads = "import watchdog_config as c; print(c.load_config().idle_shutdown_minutes)"
+    loads = (
+        "import watchdog_config as w; c = w.load_config(); "
+        "print(c.idle_shutdown_minutes, c.box_root, c.state_path)"
+    )
     done = subprocess.run(
         [sys.executable, "-c", loads],
         cwd=BOX_DIR,
@@ -184,7 +288,11 @@ def test_rendered_config_is_accepted_by_the_box_program(tmp_path):
         text=True,
         check=True,
     )
-    assert done.stdout.strip() == "5"
+    assert done.stdout.split() == [
+        "5",
+        "/var/lib/glucose-training",
+        "/run/glucose-training/watchdog-state.json",
+    ]
 
 
 def test_bad_arguments_are_all_named_in_one_error():

@@ -66,11 +66,27 @@ exit 0
 """
 ALWAYS_FAKE = ("apt-get", "systemctl", "ubuntu-drivers", "modprobe", "curl", "gpg", "chown")
 IMAGE_TOOLS = ("docker", "nvidia-smi", "nvidia-ctk", "aws")  # the AWS DLAMI has all four
-GUARD_ON = "systemctl enable --now glucose-watchdog.timer"
+GUARD_ON = "systemctl restart glucose-watchdog.timer"
+GUARD_UNITS = [
+    "systemctl daemon-reload",
+    "systemctl enable glucose-watchdog.timer",
+    GUARD_ON,
+    "systemctl enable --now glucose-stop-record.service",
+    "systemctl enable glucose-resume.service",
+    "systemctl enable glucose-resume.timer",
+    "systemctl restart glucose-resume.timer",
+]
 
 
 def _run_setup(
-    tmp_path, *, image_has=IMAGE_TOOLS, gpu=True, runtimes='{"nvidia":{}}', env=(), cloud="aws"
+    tmp_path,
+    *,
+    image_has=IMAGE_TOOLS,
+    gpu=True,
+    runtimes='{"nvidia":{}}',
+    env=(),
+    cloud="aws",
+    mode=(),
 ):
     """Run setup-box.sh with only `image_has` of IMAGE_TOOLS on PATH; return (result, calls)."""
     bin_dir, pci, apt_root = tmp_path / "bin", tmp_path / "pci", tmp_path / "apt"
@@ -89,7 +105,7 @@ def _run_setup(
     log = tmp_path / "calls.log"
     log.write_text("")
     done = subprocess.run(
-        ["bash", str(BOX_DIR / "setup-box.sh"), "ubuntu", str(tmp_path / "box"), cloud],
+        ["bash", str(BOX_DIR / "setup-box.sh"), "ubuntu", str(tmp_path / "box"), cloud, *mode],
         env={
             "PATH": str(bin_dir),
             "FAKE_LOG": str(log),
@@ -214,13 +230,33 @@ def test_setup_registers_an_existing_toolkit_with_docker_once(tmp_path):
 def test_the_guard_is_on_before_anything_can_fail(tmp_path):
     _, calls = _run_setup(tmp_path, image_has=())
     first_install = next(index for index, call in enumerate(calls) if call.startswith("apt-get"))
-    assert calls.index(GUARD_ON) < first_install
-    for unit in (
-        "systemctl enable --now glucose-stop-record.service",
-        "systemctl enable glucose-resume.service",
-        "systemctl enable --now glucose-resume.timer",
-    ):
-        assert calls.index(unit) < first_install
+    assert [call for call in calls[:first_install] if call.startswith("systemctl")] == GUARD_UNITS
+
+
+def test_guard_mode_turns_the_guard_on_and_does_nothing_else(tmp_path):
+    # What `fab box-update` runs after writing new programs onto a running box.
+    done, calls = _run_setup(tmp_path, image_has=(), mode=["guard"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    box = tmp_path / "box"
+    assert calls == [f"chown ubuntu:ubuntu {box}/runs {box}/datasets {box}/leases", *GUARD_UNITS]
+    assert sorted(path.name for path in box.iterdir()) == [
+        "datasets", "leases", "runs", "watchdog"
+    ]  # fmt: skip
+
+
+def test_guard_mode_starts_no_run_and_keeps_a_failed_marker(tmp_path):
+    _run_setup(tmp_path, image_has=(), env={"FAKE_APT_FAIL": "1"})
+    done, calls = _run_setup(tmp_path, image_has=(), mode=["guard"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not [call for call in calls if "glucose-resume.service" in call and "enable" not in call]
+    assert (tmp_path / "box" / "failed").read_text().startswith("setup failed at ")
+
+
+def test_setup_refuses_an_unknown_mode(tmp_path):
+    done, calls = _run_setup(tmp_path, mode=["everything"])
+    assert done.returncode == 2
+    assert "mode is 'everything', expected guard or nothing" in done.stderr
+    assert calls == []
 
 
 def test_setup_lets_the_ssh_user_run_docker_and_write_runs_and_leases(tmp_path):

@@ -1,8 +1,13 @@
-"""A trainer keeps the box up by making progress (its step advancing), not by GPU use."""
+"""A trainer keeps the box up by making progress (its step advancing), not by GPU use;
+so does a `fab prepare-data` container, by its heartbeat's step."""
+
+import sys
 
 import pytest
 
-from tests.infra.box_fakes import FakeBox
+from ops import prepare_on_box
+from tests.infra.box_fakes import BOX_DIR, FakeBox
+from trainer.data.vitaldb import prepare
 
 T0 = 1_800_000_000.0
 MINUTE = 60.0
@@ -10,6 +15,7 @@ IDLE_LIMIT_MINUTES = 3
 HUNG_LIMIT_MINUTES = 10
 # Goal of issue 13: with a trainer, the bill stops within idle + hung + 2 minutes.
 HUNG_STOP_BOUND_MINUTES = IDLE_LIMIT_MINUTES + HUNG_LIMIT_MINUTES + 2
+NAME = "vitaldb-m1"
 
 
 @pytest.fixture
@@ -107,3 +113,68 @@ def test_ssh_session_keeps_a_box_with_a_hung_trainer_up(box):
 def test_stopped_trainer_container_is_not_busy(box):
     box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=0)
     assert box.ticks_until_stop(T0, minutes=IDLE_LIMIT_MINUTES + 2) is not None
+
+
+# --- fab prepare-data's container ------------------------------------------------
+
+
+def test_a_preparation_whose_heartbeat_moves_keeps_the_box_up(box):
+    # A detached preparation: nobody follows it, no lease, no GPU; cases keep finishing.
+    box.add_preparation(NAME, created_at=T0 - 3600)
+    for minute in range(0, 3 * HUNG_LIMIT_MINUTES, 4):
+        box.write_preparation_heartbeat(NAME, step=minute, updated_at=T0 + minute * MINUTE)
+        box.tick(T0 + minute * MINUTE)
+    assert box.calls("shutdown") == []
+    assert box.watchdog_state()["busy_reasons"] == ["preparation"]
+
+
+def test_a_hung_preparation_still_ends_in_a_stop(box):
+    box.add_preparation(NAME, created_at=T0 - 3600)
+    box.write_preparation_heartbeat(NAME, step=40, updated_at=T0)
+    stopped = box.ticks_until_stop(T0, minutes=HUNG_STOP_BOUND_MINUTES)
+    assert stopped is not None
+    assert stopped - T0 <= HUNG_STOP_BOUND_MINUTES * MINUTE
+    state = box.watchdog_state()
+    assert (state["hung_preparations"], state["hung_run_ids"]) == ([NAME], [])
+    assert box.stops()[-1]["by"] == "idle-watchdog"
+    assert f"preparation {NAME} hung (no progress for 10 min)" in box.stops()[-1]["summary"]
+
+
+def test_a_fresh_preparation_gets_the_hung_limit_to_write_its_first_heartbeat(box):
+    # Fetching the lab table and the track list comes before the first case.
+    box.add_preparation(NAME, created_at=T0)
+    for minute in range(0, HUNG_LIMIT_MINUTES, 3):
+        box.tick(T0 + minute * MINUTE)
+    assert box.calls("shutdown") == []
+    assert box.ticks_until_stop(T0 + HUNG_LIMIT_MINUTES * MINUTE, minutes=6) is not None
+
+
+def test_a_preparation_and_a_run_of_the_same_name_are_told_apart(box):
+    # The run is hung; the preparation of a dataset with the run's name is not.
+    box.add_trainer(NAME, running=True, created_at=T0 - 3600)
+    box.write_status(NAME, step=7, updated_at=T0 - 3600)
+    box.add_preparation(NAME, created_at=T0 - 3600)
+    for minute in range(0, 2 * HUNG_LIMIT_MINUTES, 4):
+        box.write_preparation_heartbeat(NAME, step=minute, updated_at=T0 + minute * MINUTE)
+        box.tick(T0 + minute * MINUTE)
+    state = box.watchdog_state()
+    assert (state["busy_reasons"], state["hung_run_ids"]) == (["preparation"], [NAME])
+
+
+def test_a_container_that_only_looks_like_a_preparation_is_not_one(box):
+    # Named like one, but without the label `fab prepare-data` gives it.
+    box.add_trainer("x", running=True, created_at=T0 - 3600, name=f"glucose-prepare-{NAME}")
+    box.write_preparation_heartbeat(NAME, step=1, updated_at=T0)
+    assert box.explain(T0)["signals"]["preparations"] == []
+
+
+def test_the_watchdog_looks_where_fab_and_prepare_vitaldb_write(monkeypatch):
+    monkeypatch.syspath_prepend(str(BOX_DIR))
+    for name in ("busy_signals", "docker_cli"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import busy_signals
+    import docker_cli
+
+    container = (prepare_on_box.PREPARE_LABEL, prepare_on_box.PREPARE_PREFIX)
+    assert docker_cli.KINDS["prepare"] == container
+    assert busy_signals.PREPARE_HEARTBEAT == (prepare.WORK_DIR, prepare.HEARTBEAT)

@@ -2,7 +2,8 @@
 
 A trainer stand-in (dash + sleep in a few-MB image) runs with the trainer's name
 and label, then exits 75 like a preempted trainer; the watchdog must see it
-running, and the resume unit must start it again.
+running, and the resume unit must start it again. A `fab prepare-data` stand-in
+with that container's name and label must count as a preparation.
 """
 
 import time
@@ -10,7 +11,7 @@ import uuid
 
 import pytest
 
-from tests.infra.box_fakes import RUN_ID_LABEL, FakeBox
+from tests.infra.box_fakes import PREPARE_LABEL, RUN_ID_LABEL, FakeBox
 from tests.infra.stand_in_trainer import import_stand_in_image
 
 PREEMPTED = 75
@@ -74,3 +75,28 @@ def test_resume_starts_a_real_preempted_trainer_again(docker_engine, trainer_sta
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"starting run {run_id} again" in done.stdout
     assert _started_at(docker_engine, container_id) != first_start
+
+
+@pytest.mark.e2e
+def test_watchdog_sees_a_real_running_preparation(docker_engine, stand_in_image, tmp_path):
+    name = f"box-test-{uuid.uuid4().hex[:8]}"
+    started = docker_engine.run(
+        [
+            *("run", "-d", "--network", "none", "--name", f"glucose-prepare-{name}"),
+            *("--label", f"{PREPARE_LABEL}={name}"),
+            *(stand_in_image, "/bin/sh", "-c", "sleep 60"),
+        ],
+        timeout_seconds=120,
+    )
+    try:
+        box = _box(tmp_path, docker_engine)
+        box.write_preparation_heartbeat(name, step=3, updated_at=time.time())
+        done = box.run("watchdog.py", now=time.time(), env=docker_engine.env)
+        assert done.returncode == 0, done.stderr
+        preparations = box.watchdog_state()["signals"]["preparations"]
+        assert [(p["name"], p["step"]) for p in preparations] == [(name, 3)]
+        assert "preparation" in box.watchdog_state()["busy_reasons"]
+    finally:
+        docker_engine.run(
+            ["rm", "--force", started.stdout.strip()], timeout_seconds=60, check=False
+        )

@@ -68,7 +68,7 @@ def test_every_restart_gets_a_fresh_rendezvous_store():
 
 
 def test_restarts_and_the_shutdown_grace_outlast_the_trainers_stop_budget():
-    from trainer.preemption import STOP_BUDGET_SECONDS  # torch-free module
+    from trainer.loop.preemption import STOP_BUDGET_SECONDS  # torch-free module
 
     args = _parsed(DistributedLaunch("r", gpus_per_box=2, max_restarts=2).argv(TRAINER_ARGS))
     assert (args.max_restarts, args.shutdown_timeout) == (2, SHUTDOWN_TIMEOUT_SECONDS)

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer import checkpoint
+from trainer.checkpoints import checkpoint_file
 from trainer.config import DataConfig, ModelConfig, RunConfig, SynthConfig, TrainConfig
-from trainer.synth import synthesize
+from trainer.data.synth import synthesize
 
 TINY_CASES = 5
 TINY_WINDOWS_PER_CASE = 48
@@ -30,7 +30,7 @@ def tiny_state(step: int = 3, epoch: int = 0, run_id: str = "run") -> dict:
     """A checkpoint dict with every key of the right kind, tiny tensors for weights,
     saved by a run whose run dir is named `run_id`."""
     return {
-        **{key: {} for key in checkpoint.STATE_KEYS},
+        **{key: {} for key in checkpoint_file.STATE_KEYS},
         "model": {"w": torch.arange(4.0) + step},
         "scaler": None,
         "step": step,
@@ -54,7 +54,7 @@ def tiny_run_config(data: Path, run_dir: Path, **train_overrides) -> RunConfig:
 
 @pytest.fixture(scope="session")
 def trained_run(tiny_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from trainer.train import train
+    from trainer.loop.train import train
 
     run_dir = tmp_path_factory.mktemp("runs") / "tiny-run"
     assert train(tiny_run_config(tiny_data, run_dir)) == 0

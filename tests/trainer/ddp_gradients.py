@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from trainer.config import ModelConfig
-from trainer.distributed import Group, RankInfo
+from trainer.loop.distributed import Group, RankInfo
 from trainer.model import LAYERS, build_model
 
 BATCHES = (32, 5, 1)

@@ -2,7 +2,7 @@ import csv
 import json
 
 from trainer.__main__ import main
-from trainer.throughput_record import RECORD_FIELDS
+from trainer.bench.throughput_record import RECORD_FIELDS
 
 BENCH_KEYS = (
     "pipeline_windows_per_s",

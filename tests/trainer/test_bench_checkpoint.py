@@ -7,7 +7,7 @@ import json
 import pytest
 
 from trainer.__main__ import main
-from trainer.bench_checkpoint import CHECKPOINT_BUDGET_SECONDS, REQUIRED_THROUGHPUT_RATIO
+from trainer.bench.checkpoint import CHECKPOINT_BUDGET_SECONDS, REQUIRED_THROUGHPUT_RATIO
 
 pytestmark = pytest.mark.e2e
 

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from tests.trainer.conftest import tiny_state
-from trainer import checkpoint
-from trainer.checkpoint import CheckpointConfig, CheckpointError, CheckpointManager
+from trainer.checkpoints import checkpoint_file
+from trainer.checkpoints.checkpoint_file import CheckpointError
+from trainer.checkpoints.manager import CheckpointConfig, CheckpointManager
 from trainer.config import UserError
 
 WRITE_SECONDS = 30
@@ -26,7 +27,7 @@ def _step_files(directory):
 
 
 def test_save_writes_file_and_sha256_sidecar_and_no_temp(tmp_path):
-    digest = checkpoint.save(tmp_path / "last.pt", _state())
+    digest = checkpoint_file.save(tmp_path / "last.pt", _state())
     assert (tmp_path / "last.pt.sha256").read_text() == f"{digest}  last.pt\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt", "last.pt.sha256"]
 
@@ -40,24 +41,24 @@ def test_the_hash_record_is_in_place_before_the_checkpoint_appears(tmp_path, mon
         replace(source, target)
 
     monkeypatch.setattr(os, "replace", recording_replace)
-    checkpoint.save(tmp_path / "c.pt", _state())
+    checkpoint_file.save(tmp_path / "c.pt", _state())
     assert renamed == ["c.pt.sha256", "c.pt"]
 
 
 def test_saved_state_loads_with_weights_only(tmp_path):
-    checkpoint.save(tmp_path / "c.pt", _state())
+    checkpoint_file.save(tmp_path / "c.pt", _state())
     raw = torch.load(tmp_path / "c.pt", weights_only=True)
     assert torch.equal(raw["model"]["w"], torch.arange(4.0) + 3)
 
 
 def test_damaged_checkpoint_is_refused(tmp_path):
     path = tmp_path / "c.pt"
-    checkpoint.save(path, _state())
+    checkpoint_file.save(path, _state())
     with path.open("r+b") as handle:
         handle.seek(40)
         handle.write(b"\x00garbage")
     with pytest.raises(CheckpointError, match="sha256"):
-        checkpoint.load(path)
+        checkpoint_file.load(path)
 
 
 def test_manager_keeps_the_last_k_step_files_and_best(tmp_path):
@@ -67,8 +68,8 @@ def test_manager_keeps_the_last_k_step_files_and_best(tmp_path):
         manager.save_last(_state(step=step))
     assert manager.flush(WRITE_SECONDS)
     assert _step_files(tmp_path) == ["step-000000003-epoch-0000.pt", "step-000000004-epoch-0000.pt"]
-    assert checkpoint.load(manager.best_path)["step"] == 1
-    assert checkpoint.load(manager.last_path)["step"] == 4
+    assert checkpoint_file.load(manager.best_path)["step"] == 1
+    assert checkpoint_file.load(manager.last_path)["step"] == 4
 
 
 def test_best_then_last_of_one_state_writes_one_file(tmp_path):
@@ -113,11 +114,11 @@ def test_resume_mends_a_best_record_left_stale_by_a_kill_while_linking(tmp_path)
     manager = CheckpointManager(CheckpointConfig(tmp_path))
     manager.save_best(_state(step=1))
     assert manager.flush(WRITE_SECONDS)
-    stale_record = checkpoint.sidecar_path(manager.best_path).read_text()
+    stale_record = checkpoint_file.sidecar_path(manager.best_path).read_text()
     manager.save_best(_state(step=2))
     assert manager.flush(WRITE_SECONDS)
     # Killed after best.pt was renamed into place, before its record followed:
-    checkpoint.sidecar_path(manager.best_path).write_text(stale_record)
+    checkpoint_file.sidecar_path(manager.best_path).write_text(stale_record)
     resumed = CheckpointManager(CheckpointConfig(tmp_path))
     resumed.load_latest(_fits)
     assert resumed.load_best()["step"] == 2
@@ -135,7 +136,7 @@ def test_flush_without_a_store_returns_once_the_checkpoint_is_on_disk(tmp_path):
     manager = CheckpointManager(CheckpointConfig(tmp_path))
     path = manager.save_last(_state(step=7))
     assert manager.flush(WRITE_SECONDS)
-    assert checkpoint.load(path)["step"] == 7
+    assert checkpoint_file.load(path)["step"] == 7
     assert manager.last_path.samefile(path)
 
 
@@ -184,6 +185,6 @@ def test_remote_checkpoint_argument_is_fetched_and_verified(tmp_path):
     manager.save_best(_state(step=1))
     manager.save_last(_state(step=2))
     assert manager.close(30)
-    assert checkpoint.load(checkpoint.resolve_local(run_uri))["step"] == 1  # BEST
+    assert checkpoint_file.load(checkpoint_file.resolve_local(run_uri))["step"] == 1  # BEST
     named = f"{run_uri}/checkpoints/step-000000002-epoch-0000.pt"
-    assert checkpoint.load(checkpoint.resolve_local(named))["step"] == 2
+    assert checkpoint_file.load(checkpoint_file.resolve_local(named))["step"] == 2

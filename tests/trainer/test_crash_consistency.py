@@ -14,15 +14,15 @@ import pytest
 import torch
 
 from tests.trainer.conftest import tiny_run_config
-from trainer import checkpoint, run_ending
-from trainer import final_upload as final_upload_module
-from trainer import remote_checkpoints as layout
-from trainer import train as train_module
 from trainer.__main__ import main
-from trainer.checkpoint import CheckpointConfig, CheckpointManager
-from trainer.status import UPLOAD_PENDING, StatusWriter
+from trainer.checkpoints import checkpoint_file, layout
+from trainer.checkpoints import final_upload as final_upload_module
+from trainer.checkpoints.manager import CheckpointConfig, CheckpointManager
+from trainer.loop import run_ending
+from trainer.loop import train as train_module
+from trainer.loop.train import train
+from trainer.reports.status import UPLOAD_PENDING, StatusWriter
 from trainer.storage import open_store
-from trainer.train import train
 
 WRITE_SECONDS = 30
 
@@ -76,8 +76,8 @@ def test_metrics_are_on_disk_before_each_checkpoint(tmp_path: Path, monkeypatch)
 
 
 CRASHES = {
-    "RunOutputs": ("trainer.train.RunOutputs", RuntimeError("tensorboard could not start")),
-    "finish": ("trainer.train.finish", RuntimeError("plotting failed")),
+    "RunOutputs": ("trainer.loop.train.RunOutputs", RuntimeError("tensorboard could not start")),
+    "finish": ("trainer.loop.train.finish", RuntimeError("plotting failed")),
 }
 
 
@@ -227,8 +227,8 @@ def test_link_atomic_leaves_no_temp_file_when_the_link_is_already_right(tmp_path
     from tests.trainer.conftest import tiny_state
 
     step = tmp_path / "step-000000001-epoch-0000.pt"
-    checkpoint.save(step, tiny_state(step=1))
-    checkpoint.link_atomic(step, tmp_path / "last.pt")
-    checkpoint.link_atomic(step, tmp_path / "last.pt")
+    checkpoint_file.save(step, tiny_state(step=1))
+    checkpoint_file.link_atomic(step, tmp_path / "last.pt")
+    checkpoint_file.link_atomic(step, tmp_path / "last.pt")
     assert _temp_files(tmp_path) == []
-    assert checkpoint.load(tmp_path / "last.pt", require_record=True)["step"] == 1
+    assert checkpoint_file.load(tmp_path / "last.pt", require_record=True)["step"] == 1

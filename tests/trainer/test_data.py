@@ -6,7 +6,8 @@ import torch
 
 from trainer.__main__ import main
 from trainer.config import UserError
-from trainer.data import Normalisation, WindowPipeline, load_dataset, split_cases
+from trainer.data.dataset import load_dataset, split_cases
+from trainer.data.pipeline import Normalisation, WindowPipeline
 
 
 def _write(directory, windows, glucose, case_id):

@@ -15,12 +15,12 @@ import pytest
 from tests.trainer.conftest import TINY_WINDOW_LENGTH
 from tests.trainer.ddp_process import TORCHRUN, free_port, torchrun
 from tests.trainer.trainer_process import REPO_ROOT, output_of, wait_for_exit
-from trainer import checkpoint
+from trainer.checkpoints import checkpoint_file
 from trainer.config import DataConfig, ModelConfig, OptimConfig, RunConfig, SynthConfig, TrainConfig
-from trainer.evaluate import EVAL_BATCH_SIZE, evaluate_checkpoint
+from trainer.data.synth import synthesize
+from trainer.loop.train import train
 from trainer.model import build_model
-from trainer.synth import synthesize
-from trainer.train import train
+from trainer.reports.evaluate import EVAL_BATCH_SIZE, evaluate_checkpoint
 
 pytestmark = pytest.mark.e2e
 
@@ -77,7 +77,7 @@ def test_ddp_metrics_are_those_of_a_single_process_evaluation(
 
 
 def test_ddp_checkpoint_loads_into_a_single_process_model(two_rank_run: Path) -> None:
-    state = checkpoint.load(two_rank_run / "checkpoints" / "last.pt")
+    state = checkpoint_file.load(two_rank_run / "checkpoints" / "last.pt")
     model = build_model(ModelConfig(arch="resnet18"))
     assert not [key for key in state["model"] if key.startswith("module.")]
     model.load_state_dict(state["model"])  # strict: every key, no prefix

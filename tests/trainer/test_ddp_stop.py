@@ -23,8 +23,8 @@ from tests.trainer.trainer_process import (
     wait_for_exit,
     wait_for_step,
 )
-from trainer import checkpoint
-from trainer.train import EXIT_STOPPED
+from trainer.checkpoints import checkpoint_file
+from trainer.loop.train import EXIT_STOPPED
 
 pytestmark = pytest.mark.e2e
 
@@ -51,7 +51,7 @@ def stopped(tiny_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Stoppe
 
 
 def _step_files(run_dir: Path) -> list[Path]:
-    return sorted((run_dir / "checkpoints").glob(checkpoint.STEP_FILE_GLOB))
+    return sorted((run_dir / "checkpoints").glob(checkpoint_file.STEP_FILE_GLOB))
 
 
 def test_sigterm_to_one_rank_stops_every_rank_at_one_step_with_one_checkpoint(
@@ -61,7 +61,7 @@ def test_sigterm_to_one_rank_stops_every_rank_at_one_step_with_one_checkpoint(
     status = status_of(stopped.run_dir)
     assert status["state"] == "stopped" and status["exit_code"] == EXIT_STOPPED
     [saved] = _step_files(stopped.run_dir)
-    state = checkpoint.load(saved)
+    state = checkpoint_file.load(saved)
     assert state["step"] == status["step"] and 0 < state["step_in_epoch"] < STEPS_PER_EPOCH
     assert "stop requested (a stop request on another rank)" in output_of(stopped.run_dir)
 
@@ -75,8 +75,8 @@ def test_stopped_run_resumes_at_its_world_size_bit_identical(
     assert wait_for_ranks(ranks[:2], straight) == [0, 0]
     assert wait_for_ranks(ranks[2:], resumed) == [0, 0]
     assert f"resume: step {status_of(stopped.run_dir)['step']}," in output_of(resumed)
-    expected = checkpoint.load(straight / "checkpoints" / "last.pt")
-    actual = checkpoint.load(resumed / "checkpoints" / "last.pt")
+    expected = checkpoint_file.load(straight / "checkpoints" / "last.pt")
+    actual = checkpoint_file.load(resumed / "checkpoints" / "last.pt")
     assert actual["step"] == expected["step"] == 2 * STEPS_PER_EPOCH
     assert same_state(expected["model"], actual["model"])
     assert same_state(expected["optimizer"]["state"], actual["optimizer"]["state"])

@@ -1,7 +1,7 @@
 import pytest
 
 from trainer.config import UserError
-from trainer.device import check_arch_supported, choose_device
+from trainer.loop.device import check_arch_supported, choose_device
 
 
 def test_v100_without_sm70_kernels_is_refused_with_a_fix():

@@ -1,4 +1,4 @@
-"""trainer.distributed without a process group: rank info from torchrun's environment,
+"""trainer.loop.distributed without a process group: rank info from torchrun's environment,
 the one-rank world, how a split is sharded for evaluation; and the pieces of the loop
 that depend on the rank (batch parts, dropout seeds, the stop vote's codes)."""
 
@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from trainer.config import DataConfig, RunConfig, TrainConfig, UserError
-from trainer.data import Normalisation, WindowPipeline, load_dataset, micro_batch_seed
-from trainer.distributed import Group, RankInfo
-from trainer.preemption import StopSignal
+from trainer.data.dataset import load_dataset
+from trainer.data.pipeline import Normalisation, WindowPipeline, micro_batch_seed
+from trainer.loop.distributed import Group, RankInfo
+from trainer.loop.preemption import StopSignal
 
 
 def test_without_torchrun_the_world_is_one_rank():

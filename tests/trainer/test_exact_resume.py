@@ -16,7 +16,7 @@ from tests.trainer.trainer_process import (
     wait_for_exit,
     wait_for_step,
 )
-from trainer import checkpoint
+from trainer.checkpoints import checkpoint_file
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +31,7 @@ STEPS_WRITTEN_BEHIND = 2
 
 
 def _final_state(run_dir: Path) -> dict:
-    return checkpoint.load(run_dir / "checkpoints" / "last.pt")
+    return checkpoint_file.load(run_dir / "checkpoints" / "last.pt")
 
 
 def test_sigkilled_run_resumed_ends_bit_identical(tiny_data: Path, tmp_path: Path) -> None:

@@ -13,12 +13,11 @@ import pytest
 
 from tests.fixtures.object_store import plant_hostile_keys
 from tests.trainer.conftest import tiny_run_config, tiny_state
-from trainer import checkpoint
-from trainer import remote_checkpoints as layout
+from trainer.checkpoints import checkpoint_file, layout
+from trainer.checkpoints.resume import find_newest
 from trainer.config import UserError
-from trainer.resume import find_newest
+from trainer.loop.train import train
 from trainer.storage import open_store
-from trainer.train import train
 
 PLANTED = "step-999999999-epoch-0000.pt"
 
@@ -29,9 +28,9 @@ def _fits(_state):
 
 def _upload(store, state: dict, directory: Path, name: str | None = None) -> str:
     """Save `state` as the trainer would and upload it (object, hash, LATEST)."""
-    name = name or checkpoint.checkpoint_name(state)
+    name = name or checkpoint_file.checkpoint_name(state)
     path = directory / "outgoing" / name
-    digest = checkpoint.save(path, state)
+    digest = checkpoint_file.save(path, state)
     layout.upload_checkpoint(store, name, path, digest)
     layout.set_pointer(store, layout.LATEST_KEY, name)
     return name
@@ -70,7 +69,7 @@ def test_evaluate_never_uses_a_planted_pointer_as_a_file_name(
     for key in (layout.BEST_KEY, layout.LATEST_KEY):
         store.write_bytes(key, pointer.encode())
     with pytest.raises(UserError, match="no BEST or LATEST checkpoint"):
-        checkpoint.resolve_local(store.uri)
+        checkpoint_file.resolve_local(store.uri)
 
 
 def test_a_planted_newer_step_file_with_a_matching_record_is_not_a_candidate(
@@ -80,7 +79,7 @@ def test_a_planted_newer_step_file_with_a_matching_record_is_not_a_candidate(
     _upload(store, tiny_state(step=2), tmp_path)
     planted = tmp_path / "planted" / PLANTED
     layout.upload_checkpoint(
-        store, PLANTED, planted, checkpoint.save(planted, tiny_state(999999999))
+        store, PLANTED, planted, checkpoint_file.save(planted, tiny_state(999999999))
     )
     with caplog.at_level(logging.INFO):
         found = find_newest(tmp_path / "run" / "checkpoints", store, _fits)
@@ -108,7 +107,7 @@ def test_the_run_dirs_checkpoint_wins_when_as_new_as_the_stores(
     store = open_store(f"file://{tmp_path}/store/r1")
     local = tmp_path / "run" / "checkpoints"
     name = _upload(store, tiny_state(step=4), tmp_path)
-    checkpoint.save(local / name, tiny_state(step=4))
+    checkpoint_file.save(local / name, tiny_state(step=4))
     with caplog.at_level(logging.INFO):
         found = find_newest(local, store, _fits)
     assert found.path == local / name and found.in_store
@@ -137,7 +136,7 @@ def test_a_forged_checkpoint_beyond_the_run_does_not_win_a_resume(
     )
     assert train(config) == 0
     store = open_store(uri)
-    legit = checkpoint.load(run_dir / "checkpoints" / "last.pt")
+    legit = checkpoint_file.load(run_dir / "checkpoints" / "last.pt")
     # Everything a bucket writer can read (config, fingerprint) is right; only the
     # position is made up, and the name and its record agree with it.
     _upload(store, {**legit, "step": 999999999}, tmp_path, name=PLANTED)
@@ -154,14 +153,14 @@ def test_a_run_dir_checkpoint_refused_for_the_run_stays_and_the_resume_is_refuse
     store = open_store(f"file://{tmp_path}/store/r1")
     local = tmp_path / "run" / "checkpoints"
     name = _upload(store, tiny_state(step=2), tmp_path)
-    checkpoint.save(local / name, tiny_state(step=2))
+    checkpoint_file.save(local / name, tiny_state(step=2))
 
     def other_flags(_state):
         return "train.batch_size was 32 in the run dir's checkpoint, now 64"
 
     with pytest.raises(UserError, match=r"resume: train\.batch_size was 32"):
         find_newest(local, store, other_flags)
-    assert checkpoint.load(local / name, require_record=True)["step"] == 2
+    assert checkpoint_file.load(local / name, require_record=True)["step"] == 2
 
 
 def test_a_checkpoint_of_another_run_in_the_store_is_refused(
@@ -176,5 +175,5 @@ def test_a_checkpoint_of_another_run_in_the_store_is_refused(
 
 def test_a_run_dir_copied_under_another_name_resumes_from_its_own_files(tmp_path: Path) -> None:
     local = tmp_path / "copy-of-run" / "checkpoints"
-    checkpoint.save(local / "step-000000002-epoch-0000.pt", tiny_state(step=2, run_id="run"))
+    checkpoint_file.save(local / "step-000000002-epoch-0000.pt", tiny_state(step=2, run_id="run"))
     assert find_newest(local, None, _fits).state["step"] == 2

@@ -17,7 +17,7 @@ from tests.trainer.ddp_process import free_port, launcher, worker_pid
 from tests.trainer.trainer_process import output_of, status_of, wait_for_exit, wait_for_step
 from trainer.__main__ import main
 from trainer.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_STOPPED, EXIT_USER_ERROR
-from trainer.launcher import box_record, exit_code
+from trainer.loop.launcher import box_record, exit_code
 
 NOW = 1_800_000_000.0
 LONG_RUN = ("--batch-size", "8", "--epochs", "50")

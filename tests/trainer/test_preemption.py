@@ -2,7 +2,7 @@ import os
 import signal
 import time
 
-from trainer.preemption import AZURE_PREEMPT_BUDGET_SECONDS, STOP_BUDGET_SECONDS, StopSignal
+from trainer.loop.preemption import AZURE_PREEMPT_BUDGET_SECONDS, STOP_BUDGET_SECONDS, StopSignal
 
 
 def test_sigterm_sets_the_stop_request_instead_of_killing():
@@ -23,7 +23,7 @@ def test_uninstall_restores_previous_handlers():
 
 def test_azure_notice_requests_a_preempted_stop_with_its_short_budget(fake_metadata, monkeypatch):
     monkeypatch.setenv("GLUCOSE_IMDS_URL", fake_metadata.url)
-    monkeypatch.setattr("trainer.spot_notice.AzurePreemptPoller.interval_s", 0.1)
+    monkeypatch.setattr("trainer.loop.spot_notice.AzurePreemptPoller.interval_s", 0.1)
     stop = StopSignal().install()
     try:
         fake_metadata.azure_preempt(time.time() + 30)

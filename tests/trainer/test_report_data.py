@@ -3,7 +3,7 @@ synthetic result can never be quoted as a real one."""
 
 import json
 
-from trainer.data import load_dataset
+from trainer.data.dataset import load_dataset
 
 
 def test_summary_names_the_source_cases_and_fingerprint_of_the_data(trained_run, tiny_data):

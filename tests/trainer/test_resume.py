@@ -13,11 +13,10 @@ import pytest
 import torch
 
 from tests.trainer.conftest import tiny_run_config
-from trainer import checkpoint
-from trainer import remote_checkpoints as layout
 from trainer.__main__ import main
+from trainer.checkpoints import checkpoint_file, layout
+from trainer.loop.train import train
 from trainer.storage import open_store
-from trainer.train import train
 
 pytestmark = pytest.mark.e2e
 
@@ -44,7 +43,7 @@ def _train_steps(run_dir: Path) -> list[int]:
 
 
 def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    return checkpoint.load(run_dir / "checkpoints" / "last.pt")["model"]
+    return checkpoint_file.load(run_dir / "checkpoints" / "last.pt")["model"]
 
 
 def test_empty_run_dir_resumes_from_the_store(

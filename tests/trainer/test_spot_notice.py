@@ -1,4 +1,4 @@
-"""trainer.spot_notice against the fake AWS/Azure metadata service on 127.0.0.1."""
+"""trainer.loop.spot_notice against the fake AWS/Azure metadata service on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 import pytest
 
 from tests.local_server import free_port
-from trainer import spot_notice
-from trainer.spot_notice import Notice, NoticeWatcher
+from trainer.loop import spot_notice
+from trainer.loop.spot_notice import Notice, NoticeWatcher
 
 WAIT_SECONDS = 15
 

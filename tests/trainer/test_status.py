@@ -3,10 +3,10 @@ import json
 import time
 
 from tests.trainer.conftest import tiny_run_config
-from trainer.status import STATUS_KEYS, StatusWriter
+from trainer.checkpoints.sync import RunSync, SyncConfig
+from trainer.loop.train import train
+from trainer.reports.status import STATUS_KEYS, StatusWriter
 from trainer.storage import open_store
-from trainer.sync import RunSync, SyncConfig
-from trainer.train import train
 
 FAILING_WAIT_SECONDS = 30
 

@@ -18,10 +18,9 @@ from tests.trainer.trainer_process import (
     wait_for_exit,
     wait_for_step,
 )
-from trainer import checkpoint
-from trainer import remote_checkpoints as layout
+from trainer.checkpoints import checkpoint_file, layout
+from trainer.loop.train import EXIT_STOPPED
 from trainer.storage import open_store
-from trainer.train import EXIT_STOPPED
 
 pytestmark = pytest.mark.e2e
 
@@ -36,7 +35,7 @@ def _remote_checkpoint(uri: str, tmp_path: Path) -> dict:
     assert name is not None, f"no LATEST at {uri}: {store.list()}"
     dest = tmp_path / "from-store" / name
     assert layout.download_verified(store, name, dest) is not None
-    return checkpoint.load(dest)
+    return checkpoint_file.load(dest)
 
 
 def _wait_until(condition, what: str) -> None:
@@ -108,7 +107,7 @@ def test_azure_preempt_is_acknowledged_only_after_the_upload(
     assert status_of(run_dir)["state"] == "preempted"
     assert fake_metadata.acknowledged == [event_id]
     final = _remote_checkpoint(uri, tmp_path)
-    assert latest_when_acknowledged == [checkpoint.checkpoint_name(final)]
+    assert latest_when_acknowledged == [checkpoint_file.checkpoint_name(final)]
 
 
 def test_storage_killed_mid_run_catches_up_when_it_returns(

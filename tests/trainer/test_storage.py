@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from trainer.storage import (
-    MULTIPART_THRESHOLD_BYTES,
     InvalidStorageUri,
     ObjectNotFound,
     StorageError,
@@ -18,6 +17,7 @@ from trainer.storage import (
     open_store,
     parse_uri,
 )
+from trainer.storage.store import MULTIPART_THRESHOLD_BYTES
 
 
 def test_large_file_round_trips_in_parts_with_progress(store_uri: str, tmp_path: Path) -> None:

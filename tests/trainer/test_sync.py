@@ -1,4 +1,4 @@
-"""trainer.sync and trainer.remote_checkpoints against real stores (dir, moto, Azurite)."""
+"""trainer.checkpoints.sync and .layout against real stores (dir, moto, Azurite)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 
 from tests.fixtures.blob import BlobEmulator
 from tests.fixtures.s3 import S3Emulator
-from trainer import remote_checkpoints as layout
+from trainer.checkpoints import layout
+from trainer.checkpoints.sync import OUTBOX_DIR_NAME, RunSync, SyncConfig
 from trainer.storage import open_store
 from trainer.storage.local import FileStore
-from trainer.sync import OUTBOX_DIR_NAME, RunSync, SyncConfig
 
 FAST_RETRY = SyncConfig(mirror_every_seconds=3600, retry_initial_seconds=0.2, retry_max_seconds=1)
 FLUSH_SECONDS = 30
@@ -185,7 +185,7 @@ def _outage_run(emulator: S3Emulator | BlobEmulator, uri: str, tmp_path: Path, c
     (run_dir / "summary.json").write_text('{"best_epoch": 1}')
     sync.request_mirror()
     assert time.monotonic() - started < 1.0, "publishing must not wait for storage"
-    with caplog.at_level(logging.WARNING, logger="trainer.sync"):
+    with caplog.at_level(logging.WARNING, logger="trainer.checkpoints.sync"):
         assert not sync.flush(2)
         for _ in range(300):  # the SDKs' own few retries come first: up to ~30 s
             if sync.status.failing_since is not None:

@@ -3,7 +3,7 @@ import json
 import numpy as np
 
 from trainer.config import SynthConfig
-from trainer.synth import synthesize
+from trainer.data.synth import synthesize
 
 
 def _arrays(directory):

@@ -8,9 +8,9 @@ import torch
 
 from tests.trainer.conftest import TINY_WINDOWS_PER_CASE, tiny_run_config
 from tests.trainer.trainer_process import output_of, start_training, wait_for_exit, wait_for_step
-from trainer import checkpoint
 from trainer.__main__ import main
-from trainer.train import EXIT_STOPPED, train
+from trainer.checkpoints import checkpoint_file
+from trainer.loop.train import EXIT_STOPPED, train
 
 RUN_DIR_FILES = (
     "splits.json",
@@ -52,9 +52,9 @@ def test_summary_holds_val_and_test_with_baseline(trained_run):
 def test_resume_from_last_continues_the_step_count(tiny_data, tmp_path):
     run_dir = tmp_path / "run"
     assert train(tiny_run_config(tiny_data, run_dir, max_steps=2)) == 0
-    assert checkpoint.load(run_dir / "checkpoints/last.pt")["step"] == 2
+    assert checkpoint_file.load(run_dir / "checkpoints/last.pt")["step"] == 2
     assert train(tiny_run_config(tiny_data, run_dir, max_steps=5)) == 0
-    assert checkpoint.load(run_dir / "checkpoints/last.pt")["step"] == 5
+    assert checkpoint_file.load(run_dir / "checkpoints/last.pt")["step"] == 5
     steps = [
         r["step"]
         for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
@@ -69,8 +69,8 @@ def test_interrupted_and_resumed_run_ends_with_identical_weights(tiny_data, tmp_
     # checkpoint every step, stop mid-epoch at step 3, resume to the same end
     assert train(tiny_run_config(tiny_data, split, max_steps=3)) == 0
     assert train(tiny_run_config(tiny_data, split, max_steps=6)) == 0
-    a = checkpoint.load(straight / "checkpoints/last.pt")["model"]
-    b = checkpoint.load(split / "checkpoints/last.pt")["model"]
+    a = checkpoint_file.load(straight / "checkpoints/last.pt")["model"]
+    b = checkpoint_file.load(split / "checkpoints/last.pt")["model"]
     assert all(torch.equal(a[key], b[key]) for key in a)
 
 
@@ -114,7 +114,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_75(tiny_data, tmp_path):
     assert code == EXIT_STOPPED, output_of(run_dir)
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "stopped" and status["exit_code"] == EXIT_STOPPED
-    assert checkpoint.load(run_dir / "checkpoints/last.pt")["step"] == status["step"]
+    assert checkpoint_file.load(run_dir / "checkpoints/last.pt")["step"] == status["step"]
 
 
 def test_grad_accumulation_steps_once_per_group_and_at_epoch_end(tiny_data, tmp_path):

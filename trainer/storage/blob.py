@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from trainer.storage import (
+from trainer.storage.store import (
     CONNECT_TIMEOUT_SECONDS,
     MULTIPART_THRESHOLD_BYTES,
     PART_SIZE_BYTES,
@@ -43,7 +43,7 @@ class BlobStore:
             "read_timeout": READ_TIMEOUT_SECONDS,
             "retry_total": SDK_RETRY_ATTEMPTS,
             # The SDK's default backoff (15 s, then +3^n) would hold a dead endpoint
-            # for a minute per call; `trainer.sync` owns the long retry loop.
+            # for a minute per call; `trainer.checkpoints.sync` owns the long retry loop.
             "initial_backoff": 1,
             "increment_base": 2,
             "random_jitter_range": 1,

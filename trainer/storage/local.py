@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from trainer.storage import FILE_COPY_CHUNK_BYTES, ObjectNotFound, Progress, StorageError
+from trainer.storage.store import FILE_COPY_CHUNK_BYTES, ObjectNotFound, Progress, StorageError
 
 
 class FileStore:

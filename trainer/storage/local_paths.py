@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trainer.storage import StorageError
+from trainer.storage.store import StorageError
 
 
 class UnsafeKey(StorageError, ValueError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainer.storage import (
+from trainer.storage.store import (
     CONNECT_TIMEOUT_SECONDS,
     MULTIPART_THRESHOLD_BYTES,
     PART_SIZE_BYTES,

@@ -1,9 +1,10 @@
 """What the watchdog looks at to tell a busy box from an idle one.
 
-Four signals, each read the way a person would check by hand: the trainer
-containers (`docker ps`) with the progress their runs report, GPU utilisation
-(`nvidia-smi`), interactive SSH sessions (sshd's login records) and leases left by
-`fab train` / `fab hold`. Whatever a user can write is read through user_files.
+Four signals, each read the way a person would check by hand: the trainer and
+`fab prepare-data` containers (`docker ps`) with the progress they report, GPU
+utilisation (`nvidia-smi`), interactive SSH sessions (sshd's login records) and
+leases left by `fab train` / `fab hold`. Whatever a user can write is read through
+user_files.
 Standard library only.
 """
 
@@ -25,6 +26,8 @@ NVIDIA_SMI_TIMEOUT_SECONDS = 10
 # ({"step", "updated_at"}), so a box that holds only workers of a multi-node run
 # still shows progress.
 PROGRESS_FILES = ("status.json", "heartbeat.json")
+# prepare-vitaldb's own ({"step", "updated_at"}), in its dataset's work dir.
+PREPARE_HEARTBEAT = (".prepare", "heartbeat.json")
 MAX_LEASE_MINUTES = 12 * 60
 
 
@@ -37,6 +40,24 @@ class Trainer:
     """The furthest step any progress file of the run reports."""
     updated_at: float | None
     """The newest plausible `updated_at` of those files."""
+
+    @property
+    def key(self) -> str:
+        return self.run_id
+
+
+@dataclasses.dataclass(frozen=True)
+class Preparation:
+    """A `fab prepare-data` container: busy while its heartbeat's step moves, as a run."""
+
+    name: str
+    started_at: float
+    step: int | None
+    updated_at: float | None
+
+    @property
+    def key(self) -> str:
+        return f"prepare:{self.name}"  # never a run id (no ':' in those)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +73,8 @@ class Signals:
     """Percent per GPU; None when nvidia-smi is missing or failed."""
     trainers: list[Trainer]
     """Running trainer containers."""
+    preparations: list[Preparation]
+    """Running `fab prepare-data` containers."""
     ssh_sessions: list[str]
     """`user@pts/N (pid P)` per interactive session."""
     leases: list[Lease]
@@ -63,6 +86,7 @@ class Signals:
         return {
             "gpu_utilization": self.gpu_utilization,
             "trainers": [dataclasses.asdict(trainer) for trainer in self.trainers],
+            "preparations": [dataclasses.asdict(job) for job in self.preparations],
             "ssh_sessions": self.ssh_sessions,
             "leases": [dataclasses.asdict(lease) for lease in self.leases],
             "problems": self.problems,
@@ -81,11 +105,15 @@ def read_signals(config: WatchdogConfig, now: float) -> Signals:
             problems.append(f"{name}: {type(error).__name__}: {error}")
             return default
 
+    trainers, preparations = guarded(
+        "docker", lambda: running_jobs(config, now, problems), ([], [])
+    )
     return Signals(
         gpu_utilization=guarded(
             "nvidia-smi", lambda: gpu_utilization(config.nvidia_smi_command, problems), None
         ),
-        trainers=guarded("trainers", lambda: running_trainers(config, now, problems), []),
+        trainers=trainers,
+        preparations=preparations,
         ssh_sessions=guarded(
             "ssh",
             lambda: interactive_ssh_sessions(Path(config.utmp_path), Path(config.proc_root)),
@@ -113,33 +141,45 @@ def gpu_utilization(command: str, problems: list[str]) -> list[int] | None:
         return None
 
 
-def running_trainers(config: WatchdogConfig, now: float, problems: list[str]) -> list[Trainer]:
+def running_jobs(
+    config: WatchdogConfig, now: float, problems: list[str]
+) -> tuple[list[Trainer], list[Preparation]]:
     try:
-        containers = docker_cli.list_trainers(config.docker_command, include_stopped=False)
+        containers = docker_cli.list_containers(config.docker_command, include_stopped=False)
     except docker_cli.DockerError as error:
         problems.append(f"docker: {error}")
-        return []
-    trainers = []
+        return [], []
+    trainers, preparations = [], []
     for container in containers:
         if not container.running:
             continue
-        step, updated_at = run_progress(config.runs_dir, container.run_id, now)
         # docker's own restarts (a crash loop under an old on-failure policy) give a
         # fresh StartedAt every minute: only the run's progress counts then.
         started_at = container.started_at if container.restart_count == 0 else 0.0
-        trainers.append(Trainer(container.run_id, started_at, step, updated_at))
-    return trainers
+        if container.kind == "prepare":
+            heartbeat = user_files.read_json(
+                config.datasets_dir, container.run_id, *PREPARE_HEARTBEAT
+            )
+            preparations.append(
+                Preparation(container.run_id, started_at, *progress([heartbeat], now))
+            )
+        else:
+            files = [
+                user_files.read_json(config.runs_dir, container.run_id, name)
+                for name in PROGRESS_FILES
+            ]
+            trainers.append(Trainer(container.run_id, started_at, *progress(files, now)))
+    return trainers, preparations
 
 
-def run_progress(runs_dir: Path, run_id: str, now: float) -> tuple[int | None, float | None]:
-    """(furthest step, newest updated_at) over the run's progress files."""
+def progress(files: list[dict | None], now: float) -> tuple[int | None, float | None]:
+    """(furthest step, newest updated_at) over progress files (None: unreadable)."""
     steps, times = [], []
-    for name in PROGRESS_FILES:
-        progress = user_files.read_json(runs_dir, run_id, name) or {}
-        step = progress.get("step")
+    for found in files:
+        step = (found or {}).get("step")
         if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
             steps.append(step)
-        updated_at = user_files.sane_time(progress.get("updated_at"), now)
+        updated_at = user_files.sane_time((found or {}).get("updated_at"), now)
         if updated_at is not None:
             times.append(updated_at)
     return max(steps, default=None), max(times, default=None)

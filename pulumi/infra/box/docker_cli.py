@@ -1,11 +1,12 @@
-"""The trainer containers, as the docker CLI reports them.
+"""Our containers, as the docker CLI reports them.
 
 Trainer containers are named `glucose-train-<run_id>` and labelled
-`glucose-training.run-id` (see ARCHITECTURE.md). The run id is taken from the name,
-checked against the run-id pattern, never from the label's value: anyone in the
-docker group can set a label to `../../etc`. `docker inspect` gives the same JSON on
-every engine version we meet, so both the watchdog and the resume unit read that.
-Standard library only.
+`glucose-training.run-id`; `fab prepare-data`'s are `glucose-prepare-<name>`,
+labelled `glucose-training.prepare` (see ARCHITECTURE.md). The run id (dataset
+name) is taken from the name, checked against the run-id pattern, never from the
+label's value: anyone in the docker group can set a label to `../../etc`. `docker
+inspect` gives the same JSON on every engine version we meet, so both the watchdog
+and the resume unit read that. Standard library only.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from bounded_command import CommandTimeout, run_bounded
 
 RUN_ID_LABEL = "glucose-training.run-id"
 CONTAINER_PREFIX = "glucose-train-"
+PREPARE_LABEL = "glucose-training.prepare"
+PREPARE_PREFIX = "glucose-prepare-"
+# kind -> (label, name prefix): a container of that kind carries both.
+KINDS = {"train": (RUN_ID_LABEL, CONTAINER_PREFIX), "prepare": (PREPARE_LABEL, PREPARE_PREFIX)}
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 DOCKER_TIMEOUT_SECONDS = 20
 # 2026-11-22T03:00:00.123456789Z, or with a +01:00 offset on hosts with a local zone
@@ -34,6 +39,9 @@ class TrainerContainer:
     id: str
     name: str
     run_id: str
+    """The run id; a preparation's dataset name."""
+    kind: str
+    """`train` or `prepare` (KINDS)."""
     running: bool
     """Running and not merely waiting for docker's restart policy."""
     exit_code: int
@@ -70,17 +78,25 @@ def parse_docker_time(text: str) -> float:
     return moment.timestamp() + (float(f"0.{fraction}") if fraction else 0.0)
 
 
-def run_id_of(name: str) -> str | None:
-    """The run id in a trainer container's name, or None for any other name."""
+def run_id_of(name: str, prefix: str = CONTAINER_PREFIX) -> str | None:
+    """The run id in a trainer container's name (`prefix`: another kind's), or None."""
     name = name.lstrip("/")
-    run_id = name[len(CONTAINER_PREFIX) :] if name.startswith(CONTAINER_PREFIX) else ""
+    run_id = name[len(prefix) :] if name.startswith(prefix) else ""
     return run_id if RUN_ID.fullmatch(run_id) else None
 
 
 def list_trainers(docker_command: str, *, include_stopped: bool) -> list[TrainerContainer]:
     """Trainer containers, newest first; containers with a foreign name are left out."""
-    args = ["ps", "-q", "--no-trunc", "--filter", f"label={RUN_ID_LABEL}"]
-    ids = _docker(docker_command, *(args + (["-a"] if include_stopped else []))).split()
+    found = list_containers(docker_command, include_stopped=include_stopped, label=RUN_ID_LABEL)
+    return [container for container in found if container.kind == "train"]
+
+
+def list_containers(
+    docker_command: str, *, include_stopped: bool, label: str = ""
+) -> list[TrainerContainer]:
+    """Containers of every kind in KINDS (or those with `label`), newest first."""
+    args = ["ps", "-q", "--no-trunc", *(["-a"] if include_stopped else [])]
+    ids = _docker(docker_command, *args, *(["--filter", f"label={label}"] if label else [])).split()
     if not ids:
         return []
     try:
@@ -88,17 +104,31 @@ def list_trainers(docker_command: str, *, include_stopped: bool) -> list[Trainer
         containers = [_from_inspect(item) for item in items]
     except (ValueError, TypeError, KeyError, AttributeError) as error:
         raise DockerError(f"{docker_command} inspect: unexpected answer ({error})") from error
-    ours = [container for container in containers if container.run_id]
+    ours = [container for container in containers if container is not None]
     return sorted(ours, key=lambda container: container.created_at, reverse=True)
 
 
-def _from_inspect(item: dict) -> TrainerContainer:
+def _identity(name: str, labels: dict) -> tuple[str, str] | None:
+    """(kind, run id) of a container of ours, else None."""
+    for kind, (label, prefix) in KINDS.items():
+        run_id = run_id_of(name, prefix) if label in labels else None
+        if run_id:
+            return kind, run_id
+    return None
+
+
+def _from_inspect(item: dict) -> TrainerContainer | None:
     state = item.get("State") or {}
     name = str(item.get("Name", "")).lstrip("/")
+    identity = _identity(name, (item.get("Config") or {}).get("Labels") or {})
+    if identity is None:
+        return None
+    kind, run_id = identity
     return TrainerContainer(
         id=str(item["Id"]),
         name=name,
-        run_id=run_id_of(name) or "",
+        run_id=run_id,
+        kind=kind,
         running=bool(state.get("Running")) and not state.get("Restarting"),
         exit_code=int(state.get("ExitCode") or 0),
         restart_count=int(item.get("RestartCount") or 0),

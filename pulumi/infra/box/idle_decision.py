@@ -7,7 +7,7 @@ and what `fab status` shows as the countdown. Standard library only.
 
 from __future__ import annotations
 
-from busy_signals import Signals, Trainer
+from busy_signals import Preparation, Signals, Trainer
 from watchdog_config import WatchdogConfig
 
 STATE_VERSION = 2
@@ -33,23 +33,24 @@ def carried_state(previous: dict, *, boot_id: str, now: float) -> dict:
     return previous
 
 
-def track_progress(trainers: list[Trainer], memory: dict, now: float) -> dict:
-    """Per run: the step last seen and when it last moved (None: not seen moving).
+def track_progress(jobs: list[Trainer | Preparation], memory: dict, now: float) -> dict:
+    """Per run (or preparation, by its key): the step last seen and when it last moved
+    (None: not seen moving).
 
     A run shows progress by its step advancing (its updated_at where it reports no
     step), not by GPU use: a hung collective or a dead loop keeps a GPU at 100 %.
     """
     progress = {}
-    for trainer in trainers:
-        marker = trainer.step if trainer.step is not None else trainer.updated_at
-        seen = memory.get(trainer.run_id)
+    for job in jobs:
+        marker = job.step if job.step is not None else job.updated_at
+        seen = memory.get(job.key)
         if not isinstance(seen, dict):
-            changed_at = trainer.updated_at  # first look: the file's own time, if plausible
+            changed_at = job.updated_at  # first look: the file's own time, if plausible
         elif seen.get("marker") == marker:
             changed_at = seen.get("changed_at")
         else:
             changed_at = now
-        progress[trainer.run_id] = {"marker": marker, "changed_at": changed_at}
+        progress[job.key] = {"marker": marker, "changed_at": changed_at}
     return progress
 
 
@@ -58,24 +59,28 @@ def decide(
 ) -> dict:
     """The new state; `decision` is `busy`, `idle` or `stop`."""
     previous = carried_state(previous, boot_id=boot_id, now=now)
-    progress = track_progress(signals.trainers, previous.get("progress") or {}, now)
+    jobs = [*signals.trainers, *signals.preparations]
+    progress = track_progress(jobs, previous.get("progress") or {}, now)
     hung_limit_seconds = config.hung_trainer_minutes * 60
     live, hung = [], []
-    for trainer in signals.trainers:
+    for job in jobs:
         # A fresh start gets the hung limit to show its first step (data loading,
         # checkpoint download); after that only progress counts.
-        progress_at = max(trainer.started_at, progress[trainer.run_id]["changed_at"] or 0)
-        (live if now - progress_at < hung_limit_seconds else hung).append(trainer.run_id)
+        progress_at = max(job.started_at, progress[job.key]["changed_at"] or 0)
+        (live if now - progress_at < hung_limit_seconds else hung).append(job)
+    hung_runs = [job.run_id for job in hung if isinstance(job, Trainer)]
 
     reasons = []
     if signals.ssh_sessions:
         reasons.append("ssh")
     if signals.leases:
         reasons.append("lease")
-    if live:
+    if any(isinstance(job, Trainer) for job in live):
         reasons.append("trainer")
+    if any(isinstance(job, Preparation) for job in live):
+        reasons.append("preparation")
     # A hung run's spinning GPU is not work; a GPU busy with no run of ours is.
-    if max(signals.gpu_utilization or [0]) >= config.gpu_busy_percent and not hung:
+    if max(signals.gpu_utilization or [0]) >= config.gpu_busy_percent and not hung_runs:
         reasons.append("gpu")
 
     idle_since = None if reasons else previous.get("idle_since") or now
@@ -88,7 +93,8 @@ def decide(
         "checked_at": now,
         "decision": decision,
         "busy_reasons": sorted(reasons),
-        "hung_run_ids": sorted(hung),
+        "hung_run_ids": sorted(hung_runs),
+        "hung_preparations": sorted(job.name for job in hung if isinstance(job, Preparation)),
         "idle_since": idle_since,
         "stop_at": stop_at,
         "last_busy_at": now if reasons else previous.get("last_busy_at"),

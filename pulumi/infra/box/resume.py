@@ -42,7 +42,7 @@ USER_ERROR_EXIT_CODE = 2
 # The trainer never got to write its final state: the host went down under it.
 UNFINISHED_STATES = ("running", "preempted")
 # Finished, but its last uploads did not land (storage was down): a start only
-# uploads them (trainer/final_upload.py) and exits 0.
+# uploads them (trainer/checkpoints/final_upload.py) and exits 0.
 UPLOAD_PENDING_STATE = "finished-upload-pending"
 DOCKER_POLL_SECONDS = 2
 # Pause before the 1st, 2nd and 3rd start of a run in one boot, after its last exit.

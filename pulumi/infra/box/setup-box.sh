@@ -11,8 +11,10 @@
 # Last, the `ready` marker `fab` waits for. On any failure a `failed` marker with
 # the log's tail takes its place, and `fab` shows it at once.
 #
-# Usage: setup-box.sh SSH_USER BOX_ROOT CLOUD   (CLOUD: aws or azure)
-# Idempotent: run it again (as root) after fixing what failed.
+# Usage: setup-box.sh SSH_USER BOX_ROOT CLOUD [guard]   (CLOUD: aws or azure)
+# Idempotent: run it again (as root) after fixing what failed. With `guard` it only
+# turns the guard on (box root, units) and stops there: what `fab box-update` runs
+# after writing new programs, so a box it updates has what a new box has.
 # Every tool is called by name, so the tests run this script for real with fakes
 # first on PATH; GLUCOSE_PCI_ROOT points the GPU probe at a fake sysfs,
 # GLUCOSE_APT_ROOT the apt files into a temp dir, GLUCOSE_SETUP_RETRY_SECONDS
@@ -22,9 +24,14 @@ set -euo pipefail
 ssh_user="$1"
 box_root="$2"
 cloud="$3"
+mode="${4:-all}"
 case "$cloud" in
     aws | azure) ;;
     *) echo "glucose-setup: ERROR: cloud is '$cloud', expected aws or azure" >&2; exit 2 ;;
+esac
+case "$mode" in
+    all | guard) ;;
+    *) echo "glucose-setup: ERROR: mode is '$mode', expected guard or nothing" >&2; exit 2 ;;
 esac
 pci_root="${GLUCOSE_PCI_ROOT:-/sys/bus/pci/devices}"
 apt_root="${GLUCOSE_APT_ROOT:-}"
@@ -77,21 +84,22 @@ has_nvidia_gpu() {
     grep -qsx "$NVIDIA_PCI_VENDOR" "$pci_root"/*/vendor
 }
 
-prepare_box_root() {
+# The guard, on a new box and on one `fab box-update` brings new programs to.
+turn_guard_on() {
     mkdir -p "$box_root/runs" "$box_root/datasets" "$box_root/leases" "$box_root/watchdog"
-    rm -f "$box_root/failed"
     # fab (as the SSH user) writes runs/<id>/STOPPED_BY_USER, caches datasets, leaves leases.
     chown "$ssh_user:$ssh_user" "$box_root/runs" "$box_root/datasets" "$box_root/leases"
-}
-
-enable_guard() {
     systemctl daemon-reload
-    systemctl enable --now glucose-watchdog.timer
-    # Active from now on, so its ExecStop records any shutdown the watchdog did not ask for.
+    # Timers restarted, not only started: an updated box runs its new schedules at once.
+    systemctl enable glucose-watchdog.timer
+    systemctl restart glucose-watchdog.timer
+    # Started (a no-op when active), never restarted: its ExecStop records a shutdown
+    # the watchdog did not ask for.
     systemctl enable --now glucose-stop-record.service
-    # The service acts at boot, the timer while the box stays up; nothing is waiting now.
+    # The service acts at boot, the timer while the box stays up; nothing starts it now.
     systemctl enable glucose-resume.service
-    systemctl enable --now glucose-resume.timer
+    systemctl enable glucose-resume.timer
+    systemctl restart glucose-resume.timer
 }
 
 hold_upgrades() {
@@ -209,8 +217,8 @@ mark_failed() {
 }
 
 main() {
-    prepare_box_root
-    enable_guard
+    rm -f "$box_root/failed"
+    turn_guard_on
     hold_upgrades
     install_docker
     if has_nvidia_gpu; then
@@ -226,6 +234,10 @@ main() {
 }
 
 mkdir -p "$box_root"
+if [ "$mode" = guard ]; then
+    turn_guard_on
+    exit 0
+fi
 set +e
 (set -e; main) 2>&1 | tee -a "$setup_log"
 status="${PIPESTATUS[0]}"

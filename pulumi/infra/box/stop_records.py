@@ -68,10 +68,13 @@ def watchdog_record(state: dict, now: float) -> dict:
     gpu = signals["gpu_utilization"]
     seen = [f"GPU {max(gpu or [0])}%" if gpu is not None else "no GPU reading", "no SSH"]
     idle_minutes = round((state["stop_at"] - state["idle_since"]) / 60)
+    hung = state["hung_trainer_minutes"]
     if state["hung_run_ids"]:
         runs = ", ".join(state["hung_run_ids"])
-        hung = state["hung_trainer_minutes"]
         why = f"run {runs} hung (no progress for {hung} min), then {idle_minutes} min idle"
+    elif state.get("hung_preparations"):
+        names = ", ".join(state["hung_preparations"])
+        why = f"preparation {names} hung (no progress for {hung} min), then {idle_minutes} min idle"
     else:
         why = f"{idle_minutes} min with no trainer"
     return {

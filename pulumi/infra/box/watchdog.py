@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Idle watchdog: one look at the box per run; a systemd timer runs it every minute.
 
-Busy = a trainer container is running and making progress, a GPU is working
-(without a hung run to blame), a person has an interactive SSH session, or a lease
-from `fab train` / `fab hold` is running. After `idle_shutdown_minutes` of idleness
-in a row it stops billing (billing_stop.py), after writing why (stop_records.py).
+Busy = a trainer container (or a `fab prepare-data` one) is running and making
+progress, a GPU is working (without a hung run to blame), a person has an
+interactive SSH session, or a lease from `fab train` / `fab hold` is running. After
+`idle_shutdown_minutes` of idleness in a row it stops billing (billing_stop.py), after
+writing why (stop_records.py).
 Every decision goes to stdout (the journal: `journalctl -u glucose-watchdog`) with
 the signals it saw, and to the state file (config `state_path`, on /run), which
 carries the countdown across runs and which `fab status` reads.
@@ -115,6 +116,8 @@ def describe(state: dict, now: float) -> str:
         parts.append(f"hung={','.join(state['hung_run_ids'])}")
     parts.append(f"gpu={json.dumps(signals['gpu_utilization'])}")
     parts.append(f"trainers={json.dumps([t['run_id'] for t in signals['trainers']])}")
+    if signals["preparations"]:
+        parts.append(f"preparations={json.dumps([p['name'] for p in signals['preparations']])}")
     parts.append(f"ssh={json.dumps(signals['ssh_sessions'])}")
     if signals["leases"]:
         parts.append(f"leases={json.dumps([lease['name'] for lease in signals['leases']])}")

@@ -101,6 +101,11 @@ class WatchdogConfig:
         return Path(self.box_root) / "runs"
 
     @property
+    def datasets_dir(self) -> Path:
+        """`fab prepare-data` prepares into datasets/<name> (written as the SSH user)."""
+        return Path(self.box_root) / "datasets"
+
+    @property
     def leases_dir(self) -> Path:
         """`fab train` and `fab hold` leave leases here (written as the SSH user)."""
         return Path(self.box_root) / "leases"
@@ -111,8 +116,15 @@ class WatchdogConfig:
         return Path(self.box_root) / "watchdog" / "stops.jsonl"
 
     def to_json(self) -> str:
-        fields = dataclasses.asdict(self)
-        fields["shutdown_command"] = list(self.shutdown_command)
+        """The settings that differ from the defaults: the rest are the programs' own, and
+        the file is part of the boxes' size-limited user data."""
+        fields = {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+            if getattr(self, field.name) != field.default
+        }
+        if "shutdown_command" in fields:
+            fields["shutdown_command"] = list(self.shutdown_command)
         return json.dumps(fields, indent=2, sort_keys=True) + "\n"
 
     @classmethod

@@ -1,4 +1,4 @@
-"""trainer.vitaldb.lab_table: glucose draws and PLETH cases from the open dataset's
+"""trainer.data.vitaldb.lab_table: glucose draws and PLETH cases from the open dataset's
 tables, read ourselves (vitaldb.load_lab_data filters wrongly)."""
 
 import gzip
@@ -7,7 +7,7 @@ import pytest
 
 from tests.fixtures.vitaldb_cases import LABS_CSV
 from trainer.config import UserError
-from trainer.vitaldb.lab_table import cases_with_pleth, read_glucose_draws
+from trainer.data.vitaldb.lab_table import cases_with_pleth, read_glucose_draws
 
 
 def test_glucose_draws_are_the_gluc_rows_sorted_by_time():

@@ -1,10 +1,10 @@
-"""trainer.vitaldb.labels: nearest and linear labels within the limit, with their gaps."""
+"""trainer.data.vitaldb.labels: nearest and linear labels within the limit, with their gaps."""
 
 import numpy as np
 import pytest
 
-from trainer.vitaldb.lab_table import GlucoseDraws
-from trainer.vitaldb.labels import label_windows
+from trainer.data.vitaldb.lab_table import GlucoseDraws
+from trainer.data.vitaldb.labels import label_windows
 
 DRAWS = GlucoseDraws(dt_s=np.array([1000.0, 2000.0]), mg_dl=np.array([100.0, 200.0]))
 LIMIT_S = 600.0

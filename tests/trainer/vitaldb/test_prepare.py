@@ -4,6 +4,7 @@ small cases of conftest.py, its summary and skips, and what a re-run does."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +12,9 @@ import pytest
 
 from tests.fixtures.vitaldb_cases import CORRUPT_CASE, LABS_CSV, RECORDING_S, USABLE, copy_cases
 from trainer.__main__ import main
-from trainer.data import load_dataset
-from trainer.report import data_identity
+from trainer.data.dataset import load_dataset
+from trainer.data.vitaldb.prepare import HEARTBEAT, Workspace
+from trainer.reports.report import data_identity
 
 DATASET_FILES = (
     "windows.npy", "glucose.npy", "case_id.npy", "window_time_s.npy", "label_gap_s.npy",
@@ -195,3 +197,25 @@ def test_case_ids_must_be_numbers(capsys):
 def test_training_reports_would_name_it_vitaldb(prepared):
     data = data_identity(load_dataset(prepared))
     assert data["source"] == "vitaldb" and data["cases"] == len(USABLE)
+
+
+def test_the_heartbeat_steps_once_per_case_prepared_and_per_case_assembled(
+    vital_dir, tmp_path, monkeypatch
+):
+    # What the box's idle watchdog reads while a detached `fab prepare-data` runs.
+    seen = []
+    write = Workspace.beat
+
+    def beat_and_read(work: Workspace, step: int) -> None:
+        write(work, step)
+        seen.append(json.loads((work.root / HEARTBEAT).read_text()))
+
+    monkeypatch.setattr(Workspace, "beat", beat_and_read)
+    out = tmp_path / "vitaldb"
+    began = time.time()
+    assert prepare(out, "--vital-dir", str(vital_dir), "--labs", str(LABS_CSV)) == 0
+    cases = len(list(vital_dir.glob("*.vital")))
+    assembled = len(json.loads((out / "meta.json").read_text())["cases"])
+    assert [beat["step"] for beat in seen] == list(range(1, cases + assembled + 1))
+    assert all(began <= beat["updated_at"] <= time.time() for beat in seen)
+    assert not (out / ".prepare").exists()  # gone with the work dir: nothing left to read

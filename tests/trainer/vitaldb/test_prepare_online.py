@@ -11,7 +11,7 @@ import pytest
 
 from tests.fixtures.vitaldb_cases import LABS_CSV, copy_cases
 from trainer.__main__ import main
-from trainer.vitaldb import opendata
+from trainer.data.vitaldb import opendata
 
 
 def prepare(out: Path, *args: str) -> int:

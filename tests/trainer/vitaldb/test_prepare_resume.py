@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from trainer.__main__ import main
-from trainer.vitaldb.synthetic_case import Defect, write_case
+from trainer.data.vitaldb.synthetic_case import Defect, write_case
 
 pytestmark = pytest.mark.e2e  # worker processes killed and started again: ~15 s
 

@@ -1,11 +1,11 @@
-"""trainer.vitaldb.waveform: band-pass, resampling, windows and quality verdicts on
+"""trainer.data.vitaldb.waveform: band-pass, resampling, windows and quality verdicts on
 synthetic PLETH with each defect placed at a known time."""
 
 import numpy as np
 import pytest
 
-from trainer.vitaldb import waveform
-from trainer.vitaldb.synthetic_case import RAW_RATE_HZ, Defect, pleth
+from trainer.data.vitaldb import waveform
+from trainer.data.vitaldb.synthetic_case import RAW_RATE_HZ, Defect, pleth
 
 RATE = 100.0
 LENGTH = 100  # one-second windows

@@ -1,0 +1,76 @@
+"""The README and the docs point at things that exist.
+
+`make docs` (mkdocs --strict) checks the links between docs pages; these check what it
+cannot see: the README's links into docs/, and the repository paths every page names
+(files move, and a page that names the old place misleads its reader).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = [REPO / "README.md", REPO / "ARCHITECTURE.md", *sorted((REPO / "docs").glob("*.md"))]
+RELATIVE_LINK = re.compile(r"\]\((?!https?://|#)([^)#\s]+)(?:#[^)]*)?\)")
+# `trainer/loop/train.py`, `pulumi/infra/box/`, or `ops/plan.hourly_price` (a module's
+# attribute); not globs or placeholders (`tests/infra/test_watchdog_*.py`, `runs/<id>/`).
+REPO_PATH = re.compile(r"`((?:trainer|ops|pulumi|tests|requirements|docs|\.ci)/[\w./-]*)`")
+# `trainer.checkpoints.resume.misfit`, `ops.catalog.VmSize.hourly_price_usd()`: a module,
+# then at most a class and its attribute. `infra` is the package inside pulumi/.
+DOTTED_NAME = re.compile(r"`((?:trainer|ops|infra)(?:\.\w+)+)[`(]")
+
+
+def _names_something(path: str) -> bool:
+    if (REPO / path).exists():
+        return True
+    module, _, _attribute = path.rpartition(".")
+    return bool(module) and (REPO / f"{module}.py").is_file()
+
+
+def _is_module(parts: list[str]) -> bool:
+    base = REPO.joinpath("pulumi" if parts[0] == "infra" else ".", *parts)
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def _names_a_module(dotted: str) -> bool:
+    parts = dotted.split(".")
+    return any(_is_module(parts[:n]) for n in range(max(2, len(parts) - 2), len(parts) + 1))
+
+
+def test_the_readme_links_only_to_files_that_exist():
+    text = (REPO / "README.md").read_text()
+    targets = RELATIVE_LINK.findall(text)
+    assert "docs/index.md" in targets
+    assert [target for target in targets if not (REPO / target).exists()] == []
+
+
+def test_every_repository_path_the_docs_name_exists():
+    missing = [
+        f"{page.relative_to(REPO)}: {path}"
+        for page in PAGES
+        for path in REPO_PATH.findall(page.read_text())
+        if not _names_something(path)
+    ]
+    assert missing == []
+
+
+def test_every_module_the_docs_name_exists():
+    missing = [
+        f"{page.relative_to(REPO)}: {name}"
+        for page in PAGES
+        for name in DOTTED_NAME.findall(page.read_text())
+        if not _names_a_module(name)
+    ]
+    assert missing == []
+
+
+def test_a_moved_module_named_by_a_page_is_caught():
+    assert not _names_something("trainer/checkpoint.py")
+    assert not _names_something("trainer/resume.misfit")
+    assert _names_something("trainer/checkpoints/resume.misfit")
+    assert not _names_a_module("trainer.resume.misfit")
+    assert not _names_a_module("trainer.checkpoint")
+    assert _names_a_module("trainer.checkpoints.resume.misfit")
+    assert _names_a_module("ops.catalog.VmSize.hourly_price_usd")
+    assert _names_a_module("infra.config")

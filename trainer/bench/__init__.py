@@ -1,0 +1,4 @@
+"""Benchmarks: `train_step` (`bench`: pipeline and training step against a
+seeds-style baseline), `checkpoint` (`bench-checkpoint`), `prepare`
+(`bench-prepare`: VitalDB preparation), and `throughput_record`, the CSV `fab plan`
+reads. Torch-free here: `ops` imports `throughput_record`."""

@@ -1,0 +1,167 @@
+"""The on-device batch pipeline: normalisation from the train split, one tensor per
+split, one permutation per epoch.
+
+No per-sample Dataset/DataLoader: a split's windows are one normalised tensor (on the
+GPU when it fits, else pinned host memory), an epoch is one permutation that is a pure
+function of (seed, epoch), and a batch is a slice of it used as an index. That makes
+the position inside an epoch a single integer, which is what exact resume needs.
+
+Under DDP every rank holds the whole split and draws the same permutation; rank r
+takes the r-th of `world_size` disjoint parts of each (global) batch. No
+DistributedSampler: the steps per epoch and the order are those of one process.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from trainer.config import UserError
+from trainer.data.dataset import SCAN_CHUNK_ROWS, Dataset
+
+GPU_RESIDENT_MAX_FRACTION = 0.4  # of free GPU memory a split may take before it stays on host
+
+
+@dataclass(frozen=True)
+class Normalisation:
+    """Input and label statistics of the train split (never of val/test)."""
+
+    input_mean: float
+    input_std: float
+    label_mean: float
+    label_std: float
+    label_median: float  # the constant baseline every report shows
+
+    @classmethod
+    def from_train(cls, dataset: Dataset, train_cases: list[int]) -> Normalisation:
+        rows = np.flatnonzero(np.isin(dataset.case_id, train_cases))
+        total, total_sq, count = 0.0, 0.0, 0
+        for start in range(0, rows.size, SCAN_CHUNK_ROWS):
+            chunk = np.asarray(dataset.windows[rows[start : start + SCAN_CHUNK_ROWS]], np.float64)
+            total, total_sq, count = (
+                total + chunk.sum(),
+                total_sq + (chunk**2).sum(),
+                count + chunk.size,
+            )
+        mean = total / count
+        labels = np.asarray(dataset.glucose[rows], np.float64)
+        return cls(
+            input_mean=float(mean),
+            input_std=float(max(math.sqrt(max(total_sq / count - mean**2, 0.0)), 1e-8)),
+            label_mean=float(labels.mean()),
+            label_std=float(max(labels.std(), 1e-8)),
+            label_median=float(np.median(labels)),
+        )
+
+
+def epoch_permutation(n: int, seed: int, epoch: int, device: torch.device) -> torch.Tensor:
+    """The order of an epoch: a pure function of (seed, epoch), drawn on the device."""
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed * 1_000_003 + epoch)
+    return torch.randperm(n, generator=generator, device=device)
+
+
+def micro_batch_seed(seed: int, epoch: int, micro_batch: int, rank: int) -> int:
+    """The seed of a micro-batch's dropout on one rank: a pure function of where it is,
+    so resuming needs no RNG state from any rank and no two ranks share masks."""
+    mixed = ((seed * 1_000_003 + epoch) * 1_000_003 + micro_batch) * 10_007 + rank
+    return mixed % (1 << 63)  # torch.manual_seed's range
+
+
+class WindowPipeline:
+    """One split's windows as one normalised (N, 1, L) tensor; a batch is an index into it."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        cases: list[int],
+        norm: Normalisation,
+        device: torch.device,
+        batch_size: int,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        rows = np.flatnonzero(np.isin(dataset.case_id, cases))
+        if rows.size == 0:
+            raise UserError(f"{dataset.directory}: no windows for cases {cases[:5]}...")
+        windows = torch.from_numpy(np.asarray(dataset.windows[rows], dtype=np.float32))
+        windows = ((windows - norm.input_mean) / norm.input_std).unsqueeze(1)
+        labels = torch.from_numpy(np.asarray(dataset.glucose[rows], dtype=np.float32))
+        self.glucose_mg_dl = labels.clone()
+        labels = (labels - norm.label_mean) / norm.label_std
+        self.device = device
+        self.batch_size = batch_size  # global: over all ranks
+        self.rank, self.world_size = rank, world_size
+        self.on_device = device.type == "cpu" or _fits_on_gpu(windows, device)
+        if self.on_device:
+            self.windows, self.labels = windows.to(device), labels.to(device)
+        else:
+            self.windows, self.labels = windows.pin_memory(), labels.pin_memory()
+
+    def __len__(self) -> int:
+        return self.windows.shape[0]
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return math.ceil(len(self) / self.batch_size)
+
+    def permutation(self, seed: int, epoch: int) -> torch.Tensor:
+        device = self.device if self.on_device else torch.device("cpu")
+        return epoch_permutation(len(self), seed, epoch, device)
+
+    def windows_in_batch(self, step: int) -> int:
+        """Windows of micro-batch `step` over all ranks (the last one may be short)."""
+        return min(self.batch_size, len(self) - step * self.batch_size)
+
+    def batch(self, order: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """This rank's part of micro-batch `step` of an epoch whose order is `order`.
+
+        Parts are equal (batch_size / world_size) except in a short last batch, where
+        they differ by one window and trailing ranks may get none.
+        """
+        index = order[step * self.batch_size : (step + 1) * self.batch_size]
+        if self.world_size > 1:
+            index = index.tensor_split(self.world_size)[self.rank]
+        # index_select, not windows[index]: advanced indexing is ~20x slower on CPU.
+        x, y = self.windows.index_select(0, index), self.labels.index_select(0, index)
+        if not self.on_device:
+            # Both from pinned memory and non-blocking: a pageable copy would stall the
+            # host on every step, the per-step sync the pipeline exists to avoid.
+            x = x.pin_memory().to(self.device, non_blocking=True)
+            y = y.pin_memory().to(self.device, non_blocking=True)
+        return x, y
+
+    def in_order(
+        self, batch_size: int, start: int = 0, stop: int | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Windows start..stop (default: all) once, in stored order (evaluation)."""
+        stop = len(self) if stop is None else stop
+        for first in range(start, stop, batch_size):
+            last = min(first + batch_size, stop)
+            x = self.windows[first:last].to(self.device, non_blocking=True)
+            yield x, self.labels[first:last].to(self.device, non_blocking=True)
+
+
+def _fits_on_gpu(windows: torch.Tensor, device: torch.device) -> bool:
+    free_bytes, _ = torch.cuda.mem_get_info(device)
+    return windows.numel() * windows.element_size() < GPU_RESIDENT_MAX_FRACTION * free_bytes
+
+
+def norm_to_state(norm: Normalisation) -> tuple[dict[str, float], dict[str, float]]:
+    """(label_norm, input_norm) as the plain dicts a checkpoint stores."""
+    label = {"mean": norm.label_mean, "std": norm.label_std, "median": norm.label_median}
+    return label, {"mean": norm.input_mean, "std": norm.input_std}
+
+
+def norm_from_state(label_norm: dict[str, float], input_norm: dict[str, float]) -> Normalisation:
+    return Normalisation(
+        input_mean=float(input_norm["mean"]),
+        input_std=float(input_norm["std"]),
+        label_mean=float(label_norm["mean"]),
+        label_std=float(label_norm["std"]),
+        label_median=float(label_norm["median"]),
+    )

@@ -1,0 +1,169 @@
+"""`python -m trainer launch -- TORCHRUN_ARGS`: torchrun in the trainer container, with
+the trainer's exit codes.
+
+torchrun (`torch.distributed.run`, run here in-process) counts any worker's non-zero
+exit as a failure: it restarts the group while `--max-restarts` remain, then exits 1.
+The box's resume unit (pulumi/infra/box/resume.py) restarts only a container that
+exited 75, and `fab` reads 0 as finished and 2 as a user error, so the container must
+exit as a single trainer would. The launcher reads how the run ended from what this
+box's local rank 0 recorded since the launch began:
+
+- status.json on the box of rank 0 (box 0), heartbeat.json on any other box
+  (`trainer.loop.rank_outputs.Heartbeat`); state finished -> 0, stopped or preempted -> 75,
+  exit code 2 (user error) or 74 (run dir not writable) -> that code;
+- nothing conclusive and the launcher itself was told to stop (SIGTERM from `docker
+  stop`, a host shutdown; forwarded to the workers by torchrun) -> 75: interrupted;
+- else torchrun's own outcome (0, or 1 after its restarts ran out).
+
+A rank that ends on a code no restart changes (75, 2, 74) tells torchrun to shut down
+instead of restarting the group (`release_agent`): it signals its parent, the agent.
+Every rank of every box does, so every box's container ends on the same code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from trainer.config import UserError
+from trainer.exit_codes import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_STOPPED,
+    EXIT_UNWRITABLE,
+    EXIT_USER_ERROR,
+)
+from trainer.reports.status import UPLOAD_PENDING
+
+log = logging.getLogger(__name__)
+
+RECORD_FILES = ("status.json", "heartbeat.json")  # rank 0's box; any other box
+FINISHED_STATES = ("finished", UPLOAD_PENDING)
+STOPPED_STATES = ("stopped", "preempted")
+# Codes no restart of the group changes: torchrun must end, not retry.
+FINAL_CODES = (EXIT_STOPPED, EXIT_USER_ERROR, EXIT_UNWRITABLE)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# torchrun sets it in its workers' environment: this process is one of them.
+WORKER_MARKER = "TORCHELASTIC_RUN_ID"
+
+
+def parse_torchrun(argv: list[str]) -> argparse.Namespace:
+    """torchrun's own parse of `argv` (exit 2 on bad flags), which must run the trainer's
+    `train` (`-m trainer train ...`)."""
+    from torch.distributed.run import parse_args
+
+    args = parse_args(argv)
+    if not (args.module and args.training_script == "trainer"):
+        raise UserError(
+            f"launch runs `-m trainer train ...` under torchrun, not {args.training_script!r}"
+        )
+    if args.training_script_args[:1] != ["train"]:
+        raise UserError("launch runs the trainer's `train` command: end with -m trainer train ...")
+    return args
+
+
+def world_size(args: argparse.Namespace) -> int | None:
+    """Ranks the launch makes (None when torchrun decides, e.g. --nproc-per-node gpu)."""
+    from torch.distributed.run import parse_min_max_nnodes
+
+    _, max_nodes = parse_min_max_nnodes(args.nnodes)
+    return int(args.nproc_per_node) * max_nodes if args.nproc_per_node.isdigit() else None
+
+
+def launch(args: argparse.Namespace, run_dir: Path) -> int:
+    """Run torchrun with `args`; the exit code of the run it launched."""
+    from torch.distributed.elastic.multiprocessing import SignalException
+    from torch.distributed.run import run
+
+    started_at = time.time()
+
+    def stop(signum: int, frame: Any) -> None:
+        # As torchrun's own handler does once its workers run: its agent then sends the
+        # signal to them and waits up to --shutdown-timeout. Installed first, so a stop
+        # during the rendezvous ends the launch too (PID 1 ignores signals it does not
+        # handle).
+        raise SignalException(f"launcher got {signal.Signals(signum).name}", signal.Signals(signum))
+
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, stop)
+    signalled, code = False, EXIT_OK
+    try:
+        run(args)
+    except SignalException as error:
+        signalled, code = True, EXIT_FAILED
+        print(f"launch: {error}; torchrun stopped its workers", file=sys.stderr, flush=True)
+    except Exception as error:  # ChildFailedError (restarts ran out), a failed rendezvous
+        code = EXIT_FAILED
+        print(f"launch: torchrun failed: {error}", file=sys.stderr, flush=True)
+    finally:
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, signal.SIG_IGN)
+    record = box_record(run_dir, started_at)
+    outcome = exit_code(record, code, signalled)
+    print(
+        f"launch: the run's record on this box says {record.get('state') or 'nothing new'}"
+        f"{'; stopped from outside' if signalled else ''}: exit {outcome}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return outcome
+
+
+def exit_code(record: dict[str, Any], torchrun_code: int, signalled: bool) -> int:
+    """The container's exit code from this box's record, torchrun's code and whether
+    the launcher was stopped (see the module docstring)."""
+    state, code = record.get("state"), record.get("exit_code")
+    if state in FINISHED_STATES:
+        return EXIT_OK
+    if state in STOPPED_STATES:
+        return EXIT_STOPPED
+    if code in (EXIT_USER_ERROR, EXIT_UNWRITABLE):
+        return code
+    return EXIT_STOPPED if signalled else torchrun_code
+
+
+def box_record(run_dir: Path, since: float) -> dict[str, Any]:
+    """The newest of this box's status.json / heartbeat.json written at `since` or
+    later ({} when none is: a record of an earlier launch says nothing of this one)."""
+    records = [_read(Path(run_dir) / name) for name in RECORD_FILES]
+    fresh = [r for r in records if isinstance(r.get("updated_at"), int | float)]
+    fresh = [r for r in fresh if r["updated_at"] >= since]
+    return max(fresh, key=lambda r: r["updated_at"], default={})
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def exit_process(code: int) -> NoReturn:
+    """Exit with `code`. A torchrun worker, its files written and its process group
+    left, skips the interpreter's teardown: torch's C++ threads sometimes abort a
+    finished rank there ("terminate called without an active exception", SIGABRT,
+    after its last line: 4 of ~35 two-box CPU runs while this machine was loaded,
+    torch 2.13), and torchrun takes that for a failure and restarts the group."""
+    if os.environ.get(WORKER_MARKER):
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def release_agent(code: int) -> None:
+    """Under torchrun, on a code no restart changes (`FINAL_CODES`): SIGTERM the agent
+    (this worker's parent), which then stops its workers and ends instead of restarting
+    the group. Called as the worker exits: everything it had to write is written."""
+    parent = os.getppid()
+    if code in FINAL_CODES and os.environ.get(WORKER_MARKER) and parent > 1:
+        os.kill(parent, signal.SIGTERM)

@@ -1,0 +1,103 @@
+"""Stop requests: SIGTERM/SIGINT (docker stop, Ctrl-C) and spot eviction notices.
+
+The signal handler and the notice pollers (`trainer.loop.spot_notice`, background
+threads) only set an Event; the training loop reads `StopSignal.requested` after
+every optimizer step (a Python attribute read, no device sync), then finishes the
+step, writes a checkpoint, uploads it synchronously within `upload_seconds_left()`,
+acknowledges the notice (Azure lets the eviction go ahead early) and exits 75 so the
+box's resume unit (pulumi/infra/box/resume.py, the only thing that restarts a run;
+docker's own policy is `no`) brings the run back.
+
+Under DDP a signal or a notice reaches one rank, or some: each rank casts `code` in
+the loop's per-step vote (`trainer.loop.distributed.Group.agree`), and every rank `adopt`s
+the agreed code, so all stop at the same step. Only one rank per box (local rank 0)
+polls the metadata service.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from types import FrameType
+
+from trainer.loop.spot_notice import Notice, NoticeWatcher
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# What a rank casts in the stop vote; the group takes the largest.
+STOP_CODES = {"stopped": 1, "preempted": 2}
+# From the request to the end of the upload. Azure gives a Preempt >= 30 s; the
+# container's stop timeout is 120 s (ARCHITECTURE.md) and AWS gives 2 minutes.
+AZURE_PREEMPT_BUDGET_SECONDS = 25.0
+STOP_BUDGET_SECONDS = 100.0
+MIN_UPLOAD_SECONDS = 5.0
+
+
+class StopSignal:
+    """Install with `install()`; ask with `requested`; `reason` says what asked."""
+
+    def __init__(self, watch_notices: bool = True) -> None:
+        self.event = threading.Event()
+        self.reason: str | None = None
+        self.state = "stopped"  # status.json state to report: "stopped" or "preempted"
+        self.requested_at: float | None = None
+        self.budget_s = STOP_BUDGET_SECONDS
+        self._previous: dict[int, object] = {}
+        self._watcher = NoticeWatcher(self._on_notice) if watch_notices else None
+
+    def install(self) -> StopSignal:
+        for sig in STOP_SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+        if self._watcher is not None:
+            self._watcher.start()
+        return self
+
+    def uninstall(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+        if self._watcher is not None:
+            self._watcher.stop()
+
+    def request(self, reason: str, state: str = "stopped", budget_s: float | None = None) -> None:
+        """Ask the loop to stop; signal handlers call this, spot-notice pollers with "preempted"."""
+        if self.reason is None:
+            self.reason, self.state = reason, state
+            self.requested_at = time.monotonic()
+            self.budget_s = budget_s or STOP_BUDGET_SECONDS
+        self.event.set()
+
+    @property
+    def requested(self) -> bool:
+        return self.event.is_set()
+
+    @property
+    def code(self) -> int:
+        """0 while nothing asked; else this rank's STOP_CODES entry, for the vote."""
+        return STOP_CODES[self.state] if self.requested else 0
+
+    def adopt(self, code: int) -> None:
+        """Take the group's agreed stop code: another rank may have been asked."""
+        if code and not self.requested:
+            state = next(name for name, value in STOP_CODES.items() if value == code)
+            asked = "a spot notice" if state == "preempted" else "a stop request"
+            self.request(f"{asked} on another rank", state)
+
+    def upload_seconds_left(self) -> float:
+        """How long the final upload may take before the machine is gone."""
+        if self.requested_at is None:
+            return self.budget_s
+        left = self.requested_at + self.budget_s - time.monotonic()
+        return max(MIN_UPLOAD_SECONDS, left)
+
+    def acknowledge(self) -> None:
+        """After the upload: tell the platform it may go ahead (Azure Scheduled Events)."""
+        if self._watcher is not None:
+            self._watcher.acknowledge()
+
+    def _on_notice(self, notice: Notice) -> None:
+        budget = AZURE_PREEMPT_BUDGET_SECONDS if notice.cloud == "azure" else STOP_BUDGET_SECONDS
+        self.request(f"{notice.cloud} {notice.detail}", "preempted", budget)
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.request(signal.Signals(signum).name)

@@ -1,0 +1,433 @@
+"""Train ResNet-1D on a dataset dir. Reads top to bottom, like nanoGPT's train.py:
+
+config -> device -> data -> model/optimizer -> resume -> loop -> final evaluation.
+
+Exact resume is a design constraint: the epoch order is a pure function of (seed,
+epoch), the position inside an epoch is one integer (`Position.step_in_epoch`), and
+everything else the loop depends on (weights, optimizer, schedule, scaler, best score,
+patience) lives in the checkpoint dict; dropout is seeded per micro-batch from the
+position. A run killed at any point and restarted from `last.pt` on CPU ends with
+bit-identical weights, at the same world size too.
+
+Under torchrun every rank runs this same file top to bottom (`trainer.loop.distributed`):
+each trains on its part of every global batch through DDP, all evaluate their share of
+a split, and only rank 0 writes (the others hold `trainer.loop.rank_outputs` instead).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from trainer.atomic_write import write_json_atomic
+from trainer.checkpoints import checkpoint_file
+from trainer.checkpoints.final_upload import finish_pending
+from trainer.checkpoints.manager import CheckpointConfig, CheckpointManager
+from trainer.checkpoints.resume import misfit
+from trainer.config import RunConfig, UserError
+from trainer.data.dataset import load_dataset, split_cases
+from trainer.data.pipeline import Normalisation, WindowPipeline, micro_batch_seed, norm_to_state
+from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
+from trainer.loop.device import choose_device
+from trainer.loop.distributed import Group, RankInfo
+from trainer.loop.preemption import StopSignal
+from trainer.loop.rank_outputs import Heartbeat, QuietCheckpoints, QuietOutputs
+from trainer.loop.run_ending import RunEnding
+from trainer.model import build_model, count_parameters
+from trainer.reports.evaluate import split_report
+from trainer.reports.progress import RunOutputs
+from trainer.reports.report import data_identity, write_report
+
+
+@dataclass
+class Position:
+    """Where the loop is. Saved in every checkpoint: no loop state lives anywhere else."""
+
+    step: int = 0  # optimizer steps done
+    epoch: int = 0  # epochs completed (validated)
+    step_in_epoch: int = 0  # micro-batch index of the next batch in this epoch's order
+    best_val_mae: float = math.inf
+    epochs_without_improvement: int = 0
+
+
+def lr_lambda(
+    total_steps: int, warmup_fraction: float, min_lr_fraction: float
+) -> Callable[[int], float]:
+    """Linear warmup to the peak, then cosine down to min_lr_fraction of it."""
+    warmup = max(1, int(total_steps * warmup_fraction))
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
+        return min_lr_fraction + (1 - min_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return factor
+
+
+class Run:
+    """Everything built from the config: device, data, model, optimizer, checkpoints."""
+
+    def __init__(self, config: RunConfig, group: Group | None = None) -> None:
+        tc, oc = config.train, config.optim
+        self.config, self.run_dir = config, Path(tc.run_dir)
+        self.group = group or Group()
+        if self.group.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.choice = choose_device(tc.precision)
+        self.say(f"device: {self.choice.description}; precision {self.choice.precision}")
+        torch.manual_seed(tc.seed)
+        np.random.seed(tc.seed)
+        random.seed(tc.seed)
+
+        # Data: validated, split by case, normalised with train statistics only.
+        self.dataset = load_dataset(config.data.data_dir)
+        self.splits = split_cases(
+            self.dataset.cases, tc.seed, config.data.val_fraction, config.data.test_fraction
+        )
+        self.norm = Normalisation.from_train(self.dataset, self.splits.train)
+        self.train_data = self.pipeline(self.splits.train, self.group.rank, self.group.world_size)
+        self.val_data = self.pipeline(self.splits.val)
+
+        # Model, AdamW, warmup + cosine over every optimizer step of every epoch.
+        self.model = build_model(config.model, self.choice.device)
+        self.trained = self.group.wrap(self.model)  # DDP under torchrun; saved: self.model
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=oc.lr, weight_decay=oc.weight_decay
+        )
+        self.steps_per_epoch = math.ceil(self.train_data.steps_per_epoch / oc.grad_accum)
+        self.total_steps = self.steps_per_epoch * tc.epochs
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_lambda(self.total_steps, oc.warmup_fraction, oc.min_lr_fraction)
+        )
+        self.scaler = (
+            torch.amp.GradScaler(self.choice.device.type) if self.choice.needs_grad_scaler else None
+        )
+        self.checkpoints = (
+            CheckpointManager(
+                CheckpointConfig(
+                    self.run_dir / "checkpoints",
+                    config.checkpoint_every_seconds,
+                    config.checkpoint_every_steps,
+                    config.checkpoint_uri,
+                )
+            )
+            if self.group.is_main
+            else QuietCheckpoints()
+        )
+        self.say(
+            f"data: {len(self.train_data)} train / {len(self.val_data)} val windows, cases "
+            f"{len(self.splits.train)}/{len(self.splits.val)}/{len(self.splits.test)}; "
+            f"model: {config.model.arch}, {count_parameters(self.model):,} parameters; "
+            f"{self.steps_per_epoch} steps/epoch x {tc.epochs} epochs"
+        )
+        if self.group.world_size > 1:
+            self.say(
+                f"ddp: world size {self.group.world_size} ({self.group.backend}), per-rank "
+                f"batch {tc.per_rank_batch_size}, global batch {tc.batch_size}"
+            )
+
+    def say(self, line: str) -> None:
+        """A console line, once per run (rank 0's)."""
+        if self.group.is_main:
+            print(line, flush=True)
+
+    def pipeline(self, cases: list[int], rank: int = 0, world_size: int = 1) -> WindowPipeline:
+        """A split's pipeline; `rank`'s part of each batch of `world_size` parts."""
+        batch_size = self.config.train.batch_size
+        return WindowPipeline(
+            self.dataset, cases, self.norm, self.choice.device, batch_size, rank, world_size
+        )
+
+    def state(self, position: Position) -> dict[str, Any]:
+        """The checkpoint dict (checkpoint_file.STATE_KEYS)."""
+        label_norm, input_norm = norm_to_state(self.norm)
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            **dataclasses.asdict(position),
+            "rng": checkpoint_file.capture_rng(),
+            "config": self.config.to_dict(),
+            "label_norm": label_norm,
+            "input_norm": input_norm,
+            "splits": self.splits.to_dict(),
+            "dataset_fingerprint": self.dataset.fingerprint,
+        }
+
+    def report(self, pipeline: WindowPipeline) -> tuple[dict[str, Any], Any, Any]:
+        """`split_report` of the current weights, every rank evaluating its share."""
+        self.group.sync_buffers(self.model)  # rank 0's BatchNorm statistics, as saved
+        return split_report(self.model, pipeline, self.choice, self.norm, self.group)
+
+    def resume(self) -> Position | None:
+        """Load the checkpoint `checkpoints.resume` picks for this run, if any; its Position.
+
+        Rank 0 picks and loads it (locally or at --checkpoint-uri) and hands it to the
+        other ranks, whose boxes may have no copy.
+        """
+        state = self.group.broadcast_state(self.checkpoints.load_latest(self.resume_refusal))
+        if state is None:
+            return None
+        self._say_world_size_change(state["config"]["train"])
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            if self.scaler is not None and state["scaler"] is not None:
+                self.scaler.load_state_dict(state["scaler"])
+            checkpoint_file.restore_rng(state["rng"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as error:
+            detail = (str(error).strip().splitlines() or [""])[0][:200]
+            raise UserError(
+                f"resume: the checkpoint's state does not fit this run's model and optimizer "
+                f"({type(error).__name__}: {detail}); use a new --run-dir"
+            ) from None
+        fields = {f.name for f in dataclasses.fields(Position)}
+        return Position(**{key: value for key, value in state.items() if key in fields})
+
+    def resume_refusal(self, state: dict[str, Any]) -> str | None:
+        """Why `state` cannot continue this run (`trainer.checkpoints.resume` skips it), or None."""
+        return misfit(state, self.config, self.dataset.fingerprint, self.total_steps)
+
+    def _say_world_size_change(self, saved: dict[str, Any]) -> None:
+        was, now = saved.get("world_size", 1), self.group.world_size
+        if was != now:
+            tc = self.config.train
+            self.say(
+                f"resume: world size {was} -> {now}: per-rank batch "
+                f"{saved['batch_size'] // was} -> {tc.per_rank_batch_size}, global batch "
+                f"{tc.batch_size}, learning rate and steps per epoch unchanged"
+            )
+
+
+def _optimizer_step(run: Run) -> None:
+    """Unscale (fp16), clip, step, clear, advance the schedule; no host sync outside fp16."""
+    if run.scaler is not None:
+        run.scaler.unscale_(run.optimizer)
+    if run.config.optim.grad_clip_norm:
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.config.optim.grad_clip_norm)
+    if run.scaler is not None:
+        run.scaler.step(run.optimizer)
+        run.scaler.update()
+    else:
+        run.optimizer.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    run.scheduler.step()
+
+
+def train_epoch(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> str | None:
+    """Optimizer steps through the rest of epoch `pos.epoch`.
+
+    Returns None when the epoch's batches are done, "stopped" on a stop request and
+    "max_steps" at --max-steps; `pos` is then the exact place to resume from.
+    """
+    tc, accum, data, group = (
+        run.config.train,
+        run.config.optim.grad_accum,
+        run.train_data,
+        run.group,
+    )
+    run.model.train()
+    order = data.permutation(tc.seed, pos.epoch)
+    while pos.step_in_epoch < data.steps_per_epoch:
+        micro = pos.step_in_epoch
+        x, y = data.batch(order, micro)
+        torch.manual_seed(micro_batch_seed(tc.seed, pos.epoch, micro, group.rank))
+        # The epoch's last micro-batch always steps; DDP all-reduces only when stepping.
+        steps = (micro + 1) % accum == 0 or micro + 1 == data.steps_per_epoch
+        # A sum over this rank's windows scaled to the global batch's mean: DDP's
+        # average over ranks then gives one process's gradient, short batches too.
+        scale = group.world_size / (data.windows_in_batch(micro) * accum)
+        with group.accumulating(run.trained, skip_all_reduce=not steps):
+            with run.choice.autocast():
+                loss = F.smooth_l1_loss(run.trained(x).float(), y, reduction="sum") * scale
+            (run.scaler.scale(loss) if run.scaler is not None else loss).backward()
+        out.meter.add(loss, data.windows_in_batch(micro))
+        pos.step_in_epoch += 1
+        if not steps:
+            continue
+        _optimizer_step(run)
+        pos.step += 1
+        if out.meter.due(pos.step):
+            out.interval(
+                pos.epoch, pos.step, run.scheduler.get_last_lr()[0], run.checkpoints.last_saved_at
+            )
+        # No device sync: an Event read, rank 0's save policy and, under DDP, a vote.
+        stop_code, save_due = group.agree(stop.code, run.checkpoints.due(pos.step))
+        if stop_code:
+            stop.adopt(stop_code)
+            return "stopped"
+        if tc.max_steps is not None and pos.step >= tc.max_steps:
+            return "max_steps"
+        if save_due:
+            run.checkpoints.save_last(run.state(pos))
+    return None
+
+
+def end_epoch(run: Run, pos: Position, out: RunOutputs) -> bool:
+    """Validate, keep best.pt and last.pt; True when patience ran out (early stop)."""
+    report, _, _ = run.report(run.val_data)
+    pos.epoch, pos.step_in_epoch = pos.epoch + 1, 0
+    improved = report["mae"] < pos.best_val_mae
+    if improved:
+        pos.best_val_mae, pos.epochs_without_improvement = report["mae"], 0
+    else:
+        pos.epochs_without_improvement += 1
+    state = run.state(pos)
+    if improved:
+        run.checkpoints.save_best(state)
+    run.checkpoints.save_last(state)
+    out.epoch_end(pos.epoch, pos.step, report, pos.best_val_mae, run.checkpoints.last_saved_at)
+    return pos.epochs_without_improvement >= run.config.train.patience
+
+
+def _done(run: Run, pos: Position) -> bool:
+    tc = run.config.train
+    return (
+        pos.epoch >= tc.epochs
+        or pos.epochs_without_improvement >= tc.patience
+        or (tc.max_steps is not None and pos.step >= tc.max_steps)
+    )
+
+
+def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str, Any]:
+    """Best weights on val and test -> summary.json, report.md, plots; status finished."""
+    best_state = run.group.broadcast_state(run.checkpoints.load_best())
+    run.model.load_state_dict(best_state["model"])
+    val, _, _ = run.report(run.val_data)
+    test, test_ref, test_pred = run.report(run.pipeline(run.splits.test))
+    tc = run.config.train
+    summary = {
+        "run_id": run.config.train.run_id,
+        "best_epoch": int(best_state["epoch"]),
+        "best_step": int(best_state["step"]),
+        "steps": pos.step,
+        "epochs": pos.epoch,
+        "parameters": count_parameters(run.model),
+        "device": run.choice.description,
+        "precision": run.choice.precision,
+        "wall_s": wall_s,
+        "data": data_identity(run.dataset),
+        "world_size": tc.world_size,
+        "per_rank_batch_size": tc.per_rank_batch_size,
+        "global_batch_size": tc.batch_size,
+        "val": val,
+        "test": test,
+    }
+    if run.group.is_main:
+        write_json_atomic(run.run_dir / "summary.json", summary)
+        write_report(run.run_dir, summary, test_ref, test_pred)
+    out.status.write(
+        state="finished",
+        epoch=pos.epoch,
+        step=pos.step,
+        val_mae=val["mae"],
+        exit_code=EXIT_OK,
+        eta_s=0,
+        last_checkpoint_at=run.checkpoints.last_saved_at,
+    )
+    run.say(
+        f"done: test MAE {test['mae']:.2f} mg/dL vs constant-median baseline "
+        f"{test['baseline']['mae']:.2f}; report in {run.run_dir / 'report.md'}"
+    )
+    return summary
+
+
+def train(config: RunConfig) -> int:
+    """Run or resume training, as one rank of torchrun's world or alone; the process
+    exit code (0 finished, 75 stopped).
+
+    Every way out ends through `RunEnding` (on rank 0, the rank that writes):
+    status.json says how, the outbox is flushed.
+    """
+    info = RankInfo.from_env()
+    config = config.with_world_size(info.world_size)  # the global batch must split
+    run_dir = Path(config.train.run_dir)
+    if info.world_size == 1:  # under DDP every rank must take part: a resume re-finishes
+        pending = finish_pending(run_dir, config.checkpoint_uri)
+        if pending is not None:  # finished before; its last uploads are done now (or not)
+            return pending
+    # Another box's local rank 0 keeps that box's heartbeat (trainer.loop.rank_outputs).
+    heartbeat = Heartbeat(run_dir) if info.local_rank == 0 and not info.is_main else None
+    ending = RunEnding(run_dir, config.train.run_id, writes=info.is_main, heartbeat=heartbeat)
+    group = Group.start(info)
+    try:
+        code = _train(config, group, ending)
+    except BaseException as error:
+        ending.failed(error)
+        group.close(clean=False)  # this rank may have failed alone: wait for nobody
+        raise
+    group.close()
+    return code
+
+
+def _train(config: RunConfig, group: Group, ending: RunEnding) -> int:
+    started = time.monotonic()
+    run = Run(config, group)
+    ending.checkpoints = run.checkpoints
+    resumed = run.resume()
+    ending.store_matched = True
+    pos = resumed or Position()
+    # Only now: a refused resume must leave the run's own config.json as it was.
+    if group.is_main:
+        write_json_atomic(run.run_dir / "splits.json", run.splits.to_dict())
+        write_json_atomic(run.run_dir / "config.json", config.to_dict())
+    if resumed is not None:
+        run.say(f"resume: step {pos.step}, epoch {pos.epoch}, batch {pos.step_in_epoch}")
+
+    stop = StopSignal(watch_notices=group.info.local_rank == 0).install()  # one poller a box
+    try:
+        out = (
+            RunOutputs(
+                run.run_dir,
+                config.train.run_id,
+                run.total_steps,
+                pos.step,
+                resumed=resumed is not None,
+                device=run.choice.device,
+                log_every_steps=config.train.log_every_steps,
+                uploads=run.checkpoints.uploads,
+            )
+            if group.is_main
+            else QuietOutputs(ending.heartbeat)
+        )
+        ending.status = out.status
+        try:
+            while not _done(run, pos):
+                outcome = train_epoch(run, pos, stop, out)
+                if outcome == "stopped":
+                    run.checkpoints.save_last(run.state(pos))
+                    out.stopped(stop.reason, stop.state, pos.step, run.checkpoints.last_saved_at)
+                    run.checkpoints.flush(stop.upload_seconds_left())
+                    # torchrun stops the whole group at the first rank's exit 75: the
+                    # others wait here for rank 0's upload.
+                    group.barrier()
+                    stop.acknowledge()  # after the upload: Azure may now evict early
+                    return EXIT_STOPPED
+                if outcome == "max_steps":
+                    run.checkpoints.save_last(run.state(pos))
+                    break
+                if end_epoch(run, pos, out):
+                    print(
+                        f"early stop: no better val MAE for {pos.epochs_without_improvement} "
+                        "epochs",
+                        flush=True,
+                    )
+        finally:
+            out.close()
+    finally:
+        stop.uninstall()
+    finish(run, pos, out, time.monotonic() - started)
+    return ending.finished()

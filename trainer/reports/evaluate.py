@@ -1,0 +1,91 @@
+"""Predictions and metrics for one split: used at the end of `train` and by `evaluate`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from trainer.checkpoints import checkpoint_file
+from trainer.config import ModelConfig, UserError
+from trainer.data.dataset import Splits, load_dataset
+from trainer.data.pipeline import Normalisation, WindowPipeline, norm_from_state
+from trainer.loop.device import DeviceChoice, choose_device
+from trainer.loop.distributed import Group
+from trainer.metrics import regression_report
+from trainer.model import build_model
+
+EVAL_BATCH_SIZE = 1024
+
+
+def predict(
+    model: nn.Module,
+    pipeline: WindowPipeline,
+    choice: DeviceChoice,
+    norm: Normalisation,
+    group: Group | None = None,
+) -> np.ndarray:
+    """Glucose predictions (mg/dL) for every window of `pipeline`, in stored order.
+
+    With a `group` of several ranks (which must hold the same weights and buffers),
+    each rank predicts its share of whole evaluation batches and all ranks gather the
+    rest: every batch is one a single process forms too, so the predictions are a
+    single-process evaluation's, in 1/world_size of its time.
+    """
+    group = group or Group()
+    start, stop = group.shard(len(pipeline), EVAL_BATCH_SIZE)
+    model.eval()
+    outputs = [torch.zeros(0, device=choice.device)]
+    with torch.inference_mode(), choice.autocast():
+        for x, _ in pipeline.in_order(EVAL_BATCH_SIZE, start, stop):
+            outputs.append(model(x).float())
+    mine = torch.cat(outputs).cpu().numpy()  # the one host sync
+    normalised = group.all_gather_rows(mine).astype(np.float64)
+    return normalised * norm.label_std + norm.label_mean
+
+
+def split_report(
+    model: nn.Module,
+    pipeline: WindowPipeline,
+    choice: DeviceChoice,
+    norm: Normalisation,
+    group: Group | None = None,
+) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """(metrics with the train-median baseline, reference mg/dL, predictions mg/dL)."""
+    pred = predict(model, pipeline, choice, norm, group)
+    ref = pipeline.glucose_mg_dl.numpy().astype(np.float64)
+    return regression_report(ref, pred, baseline_value=norm.label_median), ref, pred
+
+
+def evaluate_checkpoint(data_dir: Path, checkpoint_arg: str, split: str) -> dict[str, Any]:
+    """Metrics of a checkpoint on one split of a dataset, as a JSON-able dict."""
+    try:
+        state = checkpoint_file.load(checkpoint_file.resolve_local(checkpoint_arg))
+    except checkpoint_file.CheckpointError as error:
+        raise UserError(f"--checkpoint: {error}") from None
+    dataset = load_dataset(data_dir)
+    if dataset.fingerprint != state["dataset_fingerprint"]:
+        print(
+            f"warning: {data_dir} is not the dataset this checkpoint was trained on",
+            file=sys.stderr,
+        )
+    splits = Splits(**state["splits"])
+    cases = splits.cases(split)
+    choice = choose_device("auto")
+    model = build_model(ModelConfig(**state["config"]["model"]), choice.device)
+    model.load_state_dict(state["model"])
+    norm = norm_from_state(state["label_norm"], state["input_norm"])
+    pipeline = WindowPipeline(dataset, cases, norm, choice.device, EVAL_BATCH_SIZE)
+    report, _, _ = split_report(model, pipeline, choice, norm)
+    return {
+        "checkpoint": str(checkpoint_arg),
+        "split": split,
+        "cases": cases,
+        "epoch": int(state["epoch"]),
+        "step": int(state["step"]),
+        **report,
+    }

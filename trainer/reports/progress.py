@@ -1,0 +1,273 @@
+"""What a run shows and records per log interval: console, metrics.jsonl, TensorBoard.
+
+On an interactive terminal a rich progress bar (loss, windows/s, ETA); otherwise one
+plain line per interval, which is what `docker logs` and CI capture.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from trainer.atomic_write import write_bytes_atomic
+from trainer.config import UserError
+from trainer.reports.status import StatusWriter
+
+log = logging.getLogger(__name__)
+METRICS_FILE = "metrics.jsonl"
+
+
+def _eta_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+class ProgressDisplay:
+    """A rich bar on a TTY, plain log lines elsewhere."""
+
+    def __init__(self, total_steps: int, start_step: int, interactive: bool | None = None) -> None:
+        self.interactive = sys.stdout.isatty() if interactive is None else interactive
+        self._bar: Progress | None = None
+        if self.interactive:
+            self._bar = Progress(
+                TextColumn("epoch {task.fields[epoch]}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn(
+                    "loss {task.fields[loss]} | {task.fields[wps]} windows/s | "
+                    "ETA {task.fields[eta]}"
+                ),
+            )
+            self._task = self._bar.add_task(
+                "train",
+                total=total_steps,
+                completed=start_step,
+                epoch=0,
+                loss="-",
+                wps="-",
+                eta="?",
+            )
+            self._bar.start()
+        self.total_steps = total_steps
+
+    def update(
+        self, epoch: int, step: int, loss: float, windows_per_s: float, eta_s: float | None
+    ) -> None:
+        if self._bar is not None:
+            self._bar.update(
+                self._task,
+                completed=step,
+                epoch=epoch,
+                loss=f"{loss:.4f}",
+                wps=f"{windows_per_s:,.0f}",
+                eta=_eta_text(eta_s),
+            )
+        else:
+            print(
+                f"epoch {epoch} step {step}/{self.total_steps} loss {loss:.4f} "
+                f"{windows_per_s:,.0f} windows/s ETA {_eta_text(eta_s)}",
+                flush=True,
+            )
+
+    def note(self, line: str) -> None:
+        if self._bar is not None:
+            self._bar.console.print(line)
+        else:
+            print(line, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+class MetricsLog:
+    """metrics.jsonl (one object per log step / epoch) mirrored to TensorBoard in tb/.
+
+    Opening it repairs what a crash left: records past the step the run starts from
+    (None: a fresh run, step 0) go, the resumed run logs them again, and so does a
+    torn last line (host killed mid-write, disk full), with a warning. The checkpoint
+    writer fsyncs the file before each checkpoint (`trainer.checkpoints.manager`), so a
+    resume finds every record up to its step.
+    """
+
+    def __init__(self, run_dir: Path, resume_step: int | None) -> None:
+        from torch.utils.tensorboard import SummaryWriter  # heavy import; only for training
+
+        self.path = Path(run_dir) / METRICS_FILE
+        self._keep_until(resume_step or 0)
+        # purge_step hides events a killed run logged past the checkpoint we resume from.
+        self.tb = SummaryWriter(str(Path(run_dir) / "tb"), purge_step=resume_step)
+        self._file = self.path.open("a")
+
+    def _keep_until(self, step: int) -> None:
+        if not self.path.exists():
+            return
+        kept = [record for record in read_metrics(self.path.parent) if record["step"] <= step]
+        write_bytes_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode())
+
+    def record(self, kind: str, step: int, **values: Any) -> None:
+        self._file.write(json.dumps({"kind": kind, "step": step, **values}) + "\n")
+        self._file.flush()
+        for name, value in values.items():
+            if isinstance(value, (int, float)) and name not in ("epoch", "time"):
+                self.tb.add_scalar(f"{kind}/{name}", value, step)
+
+    def close(self) -> None:
+        self._file.close()
+        self.tb.close()
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """The records of metrics.jsonl; lines that are not one (torn) are dropped, warned."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.exists():
+        return []
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    records = [record for record in map(_record, lines) if record is not None]
+    if torn := len(lines) - len(records):
+        log.warning("%s: dropped %d torn line(s) (a crash or a full disk mid-write)", path, torn)
+    return records
+
+
+def _record(line: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("step"), int) else None
+
+
+class IntervalMeter:
+    """Loss and throughput between log lines, summed on the device: no per-step sync."""
+
+    def __init__(self, device: torch.device, step: int, total_steps: int, every: int) -> None:
+        self.loss_sum = torch.zeros((), device=device)
+        self.total_steps, self.every = total_steps, every
+        self._reset(step)
+
+    def _reset(self, step: int) -> None:
+        self.loss_sum.zero_()
+        self.windows, self.start_step, self.started = 0, step, time.monotonic()
+
+    def add(self, loss: torch.Tensor, windows: int) -> None:
+        self.loss_sum += loss.detach()
+        self.windows += windows
+
+    def due(self, step: int) -> bool:
+        return step % self.every == 0
+
+    def flush(self, step: int) -> dict[str, float]:
+        """Mean loss per optimizer step, windows/s and ETA since the last flush (host sync)."""
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        steps = max(step - self.start_step, 1)
+        values = {
+            "loss": self.loss_sum.item() / steps,
+            "windows_per_s": self.windows / elapsed,
+            "eta_s": (self.total_steps - step) * elapsed / steps,
+        }
+        self._reset(step)
+        return values
+
+
+class RunOutputs:
+    """Everything the loop reports: console, metrics.jsonl + TensorBoard, status.json."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        run_id: str,
+        total_steps: int,
+        step: int,
+        resumed: bool,
+        device: torch.device,
+        log_every_steps: int,
+        uploads: Callable[[], dict[str, Any] | None] | None = None,
+    ) -> None:
+        self.meter = IntervalMeter(device, step, total_steps, log_every_steps)
+        self.log = MetricsLog(run_dir, resume_step=step if resumed else None)
+        self.display = ProgressDisplay(total_steps, step)
+        self.status = StatusWriter(run_dir, run_id, total_steps, uploads)
+        self.status.write(step=step)
+        self._val_mae: float | None = None
+
+    def interval(self, epoch: int, step: int, lr: float, last_checkpoint_at: float | None) -> None:
+        """One log line: the only place the loop syncs with the device."""
+        values = self.meter.flush(step)
+        if not math.isfinite(values["loss"]):
+            raise UserError(
+                f"training diverged: the loss is {values['loss']} at step {step} (lr {lr:g}); "
+                "lower --lr, or look for extreme values in the data"
+            )
+        self.log.record(
+            "train",
+            step,
+            epoch=epoch,
+            loss=values["loss"],
+            lr=lr,
+            windows_per_s=values["windows_per_s"],
+            time=time.time(),
+        )
+        self.display.update(epoch, step, values["loss"], values["windows_per_s"], values["eta_s"])
+        self.status.write(
+            epoch=epoch,
+            step=step,
+            train_loss=values["loss"],
+            val_mae=self._val_mae,
+            windows_per_s=values["windows_per_s"],
+            eta_s=values["eta_s"],
+            last_checkpoint_at=last_checkpoint_at,
+        )
+
+    def epoch_end(
+        self,
+        epoch: int,
+        step: int,
+        val: dict[str, Any],
+        best_val_mae: float,
+        last_checkpoint_at: float | None,
+    ) -> None:
+        self._val_mae = val["mae"]
+        self.log.record(
+            "epoch",
+            step,
+            epoch=epoch,
+            val_mae=val["mae"],
+            val_rmse=val["rmse"],
+            val_baseline_mae=val["baseline"]["mae"],
+            best_val_mae=best_val_mae,
+            time=time.time(),
+        )
+        self.display.note(
+            f"epoch {epoch}: val MAE {val['mae']:.2f} mg/dL (best "
+            f"{best_val_mae:.2f}, constant baseline {val['baseline']['mae']:.2f})"
+        )
+        self.status.write(
+            epoch=epoch, step=step, val_mae=val["mae"], last_checkpoint_at=last_checkpoint_at
+        )
+
+    def stopped(
+        self, reason: str | None, state: str, step: int, last_checkpoint_at: float | None
+    ) -> None:
+        self.display.note(
+            f"stop requested ({reason}): checkpoint saved at step {step}; "
+            "exit 75 (resume by running the same command)"
+        )
+        self.status.write(
+            state=state, step=step, exit_code=75, last_checkpoint_at=last_checkpoint_at
+        )
+
+    def close(self) -> None:
+        self.display.close()
+        self.log.close()
