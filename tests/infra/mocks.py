@@ -13,6 +13,7 @@ stack's exports. Shared by the Azure, AWS and policy-pack tests.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import runpy
 from collections.abc import Callable, Iterator
@@ -180,7 +181,8 @@ def run_program(
             outputs = dict(getattr(root, "outputs", {}) or {})
             return pulumi.Output.all(**outputs).apply(exports.update) if outputs else None
 
-        body()
+        with _failures_retrieved():
+            body()
     return RunResult(resources=recorder.resources, exports=exports, calls=recorder.calls)
 
 
@@ -194,6 +196,24 @@ def main_program(transformation: Callable | None = None) -> Callable[[], None]:
         runpy.run_path(str(PROGRAM))
 
     return program
+
+
+@contextlib.contextmanager
+def _failures_retrieved() -> Iterator[None]:
+    """A program that raises leaves every resource waiting on the failed one holding
+    an exception nobody retrieves; asyncio reports each when it is collected, often at
+    interpreter exit, where the reports bury pytest's summary. The test sees the
+    exception itself, so from then on the loop drops exactly those echoes."""
+    try:
+        yield
+    except BaseException:
+        asyncio.get_event_loop().set_exception_handler(_drop_unretrieved_futures)
+        raise
+
+
+def _drop_unretrieved_futures(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    if context.get("message") != "Future exception was never retrieved":
+        loop.default_exception_handler(context)
 
 
 @contextlib.contextmanager
