@@ -267,8 +267,8 @@ def _notes(request: PlanRequest, rows: list[PlanRow]) -> list[str]:
     if any(r.gpu_count > 1 for r in rows):
         notes.append(
             "multi-GPU rows: torchrun DDP at --batch-size "
-            f"{PER_GPU_BATCH} x GPUs, scaled by the all-reduce model (ARCHITECTURE.md); "
-            "`fab train` does not start torchrun yet, so for now such a box trains on one GPU"
+            f"{PER_GPU_BATCH} x GPUs (`fab train` runs torchrun over every GPU), scaled "
+            "by the all-reduce model (docs/distributed.md)"
         )
     if request.region and any(r.price_region != request.region for r in rows):
         notes.append(

@@ -1,4 +1,10 @@
 import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -94,6 +100,28 @@ def test_cli_reports_bad_dataset_in_one_line_with_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and "glucose.npy: NaN or inf in 1 rows" in err
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv"), reason="runs the trainer as another user"
+)
+def test_a_dataset_the_trainer_cannot_read_is_a_user_error_not_an_unwritable_run_dir():
+    # root reads anything: the trainer runs as nobody, as the image runs as its own user.
+    with tempfile.TemporaryDirectory(dir="/tmp") as shared:
+        root = Path(shared)
+        root.chmod(0o777)
+        data = _write(root / "data", *_valid())
+        data.chmod(0o755)
+        (data / "windows.npy").chmod(0o600)
+        result = subprocess.run(
+            ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+             sys.executable, "-m", "trainer", "train", "--data", str(data),
+             "--run-dir", str(root / "run")],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "windows.npy: permission denied; make the dataset dir" in result.stderr
+    assert "uid 65534" in result.stderr
 
 
 def test_splits_are_by_case_disjoint_and_cover_all_cases():

@@ -8,6 +8,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +22,20 @@ from trainer.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_STOPPED, EXIT_USER_ERR
 from trainer.loop.launcher import box_record, exit_code
 
 NOW = 1_800_000_000.0
+# A parent that reports whether a SIGTERM reached it, over one worker that exits with
+# argv[1] through the trainer's own `release_agent`; argv[2] names the launcher's pid
+# the worker is told ("self": this parent's, as `launch` sets it).
+PARENT = """
+import os, signal, subprocess, sys
+got = []
+signal.signal(signal.SIGTERM, lambda *_: got.append("SIGTERM"))
+env = dict(os.environ, TORCHELASTIC_RUN_ID="r")
+env["GLUCOSE_LAUNCHER_PID"] = str(os.getpid()) if sys.argv[2] == "self" else sys.argv[2]
+code = sys.argv[1]
+worker = "from trainer.loop.launcher import release_agent; release_agent(" + code + ")"
+subprocess.run([sys.executable, "-c", worker], env=env, check=True)
+print(got)
+"""
 LONG_RUN = ("--batch-size", "8", "--epochs", "50")
 
 
@@ -107,6 +123,27 @@ def test_a_rank_that_stops_ends_torchrun_without_a_restart_exit_75(tiny_data, tm
     assert wait_for_exit(process, run_dir) == EXIT_STOPPED, output_of(run_dir)
     assert "resume:" not in output_of(run_dir)  # no second start of the ranks
     assert status_of(run_dir)["state"] == "stopped"
+
+
+def _parent_of_a_worker_ending(code: int, launcher_pid: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", PARENT, str(code), launcher_pid],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return result.stdout.strip()
+
+
+def test_a_worker_ending_on_a_final_code_stops_its_launcher():
+    # In a container the launcher is PID 1: its pid, not "a parent above init", names it.
+    assert _parent_of_a_worker_ending(EXIT_STOPPED, "self") == "['SIGTERM']"
+
+
+def test_a_worker_leaves_a_parent_that_is_not_its_launcher_alone():
+    assert _parent_of_a_worker_ending(EXIT_STOPPED, "1") == "[]"
+
+
+def test_a_worker_that_failed_leaves_torchrun_to_restart_the_group():
+    assert _parent_of_a_worker_ending(EXIT_FAILED, "self") == "[]"
 
 
 @pytest.mark.e2e

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,11 +44,22 @@ def _fail(path: Path, problem: str, fix: str) -> UserError:
     return UserError(f"{path}: {problem}; {fix}")
 
 
+def _unreadable(path: Path) -> UserError:
+    # Not the run dir's "cannot write" (exit 74): the dataset is input, a user error.
+    return _fail(
+        path,
+        "permission denied",
+        f"make the dataset dir and its files readable by uid {os.getuid()}, the trainer's user",
+    )
+
+
 def _load_array(path: Path) -> np.ndarray:
-    if not path.is_file():
-        raise _fail(path, "file is missing", "a dataset dir needs " + ", ".join(DATASET_FILES))
     try:
+        if not path.is_file():
+            raise _fail(path, "file is missing", "a dataset dir needs " + ", ".join(DATASET_FILES))
         return np.load(path, mmap_mode="r", allow_pickle=False)
+    except PermissionError:
+        raise _unreadable(path) from None
     except (ValueError, OSError) as error:
         raise _fail(
             path, f"not a readable .npy array ({error})", "rewrite it with numpy.save"
@@ -126,6 +138,8 @@ def load_dataset(directory: Path) -> Dataset:
     meta_path = directory / "meta.json"
     try:
         meta = json.loads(meta_path.read_text())
+    except PermissionError:
+        raise _unreadable(meta_path) from None
     except FileNotFoundError:
         raise _fail(
             meta_path, "file is missing", "write a JSON object describing the data"

@@ -52,6 +52,9 @@ FINAL_CODES = (EXIT_STOPPED, EXIT_USER_ERROR, EXIT_UNWRITABLE)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # torchrun sets it in its workers' environment: this process is one of them.
 WORKER_MARKER = "TORCHELASTIC_RUN_ID"
+# The launcher's pid, for its workers: in a container it is PID 1, so "my parent" alone
+# cannot tell the agent from init adopting an orphan.
+LAUNCHER_PID = "GLUCOSE_LAUNCHER_PID"
 
 
 def parse_torchrun(argv: list[str]) -> argparse.Namespace:
@@ -93,6 +96,7 @@ def launch(args: argparse.Namespace, run_dir: Path) -> int:
 
     for stop_signal in STOP_SIGNALS:
         signal.signal(stop_signal, stop)
+    os.environ[LAUNCHER_PID] = str(os.getpid())
     signalled, code = False, EXIT_OK
     try:
         run(args)
@@ -161,9 +165,11 @@ def exit_process(code: int) -> NoReturn:
 
 
 def release_agent(code: int) -> None:
-    """Under torchrun, on a code no restart changes (`FINAL_CODES`): SIGTERM the agent
-    (this worker's parent), which then stops its workers and ends instead of restarting
-    the group. Called as the worker exits: everything it had to write is written."""
+    """Under `launch`, on a code no restart changes (`FINAL_CODES`): SIGTERM the agent
+    (this worker's parent, the launcher), which then stops its workers and ends instead
+    of restarting the group. Called as the worker exits: everything it had to write is
+    written. A worker of a plain torchrun, or one orphaned, leaves its parent alone."""
     parent = os.getppid()
-    if code in FINAL_CODES and os.environ.get(WORKER_MARKER) and parent > 1:
+    launcher = os.environ.get(LAUNCHER_PID)
+    if code in FINAL_CODES and os.environ.get(WORKER_MARKER) and launcher == str(parent):
         os.kill(parent, signal.SIGTERM)
