@@ -18,19 +18,17 @@ import shlex
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from pathlib import Path
 
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops import box_lease, dataset_manifest, trainer_container
+from ops import box_lease, trainer_container
 from ops.box_images import box_has_image, load_on_box, pull_on_box
 from ops.distributed_launch import DistributedLaunch
 from ops.registry import login_for
 from ops.remote import Box
 from ops.target import Target
 from ops.trainer_container import Launch
-from trainer.storage import storage_environment
 
 LAUNCH_FILE = "launch.json"
 # Written before the image is built and shipped, renewed before the dataset fetch.
@@ -106,22 +104,11 @@ def fetch_dataset_on_box(box: Box, image: str, data_uri: str, user: str) -> str:
     host_dir = trainer_container.dataset_dir(box.root, name)
     inside = f"/workspace/datasets/{name}"
     box.run(f"mkdir -p {shlex.quote(host_dir)}")
-    # The image holds trainer.storage; of containerEnv the fetch gets what a storage
-    # client reads. The fetch logic is ops/dataset_manifest.py itself, run as `-c`.
-    source = Path(dataset_manifest.__file__).read_text()
-    env = storage_environment(box.target.container_env)
-    with trainer_container.one_shot_env_file(box, f"fetch-{name}", env) as env_file:
-        command = shlex.join(
-            [
-                "docker", "run", "--rm",
-                *trainer_container.container_options(box.target, user, env_file),
-                "--volume", f"{host_dir}:{inside}",
-                "--entrypoint", "python3", image, "-c", source, data_uri, inside,
-            ]
-        )  # fmt: skip
-        with console.status(f"box fetching dataset {data_uri}"):
-            result = box.run(command)
-    console.print(result.stdout.strip().splitlines()[-1])
+    with console.status(f"box fetching dataset {data_uri}"):
+        line = trainer_container.run_dataset_manifest(
+            box, image, user, f"{host_dir}:{inside}", [data_uri, inside], f"fetch-{name}"
+        )
+    console.print(line)
     return name
 
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import json
 import shlex
-from pathlib import Path
 
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops import dataset_manifest, trainer_container
+from ops import trainer_container
 from ops.remote import Box
 from trainer.storage import storage_environment
 
@@ -119,19 +118,8 @@ def dataset_meta(box: Box, name: str) -> dict:
 def publish_on_box(box: Box, image: str, name: str, user: str, uri: str) -> str:
     """Upload the box's dataset to `uri` with its manifest, from the box."""
     host_dir = trainer_container.dataset_dir(box.root, name)
-    # The program as `-c`, not on stdin: invoke feeds a stream one byte per 10 ms, so
-    # these 4 kB would take 40 s.
-    source = Path(dataset_manifest.__file__).read_text()
-    env = storage_environment(box.target.container_env)
-    with trainer_container.one_shot_env_file(box, f"publish-{name}", env) as env_file:
-        command = shlex.join(
-            [
-                "docker", "run", "--rm",
-                *trainer_container.container_options(box.target, user, env_file),
-                "--volume", f"{host_dir}:{_inside(name)}:ro",
-                "--entrypoint", "python3", image, "-c", source, "publish", _inside(name), uri,
-            ]
-        )  # fmt: skip
-        with console.status(f"box publishing {name} to {uri}"):
-            result = box.run(command)
-    return result.stdout.strip().splitlines()[-1]
+    volume = f"{host_dir}:{_inside(name)}:ro"
+    with console.status(f"box publishing {name} to {uri}"):
+        return trainer_container.run_dataset_manifest(
+            box, image, user, volume, ["publish", _inside(name), uri], f"publish-{name}"
+        )

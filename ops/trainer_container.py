@@ -12,13 +12,16 @@ import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from invoke.exceptions import Exit
 
+from ops import dataset_manifest
 from ops.distributed_launch import DistributedLaunch
 from ops.remote import Box
 from ops.target import Target
 from trainer import container_env
+from trainer.storage import storage_environment
 
 CONTAINER_PREFIX = "glucose-train-"
 RUN_ID_LABEL = "glucose-training.run-id"
@@ -122,6 +125,28 @@ def one_shot_env_file(box: Box, name: str, env: dict[str, str]) -> Iterator[str 
         yield path
     finally:
         box.run(f"rm -f {shlex.quote(path)}", check=False)
+
+
+def run_dataset_manifest(
+    box: Box, image: str, user: str, volume: str, args: list[str], env_name: str
+) -> str:
+    """Run ops/dataset_manifest.py with `args` in the image on the box (the image holds
+    trainer.storage; of containerEnv it gets what a storage client reads), with the
+    dataset dir mounted as `volume`; its last line of output."""
+    # The program as `-c`, not on stdin: invoke feeds a stream one byte per 10 ms, so
+    # its 4 kB would take 40 s.
+    source = Path(dataset_manifest.__file__).read_text()
+    env = storage_environment(box.target.container_env)
+    with one_shot_env_file(box, env_name, env) as env_file:
+        command = shlex.join(
+            [
+                "docker", "run", "--rm",
+                *container_options(box.target, user, env_file),
+                "--volume", volume,
+                "--entrypoint", "python3", image, "-c", source, *args,
+            ]
+        )  # fmt: skip
+        return box.run(command).stdout.strip().splitlines()[-1]
 
 
 def container_options(target: Target, user: str, env_file: str | None = None) -> list[str]:
