@@ -266,6 +266,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _launch(torchrun_args: list[str]) -> int:
     """torchrun over `train` (trainer.loop.launcher), its flags checked here first: a bad
     flag or a global batch that does not split is exit 2 before any rank starts."""
+    from trainer.checkpoints.final_upload import finish_pending
     from trainer.loop.launcher import launch, parse_torchrun, world_size
 
     torchrun = parse_torchrun(torchrun_args[1:] if torchrun_args[:1] == ["--"] else torchrun_args)
@@ -273,6 +274,11 @@ def _launch(torchrun_args: list[str]) -> int:
     ranks = world_size(torchrun)
     if ranks is not None:
         _run_config(train_args).with_world_size(ranks)
+    # A run that finished with uploads pending (box 0's status says so): upload here,
+    # alone. Its ranks would wait in the rendezvous for boxes that finished and stay down.
+    pending = finish_pending(Path(train_args.run_dir), train_args.checkpoint_uri)
+    if pending is not None:
+        return pending
     return launch(torchrun, train_args.run_dir)
 
 

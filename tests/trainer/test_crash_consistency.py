@@ -18,7 +18,7 @@ from trainer.__main__ import main
 from trainer.checkpoints import checkpoint_file, layout
 from trainer.checkpoints import final_upload as final_upload_module
 from trainer.checkpoints.manager import CheckpointConfig, CheckpointManager
-from trainer.loop import run_ending
+from trainer.loop import launcher, run_ending
 from trainer.loop import train as train_module
 from trainer.loop.train import train
 from trainer.reports.status import UPLOAD_PENDING, StatusWriter
@@ -175,6 +175,29 @@ def test_the_next_start_of_an_upload_pending_run_finishes_its_uploads(
     assert train(config) == 0
     assert _status(run_dir)["state"] == "finished"
     assert "summary.json" in open_store(f"file://{store_dir}").list()
+
+
+def test_an_upload_pending_run_relaunched_under_torchrun_uploads_alone(
+    tiny_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Box 0 of a finished multi-box run: the other boxes stay down, so ranks started
+    # here would wait in the rendezvous for nobody; the launch uploads and ends.
+    store_dir, run_dir = tmp_path / "store", tmp_path / "run"
+    uri = f"file://{store_dir}"
+    config = _with_store(tiny_run_config(tiny_data, run_dir, max_steps=2), uri)
+    _storage_dies_before_finish(monkeypatch, store_dir)
+    assert train(config) == 0
+    store_dir.unlink()
+
+    def no_torchrun(*args, **kwargs):
+        raise AssertionError("torchrun started for a run with only uploads left")
+
+    monkeypatch.setattr(launcher, "launch", no_torchrun)
+    torchrun = ["--nproc-per-node", "2", "--standalone", "-m", "trainer", "train"]
+    train_args = ["--data", str(tiny_data), "--run-dir", str(run_dir), "--checkpoint-uri", uri]
+    assert main(["launch", "--", *torchrun, *train_args, "--batch-size", "8"]) == 0
+    assert _status(run_dir)["state"] == "finished"
+    assert "summary.json" in open_store(uri).list()
 
 
 @pytest.mark.parametrize("lr", ["inf", "nan", "-1"])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.trainer_process import REPO_ROOT
+from tests.trainer.trainer_process import REPO_ROOT, start_process, trainer_command
 from trainer.exit_codes import EXIT_UNWRITABLE
 
 pytestmark = pytest.mark.e2e
@@ -86,3 +86,23 @@ def test_a_read_only_run_dir_ends_with_exit_74(tiny_data: Path, tmpfs) -> None:
     subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
     result = _train(tiny_data, run_dir, "--max-steps", "2")
     _ends_with_one_error_line(result, "Read-only file system")
+
+
+def test_a_read_only_run_dir_under_torchrun_ends_the_launch_with_exit_74_once(
+    tiny_data: Path, tmpfs, tmp_path: Path
+) -> None:
+    # No rank can record the failure in a read-only run dir: the rank's own signal to
+    # the launcher carries the 74, and torchrun ends instead of restarting the group.
+    mount = tmpfs(ONE_CHECKPOINT_MB * 2)
+    run_dir = mount / "run"
+    assert _train(tiny_data, run_dir, "--max-steps", "1").returncode == 0
+    subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+    torchrun = ["--nproc-per-node", "2", "--standalone", "--max-restarts", "3"]
+    train = trainer_command(tiny_data, run_dir, "--batch-size", "32", "--max-steps", "2")
+    log = tmp_path / "launch.log"
+    process = start_process(["-m", "trainer", "launch", "--", *torchrun, *train], log)
+    code = process.wait(TRAIN_SECONDS)
+    output = log.read_text()
+    assert code == EXIT_UNWRITABLE, output
+    assert output.count("device: ") == 1, output  # rank 0 started once: no restart
+    assert "Read-only file system" in output

@@ -18,17 +18,24 @@ import pytest
 from tests.trainer.ddp_process import free_port, launcher, worker_pid
 from tests.trainer.trainer_process import output_of, status_of, wait_for_exit, wait_for_step
 from trainer.__main__ import main
-from trainer.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_STOPPED, EXIT_USER_ERROR
+from trainer.exit_codes import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_STOPPED,
+    EXIT_UNWRITABLE,
+    EXIT_USER_ERROR,
+)
 from trainer.loop.launcher import box_record, exit_code
 
 NOW = 1_800_000_000.0
-# A parent that reports whether a SIGTERM reached it, over one worker that exits with
+# A parent that reports which signals reached it, over one worker that exits with
 # argv[1] through the trainer's own `release_agent`; argv[2] names the launcher's pid
 # the worker is told ("self": this parent's, as `launch` sets it).
 PARENT = """
 import os, signal, subprocess, sys
 got = []
-signal.signal(signal.SIGTERM, lambda *_: got.append("SIGTERM"))
+for name in ("SIGTERM", "SIGUSR1", "SIGUSR2"):
+    signal.signal(getattr(signal, name), lambda *_, name=name: got.append(name))
 env = dict(os.environ, TORCHELASTIC_RUN_ID="r")
 env["GLUCOSE_LAUNCHER_PID"] = str(os.getpid()) if sys.argv[2] == "self" else sys.argv[2]
 code = sys.argv[1]
@@ -40,24 +47,31 @@ LONG_RUN = ("--batch-size", "8", "--epochs", "50")
 
 
 @pytest.mark.parametrize(
-    ("record", "torchrun_code", "signalled", "expected"),
+    ("record", "torchrun_code", "signalled", "released", "expected"),
     [
-        ({"state": "finished", "exit_code": 0}, EXIT_OK, False, EXIT_OK),
-        ({"state": "finished-upload-pending", "exit_code": 0}, EXIT_OK, False, EXIT_OK),
+        ({"state": "finished", "exit_code": 0}, EXIT_OK, False, None, EXIT_OK),
+        ({"state": "finished-upload-pending", "exit_code": 0}, EXIT_OK, False, None, EXIT_OK),
         # torchrun calls a worker's 75 a failure; the run says it stopped.
-        ({"state": "stopped", "exit_code": 75}, EXIT_FAILED, True, EXIT_STOPPED),
-        ({"state": "preempted", "exit_code": 75}, EXIT_FAILED, False, EXIT_STOPPED),
-        ({"state": "failed", "exit_code": 2}, EXIT_FAILED, False, EXIT_USER_ERROR),
-        ({"state": "failed", "exit_code": 74}, EXIT_FAILED, False, 74),
-        ({"state": "failed", "exit_code": 1}, EXIT_FAILED, False, EXIT_FAILED),
+        ({"state": "stopped", "exit_code": 75}, EXIT_FAILED, True, None, EXIT_STOPPED),
+        ({"state": "preempted", "exit_code": 75}, EXIT_FAILED, False, None, EXIT_STOPPED),
+        ({"state": "failed", "exit_code": 2}, EXIT_FAILED, False, EXIT_USER_ERROR, EXIT_USER_ERROR),
+        ({"state": "failed", "exit_code": 74}, EXIT_FAILED, False, None, EXIT_UNWRITABLE),
+        ({"state": "failed", "exit_code": 1}, EXIT_FAILED, False, None, EXIT_FAILED),
+        # A run dir it cannot write holds no record: the rank's signal says 74.
+        ({}, EXIT_FAILED, False, EXIT_UNWRITABLE, EXIT_UNWRITABLE),
+        ({"state": "running"}, EXIT_FAILED, False, EXIT_UNWRITABLE, EXIT_UNWRITABLE),
+        # Another rank's 2 ended torchrun before local rank 0 wrote its record.
+        ({}, EXIT_FAILED, False, EXIT_USER_ERROR, EXIT_USER_ERROR),
         # Stopped from outside before the run recorded an ending (a peer already gone).
-        ({"state": "failed", "exit_code": 1}, EXIT_FAILED, True, EXIT_STOPPED),
-        ({}, EXIT_FAILED, True, EXIT_STOPPED),
-        ({}, EXIT_FAILED, False, EXIT_FAILED),  # e.g. no rendezvous: no rank ever ran
+        ({"state": "failed", "exit_code": 1}, EXIT_FAILED, True, None, EXIT_STOPPED),
+        ({}, EXIT_FAILED, True, None, EXIT_STOPPED),
+        ({}, EXIT_FAILED, False, None, EXIT_FAILED),  # e.g. no rendezvous: no rank ever ran
     ],
 )
-def test_the_runs_record_decides_the_exit_code(record, torchrun_code, signalled, expected):
-    assert exit_code(record, torchrun_code, signalled) == expected
+def test_the_runs_record_decides_the_exit_code(
+    record, torchrun_code, signalled, released, expected
+):
+    assert exit_code(record, torchrun_code, signalled, released) == expected
 
 
 def test_only_a_record_written_since_the_launch_counts(tmp_path: Path):
@@ -133,9 +147,13 @@ def _parent_of_a_worker_ending(code: int, launcher_pid: str) -> str:
     return result.stdout.strip()
 
 
-def test_a_worker_ending_on_a_final_code_stops_its_launcher():
+@pytest.mark.parametrize(
+    ("code", "signal_name"),
+    [(EXIT_STOPPED, "SIGTERM"), (EXIT_USER_ERROR, "SIGUSR1"), (EXIT_UNWRITABLE, "SIGUSR2")],
+)
+def test_a_worker_ending_on_a_final_code_stops_its_launcher_saying_which(code, signal_name):
     # In a container the launcher is PID 1: its pid, not "a parent above init", names it.
-    assert _parent_of_a_worker_ending(EXIT_STOPPED, "self") == "['SIGTERM']"
+    assert _parent_of_a_worker_ending(code, "self") == f"['{signal_name}']"
 
 
 def test_a_worker_leaves_a_parent_that_is_not_its_launcher_alone():

@@ -11,6 +11,9 @@ box's local rank 0 recorded since the launch began:
 - status.json on the box of rank 0 (box 0), heartbeat.json on any other box
   (`trainer.loop.rank_outputs.Heartbeat`); state finished -> 0, stopped or preempted -> 75,
   exit code 2 (user error) or 74 (run dir not writable) -> that code;
+- nothing conclusive, and a rank of this box ended on 2 or 74 (it said so by its
+  signal, `RELEASE_SIGNALS`: a run dir it cannot write holds no record of it) -> that
+  code;
 - nothing conclusive and the launcher itself was told to stop (SIGTERM from `docker
   stop`, a host shutdown; forwarded to the workers by torchrun) -> 75: interrupted;
 - else torchrun's own outcome (0, or 1 after its restarts ran out).
@@ -47,8 +50,14 @@ log = logging.getLogger(__name__)
 RECORD_FILES = ("status.json", "heartbeat.json")  # rank 0's box; any other box
 FINISHED_STATES = ("finished", UPLOAD_PENDING)
 STOPPED_STATES = ("stopped", "preempted")
-# Codes no restart of the group changes: torchrun must end, not retry.
-FINAL_CODES = (EXIT_STOPPED, EXIT_USER_ERROR, EXIT_UNWRITABLE)
+# Codes no restart of the group changes: torchrun must end, not retry. A worker ending
+# on one signals the launcher; the signal says which (SIGTERM is also `docker stop`'s,
+# and means stopped either way).
+RELEASE_SIGNALS = {
+    EXIT_STOPPED: signal.SIGTERM,
+    EXIT_USER_ERROR: signal.SIGUSR1,
+    EXIT_UNWRITABLE: signal.SIGUSR2,
+}
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # torchrun sets it in its workers' environment: this process is one of them.
 WORKER_MARKER = "TORCHELASTIC_RUN_ID"
@@ -94,23 +103,35 @@ def launch(args: argparse.Namespace, run_dir: Path) -> int:
         # handle).
         raise SignalException(f"launcher got {signal.Signals(signum).name}", signal.Signals(signum))
 
+    released: list[int] = []
+    codes = {sig: code for code, sig in RELEASE_SIGNALS.items() if sig not in STOP_SIGNALS}
+
+    def release(signum: int, frame: Any) -> None:
+        # A rank ended on 2 or 74: stop the others as `docker stop` would, once (every
+        # rank may say so; a second raise would cut torchrun's shutdown short).
+        released.append(codes[signum])
+        if len(released) == 1:
+            raise SignalException(f"a rank ended on exit {released[0]}", signal.SIGTERM)
+
     for stop_signal in STOP_SIGNALS:
         signal.signal(stop_signal, stop)
+    for release_signal in codes:
+        signal.signal(release_signal, release)
     os.environ[LAUNCHER_PID] = str(os.getpid())
     signalled, code = False, EXIT_OK
     try:
         run(args)
     except SignalException as error:
-        signalled, code = True, EXIT_FAILED
+        signalled, code = not released, EXIT_FAILED
         print(f"launch: {error}; torchrun stopped its workers", file=sys.stderr, flush=True)
     except Exception as error:  # ChildFailedError (restarts ran out), a failed rendezvous
         code = EXIT_FAILED
         print(f"launch: torchrun failed: {error}", file=sys.stderr, flush=True)
     finally:
-        for stop_signal in STOP_SIGNALS:
-            signal.signal(stop_signal, signal.SIG_IGN)
+        for handled in (*STOP_SIGNALS, *codes):
+            signal.signal(handled, signal.SIG_IGN)
     record = box_record(run_dir, started_at)
-    outcome = exit_code(record, code, signalled)
+    outcome = exit_code(record, code, signalled, released[0] if released else None)
     print(
         f"launch: the run's record on this box says {record.get('state') or 'nothing new'}"
         f"{'; stopped from outside' if signalled else ''}: exit {outcome}",
@@ -120,9 +141,12 @@ def launch(args: argparse.Namespace, run_dir: Path) -> int:
     return outcome
 
 
-def exit_code(record: dict[str, Any], torchrun_code: int, signalled: bool) -> int:
-    """The container's exit code from this box's record, torchrun's code and whether
-    the launcher was stopped (see the module docstring)."""
+def exit_code(
+    record: dict[str, Any], torchrun_code: int, signalled: bool, released: int | None = None
+) -> int:
+    """The container's exit code from this box's record, torchrun's code, whether the
+    launcher was stopped and the code a rank released it with (see the module
+    docstring)."""
     state, code = record.get("state"), record.get("exit_code")
     if state in FINISHED_STATES:
         return EXIT_OK
@@ -130,6 +154,8 @@ def exit_code(record: dict[str, Any], torchrun_code: int, signalled: bool) -> in
         return EXIT_STOPPED
     if code in (EXIT_USER_ERROR, EXIT_UNWRITABLE):
         return code
+    if released is not None:
+        return released
     return EXIT_STOPPED if signalled else torchrun_code
 
 
@@ -165,11 +191,12 @@ def exit_process(code: int) -> NoReturn:
 
 
 def release_agent(code: int) -> None:
-    """Under `launch`, on a code no restart changes (`FINAL_CODES`): SIGTERM the agent
-    (this worker's parent, the launcher), which then stops its workers and ends instead
-    of restarting the group. Called as the worker exits: everything it had to write is
-    written. A worker of a plain torchrun, or one orphaned, leaves its parent alone."""
+    """Under `launch`, on a code no restart changes: signal the agent (this worker's
+    parent, the launcher) with the code's `RELEASE_SIGNALS`; it then stops its workers
+    and ends on that code instead of restarting the group. Called as the worker exits:
+    everything it had to write is written. A worker of a plain torchrun, or one
+    orphaned, leaves its parent alone."""
     parent = os.getppid()
     launcher = os.environ.get(LAUNCHER_PID)
-    if code in FINAL_CODES and os.environ.get(WORKER_MARKER) and launcher == str(parent):
-        os.kill(parent, signal.SIGTERM)
+    if code in RELEASE_SIGNALS and os.environ.get(WORKER_MARKER) and launcher == str(parent):
+        os.kill(parent, RELEASE_SIGNALS[code])
