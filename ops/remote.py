@@ -2,7 +2,9 @@
 
 Box K > 0 of a multi-node stack has no public address: its connection hops through
 box 0 (Fabric's `gateway=`, SSH's ProxyJump) to its private address, with the same
-key and the same known_hosts.
+key. Its host key is kept apart, per gateway (`.known_hosts.via-<box 0's address>`):
+every stack's subnet is the same 10.42.0.0/24 and the clouds hand out its addresses in
+order, so a private address names a box only together with the box 0 it is behind.
 
 The first connection to a box records its host key in a project-local known_hosts
 (`.known_hosts`, gitignored; `GLUCOSE_KNOWN_HOSTS` moves it); a later different key
@@ -44,8 +46,10 @@ DISK_FULL_MARKER = "No space left on device"
 console = Console(stderr=True, soft_wrap=True)
 
 
-def known_hosts_path() -> Path:
-    return Path(os.environ.get(KNOWN_HOSTS_ENV) or DEFAULT_KNOWN_HOSTS)
+def known_hosts_path(via: str | None = None) -> Path:
+    """Where host keys are kept: of boxes reached directly, or of those behind `via`."""
+    path = Path(os.environ.get(KNOWN_HOSTS_ENV) or DEFAULT_KNOWN_HOSTS)
+    return path.with_name(f"{path.name}.via-{via}") if via else path
 
 
 def boot_wait_seconds() -> float:
@@ -135,7 +139,9 @@ def nodes(target: Target) -> list[Box]:
     return [Box(target, node) for node in range(target.node_count)]
 
 
-def _new_connection(target: Target, host: str, gateway: Connection | None = None) -> Connection:
+def _new_connection(
+    target: Target, host: str, gateway: Connection | None = None, via: str | None = None
+) -> Connection:
     connect_kwargs: dict = {"allow_agent": True, "look_for_keys": True}
     if target.ssh_key_path is not None:
         if not target.ssh_key_path.exists():
@@ -156,21 +162,24 @@ def _new_connection(target: Target, host: str, gateway: Connection | None = None
         connect_kwargs=connect_kwargs,
         gateway=gateway,
     )
-    path = known_hosts_path()
+    path = known_hosts_path(via)
     path.touch(mode=0o600, exist_ok=True)
     # load_host_keys also makes paramiko save newly accepted keys to this file.
     connection.client.load_host_keys(str(path))
-    connection.client.set_missing_host_key_policy(_TrustOnFirstUse())
+    connection.client.set_missing_host_key_policy(_TrustOnFirstUse(path))
     return connection
 
 
 class _TrustOnFirstUse(paramiko.AutoAddPolicy):
     """Accept and record an unknown host's key, saying so (a changed key never gets here)."""
 
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
     def missing_host_key(self, client, hostname, key) -> None:
         console.print(
             f"[yellow]trusting new host key of {hostname}[/] "
-            f"({key.get_name()} {key.get_fingerprint().hex()}), recorded in {known_hosts_path()}"
+            f"({key.get_name()} {key.get_fingerprint().hex()}), recorded in {self.path}"
         )
         super().missing_host_key(client, hostname, key)
 
@@ -180,7 +189,7 @@ def _open_with_retries(box: Box, deadline: float, status) -> Connection:
     while True:
         attempt += 1
         gateway = box.gateway_host and _new_connection(box.target, box.gateway_host)
-        connection = _new_connection(box.target, box.host, gateway or None)
+        connection = _new_connection(box.target, box.host, gateway or None, box.gateway_host)
         try:
             connection.open()
             connection.transport.set_keepalive(KEEPALIVE_SECONDS)
@@ -237,11 +246,14 @@ def _changed_key_message(box: Box, error: paramiko.BadHostKeyException) -> str:
     # paramiko's name for the key, `[host]:port` off port 22: box 0's when the hop to a
     # private box failed at its gateway.
     name = error.hostname
+    gateway = box.gateway_host
+    at_gateway = gateway is not None and name in (gateway, f"[{gateway}]:{box.target.ssh_port}")
+    path = known_hosts_path(None if at_gateway else box.gateway_host)
     return (
         f"refusing to connect: the host key of {name} changed "
         f"(recorded {error.expected_key.get_fingerprint().hex()}, "
         f"offered {error.key.get_fingerprint().hex()}); if the box was re-created, forget "
-        f"the old key with `ssh-keygen -R '{name}' -f {known_hosts_path()}` and retry"
+        f"the old key with `ssh-keygen -R '{name}' -f {path}` and retry"
     )
 
 
