@@ -60,9 +60,11 @@ class Box:
     """Box `node` of a target (box 0 by default): `run` shell commands there, lazily
     connected."""
 
-    def __init__(self, target: Target, node: int = 0) -> None:
+    def __init__(self, target: Target, node: int = 0, boot_wait_s: float | None = None) -> None:
         self.target = target
         self.node = node
+        self.boot_wait_s = boot_wait_seconds() if boot_wait_s is None else boot_wait_s
+        """How long to wait for a box that does not answer yet (booting) before giving up."""
         self.host, self.gateway_host = target.ssh_route(node)
         self.root = target.box_root
         self._connection: Connection | None = None
@@ -123,7 +125,7 @@ class Box:
             self._connection = None
 
     def _connect_when_up(self) -> Connection:
-        deadline = time.monotonic() + boot_wait_seconds()
+        deadline = time.monotonic() + self.boot_wait_s
         with console.status(f"connecting to {self.address}") as status:
             connection = _open_with_retries(self, deadline, status)
             ready = f"{self.root}/ready"
@@ -134,9 +136,12 @@ class Box:
         return connection
 
 
-def nodes(target: Target) -> list[Box]:
-    """Every box of the target, box 0 first (rank order)."""
-    return [Box(target, node) for node in range(target.node_count)]
+def nodes(target: Target, others_wait_s: float | None = None) -> list[Box]:
+    """Every box of the target, box 0 first (rank order); `others_wait_s` bounds the
+    wait for boxes 1..N-1 (a stopped spot box need not hold up a look at the run)."""
+    return [Box(target, 0)] + [
+        Box(target, node, others_wait_s) for node in range(1, target.node_count)
+    ]
 
 
 def _new_connection(

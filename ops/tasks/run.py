@@ -23,6 +23,9 @@ from ops.trainer_container import STOP_TIMEOUT_SECONDS, Launch
 
 console = Console(stderr=True, soft_wrap=True)
 RUN_HELP = "run id (default: the newest run on the box)"
+# A look at a run, or its stop, waits this long for boxes 1..N-1: one of them down (a
+# spot box evicted) must not hold up box 0, where the run is, for the 10-minute boot wait.
+OTHER_BOX_WAIT_SECONDS = 20
 
 
 def _box(target: str, stack: str, node: int = 0) -> Box:
@@ -30,9 +33,9 @@ def _box(target: str, stack: str, node: int = 0) -> Box:
     return Box(resolve_target(target or None, stack or None), node)
 
 
-def _boxes(target: str, stack: str) -> list[Box]:
+def _boxes(target: str, stack: str, others_wait_s: float | None = None) -> list[Box]:
     """Every box of the target, box 0 first."""
-    return nodes(resolve_target(target or None, stack or None))
+    return nodes(resolve_target(target or None, stack or None), others_wait_s)
 
 
 def _trainer_args(epochs: int, max_steps: int, trainer_args: str) -> tuple[str, ...]:
@@ -147,7 +150,7 @@ def _lost_box_message(box: Box, run_id: str, why) -> str:
 @task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
 def status(c, run="", target="", stack=""):
     """Show a run's state, progress, cost, and the box's idle guard."""
-    box, *others = _boxes(target, stack)
+    box, *others = _boxes(target, stack, OTHER_BOX_WAIT_SECONDS)
     run_id = run or next(iter(trainer_container.run_ids(box)), None)
     if run_id is None:
         lines = run_status.box_lines(run_status.box_snapshot(box), time.time())
@@ -158,7 +161,10 @@ def status(c, run="", target="", stack=""):
     snap = run_status.snapshot(box, run_id)
     print(run_status.render(snap, box.target.hourly_price_usd, box.target.spot))
     for other in others:
-        print(run_status.node_line(other, run_id))
+        try:
+            print(run_status.node_line(other, run_id))
+        except Exit as error:
+            print(f"node {other.node}:     unreachable: {error.message}")
 
 
 @task(
@@ -190,12 +196,24 @@ def hold(c, duration, target="", stack=""):
 @task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
 def stop(c, run="", target="", stack=""):
     """Stop a run gracefully: checkpoint, upload, exit (on every box of the run)."""
-    boxes = _boxes(target, stack)
+    boxes = _boxes(target, stack, OTHER_BOX_WAIT_SECONDS)
     run_id = trainer_container.resolve_run_id(boxes[0], run)
-    states = [trainer_container.inspect_container(box, run_id) for box in boxes]
+    reachable, states = [], []
+    for box in boxes:
+        try:
+            states.append(trainer_container.inspect_container(box, run_id))
+        except Exit as error:
+            if box.node == 0:
+                raise
+            console.print(
+                f"[yellow]warning:[/] {error.message}; its part of the run ends with box 0's, "
+                f"but unmarked: if it starts again, `fab stop --run {run_id}` once it is up"
+            )
+            continue
+        reachable.append(box)
     if not any(state and (state.running or state.restarting) for state in states):
         raise Exit(f"run {run_id} is not running on {boxes[0].address}; nothing to stop")
-    holding = [box for box, state in zip(boxes, states, strict=True) if state is not None]
+    holding = [box for box, state in zip(reachable, states, strict=True) if state is not None]
     # Markers first: no box's resume unit may bring a user-stopped run back.
     for box in holding:
         box.run(f"touch {shlex.quote(trainer_container.run_dir(box.root, run_id))}/STOPPED_BY_USER")

@@ -6,6 +6,7 @@ call: what each box is told to run, precisely, and in which order."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ops.tasks.run import OTHER_BOX_WAIT_SECONDS
 from tests.fixtures.sshd import start_sshd
 from tests.ops.conftest import LocalBox, TwoBoxes, make_local_box, start_two_boxes
 
@@ -170,6 +172,22 @@ def _assert_stop_marks_every_box_then_stops_box_0_first(stack: Stack) -> None:
     for root in stack.boxes.roots:
         marker = root / "runs" / "r2" / "STOPPED_BY_USER"
         assert marker.exists() and marker.stat().st_mtime < stops[0][0]["at"]
+
+
+@pytest.mark.e2e
+def test_a_box_that_is_down_holds_up_neither_status_nor_the_stop_of_box_0(stack: Stack) -> None:
+    _ok(stack.fab("train", "--dataset", "tiny", "--run", "r3", "--image-name", "img:t"))
+    stack.boxes.box_1.stop()  # box 1 evicted: nothing answers at its address
+    stack.boxes.stack.env["GLUCOSE_BOOT_WAIT_SECONDS"] = "600"  # as on a laptop
+    # Each returns after a short wait for box 1, not the 10-minute boot wait.
+    within = 3 * OTHER_BOX_WAIT_SECONDS
+    status = _ok(stack.fab("status", "--run", "r3", timeout=within))
+    assert re.search(r"node 1: +unreachable: box \S+@127\.0\.0\.2:\d+ via 127\.0\.0\.1", status)
+    stopped = stack.fab("stop", "--run", "r3", timeout=within)
+    assert "run r3 stopped (exit 75)" in _ok(stopped)
+    assert "its part of the run ends with box 0's" in stopped.stderr
+    assert [c for c in stack.calls(0) if c["argv"][0] == "stop"]
+    assert (stack.boxes.roots[0] / "runs" / "r3" / "STOPPED_BY_USER").exists()
 
 
 def test_one_box_of_two_gpus_runs_torchrun_with_docker_s_own_network(tmp_path, recording_tool):
