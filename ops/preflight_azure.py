@@ -60,6 +60,7 @@ REQUIRED_ACTIONS = (
     "Microsoft.Consumption/budgets/write",
     "Microsoft.Logic/workflows/write",
     "Microsoft.Insights/actionGroups/write",
+    "Microsoft.Insights/activityLogAlerts/write",
     "Microsoft.Authorization/roleAssignments/write",
 )
 

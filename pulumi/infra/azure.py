@@ -48,7 +48,12 @@ from infra.azure_access import (
     grant,
     principal_type_of_token,
 )
-from infra.azure_guard_rails import budget_stop, monthly_budget, shutdown_schedule
+from infra.azure_guard_rails import (
+    budget_stop,
+    monthly_budget,
+    shutdown_schedule,
+    still_billed_alert,
+)
 from infra.cloud_init import box_guard_settings, encode_user_data, render_cloud_init
 from infra.config import StackConfig
 from infra.training_box import TrainingBox
@@ -105,6 +110,7 @@ class AzureTrainingBox(TrainingBox):
                 f"{name}-budget-stop", vms, self._group, client.subscription_id, config, self
             )
         monthly_budget(f"{name}-budget", self._group, config, self, stop_group)
+        still_billed_alert(f"{name}-still-billed", self._group, config, self)
 
         self._expose(
             hosts=pulumi.Output.all(public_ip.ip_address).apply(list),

@@ -6,7 +6,9 @@ budget mails people before and when the month's money is spent. A budget alone s
 nothing; unless `budgetStopsBoxes: false`, its Actual 100 % alert also goes to an
 action group whose Logic App deallocates every box (its managed identity holds the
 built-in power-on-off role on each VM). Budgets are evaluated a few times a day, so
-this is the last layer, not the first.
+this is the last layer, not the first. And a deallocate that fails, whoever asked for
+it (the watchdog, the daily stop, the Logic App), mails the alert list: the box is
+STILL BILLED, and Azure is the one that can say so while nobody looks at `fab status`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ STOP_TRIGGER = "budget_exceeded"
 DEALLOCATE_API_VERSION = "2024-07-01"
 ARM_AUDIENCE = "https://management.azure.com/"
 ACTION_GROUP_SHORT_NAME = "glucosestop"  # at most 12 characters
+MAIL_GROUP_SHORT_NAME = "glucosemail"
+DEALLOCATE_OPERATION = "Microsoft.Compute/virtualMachines/deallocate/action"
 WORKFLOW_SCHEMA = (
     "https://schema.management.azure.com/providers/Microsoft.Logic/schemas/"
     "2016-06-01/workflowdefinition.json#"
@@ -101,6 +105,49 @@ def monthly_budget(
         time_period={"start_date": _first_of_this_month()},
         notifications=notifications,
         opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["timePeriod"]),
+    )
+
+
+def still_billed_alert(
+    name: str, group: resources.ResourceGroup, config: StackConfig, parent: pulumi.Resource
+) -> monitor.ActivityLogAlert:
+    """Mail the alert list when a deallocate of a VM in the stack's resource group fails.
+    The watchdog retries 1, 2, 4 ... 30 min apart, so the mails are as few as its tries;
+    a watchdog that cannot reach ARM at all leaves no event: the daily stop remains."""
+    child = pulumi.ResourceOptions(parent=parent)
+    mail = monitor.ActionGroup(
+        f"{name}-mail",
+        resource_group_name=group.name,
+        location="Global",
+        group_short_name=MAIL_GROUP_SHORT_NAME,
+        enabled=True,
+        email_receivers=[
+            {"name": f"alert-{index}", "email_address": address, "use_common_alert_schema": True}
+            for index, address in enumerate(config.alert_emails)
+        ],
+        tags=config.tags,
+        opts=child,
+    )
+    return monitor.ActivityLogAlert(
+        name,
+        resource_group_name=group.name,
+        location="Global",
+        scopes=[group.id],
+        enabled=True,
+        description=(
+            f"{config.project}/{config.stack}: deallocating a box failed; it is STILL BILLED "
+            "until a retry works (`fab status` shows the watchdog's tries)"
+        ),
+        condition={
+            "all_of": [
+                {"field": "category", "equals": "Administrative"},
+                {"field": "operationName", "equals": DEALLOCATE_OPERATION},
+                {"field": "status", "equals": "Failed"},
+            ]
+        },
+        actions={"action_groups": [{"action_group_id": mail.id}]},
+        tags=config.tags,
+        opts=child,
     )
 
 

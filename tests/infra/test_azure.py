@@ -56,6 +56,7 @@ TAGGED_TYPES = {
     "azure-native:devtestlab:GlobalSchedule",
     "azure-native:logic:Workflow",
     "azure-native:monitor:ActionGroup",
+    "azure-native:monitor:ActivityLogAlert",
 }
 POWER_ON_OFF = "40c5ff49-9181-41f8-ae61-143b0e78555e"
 

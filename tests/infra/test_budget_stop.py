@@ -15,6 +15,7 @@ COST_TAG = "aws:costexplorer/costAllocationTag:CostAllocationTag"
 WORKFLOW = "azure-native:logic:Workflow"
 ACTION_GROUP = "azure-native:monitor:ActionGroup"
 AZURE_BUDGET = "azure-native:consumption:Budget"
+ACTIVITY_LOG_ALERT = "azure-native:monitor:ActivityLogAlert"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 
 
@@ -26,6 +27,12 @@ def aws_pair() -> RunResult:
 @pytest.fixture(scope="module")
 def azure_pair() -> RunResult:
     return azure_program.run_stack(nodeCount="2")
+
+
+def _stop_group(result: RunResult):
+    """The action group that deallocates (the other one mails)."""
+    (group,) = [g for g in result.of_type(ACTION_GROUP) if g.inputs.get("logicAppReceivers")]
+    return group
 
 
 def _sorted_ids(result: RunResult, type_: str) -> list[str]:
@@ -112,14 +119,14 @@ def test_a_cost_explorer_that_will_not_answer_never_blocks_the_up():
 
 def test_azure_budget_alert_at_100_percent_fires_the_stop_action_group(azure_pair):
     notifications = azure_pair.one(AZURE_BUDGET).inputs["notifications"]
-    group = azure_pair.one(ACTION_GROUP)
+    group = _stop_group(azure_pair)
     assert notifications["actual100"]["contactGroups"] == [group.id]
     others = [n for key, n in notifications.items() if key != "actual100"]
     assert all("contactGroups" not in n for n in others)
 
 
 def test_azure_action_group_calls_the_deallocating_logic_app(azure_pair):
-    group = azure_pair.one(ACTION_GROUP).inputs
+    group = _stop_group(azure_pair).inputs
     workflow = azure_pair.one(WORKFLOW)
     (receiver,) = unwrap(group["logicAppReceivers"])
     assert receiver["resourceId"] == workflow.id
@@ -155,6 +162,29 @@ def test_azure_logic_app_may_power_off_exactly_the_boxes(azure_pair):
 
 def test_azure_stack_may_opt_out_of_the_budget_stop():
     result = azure_program.run_stack(budgetStopsBoxes="false")
-    assert result.of_type(WORKFLOW) == [] and result.of_type(ACTION_GROUP) == []
+    assert result.of_type(WORKFLOW) == []
+    assert all(not g.inputs.get("logicAppReceivers") for g in result.of_type(ACTION_GROUP))
     notifications = result.one(AZURE_BUDGET).inputs["notifications"]
     assert all("contactGroups" not in n for n in notifications.values())
+
+
+def test_azure_a_failed_deallocate_mails_the_alert_list(azure_pair):
+    alert = azure_pair.one(ACTIVITY_LOG_ALERT).inputs
+    assert alert["scopes"] == [azure_pair.one("azure-native:resources:ResourceGroup").id]
+    assert alert["condition"]["allOf"] == [
+        {"field": "category", "equals": "Administrative"},
+        {"field": "operationName", "equals": "Microsoft.Compute/virtualMachines/deallocate/action"},
+        {"field": "status", "equals": "Failed"},
+    ]
+    assert (alert["location"], alert["enabled"]) == ("Global", True)
+    assert "STILL BILLED" in alert["description"]
+    [action] = alert["actions"]["actionGroups"]
+    (mail,) = [g for g in azure_pair.of_type(ACTION_GROUP) if g.id == action["actionGroupId"]]
+    addresses = [r["emailAddress"] for r in mail.inputs["emailReceivers"]]
+    assert addresses == ["ana@example.org", "ben@example.org"]  # the stack's alertEmails
+    assert len(mail.inputs["groupShortName"]) <= 12
+
+
+def test_azure_still_billed_mail_stays_when_the_budget_stop_is_opted_out():
+    result = azure_program.run_stack(budgetStopsBoxes="false")
+    assert result.one(ACTIVITY_LOG_ALERT).inputs["enabled"] is True
