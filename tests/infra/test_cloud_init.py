@@ -241,6 +241,8 @@ def test_watchdog_config_matches_the_stack_settings():
     assert config["idle_shutdown_minutes"] == 45
     assert config["hung_trainer_minutes"] == 200
     assert (config["daily_stop_time"], config["daily_stop_time_zone"]) == ("22:30", "Europe/Berlin")
+    # The box's own BOX_ROOT: its state paths are the programs' defaults, on /run.
+    assert "state_path" not in config and "resume_state_path" not in config
 
 
 def test_the_stack_configs_guard_settings_reach_the_box():

@@ -133,3 +133,19 @@ def test_watchdog_runs_on_python_3_10(box):
     done = box.run("watchdog.py", now=T0 + IDLE_LIMIT_MINUTES * MINUTE, python=python)
     assert done.returncode == 0, done.stderr
     assert box.calls("shutdown") == [["-h", "now"]]
+
+
+def test_a_box_named_by_its_old_seams_alone_keeps_the_countdown_under_its_box_root(tmp_path):
+    # Checks outside this repo drive the real watchdog through box_root, proc_root and
+    # boot_id_path, with no state_path: the countdown goes with box_root, not to /run.
+    box = FakeBox(tmp_path, cloud="aws", idle_shutdown_minutes=IDLE_LIMIT_MINUTES)
+    seams = {k: v for k, v in box.settings.items() if not k.endswith("state_path")}
+    box.config_file.write_text(json.dumps(seams))
+    for second in (0, 60, 120):
+        box.tick(T0 + second)
+    assert box.calls("shutdown") == []
+    box.tick(T0 + IDLE_LIMIT_MINUTES * MINUTE)
+    assert box.calls("shutdown") == [["-h", "now"]]
+    state = json.loads((box.box_root / "watchdog" / "watchdog-state.json").read_text())
+    assert state["decision"] == "stop"
+    assert (box.box_root / "watchdog" / "state.json").resolve().name == "watchdog-state.json"

@@ -89,6 +89,8 @@ def save_state(path: Path, state: dict) -> bool:
 def link_state_for_fab(config: WatchdogConfig) -> None:
     """`fab status` reads BOX_ROOT/watchdog/state.json: keep it a link to the state."""
     link = Path(config.box_root) / "watchdog" / "state.json"
+    if Path(config.state_path) == link:  # a box_root seam may keep the state there
+        return
     try:
         if os.readlink(link) == config.state_path:
             return

@@ -23,6 +23,9 @@ CONFIG_ENV = "GLUCOSE_WATCHDOG_CONFIG"
 CLOUDS = ("aws", "azure", "local")
 MAX_HTTP_TIMEOUT_SECONDS = 10
 DAILY_TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
+BOX_ROOT = "/var/lib/glucose-training"
+# tmpfs: a full root disk cannot stop the countdown, and a boot resets it.
+RUN_DIR = "/run/glucose-training"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +38,7 @@ class WatchdogConfig:
     """A running trainer whose step has not advanced for this long counts as hung (idle)."""
     gpu_busy_percent: int = 10
     """GPU utilisation at or above this (any GPU) makes the box busy."""
-    box_root: str = "/var/lib/glucose-training"
+    box_root: str = BOX_ROOT
     imds_url: str = "http://169.254.169.254"
     """Instance metadata service of either cloud (same link-local address on both)."""
     arm_url: str = "https://management.azure.com"
@@ -61,15 +64,25 @@ class WatchdogConfig:
     """Idle time never carries over a reboot: the state is reset when this changes."""
     utmp_path: str = "/run/utmp"
     """Login records: sshd writes one per terminal session (a user cannot forge one)."""
-    state_path: str = "/run/glucose-training/watchdog-state.json"
-    """The countdown, on tmpfs: a full root disk cannot stop it, and a boot resets it."""
-    resume_state_path: str = "/run/glucose-training/resume-state.json"
-    """The resume unit's restart attempts in this boot (its retries are bounded)."""
+    state_path: str = ""
+    """The countdown. Unset: on tmpfs (RUN_DIR) for the box's own BOX_ROOT, else under
+    `box_root`/watchdog: a test seam that moves `box_root` (checks outside this repo
+    run the real watchdog against a fake box that way) keeps all of its files there."""
+    resume_state_path: str = ""
+    """The resume unit's restart attempts in this boot (its retries are bounded); unset
+    as `state_path`."""
     daily_stop_time: str = ""
     """HH:MM of the cloud's daily stop ("" unknown), to name that stop in the records."""
     daily_stop_time_zone: str = "UTC"
 
     def __post_init__(self) -> None:
+        for name, file in (
+            ("state_path", "watchdog-state.json"),
+            ("resume_state_path", "resume-state.json"),
+        ):
+            if not getattr(self, name):
+                home = RUN_DIR if self.box_root == BOX_ROOT else f"{self.box_root}/watchdog"
+                object.__setattr__(self, name, f"{home}/{file}")
         problems = []
         if self.cloud not in CLOUDS:
             problems.append(f"cloud is {self.cloud!r}, expected one of {', '.join(CLOUDS)}")
@@ -118,10 +131,13 @@ class WatchdogConfig:
     def to_json(self) -> str:
         """The settings that differ from the defaults: the rest are the programs' own, and
         the file is part of the boxes' size-limited user data."""
+        # Against the defaults this box would get, derived paths included.
+        plain = WatchdogConfig(self.cloud, self.idle_shutdown_minutes, box_root=self.box_root)
         fields = {
             field.name: getattr(self, field.name)
             for field in dataclasses.fields(self)
-            if getattr(self, field.name) != field.default
+            if field.default is dataclasses.MISSING
+            or getattr(self, field.name) != getattr(plain, field.name)
         }
         if "shutdown_command" in fields:
             fields["shutdown_command"] = list(self.shutdown_command)
