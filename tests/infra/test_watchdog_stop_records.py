@@ -75,6 +75,27 @@ def test_a_spot_eviction_is_named(box):
     assert box.stops()[-1]["summary"] == "by a spot eviction (run run-1 was preempted)"
 
 
+@pytest.mark.parametrize("cloud", ["aws", "azure"])
+def test_a_spot_eviction_of_a_box_without_a_run_is_named_from_the_clouds_notice(
+    tmp_path, fake_metadata, cloud
+):
+    box = FakeBox(tmp_path, cloud=cloud, metadata_url=fake_metadata.url)
+    if cloud == "aws":
+        fake_metadata.spot_interruption()
+    else:
+        fake_metadata.azure_preempt()
+    _shutdown(box, T0)
+    record = box.stops()[-1]
+    assert (record["by"], record["summary"]) == ("spot", "by a spot eviction (the cloud's notice)")
+
+
+def test_a_shutdown_without_a_notice_is_not_called_a_spot_eviction(tmp_path, fake_metadata):
+    box = FakeBox(tmp_path, cloud="azure", metadata_url=fake_metadata.url)
+    _shutdown(box, T0)
+    assert box.stops()[-1]["by"] == "outside"
+    assert "budget stop" in box.stops()[-1]["summary"]
+
+
 def test_a_reboot_is_named(box):
     box.set_systemd_jobs("1234 reboot.target start waiting")
     _shutdown(box, T0)

@@ -15,6 +15,7 @@ from typing import Any
 from watchdog_config import WatchdogConfig
 
 AZURE_IMDS_API_VERSION = "2021-02-01"
+AZURE_EVENTS_API_VERSION = "2020-07-01"
 AZURE_TOKEN_API_VERSION = "2018-02-01"
 AWS_TOKEN_TTL_SECONDS = 300
 
@@ -86,6 +87,18 @@ def azure_vm_resource_id(config: WatchdogConfig) -> str:
         )
     except KeyError as error:
         raise MetadataError(f"GET {url}: compute.{error.args[0]} missing") from error
+
+
+def azure_scheduled_events(config: WatchdogConfig) -> list[dict]:
+    """This VM's pending Scheduled Events (`EventType` Preempt: a spot eviction)."""
+    url = f"{config.imds_url}/metadata/scheduledevents?api-version={AZURE_EVENTS_API_VERSION}"
+    status, body = request(
+        url, timeout_seconds=config.request_timeout_seconds, headers={"Metadata": "true"}
+    )
+    events = _json_ok(url, status, body).get("Events")
+    if not isinstance(events, list):
+        return []
+    return [event for event in events if isinstance(event, dict)]
 
 
 def aws_metadata(config: WatchdogConfig, *paths: str) -> list[str]:

@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Callable
 
+import instance_metadata
 import user_files
 from bounded_command import CommandTimeout, run_bounded
 from box_time import now_seconds, read_boot_id
@@ -119,6 +120,21 @@ def _preempted_run(config: WatchdogConfig, now: float) -> str | None:
     return None
 
 
+def _spot_notice(config: WatchdogConfig) -> bool:
+    """The cloud's own word that this is a spot eviction, asked of instance metadata (a
+    box with no run saw no notice); at most two calls of `http_timeout_seconds`."""
+    try:
+        if config.cloud == "aws":
+            instance_metadata.aws_metadata(config, "spot/instance-action")  # 404: none
+            return True
+        if config.cloud == "azure":
+            events = instance_metadata.azure_scheduled_events(config)
+            return any(event.get("EventType") == "Preempt" for event in events)
+    except instance_metadata.MetadataError:
+        pass
+    return False
+
+
 def shutdown_record(config: WatchdogConfig, now: float, boot_id: str) -> dict:
     """What stopped the box when the watchdog did not."""
     preempted = _preempted_run(config, now)
@@ -126,12 +142,14 @@ def shutdown_record(config: WatchdogConfig, now: float, boot_id: str) -> dict:
         by, summary = "reboot", "by a reboot"
     elif preempted:
         by, summary = "spot", f"by a spot eviction (run {preempted} was preempted)"
+    elif _spot_notice(config):
+        by, summary = "spot", "by a spot eviction (the cloud's notice)"
     elif _at_daily_stop(config, now):
         zone = config.daily_stop_time_zone
         by, summary = "daily-stop", f"by the daily stop ({config.daily_stop_time} {zone})"
     else:
         by = "outside"
-        summary = "from outside the box (AWS idle alarm, console, CLI or the cloud)"
+        summary = "from outside the box (AWS idle alarm, budget stop, console, CLI or the cloud)"
     return {"at": now, "boot_id": boot_id, "by": by, "summary": summary}
 
 
