@@ -177,20 +177,20 @@ def status(c, run="", target="", stack=""):
     },
 )
 def hold(c, duration, target="", stack=""):
-    """Keep the box up without an SSH terminal: `fab hold 2h`."""
+    """Keep the box up without an SSH terminal: `fab hold 2h` (every box of the stack)."""
     minutes = box_lease.parse_minutes(duration)
-    box = _box(target, stack)
-    if minutes == 0:
-        box_lease.release(box, box_lease.HOLD_LEASE)
-        print(f"hold on {box.address} ended; the idle watchdog counts from its next look")
-        return
-    until = box_lease.write(box, box_lease.HOLD_LEASE, minutes, f"fab hold {duration}")
-    if until is None:
-        raise Exit(f"could not hold {box.address}: see the warning above")
-    print(
-        f"{box.address} held up until {time.strftime('%H:%M', time.localtime(until))} "
-        "(the idle watchdog counts from then; `fab hold 0` ends it sooner)"
-    )
+    for box in _boxes(target, stack):
+        if minutes == 0:
+            box_lease.release(box, box_lease.HOLD_LEASE)
+            print(f"hold on {box.address} ended; the idle watchdog counts from its next look")
+            continue
+        until = box_lease.write(box, box_lease.HOLD_LEASE, minutes, f"fab hold {duration}")
+        if until is None:
+            raise Exit(f"could not hold {box.address}: see the warning above")
+        print(
+            f"{box.address} held up until {time.strftime('%H:%M', time.localtime(until))} "
+            "(the idle watchdog counts from then; `fab hold 0` ends it sooner)"
+        )
 
 
 @task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})

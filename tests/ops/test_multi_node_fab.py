@@ -174,6 +174,14 @@ def _assert_stop_marks_every_box_then_stops_box_0_first(stack: Stack) -> None:
         assert marker.exists() and marker.stat().st_mtime < stops[0][0]["at"]
 
 
+def test_fab_hold_holds_every_box_and_hold_0_releases_them(stack: Stack) -> None:
+    _ok(stack.fab("hold", "2h"))
+    leases = [root / "leases" / "hold.json" for root in stack.boxes.roots]
+    assert [json.loads(lease.read_text())["minutes"] for lease in leases] == [120, 120]
+    _ok(stack.fab("hold", "0"))
+    assert not any(lease.exists() for lease in leases)
+
+
 @pytest.mark.e2e
 def test_a_box_that_is_down_holds_up_neither_status_nor_the_stop_of_box_0(stack: Stack) -> None:
     _ok(stack.fab("train", "--dataset", "tiny", "--run", "r3", "--image-name", "img:t"))
