@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Sequence
+from typing import Any
 
 import pulumi
 from pulumi_azure_native import compute, consumption, devtestlab, logic, monitor, resources
@@ -115,18 +116,16 @@ def still_billed_alert(
     The watchdog retries 1, 2, 4 ... 30 min apart, so the mails are as few as its tries;
     a watchdog that cannot reach ARM at all leaves no event: the daily stop remains."""
     child = pulumi.ResourceOptions(parent=parent)
-    mail = monitor.ActionGroup(
+    mail = _action_group(
         f"{name}-mail",
-        resource_group_name=group.name,
-        location="Global",
-        group_short_name=MAIL_GROUP_SHORT_NAME,
-        enabled=True,
+        group,
+        MAIL_GROUP_SHORT_NAME,
+        config,
+        child,
         email_receivers=[
             {"name": f"alert-{index}", "email_address": address, "use_common_alert_schema": True}
             for index, address in enumerate(config.alert_emails)
         ],
-        tags=config.tags,
-        opts=child,
     )
     return monitor.ActivityLogAlert(
         name,
@@ -189,12 +188,12 @@ def budget_stop(
         trigger_name=STOP_TRIGGER,
         opts=pulumi.InvokeOutputOptions(parent=parent),
     ).value
-    return monitor.ActionGroup(
+    return _action_group(
         f"{name}-group",
-        resource_group_name=group.name,
-        location="Global",
-        group_short_name=ACTION_GROUP_SHORT_NAME,
-        enabled=True,
+        group,
+        ACTION_GROUP_SHORT_NAME,
+        config,
+        pulumi.ResourceOptions(parent=parent, depends_on=grants),
         logic_app_receivers=[
             {
                 "name": "deallocate-boxes",
@@ -204,8 +203,27 @@ def budget_stop(
                 "use_common_alert_schema": True,
             }
         ],
+    )
+
+
+def _action_group(
+    name: str,
+    group: resources.ResourceGroup,
+    short_name: str,
+    config: StackConfig,
+    opts: pulumi.ResourceOptions,
+    **receivers: Any,
+) -> monitor.ActionGroup:
+    """An enabled action group of the stack (short name: at most 12 characters)."""
+    return monitor.ActionGroup(
+        name,
+        resource_group_name=group.name,
+        location="Global",
+        group_short_name=short_name,
+        enabled=True,
         tags=config.tags,
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=grants),
+        opts=opts,
+        **receivers,
     )
 
 

@@ -137,16 +137,25 @@ def _storage_dies_before_finish(monkeypatch: pytest.MonkeyPatch, store_dir: Path
     monkeypatch.setattr(final_upload_module, "SYNC_SECONDS", 2.0)
 
 
-def test_a_finished_run_with_storage_down_is_upload_pending_until_sync(
-    tiny_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _finished_with_storage_down(tiny_data: Path, tmp_path: Path, monkeypatch, max_steps: int):
+    """A run that trained to its end as its store went down: (config, run dir, store
+    dir, store URI), its status `finished-upload-pending`."""
     store_dir, run_dir = tmp_path / "store", tmp_path / "run"
     uri = f"file://{store_dir}"
-    # Past the first epoch's end (5 steps): a best checkpoint waits too.
-    config = _with_store(tiny_run_config(tiny_data, run_dir, max_steps=7), uri)
+    config = _with_store(tiny_run_config(tiny_data, run_dir, max_steps=max_steps), uri)
     _storage_dies_before_finish(monkeypatch, store_dir)
     assert train(config) == 0
     assert _status(run_dir)["state"] == UPLOAD_PENDING
+    return config, run_dir, store_dir, uri
+
+
+def test_a_finished_run_with_storage_down_is_upload_pending_until_sync(
+    tiny_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Past the first epoch's end (5 steps): a best checkpoint waits too.
+    config, run_dir, store_dir, uri = _finished_with_storage_down(
+        tiny_data, tmp_path, monkeypatch, max_steps=7
+    )
     assert train(config) == 0  # its container starts again; storage still down
     assert _status(run_dir)["state"] == UPLOAD_PENDING
     assert main(["sync", "--run-dir", str(run_dir), "--checkpoint-uri", uri]) == 75
@@ -167,14 +176,13 @@ def test_a_finished_run_with_storage_down_is_upload_pending_until_sync(
 def test_the_next_start_of_an_upload_pending_run_finishes_its_uploads(
     tiny_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store_dir, run_dir = tmp_path / "store", tmp_path / "run"
-    config = _with_store(tiny_run_config(tiny_data, run_dir, max_steps=2), f"file://{store_dir}")
-    _storage_dies_before_finish(monkeypatch, store_dir)
-    assert train(config) == 0
+    config, run_dir, store_dir, uri = _finished_with_storage_down(
+        tiny_data, tmp_path, monkeypatch, max_steps=2
+    )
     store_dir.unlink()
     assert train(config) == 0
     assert _status(run_dir)["state"] == "finished"
-    assert "summary.json" in open_store(f"file://{store_dir}").list()
+    assert "summary.json" in open_store(uri).list()
 
 
 def test_an_upload_pending_run_relaunched_under_torchrun_uploads_alone(
@@ -182,11 +190,9 @@ def test_an_upload_pending_run_relaunched_under_torchrun_uploads_alone(
 ) -> None:
     # Box 0 of a finished multi-box run: the other boxes stay down, so ranks started
     # here would wait in the rendezvous for nobody; the launch uploads and ends.
-    store_dir, run_dir = tmp_path / "store", tmp_path / "run"
-    uri = f"file://{store_dir}"
-    config = _with_store(tiny_run_config(tiny_data, run_dir, max_steps=2), uri)
-    _storage_dies_before_finish(monkeypatch, store_dir)
-    assert train(config) == 0
+    _, run_dir, store_dir, uri = _finished_with_storage_down(
+        tiny_data, tmp_path, monkeypatch, max_steps=2
+    )
     store_dir.unlink()
 
     def no_torchrun(*args, **kwargs):
