@@ -63,8 +63,8 @@ class Box:
     def __init__(self, target: Target, node: int = 0, boot_wait_s: float | None = None) -> None:
         self.target = target
         self.node = node
+        # How long to wait for a box that does not answer yet (booting) before giving up.
         self.boot_wait_s = boot_wait_seconds() if boot_wait_s is None else boot_wait_s
-        """How long to wait for a box that does not answer yet (booting) before giving up."""
         self.host, self.gateway_host = target.ssh_route(node)
         self.root = target.box_root
         self._connection: Connection | None = None

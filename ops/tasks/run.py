@@ -198,10 +198,10 @@ def stop(c, run="", target="", stack=""):
     """Stop a run gracefully: checkpoint, upload, exit (on every box of the run)."""
     boxes = _boxes(target, stack, OTHER_BOX_WAIT_SECONDS)
     run_id = trainer_container.resolve_run_id(boxes[0], run)
-    reachable, states = [], []
+    found = []  # (box, its container's state) for every box that answered
     for box in boxes:
         try:
-            states.append(trainer_container.inspect_container(box, run_id))
+            found.append((box, trainer_container.inspect_container(box, run_id)))
         except Exit as error:
             if box.node == 0:
                 raise
@@ -209,11 +209,9 @@ def stop(c, run="", target="", stack=""):
                 f"[yellow]warning:[/] {error.message}; its part of the run ends with box 0's, "
                 f"but unmarked: if it starts again, `fab stop --run {run_id}` once it is up"
             )
-            continue
-        reachable.append(box)
-    if not any(state and (state.running or state.restarting) for state in states):
+    if not any(state and (state.running or state.restarting) for _, state in found):
         raise Exit(f"run {run_id} is not running on {boxes[0].address}; nothing to stop")
-    holding = [box for box, state in zip(reachable, states, strict=True) if state is not None]
+    holding = [box for box, state in found if state is not None]
     # Markers first: no box's resume unit may bring a user-stopped run back.
     for box in holding:
         box.run(f"touch {shlex.quote(trainer_container.run_dir(box.root, run_id))}/STOPPED_BY_USER")

@@ -245,14 +245,18 @@ def test_watchdog_config_matches_the_stack_settings():
     assert "state_path" not in config and "resume_state_path" not in config
 
 
+# The guard settings of a stack config (the attributes infra.config.StackConfig has).
+STACK_GUARD_CONFIG = SimpleNamespace(
+    idle_shutdown_minutes=40,
+    hung_trainer_minutes=90,
+    auto_shutdown_time="21:00",
+    auto_shutdown_time_zone="Asia/Tokyo",
+)
+
+
 def test_the_stack_configs_guard_settings_reach_the_box():
-    config = SimpleNamespace(
-        idle_shutdown_minutes=40,
-        hung_trainer_minutes=90,
-        auto_shutdown_time="21:00",
-        auto_shutdown_time_zone="Asia/Tokyo",
-    )
-    document = render_cloud_init(cloud="aws", ssh_user="ubuntu", **box_guard_settings(config))
+    settings = box_guard_settings(STACK_GUARD_CONFIG)
+    document = render_cloud_init(cloud="aws", ssh_user="ubuntu", **settings)
     box = json.loads(_files(document)["/etc/glucose-training/watchdog.json"]["content"])
     assert (box["idle_shutdown_minutes"], box["hung_trainer_minutes"]) == (40, 90)
     assert (box["daily_stop_time"], box["daily_stop_time_zone"]) == ("21:00", "Asia/Tokyo")
@@ -262,16 +266,10 @@ def test_each_guard_setting_is_exported_under_its_stack_config_key():
     # `fab box-update` reads them back from the stack's outputs by these names.
     from infra.config import KEYS
 
-    config = SimpleNamespace(
-        idle_shutdown_minutes=40,
-        hung_trainer_minutes=90,
-        auto_shutdown_time="21:00",
-        auto_shutdown_time_zone="Asia/Tokyo",
-    )
-    settings = box_guard_settings(config)
+    settings = box_guard_settings(STACK_GUARD_CONFIG)
     assert set(settings) == set(GUARD_SETTING_OUTPUTS)
     for setting, output in GUARD_SETTING_OUTPUTS.items():
-        assert getattr(config, KEYS[output]) == settings[setting], output
+        assert getattr(STACK_GUARD_CONFIG, KEYS[output]) == settings[setting], output
 
 
 def test_rendered_config_is_accepted_by_the_box_program(tmp_path):
