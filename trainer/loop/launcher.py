@@ -177,12 +177,13 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def exit_process(code: int) -> NoReturn:
-    """Exit with `code`. A torchrun worker, its files written and its process group
-    left, skips the interpreter's teardown: torch's C++ threads sometimes abort a
-    finished rank there ("terminate called without an active exception", SIGABRT,
-    after its last line: 4 of ~35 two-box CPU runs while this machine was loaded,
-    torch 2.13), and torchrun takes that for a failure and restarts the group."""
-    if os.environ.get(WORKER_MARKER):
+    """Exit with `code`. A rank of a process group (a torchrun worker, or one started
+    with WORLD_SIZE by hand), its files written and its group left, skips the
+    interpreter's teardown: torch's C++ threads sometimes abort a finished rank there
+    ("terminate called without an active exception", SIGABRT, after its last line: 4
+    of ~35 two-box CPU runs while this machine was loaded, torch 2.13), and torchrun
+    takes that for a failure and restarts the group; a rank without torchrun ends -6."""
+    if os.environ.get(WORKER_MARKER) or os.environ.get("WORLD_SIZE", "1") != "1":
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
