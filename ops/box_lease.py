@@ -3,7 +3,7 @@
 A lease is BOX_ROOT/leases/<name>.json, `{"written_at", "minutes", "reason"}`,
 stamped with the box's clock (the watchdog compares with its own). It expires by
 itself; the watchdog caps any lease at MAX_LEASE_MINUTES whatever it says
-(pulumi/infra/box/busy_signals.py), so a forgotten one costs hours, not weeks.
+(box/busy_signals.py), so a forgotten one costs hours, not weeks.
 """
 
 from __future__ import annotations

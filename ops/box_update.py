@@ -1,8 +1,8 @@
 """Box programs and settings to running boxes, without a reboot; and whether a box is behind.
 
-cloud-init installs `pulumi/infra/box/*`, their systemd units and the watchdog's
+cloud-init installs `box/*`, their systemd units and the watchdog's
 settings once, at a box's first boot, and `pulumi up` deliberately leaves existing
-boxes alone. `fab box-update` renders the very same files (`infra.cloud_init`, with the
+boxes alone. `fab box-update` renders the very same files (`box.cloud_init`, with the
 stack's settings), writes them over SSH as root (each to a temporary name, then
 renamed; the version file last), then runs the new `setup-box.sh ... guard`: the same
 "guard on" as a first boot (box root and its ownership, systemd reloaded, units
@@ -31,7 +31,7 @@ from typing import Any
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops.pulumi_program import infra_module
+from box import cloud_init
 from ops.remote import Box, nodes
 from ops.target import Target
 
@@ -60,8 +60,7 @@ class BoxFile:
 
 
 def rendered_files(settings: BoxSettings) -> list[BoxFile]:
-    """Every file cloud-init installs on such a box (`infra.cloud_init.installed_files`)."""
-    cloud_init = infra_module("cloud_init")
+    """Every file cloud-init installs on such a box (`box.cloud_init.installed_files`)."""
     try:
         files = cloud_init.installed_files(cloud=settings.cloud, **settings.guard)
     except ValueError as error:
@@ -70,7 +69,7 @@ def rendered_files(settings: BoxSettings) -> list[BoxFile]:
 
 
 def version_path() -> str:
-    return infra_module("cloud_init").VERSION_PATH
+    return cloud_init.VERSION_PATH
 
 
 def running_version(box: Box) -> dict | None:
@@ -84,7 +83,7 @@ def running_version(box: Box) -> dict | None:
 
 def current_settings(box: Box) -> dict:
     """The box's own watchdog.json (empty when missing or unreadable)."""
-    text = _read(box, infra_module("cloud_init").CONFIG_PATH)
+    text = _read(box, cloud_init.CONFIG_PATH)
     try:
         return json.loads(text) if text else {}
     except json.JSONDecodeError:
@@ -107,7 +106,6 @@ def settings_for(
             f"{target.source} is cloud {target.cloud!r}: box-update is for boxes `pulumi up` "
             f"made ({' or '.join(CLOUDS)}), whose programs cloud-init installed"
         )
-    cloud_init = infra_module("cloud_init")
     types = typing.get_type_hints(cloud_init.render_cloud_init)
     parameters = inspect.signature(cloud_init.render_cloud_init).parameters
     on_box = current_settings(box)
@@ -168,7 +166,6 @@ def install_script(files: list[BoxFile], ssh_user: str, cloud: str) -> str:
 
 def _guard_command(ssh_user: str, cloud: str) -> str:
     """setup-box.sh's guard mode, just written: box root, ownership, units."""
-    cloud_init = infra_module("cloud_init")
     script = FS_ROOT + shlex.quote(f"{cloud_init.PROGRAM_DIR}/setup-box.sh")
     box_root = FS_ROOT + shlex.quote(cloud_init.BOX_ROOT)
     # stdin is this script's own: setup-box.sh must not read the rest of it.

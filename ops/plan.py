@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 
-from ops.catalog import CLOUDS, VmSize, lookup
 from ops.pricing import HourlyPrice, snapshot_price
 from ops.throughput import (
     ESTIMATED_PEAK_FRACTION,
@@ -22,6 +21,7 @@ from ops.throughput import (
     throughput,
     train_flops_per_window,
 )
+from stack.catalog import CLOUDS, VmSize, lookup
 
 # The seeds' dataset sizes, in windows.
 MILESTONE_WINDOWS = {"M1": 600_000, "M2": 2_400_000, "M3": 12_000_000}
@@ -227,7 +227,7 @@ def make_plan(
         clouds = "azure or aws" if request.cloud == "all" else request.cloud
         raise ValueError(
             f"the catalog has no current {clouds} size{where}; "
-            "drop --region or pick another (see ops/catalog.py for each size's regions)"
+            "drop --region or pick another (see stack/catalog.py for each size's regions)"
         )
     rows = [_row(request, s, prices.get(s.name) or snapshot_price(s), measured) for s in current]
     rows.sort(key=lambda r: (r.total_usd, r.hours, r.size))

@@ -21,10 +21,9 @@ from typing import Any
 from invoke.exceptions import Exit
 
 from ops.preflight_report import Findings
-from ops.pulumi_program import infra_module
+from stack import config as stack_config
 
 PULUMI_TIMEOUT_SECONDS = 120
-NAMESPACE = "glucose-training"
 SUBSCRIPTION_KEYS = ("azure-native:subscriptionId",)
 SUBSCRIPTION_ENV = ("ARM_SUBSCRIPTION_ID", "AZURE_SUBSCRIPTION_ID")
 
@@ -84,19 +83,18 @@ def _pulumi(command: list[str]) -> str:
 
 def run(settings: StackSettings) -> Findings:
     """Validate the config, then check the cloud; every problem in one Findings."""
-    infra_config = infra_module("config")
-    prefix = f"{NAMESPACE}:"
+    prefix = f"{stack_config.NAMESPACE}:"
     raw = {k[len(prefix) :]: v for k, v in settings.values.items() if k.startswith(prefix)}
     cloud = raw.get("cloud")
-    region_key = infra_config.REGION_KEYS.get(cloud) if isinstance(cloud, str) else None
+    region_key = stack_config.REGION_KEYS.get(cloud) if isinstance(cloud, str) else None
     try:
-        config = infra_config.validate(
+        config = stack_config.validate(
             raw,
             settings.get(region_key) if region_key else None,
-            project=NAMESPACE,
+            project=stack_config.NAMESPACE,
             stack=settings.stack,
         )
-    except infra_config.ConfigError as error:
+    except stack_config.ConfigError as error:
         findings = Findings()
         for problem in error.problems:
             findings.problem_if(f"stack config: {problem}")
@@ -119,6 +117,7 @@ def _aws(config: Any, settings: StackSettings) -> Findings:
 
 def _azure(config: Any, settings: StackSettings) -> Findings:
     from ops import preflight_azure
+    from stack.arm import ArmClient
 
     subscription = next(
         (settings.get(k) for k in SUBSCRIPTION_KEYS if settings.get(k)), None
@@ -134,5 +133,5 @@ def _azure(config: Any, settings: StackSettings) -> Findings:
         )
         return findings
     return preflight_azure.check(
-        config, preflight_azure.ArmClient.from_environment(token), subscription
+        config, ArmClient.from_environment(token), subscription
     )

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ops import quota
 from ops.preflight_report import Findings
+from stack import quota
 
 # What `pulumi up` does with the deployer's identity (a representative action per
 # resource kind; IAM's policy simulator answers for each).
@@ -38,7 +38,7 @@ REQUIRED_ACTIONS = (
     "ce:UpdateCostAllocationTagsStatus",
 )
 LIVE_INSTANCE_STATES = ("pending", "running", "stopping", "stopped")
-# One per stack whatever nodeCount: only box 0 has one (pulumi/infra/aws.py).
+# One per stack whatever nodeCount: only box 0 has one (pulumi/infra/aws/training_box.py).
 ELASTIC_IPS_PER_STACK = 1
 COST_SCOPE_TAG = "cost-scope"
 

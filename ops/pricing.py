@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
-from ops.catalog import VmSize
+from stack.catalog import VmSize
 
 AZURE_RETAIL_PRICES_URL = "https://prices.azure.com/api/retail/prices"
 AZURE_PRICES_URL_ENV = "GLUCOSE_AZURE_PRICES_URL"  # points `fab plan --live` at a fake

@@ -232,7 +232,7 @@ def _wait_or_give_up(
 
 
 def _raise_if_setup_failed(connection: Connection, box: Box) -> None:
-    """The box's setup wrote a `failed` marker (pulumi/infra/box/setup-box.sh): say so now."""
+    """The box's setup wrote a `failed` marker (box/setup-box.sh): say so now."""
     marker = f"{box.root}/failed"
     result = connection.run(f"cat {shlex.quote(marker)}", hide=True, warn=True, in_stream=False)
     if result.exited != 0:

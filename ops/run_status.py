@@ -117,7 +117,7 @@ def snapshot(box: Box, run_id: str) -> RunSnapshot:
 
 
 def box_snapshot(box: Box) -> BoxSnapshot:
-    # state.json links to the watchdog's state on /run (pulumi/infra/box/setup-box.sh).
+    # state.json links to the watchdog's state on /run (box/setup-box.sh).
     last_stop = box.run(f"tail -n 1 {shlex.quote(box.root)}/watchdog/stops.jsonl", check=False)
     return BoxSnapshot(
         watchdog=_json_or_empty(box.read_text(f"{box.root}/watchdog/state.json")),
@@ -133,7 +133,7 @@ def _clock(unix_s: float, now: float) -> str:
 
 
 def watchdog_line(state: dict, now: float) -> str | None:
-    """The box's idle watchdog (pulumi/infra/box/watchdog.py) in a line, when it runs."""
+    """The box's idle watchdog (box/watchdog.py) in a line, when it runs."""
     if not state:
         return None
     if state.get("stop_failures"):
@@ -168,7 +168,7 @@ def lease_lines(state: dict, now: float) -> list[str]:
 
 
 def last_stop_line(record: dict, now: float) -> str | None:
-    """Why the box last stopped, as the box recorded it (pulumi/infra/box/stop_records.py)."""
+    """Why the box last stopped, as the box recorded it (box/stop_records.py)."""
     if not isinstance(record.get("at"), (int, float)) or not record.get("summary"):
         return None
     return f"last stop:  {_clock(record['at'], now)} {record['summary']}"

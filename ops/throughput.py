@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ops.catalog import GPU_LINKS, GpuSpec
+from stack.catalog import GPU_LINKS, GpuSpec
 from trainer.bench.throughput_record import RECORD_FIELDS
 
 MEASURED_CSV = Path(__file__).with_name("measured_throughput.csv")

@@ -182,7 +182,7 @@ def docker_run_command(target: Target, launch: Launch, *, gpus: bool, user: str)
         "--label", f"{RUN_ID_LABEL}={launch.run_id}",
         # Docker restarts nothing: its on-failure policy restarts a crash loop forever
         # and revives user-stopped runs at the next daemon start. The box's resume
-        # unit (pulumi/infra/box/resume.py) is the one restarter, for exit 75 only.
+        # unit (box/resume.py) is the one restarter, for exit 75 only.
         "--restart", "no",
         "--stop-timeout", str(STOP_TIMEOUT_SECONDS),
         *container_options(target, user, env_file=_trainer_env_file(target, launch.run_id)),

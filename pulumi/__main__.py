@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import pulumi
 
-from infra.cloud_init import GUARD_SETTING_OUTPUTS, box_guard_settings
-from infra.config import ConfigError, StackConfig, load_stack_config
+from box.cloud_init import GUARD_SETTING_OUTPUTS, box_guard_settings
 from infra.quota_check import quota_problems
+from infra.stack_config import load_stack_config
 from infra.training_box import TrainingBox
+from stack.config import ConfigError, StackConfig
 
 COMPONENT_NAME = "glucose"
 
@@ -22,10 +23,10 @@ COMPONENT_NAME = "glucose"
 def build(config: StackConfig) -> TrainingBox:
     """The training box component for the configured cloud."""
     if config.cloud == "azure":
-        from infra.azure import AzureTrainingBox
+        from infra.azure.training_box import AzureTrainingBox
 
         return AzureTrainingBox(COMPONENT_NAME, config)
-    from infra.aws import AwsTrainingBox
+    from infra.aws.training_box import AwsTrainingBox
 
     return AwsTrainingBox(COMPONENT_NAME, config)
 

@@ -13,10 +13,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", REPO / "ARCHITECTURE.md", *sorted((REPO / "docs").glob("*.md"))]
 RELATIVE_LINK = re.compile(r"\]\((?!https?://|#)([^)#\s]+)(?:#[^)]*)?\)")
-# `trainer/loop/train.py`, `pulumi/infra/box/`, or `ops/plan.hourly_price` (a module's
+# `trainer/loop/train.py`, `box/`, or `ops/plan.hourly_price` (a module's
 # attribute); not globs or placeholders (`tests/infra/test_watchdog_*.py`, `runs/<id>/`).
 REPO_PATH = re.compile(r"`((?:trainer|ops|pulumi|tests|requirements|docs|\.ci)/[\w./-]*)`")
-# `trainer.checkpoints.resume.misfit`, `ops.catalog.VmSize.hourly_price_usd()`: a module,
+# `trainer.checkpoints.resume.misfit`, `stack.catalog.VmSize.hourly_price_usd()`: a module,
 # then at most a class and its attribute. `infra` is the package inside pulumi/.
 DOTTED_NAME = re.compile(r"`((?:trainer|ops|infra)(?:\.\w+)+)[`(]")
 
@@ -72,5 +72,5 @@ def test_a_moved_module_named_by_a_page_is_caught():
     assert not _names_a_module("trainer.resume.misfit")
     assert not _names_a_module("trainer.checkpoint")
     assert _names_a_module("trainer.checkpoints.resume.misfit")
-    assert _names_a_module("ops.catalog.VmSize.hourly_price_usd")
-    assert _names_a_module("infra.config")
+    assert _names_a_module("stack.catalog.VmSize.hourly_price_usd")
+    assert _names_a_module("stack.config")

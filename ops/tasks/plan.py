@@ -13,7 +13,6 @@ from invoke import Context, Exit, task
 from rich.console import Console
 from rich.table import Table
 
-from ops import catalog
 from ops.plan import (
     MILESTONE_WINDOWS,
     Plan,
@@ -26,6 +25,7 @@ from ops.pricing import live_prices
 from ops.target import resolve_target
 from ops.tasks.image import STACK_HELP, TARGET_HELP
 from ops.throughput import load_measured
+from stack import catalog
 
 _WIDE_COLUMNS = 170  # when piped (make demo > cost_plan.txt), never squeeze the table
 

@@ -4,7 +4,7 @@ New accounts often have no GPU quota at all; found out at instance creation, the
 network, storage and registry are already there and billing. One read through the
 deployer's own credentials answers it first: AWS Service Quotas through the provider's
 invoke, Azure's compute usages through ARM with the provider's own token. The rule and
-the message (with the request command) are `ops.quota`'s, the same as `fab preflight`.
+the message (with the request command) are `stack.quota`'s, the same as `fab preflight`.
 
 Boxes already running are not counted (they are this stack's on a later `pulumi up`);
 `fab preflight` counts what else is in use. A check that cannot be made (the deployer
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pulumi
 
-from infra.config import StackConfig
-from ops import quota
+from stack import quota
+from stack.config import StackConfig
 
 
 def quota_problems(config: StackConfig) -> list[str]:
@@ -46,7 +46,7 @@ def _aws(config: StackConfig) -> list[str]:
 def _azure(config: StackConfig) -> list[str]:
     from pulumi_azure_native import authorization
 
-    from ops.preflight_azure import ArmClient, quota_problems
+    from stack.arm import ArmClient, quota_problems
 
     token = authorization.get_client_token().token
     subscription = authorization.get_client_config().subscription_id

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import pulumi
 
-from infra.config import StackConfig
+from stack.config import StackConfig
 
 
 class TrainingBox(pulumi.ComponentResource):

@@ -18,7 +18,7 @@ from typing import Any
 
 from pulumi.runtime import mocks as pulumi_mocks
 
-from ops.preflight_azure import ARM_ENDPOINT_ENV
+from stack.arm import ARM_ENDPOINT_ENV
 from tests.fake_arm import SUBSCRIPTION, FakeArm
 from tests.infra.mocks import Recorder, RunResult, main_program, run_program
 

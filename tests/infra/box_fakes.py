@@ -4,7 +4,7 @@ Fake `docker`, `nvidia-smi`, `shutdown`, `aws` and `systemctl` go first on PATH:
 Python script (FAKE_TOOL) linked under each name, reading and recording into one
 JSON file. A fake /proc holds processes and the boot time, a fake utmp the login
 records sshd would write, a file the boot id; the clock is $GLUCOSE_WATCHDOG_NOW.
-The programs themselves run unchanged from pulumi/infra/box/ in a subprocess, as
+The programs themselves run unchanged from box/ in a subprocess, as
 systemd runs them on the VM.
 """
 
@@ -21,13 +21,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-BOX_DIR = Path(__file__).resolve().parents[2] / "pulumi" / "infra" / "box"
+from tests.paths import BOX_DIR
+
 RUN_ID_LABEL = "glucose-training.run-id"
 PREPARE_LABEL = "glucose-training.prepare"
 FAKE_TOOLS = ("docker", "nvidia-smi", "shutdown", "aws", "systemctl")
 # Long before the tests' clocks (1.8e9): the box has been up all along.
 BOOT_TIME = 1_700_000_000.0
-# glibc's struct utmp (pulumi/infra/box/ssh_sessions.py reads the same layout).
+# glibc's struct utmp (box/ssh_sessions.py reads the same layout).
 UTMP_RECORD = struct.Struct("=hxxi32s4s32s256shhiii4i20s")
 USER_PROCESS, DEAD_PROCESS = 7, 8
 
@@ -322,7 +323,7 @@ class FakeBox:
         env: dict[str, str] | None = None,
         box_dir: Path = BOX_DIR,
     ) -> subprocess.CompletedProcess:
-        """Run pulumi/infra/box/<program> once, as its systemd unit would."""
+        """Run box/<program> once, as its systemd unit would."""
         env = {
             **(env or {}),
             "PATH": f"{self.bin_dir}{os.pathsep}{os.environ['PATH']}",

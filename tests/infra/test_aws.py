@@ -13,10 +13,13 @@ import pulumi
 import pytest
 import yaml
 
-from infra import aws, aws_guard_rails, aws_iam, aws_network
-from infra.cloud_init import render_cloud_init
-from infra.config import validate
-from ops import catalog
+from box.cloud_init import render_cloud_init
+from infra.aws import access as aws_iam
+from infra.aws import guard_rails as aws_guard_rails
+from infra.aws import network as aws_network
+from infra.aws import training_box as aws
+from stack import catalog
+from stack.config import validate
 from tests.infra.aws_program import (
     ACCOUNT_ID,
     AMI_ID,
@@ -34,7 +37,7 @@ ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 REPO = Path(__file__).resolve().parents[2]
-BOX_SOURCE_DIR = REPO / "pulumi" / "infra" / "box"
+BOX_SOURCE_DIR = REPO / "box"
 # Resource types AWS gives no tags to.
 UNTAGGED_TYPES = {
     "aws:ec2/routeTableAssociation:RouteTableAssociation",

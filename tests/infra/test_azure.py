@@ -10,9 +10,9 @@ import pulumi
 import pytest
 import yaml
 
-from infra.azure import AzureTrainingBox, security_profile
-from infra.config import validate
-from ops import catalog
+from infra.azure.training_box import AzureTrainingBox, security_profile
+from stack import catalog
+from stack.config import validate
 from tests.fake_arm import SUBSCRIPTION
 from tests.infra.azure_program import (
     DEPLOYER,

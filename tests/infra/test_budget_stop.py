@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from infra import aws_guard_rails, azure_guard_rails
+from infra.aws import guard_rails as aws_guard_rails
+from infra.azure import guard_rails as azure_guard_rails
 from tests.infra import aws_program, azure_program
 from tests.infra.mocks import RunResult, unwrap
 

@@ -17,11 +17,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-PULUMI_DIR = Path(__file__).resolve().parents[2] / "pulumi"
-BOX_DIR = PULUMI_DIR / "infra" / "box"
-sys.path.insert(0, str(PULUMI_DIR))
-
-from infra.cloud_init import (  # noqa: E402
+from box import cloud_init
+from box.cloud_init import (
     CONFIG_PATH,
     GUARD_SETTING_OUTPUTS,
     PROGRAMS_ARCHIVE_PATH,
@@ -31,7 +28,8 @@ from infra.cloud_init import (  # noqa: E402
     installed_files,
     render_cloud_init,
 )
-from tests.infra.box_fakes import box_python  # noqa: E402
+from tests.infra.box_fakes import box_python
+from tests.paths import BOX_DIR
 
 AWS_USER_DATA_LIMIT_BYTES = 16 * 1024  # raw, before base64
 AZURE_CUSTOM_DATA_LIMIT_BYTES = 64 * 1024
@@ -78,7 +76,11 @@ def _installed(files: dict, source: Path) -> str:
 
 
 def _box_sources(*suffixes: str) -> list[Path]:
-    return sorted(path for path in BOX_DIR.iterdir() if path.suffix in suffixes)
+    return sorted(
+        path
+        for path in BOX_DIR.iterdir()
+        if path.suffix in suffixes and path.name not in cloud_init.PACKER_FILES
+    )
 
 
 def _without_docstrings(tree: ast.AST) -> str:
@@ -103,7 +105,7 @@ def test_every_box_program_is_installed_as_the_same_code():
             ast.parse(source.read_text())
         ), source.name
         assert (
-            f"pulumi/infra/box/{source.name}"
+            f"box/{source.name}"
             in installed.splitlines()[1 if installed.startswith("#!") else 0]
         )
 
@@ -245,7 +247,7 @@ def test_watchdog_config_matches_the_stack_settings():
     assert "state_path" not in config and "resume_state_path" not in config
 
 
-# The guard settings of a stack config (the attributes infra.config.StackConfig has).
+# The guard settings of a stack config (the attributes stack.config.StackConfig has).
 STACK_GUARD_CONFIG = SimpleNamespace(
     idle_shutdown_minutes=40,
     hung_trainer_minutes=90,
@@ -264,7 +266,7 @@ def test_the_stack_configs_guard_settings_reach_the_box():
 
 def test_each_guard_setting_is_exported_under_its_stack_config_key():
     # `fab box-update` reads them back from the stack's outputs by these names.
-    from infra.config import KEYS
+    from stack.config import KEYS
 
     settings = box_guard_settings(STACK_GUARD_CONFIG)
     assert set(settings) == set(GUARD_SETTING_OUTPUTS)

@@ -3,7 +3,8 @@ import dataclasses
 import pulumi
 import pytest
 
-from infra.config import ConfigError, StackConfig, load_stack_config, validate
+from infra.stack_config import load_stack_config
+from stack.config import ConfigError, StackConfig, validate
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx1Y29zZS10cmFpbmluZy10ZXN0LWtleQ me@laptop"
 GOOD = {

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from infra import cloud_init
+from box import cloud_init
 from tests.infra import aws_program, azure_program
 from tests.infra.mocks import RunResult, unwrap
 
@@ -55,7 +55,7 @@ def engine_diff(before: RunResult, after: RunResult) -> set[tuple[str, str]]:
 
 
 def change_box_programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """From now on pulumi/infra/box/ has the watchdog edited, as the next commit might."""
+    """From now on box/ has the watchdog edited, as the next commit might."""
     box = tmp_path / "box"
     shutil.copytree(cloud_init.BOX_SOURCE_DIR, box)
     watchdog = box / "watchdog.py"

@@ -8,11 +8,10 @@ marker with the log's tail instead of silence.
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 from tests.infra.box_fakes import FakeBox
+from tests.paths import BOX_DIR
 
-BOX_DIR = Path(__file__).resolve().parents[2] / "pulumi" / "infra" / "box"
 REAL_TOOLS = (
     *("bash", "grep", "sort", "tail", "sed", "mkdir", "date", "mv", "cat", "ln", "rm"),
     *("tee", "sleep"),

@@ -15,7 +15,7 @@ import sys
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 
-from infra.aws_spot_requests import guard_provider
+from infra.aws.spot_requests import guard_provider
 from tests.infra import aws_program
 
 GUARD = "pulumi-python:dynamic/glucose-training:SpotRequestGuard"

@@ -2,7 +2,7 @@ import zoneinfo
 
 import pytest
 
-from infra.time_zones import IANA_TO_WINDOWS, windows_time_zone
+from stack.time_zones import IANA_TO_WINDOWS, windows_time_zone
 
 
 @pytest.mark.parametrize("iana", sorted(IANA_TO_WINDOWS))

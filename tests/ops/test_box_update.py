@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from invoke.exceptions import Exit
 
-from infra import cloud_init
+from box import cloud_init
 from ops import box_update
 from ops.remote import Box
 from ops.target import load_target_file

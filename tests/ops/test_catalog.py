@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from ops import catalog
-from ops.catalog import CatalogError, lookup, sizes
+from stack import catalog
+from stack.catalog import CatalogError, lookup, sizes
 
 # fmt: off
 AZURE_SIZES = {

@@ -3,8 +3,9 @@ gradients against a step's compute, inside a box and between boxes."""
 
 import pytest
 
-from ops import catalog, throughput
+from ops import throughput
 from ops.throughput import GRADIENT_BYTES, ddp_scaling
+from stack import catalog
 
 # A100 at the estimate's 15% of bf16 peak: ~192k windows/s, 5.3 ms for 1024 windows.
 A100_WINDOWS_PER_S = throughput.estimate(catalog.GPUS["A100 40GB"], 1, 100).windows_per_s

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ops import catalog, plan, throughput
-from ops.catalog import VmSize
+from ops import plan, throughput
 from ops.pricing import HourlyPrice
 from ops.throughput import MeasuredThroughput
+from stack import catalog
+from stack.catalog import VmSize
 
 FAB = str(Path(sys.executable).with_name("fab"))
 REPO = Path(__file__).resolve().parents[2]

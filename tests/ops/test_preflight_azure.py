@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ops import preflight_azure
-from ops.preflight_azure import ArmClient
-from ops.pulumi_program import infra_module
+from stack.arm import ArmClient
+from stack.config import validate
 from tests.fake_arm import SUBSCRIPTION, FakeArm, sku, usage
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx1Y29zZS10cmFpbmluZy10ZXN0LWtleQ me@laptop"
@@ -31,7 +31,7 @@ def arm():
 
 def check(arm: FakeArm, subscription: str | None = SUBSCRIPTION, **changes):
     values = {**STACK, **{f"glucose-training:{k}": v for k, v in changes.items()}}
-    config = infra_module("config").validate(
+    config = validate(
         {k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("glucose-training:")},
         values["azure-native:location"],
         stack="dev",

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ops import catalog, pricing
+from ops import pricing
+from stack import catalog
 
 AZURE_ITEMS = [
     # Linux pay-as-you-go, then an older row for the same meter that must lose.

@@ -3,7 +3,7 @@ the trainer's exit codes.
 
 torchrun (`torch.distributed.run`, run here in-process) counts any worker's non-zero
 exit as a failure: it restarts the group while `--max-restarts` remain, then exits 1.
-The box's resume unit (pulumi/infra/box/resume.py) restarts only a container that
+The box's resume unit (box/resume.py) restarts only a container that
 exited 75, and `fab` reads 0 as finished and 2 as a user error, so the container must
 exit as a single trainer would. The launcher reads how the run ended from what this
 box's local rank 0 recorded since the launch began:

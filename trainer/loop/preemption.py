@@ -5,7 +5,7 @@ threads) only set an Event; the training loop reads `StopSignal.requested` after
 every optimizer step (a Python attribute read, no device sync), then finishes the
 step, writes a checkpoint, uploads it synchronously within `upload_seconds_left()`,
 acknowledges the notice (Azure lets the eviction go ahead early) and exits 75 so the
-box's resume unit (pulumi/infra/box/resume.py, the only thing that restarts a run;
+box's resume unit (box/resume.py, the only thing that restarts a run;
 docker's own policy is `no`) brings the run back.
 
 Under DDP a signal or a notice reaches one rank, or some: each rank casts `code` in

@@ -80,7 +80,7 @@ class Workspace:
         return self.root / "downloads"
 
     def beat(self, step: int) -> None:
-        """Say the preparation moved on (pulumi/infra/box/busy_signals.py reads it)."""
+        """Say the preparation moved on (box/busy_signals.py reads it)."""
         write_json_atomic(self.root / HEARTBEAT, {"step": step, "updated_at": time.time()})
 
 

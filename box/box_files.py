@@ -16,14 +16,14 @@ import re
 import tokenize
 from pathlib import Path
 
-BOX_SOURCE_DIR = Path(__file__).resolve().parent / "box"
+BOX_SOURCE_DIR = Path(__file__).resolve().parent
 _SKIPPED = (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
 _STATEMENT_START = (tokenize.INDENT, tokenize.DEDENT, tokenize.NEWLINE, None)
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 
 
 def _source_note(name: str) -> str:
-    return f"# pulumi/infra/box/{name}, comments left out\n"
+    return f"# box/{name}, comments left out\n"
 
 
 def _significant(tokens: list[tokenize.TokenInfo], index: int, step: int):

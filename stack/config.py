@@ -3,7 +3,8 @@
 `validate()` is a pure function of plain values (testable without Pulumi); it collects
 every problem and raises one `ConfigError` listing them all, so a newcomer fixes the
 whole stack file in one round instead of one `pulumi up` per mistake.
-`load_stack_config()` is the thin reader from `pulumi.Config`.
+The Pulumi program reads the stack into it (`pulumi/infra/stack_config.py`), and `fab
+preflight` reads a stack file into it: both see the same problems.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import zoneinfo
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from infra.time_zones import windows_time_zone
-from ops import catalog
+from stack import catalog
+from stack.time_zones import windows_time_zone
 
 NAMESPACE = "glucose-training"
 # Where each cloud keeps its region: the provider's own config, per DESIGN.md.
@@ -176,28 +177,6 @@ def validate(
     values["vm_size"] = catalog.lookup(values["vm_size"], values["cloud"]).name  # canonical
     values["ssh_allowed_cidr"] = _normal_cidr(values["ssh_allowed_cidr"])
     return StackConfig(**values)
-
-
-def load_stack_config() -> StackConfig:
-    """Read `glucose-training:*` and the provider's region from the running stack."""
-    import pulumi  # only here: validate() must work without a Pulumi engine
-
-    runtime_config = pulumi.runtime.config
-
-    cfg = pulumi.Config(NAMESPACE)
-    raw: dict[str, Any] = {key: cfg.get(key) for key in KEYS}
-    # Keys set in the stack file but not known to us: typos must not pass silently.
-    prefix = f"{NAMESPACE}:"
-    seen = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
-    for full_key, value in seen.items():
-        if full_key.startswith(prefix) and full_key[len(prefix) :] not in KEYS:
-            raw[full_key[len(prefix) :]] = value
-    cloud = raw.get("cloud")
-    region = None
-    if cloud in REGION_KEYS:
-        namespace, key = REGION_KEYS[cloud].split(":")
-        region = pulumi.Config(namespace).get(key)
-    return validate(raw, region, project=pulumi.get_project(), stack=pulumi.get_stack())
 
 
 def _unknown_key_problem(key: str) -> str:
@@ -436,7 +415,7 @@ def _time_zone_problems(zone: str, cloud: str | None) -> list[str]:
     if cloud == "azure" and windows_time_zone(zone) is None:
         return [
             f"autoShutdownTimeZone: {zone!r} has no Windows time-zone id in "
-            "pulumi/infra/time_zones.py (Azure auto-shutdown needs one); use a nearby listed "
+            "stack/time_zones.py (Azure auto-shutdown needs one); use a nearby listed "
             "zone or add its CLDR mapping there"
         ]
     return []

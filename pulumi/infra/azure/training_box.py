@@ -38,7 +38,8 @@ from pulumi_azure_native import (
     storage,
 )
 
-from infra.azure_access import (
+from box.cloud_init import box_guard_settings, encode_user_data, render_cloud_init
+from infra.azure.access import (
     ACR_PULL,
     ACR_PUSH,
     POWER_ON_OFF,
@@ -48,15 +49,14 @@ from infra.azure_access import (
     grant,
     principal_type_of_token,
 )
-from infra.azure_guard_rails import (
+from infra.azure.guard_rails import (
     budget_stop,
     monthly_budget,
     shutdown_schedule,
     still_billed_alert,
 )
-from infra.cloud_init import box_guard_settings, encode_user_data, render_cloud_init
-from infra.config import StackConfig
 from infra.training_box import TrainingBox
+from stack.config import StackConfig
 
 SSH_USER = "azureuser"
 IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}

@@ -1,6 +1,6 @@
 """The cloud-init document both clouds boot the box with.
 
-It writes the on-box programs from `pulumi/infra/box/` (idle watchdog, resume
+It writes the on-box programs from `box/` (idle watchdog, resume
 unit, stop recorder, their systemd units and the one-time setup script; without
 their comments, see box_files.py) as one bzip2 tar, plus the watchdog's config and
 the box version record as plain files; unpacks the programs, then runs the setup
@@ -18,14 +18,13 @@ import base64
 import bz2
 import gzip
 import hashlib
-import importlib.util
 import io
 import json
 import re
-import sys
 import tarfile
 
-from infra.box_files import BOX_SOURCE_DIR, installed_text
+from box.box_files import BOX_SOURCE_DIR, installed_text
+from box.watchdog_config import WatchdogConfig
 
 BOX_ROOT = "/var/lib/glucose-training"
 PROGRAM_DIR = "/opt/glucose-training"
@@ -47,6 +46,8 @@ GUARD_SETTING_OUTPUTS = {
 }
 SSH_USER_PATTERN = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 CLOUDS = ("azure", "aws")
+# This packer, which runs where `pulumi up` and `fab` run: not installed on the box.
+PACKER_FILES = ("__init__.py", "cloud_init.py", "box_files.py")
 
 
 def render_cloud_init(
@@ -84,7 +85,7 @@ def render_cloud_init(
     packed = base64.b64encode(programs_archive(programs)).decode("ascii")
     lines = [
         "#cloud-config",
-        f"# glucose-training box on {cloud}: rendered by pulumi/infra/cloud_init.py.",
+        f"# glucose-training box on {cloud}: rendered by box/cloud_init.py.",
         "write_files:",
         f"  - path: {PROGRAMS_ARCHIVE_PATH}",
         "    owner: root:root",
@@ -113,7 +114,7 @@ def installed_files(
 ) -> list[tuple[str, str, str]]:
     """(path, mode, text) of every file cloud-init installs on a box, the version
     record last: what `fab box-update` writes. ValueError for bad settings."""
-    config = _watchdog_config_class()(
+    config = WatchdogConfig(
         cloud=cloud,
         idle_shutdown_minutes=idle_shutdown_minutes,
         hung_trainer_minutes=hung_trainer_minutes,
@@ -146,7 +147,7 @@ def programs_archive(files: list[tuple[str, str, str]]) -> bytes:
 
 def box_guard_settings(config) -> dict:
     """`render_cloud_init`'s guard-rail arguments (GUARD_SETTING_OUTPUTS' keys) from a
-    StackConfig (pulumi/infra/config.py)."""
+    StackConfig (stack/config.py)."""
     return {
         "idle_shutdown_minutes": config.idle_shutdown_minutes,
         "hung_trainer_minutes": config.hung_trainer_minutes,
@@ -188,6 +189,8 @@ def _box_files() -> list[tuple[str, str, str]]:
     """(install path, mode, text) for every file the box needs, sorted for stable output."""
     files = []
     for source in sorted(BOX_SOURCE_DIR.iterdir()):
+        if source.name in PACKER_FILES:
+            continue
         if source.suffix in (".service", ".timer"):
             files.append((f"{UNIT_DIR}/{source.name}", "0644", installed_text(source)))
         elif source.suffix in (".py", ".sh"):
@@ -212,17 +215,3 @@ def _write_file_entry(path: str, mode: str, content: str) -> list[str]:
         "    content: |",
         *body,
     ]
-
-
-def _watchdog_config_class() -> type:
-    # The box's own config class validates the settings here too, so a bad value
-    # fails at `pulumi preview` instead of on a booting VM. Loaded by path: box/
-    # is a directory of files installed on the VM, not a package of this program.
-    spec = importlib.util.spec_from_file_location(
-        "glucose_box_watchdog_config", BOX_SOURCE_DIR / "watchdog_config.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    # dataclasses resolves the module's annotations through sys.modules.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.WatchdogConfig

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ops.catalog import VmSize
+from stack.catalog import VmSize
 
 # AWS Service Quotas codes (service code `ec2`); the values are vCPUs, except the
 # Elastic IP quota, which counts addresses.

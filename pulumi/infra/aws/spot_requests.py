@@ -2,7 +2,7 @@
 
 A spot box must be persistent to stop (not terminate) when interrupted, so it resumes
 on its own disk; but a persistent request outlives its instance, and AWS launches a
-new one when the instance is terminated (ops/spot_requests.py says more). One-time
+new one when the instance is terminated (stack/spot_requests.py says more). One-time
 requests cannot stop on interruption, and `SpotInstanceRequest` does not tag the
 instance it launches (the budget would not see it), so the instance stays an
 `aws.ec2.Instance` and this small dynamic resource cancels its request first.
@@ -73,7 +73,7 @@ def guard_provider() -> dynamic.ResourceProvider:
         def delete(self, _id: str, props: dict[str, Any]) -> None:
             import boto3
 
-            from ops.spot_requests import cancel_live_requests
+            from stack.spot_requests import cancel_live_requests
 
             session = boto3.Session(
                 profile_name=props.get("profile") or None, region_name=props["region"]

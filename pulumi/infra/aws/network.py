@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra.config import StackConfig
+from stack.config import StackConfig
 
 VPC_CIDR = "10.42.0.0/16"
 SUBNET_CIDR = "10.42.0.0/24"

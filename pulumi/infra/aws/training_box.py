@@ -15,8 +15,8 @@ declares, all tagged project/stack/owner:
   on their private addresses (`privateHosts`), so `nodeCount` stays clear of AWS's
   default quota of 5 Elastic IPs per region;
 - an S3 bucket (private, encrypted, versioned, lifecycle-trimmed) and an ECR repo;
-- an instance role: this bucket, this repository, one metric namespace (`aws_iam.py`);
-- guard rails (`aws_guard_rails.py`): an EventBridge Scheduler daily stop, a monthly
+- an instance role: this bucket, this repository, one metric namespace (`access.py`);
+- guard rails (`guard_rails.py`): an EventBridge Scheduler daily stop, a monthly
   budget with e-mail alerts that stops the boxes at 100 %, a CloudWatch alarm that
   stops a box whose GPUs stay idle.
 
@@ -33,19 +33,19 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from infra import aws_guard_rails, aws_iam
-from infra.aws_network import AwsNetwork, declare_network
-from infra.aws_spot_requests import SpotRequestGuard
-from infra.cloud_init import box_guard_settings, encode_user_data, render_cloud_init
-from infra.config import StackConfig
+from box.cloud_init import box_guard_settings, encode_user_data, render_cloud_init
+from infra.aws import access, guard_rails
+from infra.aws.network import AwsNetwork, declare_network
+from infra.aws.spot_requests import SpotRequestGuard
 from infra.training_box import TrainingBox
+from stack.config import StackConfig
 
 SSH_USER = "ubuntu"
 
 # AWS Deep Learning Base AMI: NVIDIA driver, CUDA, Docker and the container toolkit.
 # Its open-source kernel module drives Turing (sm_75) and newer only, so Volta (p3,
 # V100) boots plain Ubuntu 22.04 and the shared setup script installs the
-# proprietary driver, docker and the toolkit there (pulumi/infra/box/setup-box.sh).
+# proprietary driver, docker and the toolkit there (box/setup-box.sh).
 DLAMI_OWNER = "amazon"
 DLAMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
 UBUNTU_OWNER = "099720109477"  # Canonical
@@ -86,15 +86,15 @@ class AwsTrainingBox(TrainingBox):
         if config.spot:
             for index, instance in enumerate(instances):
                 SpotRequestGuard(f"{name}-spot-request-{index}", instance, config.region, self)
-        aws_guard_rails.declare_daily_stop(name, config, instances, self._tags, parent=self)
-        budget = aws_guard_rails.declare_budget(name, config, self._tags, parent=self)
+        guard_rails.declare_daily_stop(name, config, instances, self._tags, parent=self)
+        budget = guard_rails.declare_budget(name, config, self._tags, parent=self)
         if config.budget_stops_boxes:
-            aws_guard_rails.declare_budget_stop(
+            guard_rails.declare_budget_stop(
                 name, config, budget, instances, self._tags, parent=self
             )
         if config.activate_cost_allocation_tag:
-            aws_guard_rails.activate_cost_scope_tag(name, parent=self)
-        aws_guard_rails.declare_idle_alarms(name, config, instances, self._tags, parent=self)
+            guard_rails.activate_cost_scope_tag(name, parent=self)
+        guard_rails.declare_idle_alarms(name, config, instances, self._tags, parent=self)
 
         self._expose(
             hosts=pulumi.Output.all(address.public_ip),
@@ -173,7 +173,7 @@ class AwsTrainingBox(TrainingBox):
         name = self._name
         role = aws.iam.Role(
             f"{name}-box-role",
-            assume_role_policy=json.dumps(aws_iam.assume_role_policy("ec2.amazonaws.com")),
+            assume_role_policy=json.dumps(access.assume_role_policy("ec2.amazonaws.com")),
             tags=self._tags,
             opts=self._child(),
         )
@@ -182,7 +182,7 @@ class AwsTrainingBox(TrainingBox):
             role=role.id,
             policy=pulumi.Output.all(bucket.arn, repository.arn).apply(
                 lambda arns: json.dumps(
-                    aws_iam.box_policy(arns[0], arns[1], aws_guard_rails.METRIC_NAMESPACE)
+                    access.box_policy(arns[0], arns[1], guard_rails.METRIC_NAMESPACE)
                 )
             ),
             opts=self._child(),
@@ -309,6 +309,6 @@ def _user_data(config: StackConfig) -> str:
     if packed_bytes > USER_DATA_LIMIT_BYTES:
         raise ValueError(
             f"the box's cloud-init is {packed_bytes} bytes gzipped, over EC2's "
-            f"{USER_DATA_LIMIT_BYTES}-byte user-data limit; slim pulumi/infra/box/"
+            f"{USER_DATA_LIMIT_BYTES}-byte user-data limit; slim box/"
         )
     return encoded

@@ -1,7 +1,7 @@
 """The watchdog's verdict as a CloudWatch metric, for the AWS idle alarm.
 
 `GlucoseTraining/Busy` (1 busy, 0 idle; dimension InstanceId) every minute. The
-alarm (pulumi/infra/aws_guard_rails.py) stops the instance after
+alarm (pulumi/infra/aws/guard_rails.py) stops the instance after
 `idleShutdownMinutes` of 0s *or of silence*: missing data counts as idle, so a
 dead watchdog is a stop. While the box is stopped the alarm sits in ALARM (silence),
 and actions fire only on transitions; so for its first minutes after a boot the

@@ -2,7 +2,7 @@
 
 Shared by the watchdog and the resume unit. Every endpoint and command is a field,
 so the tests point the real programs at fakes on 127.0.0.1 and on PATH. The
-Pulumi side (`pulumi/infra/cloud_init.py`) builds the file through this class too,
+Pulumi side (`box/cloud_init.py`) builds the file through this class too,
 so a bad setting fails at `pulumi preview`, not silently on the box.
 
 Standard library only, Python 3.8+ (the box's own python3 runs it).

@@ -1,6 +1,6 @@
 """Azure's money guard rails outside the box: the daily hard stop and the budget.
 
-The on-box idle watchdog is the first layer (pulumi/infra/box/); these work even
+The on-box idle watchdog is the first layer (box/); these work even
 when the box is wedged: the DevTestLab schedule deallocates the VM every day, and the
 budget mails people before and when the month's money is spent. A budget alone stops
 nothing; unless `budgetStopsBoxes: false`, its Actual 100 % alert also goes to an
@@ -20,9 +20,9 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import compute, consumption, devtestlab, logic, monitor, resources
 
-from infra.azure_access import POWER_ON_OFF, SERVICE_PRINCIPAL, builtin_role, grant
-from infra.config import StackConfig
-from infra.time_zones import windows_time_zone
+from infra.azure.access import POWER_ON_OFF, SERVICE_PRINCIPAL, builtin_role, grant
+from stack.config import StackConfig
+from stack.time_zones import windows_time_zone
 
 SHUTDOWN_NOTICE_MINUTES = 15
 ACTUAL_ALERT_PERCENTS = (50, 80, 100)

@@ -5,7 +5,7 @@ and AWS launches a new one, which no stack tracks
 (https://github.com/hashicorp/terraform-provider-aws/issues/38142). Cancelling the
 request first leaves the instance running, for `pulumi destroy` to terminate.
 
-The Pulumi program's spot-request guard (pulumi/infra/aws_spot_requests.py) calls this
+The Pulumi program's spot-request guard (pulumi/infra/aws/spot_requests.py) calls this
 when an instance is about to be deleted or replaced; it runs in the deployer's process
 with the deployer's AWS credentials. boto3 is imported by the caller, not here.
 """

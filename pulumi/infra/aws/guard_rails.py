@@ -18,8 +18,8 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from infra import aws_iam
-from infra.config import COST_SCOPE_TAG, StackConfig
+from infra.aws import access
+from stack.config import COST_SCOPE_TAG, StackConfig
 
 STOP_INSTANCES_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:stopInstances"
 STOP_RETRY_ATTEMPTS = 5
@@ -41,7 +41,7 @@ BUDGET_ACTION_POLICY_ARN = (
 COST_TAG_LOOKBACK_DAYS = 30
 
 # The on-box watchdog publishes its verdict once a minute, 1 busy / 0 idle
-# (pulumi/infra/box/verdict_metric.py).
+# (box/verdict_metric.py).
 METRIC_NAMESPACE = "GlucoseTraining"
 VERDICT_METRIC = "Busy"
 VERDICT_METRIC_DIMENSION = "InstanceId"
@@ -63,7 +63,7 @@ def declare_daily_stop(
         f"{name}-daily-stop-access",
         role=role.id,
         policy=pulumi.Output.all(*[i.arn for i in instances]).apply(
-            lambda arns: json.dumps(aws_iam.stop_instances_policy(list(arns)))
+            lambda arns: json.dumps(access.stop_instances_policy(list(arns)))
         ),
         opts=child,
     )
@@ -95,7 +95,7 @@ def _service_role(
     return aws.iam.Role(
         name,
         assume_role_policy=account_id.apply(
-            lambda account: json.dumps(aws_iam.assume_role_policy(service, account))
+            lambda account: json.dumps(access.assume_role_policy(service, account))
         ),
         tags=tags,
         opts=pulumi.ResourceOptions(parent=parent),

@@ -1,0 +1,1 @@
+"""`cloud: aws`: the training box component and its parts, one module each."""

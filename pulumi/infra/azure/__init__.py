@@ -1,0 +1,1 @@
+"""`cloud: azure`: the training box component and its parts, one module each."""
