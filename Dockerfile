@@ -18,7 +18,7 @@
 #   docker pull pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime
 #   docker inspect --format '{{index .RepoDigests 0}}' pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime
 #   docker build --build-arg BASE_IMAGE=pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime@sha256:<digest> .
-# checkov cannot expand ARGs, so it sees no tag; tests/trainer/test_image_lint.py
+# checkov cannot expand ARGs, so it sees no tag; tests/trainer/image/test_lint.py
 # checks the default's tag instead.
 # checkov:skip=CKV_DOCKER_7: FROM ${BASE_IMAGE}, whose default is version-tagged
 ARG BASE_IMAGE=pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import contract
 import docker_cli
 import user_files
 from bounded_command import CommandTimeout, run_bounded
@@ -25,10 +26,8 @@ NVIDIA_SMI_TIMEOUT_SECONDS = 10
 # Rank 0 writes status.json (ARCHITECTURE.md); any rank may write heartbeat.json
 # ({"step", "updated_at"}), so a box that holds only workers of a multi-node run
 # still shows progress.
-PROGRESS_FILES = ("status.json", "heartbeat.json")
+PROGRESS_FILES = (contract.STATUS_FILE, contract.HEARTBEAT_FILE)
 # prepare-vitaldb's own ({"step", "updated_at"}), in its dataset's work dir.
-PREPARE_HEARTBEAT = (".prepare", "heartbeat.json")
-MAX_LEASE_MINUTES = 12 * 60
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,7 +157,7 @@ def running_jobs(
         started_at = container.started_at if container.restart_count == 0 else 0.0
         if container.kind == "prepare":
             heartbeat = user_files.read_json(
-                config.datasets_dir, container.run_id, *PREPARE_HEARTBEAT
+                config.datasets_dir, container.run_id, *contract.PREPARE_HEARTBEAT
             )
             preparations.append(
                 Preparation(container.run_id, started_at, *progress([heartbeat], now))
@@ -186,17 +185,13 @@ def progress(files: list[dict | None], now: float) -> tuple[int | None, float | 
 
 
 def active_leases(leases_dir: Path, now: float) -> list[Lease]:
-    """Leases `{"written_at", "minutes", "reason"}` still running, each capped."""
+    """Leases (contract.LEASE_FIELDS) still running, each capped."""
     leases = []
     for name in user_files.directory_names(leases_dir):
         lease = user_files.read_json(leases_dir, name) if name.endswith(".json") else None
-        written_at = user_files.sane_time((lease or {}).get("written_at"), now)
-        minutes = (lease or {}).get("minutes")
-        if written_at is None or isinstance(minutes, bool):
+        until = contract.lease_until(lease)
+        if until is None or user_files.sane_time(lease.get("written_at"), now) is None:
             continue
-        if not isinstance(minutes, (int, float)) or not minutes > 0:
-            continue
-        until = written_at + min(minutes, MAX_LEASE_MINUTES) * 60
         if until > now:
             leases.append(Lease(name[: -len(".json")], str(lease.get("reason", ""))[:200], until))
     return leases

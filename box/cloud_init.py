@@ -1,12 +1,13 @@
-"""The cloud-init document both clouds boot the box with.
+"""The cloud-init document both clouds boot a box with: small, because EC2 takes 16 KB.
 
-It writes the on-box programs from `box/` (idle watchdog, resume
-unit, stop recorder, their systemd units and the one-time setup script; without
-their comments, see box_files.py) as one bzip2 tar, plus the watchdog's config and
-the box version record as plain files; unpacks the programs, then runs the setup
-script, which turns the guard on first, installs docker, the NVIDIA container
-toolkit and (on AWS) the `aws` CLI only where the image lacks them and writes the
-`ready` marker last (or a `failed` marker).
+It carries the first-boot files alone: the box's settings (watchdog.json),
+box-source.json (where in the stack's storage the programs' archive is and the
+sha256 it must have: box/packing.py), bootstrap.py and its unit. runcmd enables the
+unit (for later boots) and runs the bootstrap once now: it fetches the archive with
+the box's own identity, installs it (install.py) and runs setup-box.sh, which turns
+the guard on first and writes the `ready` marker last (or `failed`). The programs
+themselves never travel in the user data, so the box can grow without meeting the
+limit; `render_cloud_init`'s size is checked against USER_DATA_BUDGET_BYTES.
 
 Standard library only and free of pulumi imports, so both Pulumi programs and the
 tests call it as a plain function.
@@ -15,189 +16,94 @@ tests call it as a plain function.
 from __future__ import annotations
 
 import base64
-import bz2
 import gzip
-import hashlib
-import io
 import json
 import re
-import tarfile
+from dataclasses import asdict, dataclass
 
-from box.box_files import BOX_SOURCE_DIR, installed_text
-from box.watchdog_config import WatchdogConfig
+from box import contract, packing
+from box.watchdog_config import GUARD_SETTINGS
 
-BOX_ROOT = "/var/lib/glucose-training"
-PROGRAM_DIR = "/opt/glucose-training"
-UNIT_DIR = "/etc/systemd/system"
-CONFIG_PATH = "/etc/glucose-training/watchdog.json"
-# Which box programs and settings a box runs: written by cloud-init and `fab box-update`,
-# compared by `fab train` with what this checkout would install.
-VERSION_PATH = "/etc/glucose-training/box-version.json"
-# The programs, packed; unpacked and removed by the first command of runcmd.
-PROGRAMS_ARCHIVE_PATH = f"{PROGRAM_DIR}/box-programs.tar.bz2"
-DEFAULT_HUNG_TRAINER_MINUTES = 120
-# render_cloud_init's guard settings, and the stack outputs that carry them: `pulumi up`
-# exports them (pulumi/__main__.py), `fab box-update` renders running boxes from them.
-GUARD_SETTING_OUTPUTS = {
-    "idle_shutdown_minutes": "idleShutdownMinutes",
-    "hung_trainer_minutes": "hungTrainerMinutes",
-    "daily_stop_time": "autoShutdownTime",
-    "daily_stop_time_zone": "autoShutdownTimeZone",
-}
+SOURCE_PATH = f"{contract.SETTINGS_DIR}/box-source.json"
+BOOTSTRAP_PATH = f"{contract.PROGRAM_DIR}/bootstrap.py"
+BOOTSTRAP_UNIT = "glucose-bootstrap.service"
+USER_DATA_BUDGET_BYTES = 8 * 1024
+"""Gzipped: half of EC2's 16,384 bytes, the rest kept for what comes."""
 SSH_USER_PATTERN = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 CLOUDS = ("azure", "aws")
-# This packer, which runs where `pulumi up` and `fab` run: not installed on the box.
-PACKER_FILES = ("__init__.py", "cloud_init.py", "box_files.py")
 
 
-def render_cloud_init(
-    *,
-    cloud: str,
-    idle_shutdown_minutes: int,
-    ssh_user: str,
-    hung_trainer_minutes: int = DEFAULT_HUNG_TRAINER_MINUTES,
-    daily_stop_time: str = "",
-    daily_stop_time_zone: str = "UTC",
-) -> str:
-    """Return the `#cloud-config` YAML text for one box.
+@dataclass(frozen=True)
+class ProgramsSource:
+    """Where a new box fetches its programs: box-source.json, read by bootstrap.py."""
 
-    `daily_stop_time` ("HH:MM" in the IANA `daily_stop_time_zone`) only names the
-    cloud's daily stop in the box's stop records. The text is ~20 KB, over AWS's
-    16 KB user-data limit: hand the VM
-    `encode_user_data(text)` (AWS `user_data_base64`, Azure `osProfile.customData`),
-    not the text itself. Raises ValueError naming every bad argument.
-    """
+    cloud: str
+    ssh_user: str
+    storage: str
+    """The stack's storageUri: `s3://BUCKET` or `az://ACCOUNT/CONTAINER`."""
+    key: str
+    """The archive's key in it (stack.storage_layout.box_programs_key)."""
+    sha256: str
+    region: str
+    """AWS: the bucket's region, for the request's signature."""
+
+
+def render_cloud_init(source: ProgramsSource, settings: str) -> str:
+    """The `#cloud-config` YAML text for one box; `settings` is its watchdog.json
+    (packing.settings_text). Hand the VM `encode_user_data(text)` (AWS
+    `user_data_base64`, Azure `osProfile.customData`). ValueError naming every bad
+    argument."""
     problems = []
-    if cloud not in CLOUDS:
-        problems.append(f"cloud is {cloud!r}, expected one of {', '.join(CLOUDS)}")
-    if not SSH_USER_PATTERN.fullmatch(ssh_user or ""):
-        problems.append(f"ssh_user is {ssh_user!r}, expected a Linux user name like 'azureuser'")
+    if source.cloud not in CLOUDS:
+        problems.append(f"cloud is {source.cloud!r}, expected one of {', '.join(CLOUDS)}")
+    if not SSH_USER_PATTERN.fullmatch(source.ssh_user or ""):
+        problems.append(
+            f"ssh_user is {source.ssh_user!r}, expected a Linux user name like 'azureuser'"
+        )
     if problems:
         raise ValueError("cloud-init: " + "; ".join(problems))
-    files = installed_files(
-        cloud=cloud,
-        idle_shutdown_minutes=idle_shutdown_minutes,
-        hung_trainer_minutes=hung_trainer_minutes,
-        daily_stop_time=daily_stop_time,
-        daily_stop_time_zone=daily_stop_time_zone,
-    )
-    programs = [file for file in files if file[0] not in (CONFIG_PATH, VERSION_PATH)]
-    packed = base64.b64encode(programs_archive(programs)).decode("ascii")
-    lines = [
-        "#cloud-config",
-        f"# glucose-training box on {cloud}: rendered by box/cloud_init.py.",
-        "write_files:",
-        f"  - path: {PROGRAMS_ARCHIVE_PATH}",
-        "    owner: root:root",
-        "    permissions: '0600'",
-        "    encoding: b64",
-        f"    content: {packed}",
+    source_json = json.dumps({**asdict(source), "box_root": contract.BOX_ROOT}, indent=2)
+    first_boot = [
+        (contract.WATCHDOG_CONFIG_PATH, "0644", settings),
+        (SOURCE_PATH, "0644", source_json + "\n"),
+        (BOOTSTRAP_PATH, "0755", (packing.BOX_DIR / "bootstrap.py").read_text()),
+        (
+            f"{contract.UNIT_DIR}/{BOOTSTRAP_UNIT}",
+            "0644",
+            (packing.BOX_DIR / BOOTSTRAP_UNIT).read_text(),
+        ),
     ]
-    for path, mode, content in files:
-        if path in (CONFIG_PATH, VERSION_PATH):
-            lines += _write_file_entry(path, mode, content)
-    unpack = (
-        f"/usr/bin/python3 -m tarfile -e {PROGRAMS_ARCHIVE_PATH} / && rm {PROGRAMS_ARCHIVE_PATH}"
-    )
-    setup = [f"{PROGRAM_DIR}/setup-box.sh", ssh_user, BOX_ROOT, cloud]
-    lines += ["runcmd:", f"  - {json.dumps(unpack)}", f"  - {json.dumps(['bash', *setup])}"]
+    lines = ["#cloud-config", f"# glucose-training box on {source.cloud}.", "write_files:"]
+    for path, mode, content in first_boot:
+        lines += _write_file_entry(path, mode, content)
+    runcmd = [["systemctl", "enable", BOOTSTRAP_UNIT], ["/usr/bin/python3", BOOTSTRAP_PATH]]
+    lines += ["runcmd:", *(f"  - {json.dumps(command)}" for command in runcmd)]
     return "\n".join(lines) + "\n"
 
 
-def installed_files(
-    *,
-    cloud: str,
-    idle_shutdown_minutes: int,
-    hung_trainer_minutes: int = DEFAULT_HUNG_TRAINER_MINUTES,
-    daily_stop_time: str = "",
-    daily_stop_time_zone: str = "UTC",
-) -> list[tuple[str, str, str]]:
-    """(path, mode, text) of every file cloud-init installs on a box, the version
-    record last: what `fab box-update` writes. ValueError for bad settings."""
-    config = WatchdogConfig(
-        cloud=cloud,
-        idle_shutdown_minutes=idle_shutdown_minutes,
-        hung_trainer_minutes=hung_trainer_minutes,
-        box_root=BOX_ROOT,
-        daily_stop_time=daily_stop_time,
-        daily_stop_time_zone=daily_stop_time_zone,
-    )
-    files = [*_box_files(), (CONFIG_PATH, "0644", config.to_json())]
-    return [*files, (VERSION_PATH, "0644", box_version(files))]
-
-
-def programs_archive(files: list[tuple[str, str, str]]) -> bytes:
-    """`files` as a tar (paths relative to /, owned by root), bzip2-compressed.
-
-    Packed together the programs take ~10 % fewer bytes than as YAML blocks in the
-    gzipped document (one compression context, no indentation on every line), and
-    bzip2 packs this text tighter than xz or gzip. Same bytes on every run: no
-    timestamps, and libbz2's output has not changed since 2010.
-    """
-    tar = io.BytesIO()
-    with tarfile.open(fileobj=tar, mode="w", format=tarfile.USTAR_FORMAT) as archive:
-        for path, mode, content in files:
-            data = content.encode("ascii")
-            member = tarfile.TarInfo(path.lstrip("/"))
-            member.size, member.mode = len(data), int(mode, 8)
-            member.uname = member.gname = "root"
-            archive.addfile(member, io.BytesIO(data))
-    return bz2.compress(tar.getvalue(), compresslevel=9)
-
-
 def box_guard_settings(config) -> dict:
-    """`render_cloud_init`'s guard-rail arguments (GUARD_SETTING_OUTPUTS' keys) from a
-    StackConfig (stack/config.py)."""
-    return {
-        "idle_shutdown_minutes": config.idle_shutdown_minutes,
-        "hung_trainer_minutes": config.hung_trainer_minutes,
-        "daily_stop_time": config.auto_shutdown_time,
-        "daily_stop_time_zone": config.auto_shutdown_time_zone,
-    }
+    """The guard settings (box keys) of a StackConfig (stack/config.py)."""
+    return {setting.box_key: getattr(config, setting.stack_field) for setting in GUARD_SETTINGS}
 
 
 def encode_user_data(cloud_init: str) -> str:
     """base64(gzip(text)): what both clouds take as user data / custom data.
 
     cloud-init un-gzips user data itself (https://cloudinit.readthedocs.io/en/latest/
-    explanation/format.html). gzip brings the document under AWS's 16 KB raw limit
-    and far under Azure's 64 KB; mtime=0 keeps the bytes the same from run to run.
-    Neither cloud applies a changed document to an existing box (cloud-init runs it
-    once per instance; on AWS a new user data would also stop and start the instance,
-    and Azure cannot change customData in place), so both programs ignore changes on
-    existing boxes and `fab box-update` brings new programs and settings to them.
+    explanation/format.html); mtime=0 keeps the bytes the same from run to run. Neither
+    cloud applies a changed document to an existing box (cloud-init runs it once per
+    instance; on AWS a new user data would also stop and start the instance, and Azure
+    cannot change customData in place), so both programs ignore changes on existing
+    boxes and `fab box-update` brings new programs and settings to them. ValueError
+    when the packed document is over USER_DATA_BUDGET_BYTES.
     """
     packed = gzip.compress(cloud_init.encode("ascii"), compresslevel=9, mtime=0)
+    if len(packed) > USER_DATA_BUDGET_BYTES:
+        raise ValueError(
+            f"the box's cloud-init is {len(packed)} bytes gzipped, over its "
+            f"{USER_DATA_BUDGET_BYTES}-byte budget: slim box/bootstrap.py"
+        )
     return base64.b64encode(packed).decode("ascii")
-
-
-def box_version(files: list[tuple[str, str, str]]) -> str:
-    """The version file's JSON: sha256 of the programs and units, and of the settings."""
-
-    def digest(entries: list[tuple[str, str, str]]) -> str:
-        hashed = hashlib.sha256()
-        for path, mode, content in sorted(entries):
-            hashed.update(f"{path}\0{mode}\0{content}\0".encode())
-        return hashed.hexdigest()
-
-    programs = [f for f in files if f[0] != CONFIG_PATH]
-    settings = [f for f in files if f[0] == CONFIG_PATH]
-    return json.dumps({"programs": digest(programs), "settings": digest(settings)}) + "\n"
-
-
-def _box_files() -> list[tuple[str, str, str]]:
-    """(install path, mode, text) for every file the box needs, sorted for stable output."""
-    files = []
-    for source in sorted(BOX_SOURCE_DIR.iterdir()):
-        if source.name in PACKER_FILES:
-            continue
-        if source.suffix in (".service", ".timer"):
-            files.append((f"{UNIT_DIR}/{source.name}", "0644", installed_text(source)))
-        elif source.suffix in (".py", ".sh"):
-            text = installed_text(source)
-            mode = "0755" if text.startswith("#!") else "0644"
-            files.append((f"{PROGRAM_DIR}/{source.name}", mode, text))
-    return files
 
 
 def _write_file_entry(path: str, mode: str, content: str) -> list[str]:

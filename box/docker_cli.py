@@ -16,15 +16,14 @@ import datetime
 import json
 import re
 
+import contract
 from bounded_command import CommandTimeout, run_bounded
 
-RUN_ID_LABEL = "glucose-training.run-id"
-CONTAINER_PREFIX = "glucose-train-"
-PREPARE_LABEL = "glucose-training.prepare"
-PREPARE_PREFIX = "glucose-prepare-"
 # kind -> (label, name prefix): a container of that kind carries both.
-KINDS = {"train": (RUN_ID_LABEL, CONTAINER_PREFIX), "prepare": (PREPARE_LABEL, PREPARE_PREFIX)}
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+KINDS = {
+    "train": (contract.RUN_ID_LABEL, contract.TRAIN_CONTAINER_PREFIX),
+    "prepare": (contract.PREPARE_LABEL, contract.PREPARE_CONTAINER_PREFIX),
+}
 DOCKER_TIMEOUT_SECONDS = 20
 # 2026-11-22T03:00:00.123456789Z, or with a +01:00 offset on hosts with a local zone
 DOCKER_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?")
@@ -78,16 +77,18 @@ def parse_docker_time(text: str) -> float:
     return moment.timestamp() + (float(f"0.{fraction}") if fraction else 0.0)
 
 
-def run_id_of(name: str, prefix: str = CONTAINER_PREFIX) -> str | None:
+def run_id_of(name: str, prefix: str = contract.TRAIN_CONTAINER_PREFIX) -> str | None:
     """The run id in a trainer container's name (`prefix`: another kind's), or None."""
     name = name.lstrip("/")
     run_id = name[len(prefix) :] if name.startswith(prefix) else ""
-    return run_id if RUN_ID.fullmatch(run_id) else None
+    return run_id if contract.NAME_PATTERN.fullmatch(run_id) else None
 
 
 def list_trainers(docker_command: str, *, include_stopped: bool) -> list[TrainerContainer]:
     """Trainer containers, newest first; containers with a foreign name are left out."""
-    found = list_containers(docker_command, include_stopped=include_stopped, label=RUN_ID_LABEL)
+    found = list_containers(
+        docker_command, include_stopped=include_stopped, label=contract.RUN_ID_LABEL
+    )
     return [container for container in found if container.kind == "train"]
 
 

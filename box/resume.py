@@ -32,12 +32,12 @@ import sys
 import time
 from pathlib import Path
 
+import contract
 import docker_cli
 import user_files
 from box_time import boot_time, now_seconds, read_boot_id
 from watchdog_config import WatchdogConfig, load_config_or_say_why
 
-PREEMPTED_EXIT_CODE = 75
 USER_ERROR_EXIT_CODE = 2
 # The trainer never got to write its final state: the host went down under it.
 UNFINISHED_STATES = ("running", "preempted")
@@ -57,11 +57,11 @@ def why_not_resume(
     container: docker_cli.TrainerContainer, run_dir: Path, booted_at: float | None
 ) -> str:
     """Empty when the container should be started again, else the reason it stays down."""
-    if os.path.lexists(run_dir / "STOPPED_BY_USER"):
+    if os.path.lexists(run_dir / contract.STOPPED_BY_USER):
         return "stopped by the user"
     status = (
-        user_files.read_json(run_dir.parent, run_dir.name, "status.json")
-        or user_files.read_json(run_dir.parent, run_dir.name, "heartbeat.json")
+        user_files.read_json(run_dir.parent, run_dir.name, contract.STATUS_FILE)
+        or user_files.read_json(run_dir.parent, run_dir.name, contract.HEARTBEAT_FILE)
         or {}
     )
     state = str(status.get("state") or "")
@@ -71,7 +71,7 @@ def why_not_resume(
         return "finished"
     if container.exit_code == USER_ERROR_EXIT_CODE:
         return "exited 2: a user error (bad flags or data), not an interruption"
-    if container.exit_code == PREEMPTED_EXIT_CODE:
+    if container.exit_code == contract.EXIT_STOPPED:
         return ""
     # Without a boot time to compare, trust the status alone (the attempts stay bounded).
     before_boot = booted_at is None or container.started_at < booted_at

@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Callable
 
+import contract
 import instance_metadata
 import user_files
 from bounded_command import CommandTimeout, run_bounded
@@ -112,7 +113,7 @@ def _at_daily_stop(config: WatchdogConfig, now: float) -> bool:
 
 def _preempted_run(config: WatchdogConfig, now: float) -> str | None:
     for run_id in user_files.directory_names(config.runs_dir):
-        status = user_files.read_json(config.runs_dir, run_id, "status.json") or {}
+        status = user_files.read_json(config.runs_dir, run_id, contract.STATUS_FILE) or {}
         updated_at = user_files.sane_time(status.get("updated_at"), now)
         recent = updated_at is not None and now - updated_at < SPOT_NOTICE_WINDOW_SECONDS
         if status.get("state") == "preempted" and recent:

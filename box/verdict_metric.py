@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import contract
 import instance_metadata
 from bounded_command import CommandTimeout, run_bounded
 from watchdog_config import WatchdogConfig
@@ -46,7 +47,7 @@ def publish_verdict(config: WatchdogConfig, value: int, log: Callable[[str], Non
         "--region", region,
         "--namespace", config.cloudwatch_namespace,
         "--metric-name", config.cloudwatch_metric,
-        "--dimensions", f"InstanceId={instance_id}",
+        "--dimensions", f"{contract.VERDICT_DIMENSION}={instance_id}",
         "--unit", "None",
         "--value", str(value),
     ]  # fmt: skip

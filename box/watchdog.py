@@ -30,6 +30,7 @@ from pathlib import Path
 import billing_stop
 import bounded_command
 import busy_signals
+import contract
 import docker_cli
 import stop_records
 import verdict_metric
@@ -88,7 +89,7 @@ def save_state(path: Path, state: dict) -> bool:
 
 def link_state_for_fab(config: WatchdogConfig) -> None:
     """`fab status` reads BOX_ROOT/watchdog/state.json: keep it a link to the state."""
-    link = Path(config.box_root) / "watchdog" / "state.json"
+    link = Path(config.box_root) / contract.WATCHDOG_DIR / "state.json"
     if Path(config.state_path) == link:  # a box_root seam may keep the state there
         return
     try:

@@ -18,14 +18,39 @@ import sys
 from pathlib import Path
 from typing import Any
 
-CONFIG_PATH = "/etc/glucose-training/watchdog.json"
+if __package__:  # imported from the repo: the packer, `fab`, the Pulumi program
+    from box import contract
+else:  # a program on the box: its siblings sit beside it in /opt/glucose-training
+    import contract
+
 CONFIG_ENV = "GLUCOSE_WATCHDOG_CONFIG"
 CLOUDS = ("aws", "azure", "local")
 MAX_HTTP_TIMEOUT_SECONDS = 10
 DAILY_TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
-BOX_ROOT = "/var/lib/glucose-training"
-# tmpfs: a full root disk cannot stop the countdown, and a boot resets it.
-RUN_DIR = "/run/glucose-training"
+
+
+@dataclasses.dataclass(frozen=True)
+class GuardSetting:
+    """One guard-rail setting under each of its names, with the default a stack gets."""
+
+    box_key: str
+    """Its WatchdogConfig field and watchdog.json key."""
+    stack_key: str
+    """Its stack config key (`glucose-training:<key>`), also the stack output `fab
+    box-update` renders a running box's settings from."""
+    stack_field: str
+    """Its StackConfig field (stack/config.py)."""
+    default: Any
+    """What a stack that leaves it out gets; its type is the setting's."""
+
+
+GUARD_SETTINGS = (
+    GuardSetting("idle_shutdown_minutes", "idleShutdownMinutes", "idle_shutdown_minutes", 30),
+    GuardSetting("hung_trainer_minutes", "hungTrainerMinutes", "hung_trainer_minutes", 120),
+    GuardSetting("daily_stop_time", "autoShutdownTime", "auto_shutdown_time", "23:00"),
+    GuardSetting("daily_stop_time_zone", "autoShutdownTimeZone", "auto_shutdown_time_zone", "UTC"),
+)
+GUARD_DEFAULTS = {setting.box_key: setting.default for setting in GUARD_SETTINGS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,11 +59,11 @@ class WatchdogConfig:
     """`aws` (stop = OS shutdown), `azure` (stop = ARM deallocate) or `local` (OS shutdown)."""
     idle_shutdown_minutes: int
     """Stop billing after the box has been idle this long in a row."""
-    hung_trainer_minutes: int = 120
+    hung_trainer_minutes: int = GUARD_DEFAULTS["hung_trainer_minutes"]
     """A running trainer whose step has not advanced for this long counts as hung (idle)."""
     gpu_busy_percent: int = 10
     """GPU utilisation at or above this (any GPU) makes the box busy."""
-    box_root: str = BOX_ROOT
+    box_root: str = contract.BOX_ROOT
     imds_url: str = "http://169.254.169.254"
     """Instance metadata service of either cloud (same link-local address on both)."""
     arm_url: str = "https://management.azure.com"
@@ -55,8 +80,8 @@ class WatchdogConfig:
     nvidia_smi_command: str = "nvidia-smi"
     aws_command: str = "aws"
     shutdown_command: tuple = ("shutdown", "-h", "now")
-    cloudwatch_namespace: str = "GlucoseTraining"
-    cloudwatch_metric: str = "Busy"
+    cloudwatch_namespace: str = contract.VERDICT_NAMESPACE
+    cloudwatch_metric: str = contract.VERDICT_METRIC
     """The watchdog's verdict, 1 busy / 0 idle, that the AWS idle alarm reads."""
     proc_root: str = "/proc"
     """Where session processes are checked for life, and `stat` gives the boot time."""
@@ -65,15 +90,15 @@ class WatchdogConfig:
     utmp_path: str = "/run/utmp"
     """Login records: sshd writes one per terminal session (a user cannot forge one)."""
     state_path: str = ""
-    """The countdown. Unset: on tmpfs (RUN_DIR) for the box's own BOX_ROOT, else under
-    `box_root`/watchdog: a test seam that moves `box_root` (checks outside this repo
+    """The countdown. Unset: on tmpfs (contract.RUN_STATE_DIR) for the box's own BOX_ROOT, else
+    under `box_root`/watchdog: a test seam that moves `box_root` (checks outside this repo
     run the real watchdog against a fake box that way) keeps all of its files there."""
     resume_state_path: str = ""
     """The resume unit's restart attempts in this boot (its retries are bounded); unset
     as `state_path`."""
     daily_stop_time: str = ""
     """HH:MM of the cloud's daily stop ("" unknown), to name that stop in the records."""
-    daily_stop_time_zone: str = "UTC"
+    daily_stop_time_zone: str = GUARD_DEFAULTS["daily_stop_time_zone"]
 
     def __post_init__(self) -> None:
         for name, file in (
@@ -81,7 +106,11 @@ class WatchdogConfig:
             ("resume_state_path", "resume-state.json"),
         ):
             if not getattr(self, name):
-                home = RUN_DIR if self.box_root == BOX_ROOT else f"{self.box_root}/watchdog"
+                home = (
+                    contract.RUN_STATE_DIR
+                    if self.box_root == contract.BOX_ROOT
+                    else f"{self.box_root}/{contract.WATCHDOG_DIR}"
+                )
                 object.__setattr__(self, name, f"{home}/{file}")
         problems = []
         if self.cloud not in CLOUDS:
@@ -111,22 +140,22 @@ class WatchdogConfig:
 
     @property
     def runs_dir(self) -> Path:
-        return Path(self.box_root) / "runs"
+        return Path(self.box_root) / contract.RUNS_DIR
 
     @property
     def datasets_dir(self) -> Path:
         """`fab prepare-data` prepares into datasets/<name> (written as the SSH user)."""
-        return Path(self.box_root) / "datasets"
+        return Path(self.box_root) / contract.DATASETS_DIR
 
     @property
     def leases_dir(self) -> Path:
         """`fab train` and `fab hold` leave leases here (written as the SSH user)."""
-        return Path(self.box_root) / "leases"
+        return Path(self.box_root) / contract.LEASES_DIR
 
     @property
     def stops_path(self) -> Path:
         """Why the box stopped, one JSON line per stop; on disk, so it survives reboots."""
-        return Path(self.box_root) / "watchdog" / "stops.jsonl"
+        return Path(self.box_root) / contract.WATCHDOG_DIR / contract.STOPS_FILE
 
     def to_json(self) -> str:
         """The settings that differ from the defaults: the rest are the programs' own, and
@@ -155,8 +184,8 @@ class WatchdogConfig:
 
 
 def load_config() -> WatchdogConfig:
-    """Read the config named by $GLUCOSE_WATCHDOG_CONFIG (default CONFIG_PATH)."""
-    path = os.environ.get(CONFIG_ENV, CONFIG_PATH)
+    """Read the config named by $GLUCOSE_WATCHDOG_CONFIG (default contract.WATCHDOG_CONFIG_PATH)."""
+    path = os.environ.get(CONFIG_ENV, contract.WATCHDOG_CONFIG_PATH)
     with open(path, encoding="utf-8") as handle:
         return WatchdogConfig.from_dict(json.load(handle))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pulumi
 
-from box.cloud_init import GUARD_SETTING_OUTPUTS, box_guard_settings
+from box.watchdog_config import GUARD_SETTINGS
 from infra.quota_check import quota_problems
 from infra.stack_config import load_stack_config
 from infra.training_box import TrainingBox
@@ -55,8 +55,8 @@ def main() -> None:
     pulumi.export("hourlyPriceUsd", config.hourly_price_usd)
     pulumi.export("spot", config.spot)
     # What `fab box-update` renders the box's settings from: all of cloud-init's.
-    for setting, value in box_guard_settings(config).items():
-        pulumi.export(GUARD_SETTING_OUTPUTS[setting], value)
+    for setting in GUARD_SETTINGS:
+        pulumi.export(setting.stack_key, getattr(config, setting.stack_field))
     for key, value in box.cloud_outputs.items():
         pulumi.export(key, value)
 

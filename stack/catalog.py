@@ -25,7 +25,7 @@ PRICE_DATE = "2025-07-01"
 
 
 # How the GPUs of a multi-GPU box reach each other (what DDP's all-reduce runs over);
-# `ops.throughput` holds the bandwidth each one means.
+# `ops.plan.throughput` holds the bandwidth each one means.
 GPU_LINKS = ("PCIe 3.0", "PCIe 4.0", "NVLink 2", "NVLink 3", "NVLink 4 bridge", "NVLink 4")
 
 

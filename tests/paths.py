@@ -5,3 +5,4 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 BOX_DIR = REPO / "box"
 PULUMI_DIR = REPO / "pulumi"
+TESTS_DIR = REPO / "tests"

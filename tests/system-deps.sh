@@ -29,13 +29,13 @@ if [ ! -x .cache/node/node_modules/.bin/azurite-blob ]; then
     npm install --prefix .cache/node --no-audit --no-fund --loglevel=error azurite@3
 fi
 
-# systemd-analyze verifies the box's units (tests/infra/test_cloud_init.py).
+# systemd-analyze verifies the box's units (tests/box/test_cloud_init.py).
 if ! command -v systemd-analyze >/dev/null 2>&1; then
     $SUDO apt-get update -q
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends systemd
 fi
 
-# checkov (the Dockerfile's policy checks, tests/trainer/test_image_lint.py) pins
+# checkov (the Dockerfile's policy checks, tests/trainer/image/test_lint.py) pins
 # heavy deps that clash with the project venv's: it gets a venv of its own.
 if [ ! -x .venv-checkov/bin/checkov ]; then
     python3 -m venv .venv-checkov

@@ -8,9 +8,9 @@ cannot see: the README's links into docs/, and the repository paths every page n
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.paths import REPO
+
 PAGES = [REPO / "README.md", REPO / "ARCHITECTURE.md", *sorted((REPO / "docs").glob("*.md"))]
 RELATIVE_LINK = re.compile(r"\]\((?!https?://|#)([^)#\s]+)(?:#[^)]*)?\)")
 # `trainer/loop/train.py`, `box/`, or `ops/plan.hourly_price` (a module's

@@ -1,5 +1,5 @@
 """`python -m trainer synth|train|launch|evaluate|sync|bench|bench-checkpoint|
-prepare-vitaldb|bench-prepare` (also the image's ENTRYPOINT).
+prepare-vitaldb|bench-prepare|dataset-fetch|dataset-publish` (also the image's ENTRYPOINT).
 
 Exit codes (ARCHITECTURE.md, `trainer.exit_codes`): 0 done, 2 user error and 74 run
 dir not writable (one line on stderr each), 75 stopped or preempted with a
@@ -86,6 +86,16 @@ def _parser() -> argparse.ArgumentParser:
     sync.add_argument("--run-dir", type=Path, required=True)
     sync.add_argument("--checkpoint-uri", required=True)
 
+    fetch = commands.add_parser(
+        "dataset-fetch", help="cache a dataset from storage, every file checked (its manifest)"
+    )
+    fetch.add_argument("uri", help="the dataset's folder in storage: <storageUri>/datasets/NAME")
+    fetch.add_argument("dest", type=Path, help="local directory (kept: a second fetch is free)")
+    publish = commands.add_parser(
+        "dataset-publish", help="upload a dataset directory to storage, its manifest last"
+    )
+    publish.add_argument("dir", type=Path, help="the dataset directory")
+    publish.add_argument("uri", help="where: <storageUri>/datasets/NAME")
     bench = commands.add_parser("bench", help="windows/s of pipeline and train step vs baseline")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument(
@@ -239,6 +249,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         return sync_and_mark(args.run_dir, args.checkpoint_uri)
     if args.command == "prepare-vitaldb":
         return _prepare(args)
+    if args.command in ("dataset-fetch", "dataset-publish"):
+        from trainer.data import manifest
+
+        if args.command == "dataset-fetch":
+            print(manifest.fetch(args.uri, args.dest), flush=True)
+        else:
+            print(manifest.publish(args.dir, args.uri), flush=True)
+        return 0
     if args.command == "bench-prepare":
         from trainer.bench.prepare import run_bench_prepare
 

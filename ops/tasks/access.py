@@ -13,11 +13,11 @@ from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops import trainer_container
-from ops.launch import LAUNCH_FILE
-from ops.remote import Box, openssh_args
-from ops.target import resolve_target
-from ops.target_schema import image_reference_ok
+from box import contract
+from ops.remote.ssh import Box, openssh_args
+from ops.run import on_box
+from ops.target.resolve import resolve_target
+from ops.target.schema import image_reference_ok
 from ops.tasks.image import STACK_HELP, TARGET_HELP
 
 TENSORBOARD_PORT = 6006
@@ -56,14 +56,16 @@ def _free_local_port(preferred: int) -> int:
 
 def _start_tensorboard(box: Box, run_id: str, port: int) -> str:
     """TensorBoard in a container from the run's own image, on the box's loopback only."""
-    run_dir = trainer_container.run_dir(box.root, run_id)
-    record = box.read_text(f"{run_dir}/{LAUNCH_FILE}")
+    run_dir = contract.run_dir(box.root, run_id)
+    record = box.read_text(f"{run_dir}/{contract.LAUNCH_FILE}")
     if record is None:
-        raise Exit(f"run {run_id} has no {LAUNCH_FILE} on {box.address}; was it started by fab?")
+        raise Exit(
+            f"run {run_id} has no {contract.LAUNCH_FILE} on {box.address}; was it started by fab?"
+        )
     image = _launched_image(record)
     name = f"glucose-tensorboard-{run_id}"
     box.run(f"docker rm --force {name}", check=False)
-    user = trainer_container.box_user(box)
+    user = on_box.box_user(box)
     network = ["--network", "host"] if box.target.docker_network == "host" else []
     publish = [] if network else ["--publish", f"127.0.0.1:{port}:{port}"]
     command = [
@@ -86,7 +88,9 @@ def _launched_image(record: str) -> str:
     except (ValueError, AttributeError):
         image = None
     if not isinstance(image, str) or not image_reference_ok(image):
-        raise Exit(f"{LAUNCH_FILE} names no usable image ({image!r}); start TensorBoard by hand")
+        raise Exit(
+            f"{contract.LAUNCH_FILE} names no usable image ({image!r}); start TensorBoard by hand"
+        )
     return image
 
 
@@ -101,7 +105,7 @@ def _launched_image(record: str) -> str:
 def tensorboard(c, run="", port=TENSORBOARD_PORT, target="", stack=""):
     """Tunnel a run's TensorBoard here and print its URL."""
     box = Box(resolve_target(target or None, stack or None))
-    run_id = trainer_container.resolve_run_id(box, run)
+    run_id = on_box.resolve_run_id(box, run)
     remote_port = TENSORBOARD_PORT
     name = _start_tensorboard(box, run_id, remote_port)
     local_port = _free_local_port(int(port))

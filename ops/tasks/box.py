@@ -1,6 +1,6 @@
 """`fab box-update`: the box programs and settings of this checkout, on the running boxes.
 
-The work is `ops.box_update`'s; this task picks the boxes and the settings (each of
+The work is `ops.remote.update`'s; this task picks the boxes and the settings (each of
 cloud-init's guard settings from the flag, the stack's outputs or a target file's same
 keys, else the box's own), then updates every box of the stack in turn.
 """
@@ -15,8 +15,9 @@ from typing import Any
 from invoke import task
 from rich.console import Console
 
-from ops import box_update as updates
-from ops.target import TARGET_ENV, resolve_target, stack_outputs
+from box import packing
+from ops.remote import update as updates
+from ops.target.resolve import TARGET_ENV, resolve_target, stack_outputs
 from ops.tasks.image import STACK_HELP, TARGET_HELP
 
 console = Console(stderr=True, soft_wrap=True)
@@ -35,7 +36,7 @@ def _described(settings: updates.BoxSettings) -> str:
 @task(
     help={
         "idle-shutdown-minutes": "render the watchdog with this (default: the stack's setting)",
-        "dry-run": "list the files and units that would be updated, change nothing",
+        "dry-run": "say which programs and settings each box would get, change nothing",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
     }
@@ -45,20 +46,20 @@ def box_update(c, idle_shutdown_minutes=0, dry_run=False, target="", stack=""):
     where = resolve_target(target or None, stack or None)
     outputs = _configured_outputs(target, stack)
     overrides = {"idle_shutdown_minutes": idle_shutdown_minutes or None}
+    programs = packing.build_programs()
     for box in updates.each_box(where):
         settings = updates.settings_for(where, outputs, overrides, box)
-        files = updates.rendered_files(settings)
+        text = updates.settings_text(settings)
         if dry_run:
             print(
-                f"{box.address}: would write {', '.join(f.path for f in files)}, "
-                "then turn the guard on (setup-box.sh guard)"
+                f"{box.address}: would install box programs {programs.sha256[:12]} with "
+                f"settings {_described(settings)}, then turn the guard on (setup-box.sh guard)"
             )
-            print(f"{box.address}: settings {_described(settings)}")
             continue
         with console.status(f"updating {box.address}"):
-            updates.update_box(box, files)
+            updates.update_box(box, programs, text)
         print(
-            f"{box.address}: {len(files)} files updated (watchdog: {_described(settings)}), "
-            "guard on"
+            f"{box.address}: box programs {programs.sha256[:12]} installed "
+            f"(watchdog: {_described(settings)}), guard on"
         )
         box.close()

@@ -8,9 +8,9 @@ from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops import image
-from ops.registry import login_for
-from ops.target import resolve_target
+from ops.image import build as image
+from ops.image.registry import login_for
+from ops.target.resolve import resolve_target
 
 LOCAL_REPOSITORY = "glucose-training"
 TARGET_HELP = "target file (default: $GLUCOSE_TARGET, else the Pulumi stack's outputs)"
@@ -109,7 +109,7 @@ def image_on_boxes(
 ) -> str:
     """`image_on_box` for every box of a stack: built and pushed once, then brought onto
     each box."""
-    from ops import launch
+    from ops.run import launch
 
     local = (
         require_image(image_name)

@@ -13,7 +13,7 @@ from invoke import Context, Exit, task
 from rich.console import Console
 from rich.table import Table
 
-from ops.plan import (
+from ops.plan.estimate import (
     MILESTONE_WINDOWS,
     Plan,
     PlanRequest,
@@ -21,11 +21,11 @@ from ops.plan import (
     make_plan,
     select_sizes,
 )
-from ops.pricing import live_prices
-from ops.target import resolve_target
+from ops.plan.pricing import live_prices
+from ops.plan.throughput import load_measured
+from ops.target.resolve import resolve_target
 from ops.tasks.image import STACK_HELP, TARGET_HELP
-from ops.throughput import load_measured
-from stack import catalog
+from stack import catalog, storage_layout
 
 _WIDE_COLUMNS = 170  # when piped (make demo > cost_plan.txt), never squeeze the table
 
@@ -50,7 +50,9 @@ def _dataset(name: str, target: str, stack: str) -> tuple[int, int]:
     """(windows, window length) of dataset `name` in the stack's storage."""
     from trainer.storage import StorageError, open_store
 
-    uri = f"{resolve_target(target or None, stack or None).storage_uri}/datasets/{name}"
+    uri = storage_layout.dataset_uri(
+        resolve_target(target or None, stack or None).storage_uri, name
+    )
     try:
         meta = jsonlib.loads(open_store(uri).read_bytes("meta.json"))
         return dataset_size(meta)
@@ -148,7 +150,7 @@ def _footer(plan: Plan) -> list[str]:
         "Prices: " + "; ".join(sources) + ". Spot prices move hourly.",
         f"Estimated rows: {a['train_gflop_per_window']:.3f} GFLOP per training window at "
         f"{a['estimated_peak_fraction']:.0%} of the GPU's datasheet peak (bf16, or fp16 on "
-        "T4/V100); measured rows come from ops/measured_throughput.csv.",
+        "T4/V100); measured rows come from ops/plan/measured_throughput.csv.",
         f"Hours include {a['setup_hours']:g} h of setup (boot, image pull, data sync).",
         f"Storage+egress: dataset plus {a['kept_checkpoints']} checkpoints of "
         f"{a['checkpoint_gb'] * 1000:.0f} MB kept {a['storage_months']:g} month "

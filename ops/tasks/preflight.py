@@ -11,7 +11,7 @@ from pathlib import Path
 from invoke import task
 from invoke.exceptions import Exit
 
-from ops import preflight as checks
+from ops.preflight import checks
 
 
 @task(

@@ -8,23 +8,16 @@ from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops import prepare_on_box, trainer_container
-from ops.remote import Box
-from ops.target import resolve_target
+from ops.data import prepare as prepare_on_box
+from ops.remote.ssh import Box
+from ops.run import on_box
+from ops.run.names import checked_name
+from ops.target.resolve import resolve_target
 from ops.tasks.image import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, image_on_box
+from stack import storage_layout
 
 MILESTONES = ("M1", "M2", "M3")
 console = Console(stderr=True, soft_wrap=True)
-
-
-def _checked_name(name: str) -> str:
-    # It names a folder on the box, a container and a storage prefix.
-    if not trainer_container.RUN_ID_PATTERN.match(name):
-        raise Exit(
-            f"--name {name!r} is not a usable dataset name; use letters, digits, '.', '_' "
-            "or '-' (at most 64, starting with a letter or digit)"
-        )
-    return name
 
 
 def _source_args(milestone: str, cases: str, name: str) -> tuple[list[str], str]:
@@ -34,11 +27,13 @@ def _source_args(milestone: str, cases: str, name: str) -> tuple[list[str], str]
     if cases:
         if not name:
             raise Exit("--cases needs --name NAME for the dataset (e.g. --name vitaldb-mine)")
-        return ["--cases", cases], _checked_name(name)
+        return ["--cases", cases], checked_name(name, "--name")
     if milestone.upper() not in MILESTONES:
         raise Exit(f"--milestone {milestone!r}: expected one of {', '.join(MILESTONES)}")
     milestone = milestone.upper()
-    return ["--milestone", milestone], _checked_name(name or f"vitaldb-{milestone.lower()}")
+    return ["--milestone", milestone], checked_name(
+        name or f"vitaldb-{milestone.lower()}", "--name"
+    )
 
 
 @task(
@@ -70,9 +65,9 @@ def prepare_data(
     """Prepare VitalDB cases on the box and publish them as a dataset."""
     case_args, name = _source_args(milestone, cases, name)
     box = Box(resolve_target(target or None, stack or None))
-    uri = f"{box.target.storage_uri}/datasets/{name}"
+    uri = storage_layout.dataset_uri(box.target.storage_uri, name)
     image = image_on_box(box, image_name, base_image, build_arg or [], extra_ca)
-    user = trainer_container.box_user(box)
+    user = on_box.box_user(box)
     args = [*case_args, *shlex.split(prepare_args)]
     prepare_on_box.run_preparation(box, image, name, user, args)
     meta = prepare_on_box.dataset_meta(box, name)

@@ -9,9 +9,14 @@ from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops import box_lease, box_update, launch, run_status, trainer_container
-from ops.remote import Box, nodes
-from ops.target import resolve_target
+from box import contract
+from ops.remote import lease as box_lease
+from ops.remote import update as box_update
+from ops.remote.ssh import Box, nodes
+from ops.run import launch, on_box
+from ops.run import status as run_status
+from ops.run.container import Launch
+from ops.target.resolve import resolve_target
 from ops.tasks.image import (
     BUILD_HELP,
     IMAGE_HELP,
@@ -19,7 +24,7 @@ from ops.tasks.image import (
     TARGET_HELP,
     image_on_boxes,
 )
-from ops.trainer_container import STOP_TIMEOUT_SECONDS, Launch
+from stack import storage_layout
 
 console = Console(stderr=True, soft_wrap=True)
 RUN_HELP = "run id (default: the newest run on the box)"
@@ -86,7 +91,7 @@ def train(
         box_update.warn_if_behind(each)
     if not (data_uri or dataset):
         raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
-    data_uri = data_uri or f"{box.target.storage_uri}/datasets/{dataset}"
+    data_uri = data_uri or storage_layout.dataset_uri(box.target.storage_uri, dataset)
     run_id = run or time.strftime("%Y%m%d-%H%M%S")
     for each in boxes:
         busy = launch.busy_runs(each, run_id)
@@ -105,7 +110,7 @@ def train(
     print(run_id)
     console.print(
         f"run {run_id} started on {box.address}; checkpoints go to "
-        f"{trainer_container.run_checkpoint_uri(box.target, run_id)}\n"
+        f"{storage_layout.run_uri(box.target.storage_uri, run_id)}\n"
         f"  follow:  fab logs --follow --run {run_id}\n"
         f"  status:  fab status --run {run_id}\n"
         f"  stop:    fab stop --run {run_id}   (resume: fab train --run {run_id} ...)"
@@ -125,8 +130,8 @@ def train(
 def logs(c, run="", follow=False, tail="all", node=0, target="", stack=""):
     """Print the trainer's log (--follow to keep watching)."""
     box = _box(target, stack, int(node))
-    run_id = trainer_container.resolve_run_id(box, run)
-    name = trainer_container.container_name(run_id)
+    run_id = on_box.resolve_run_id(box, run)
+    name = on_box.container_name(run_id)
     flags = f"--tail {shlex.quote(str(tail))}" + (" --follow" if follow else "")
     try:
         result = box.run(
@@ -151,7 +156,7 @@ def _lost_box_message(box: Box, run_id: str, why) -> str:
 def status(c, run="", target="", stack=""):
     """Show a run's state, progress, cost, and the box's idle guard."""
     box, *others = _boxes(target, stack, OTHER_BOX_WAIT_SECONDS)
-    run_id = run or next(iter(trainer_container.run_ids(box)), None)
+    run_id = run or next(iter(on_box.run_ids(box)), None)
     if run_id is None:
         lines = run_status.box_lines(run_status.box_snapshot(box), time.time())
         header = f"run:        none on {box.address} (start one with `fab train`)"
@@ -170,7 +175,7 @@ def status(c, run="", target="", stack=""):
 @task(
     positional=["duration"],
     help={
-        "duration": f"how long: 2h, 90m, 1h30m (at most {box_lease.MAX_LEASE_MINUTES // 60}h); "
+        "duration": f"how long: 2h, 90m, 1h30m (at most {contract.MAX_LEASE_MINUTES // 60}h); "
         "0 ends a hold",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
@@ -181,10 +186,10 @@ def hold(c, duration, target="", stack=""):
     minutes = box_lease.parse_minutes(duration)
     for box in _boxes(target, stack):
         if minutes == 0:
-            box_lease.release(box, box_lease.HOLD_LEASE)
+            box_lease.release(box, contract.HOLD_LEASE)
             print(f"hold on {box.address} ended; the idle watchdog counts from its next look")
             continue
-        until = box_lease.write(box, box_lease.HOLD_LEASE, minutes, f"fab hold {duration}")
+        until = box_lease.write(box, contract.HOLD_LEASE, minutes, f"fab hold {duration}")
         if until is None:
             raise Exit(f"could not hold {box.address}: see the warning above")
         print(
@@ -197,11 +202,11 @@ def hold(c, duration, target="", stack=""):
 def stop(c, run="", target="", stack=""):
     """Stop a run gracefully: checkpoint, upload, exit (on every box of the run)."""
     boxes = _boxes(target, stack, OTHER_BOX_WAIT_SECONDS)
-    run_id = trainer_container.resolve_run_id(boxes[0], run)
+    run_id = on_box.resolve_run_id(boxes[0], run)
     found = []  # (box, its container's state) for every box that answered
     for box in boxes:
         try:
-            found.append((box, trainer_container.inspect_container(box, run_id)))
+            found.append((box, on_box.inspect_container(box, run_id)))
         except Exit as error:
             if box.node == 0:
                 raise
@@ -214,17 +219,20 @@ def stop(c, run="", target="", stack=""):
     holding = [box for box, state in found if state is not None]
     # Markers first: no box's resume unit may bring a user-stopped run back.
     for box in holding:
-        box.run(f"touch {shlex.quote(trainer_container.run_dir(box.root, run_id))}/STOPPED_BY_USER")
-    name = shlex.quote(trainer_container.container_name(run_id))
+        box.run(
+            f"touch {shlex.quote(contract.run_dir(box.root, run_id))}/{contract.STOPPED_BY_USER}"
+        )
+    name = shlex.quote(on_box.container_name(run_id))
     # Box 0 first: its stop stops every rank; the other boxes' containers end with it.
-    with console.status(f"stopping {run_id}: checkpoint + upload (<= {STOP_TIMEOUT_SECONDS} s)"):
+    grace = contract.STOP_TIMEOUT_SECONDS
+    with console.status(f"stopping {run_id}: checkpoint + upload (<= {grace} s)"):
         for box in holding:
-            box.run(f"docker stop --time {STOP_TIMEOUT_SECONDS} {name}")
+            box.run(f"docker stop --time {grace} {name}")
     exit_codes = [_exit_code(box, run_id) for box in holding]
-    uri = trainer_container.run_checkpoint_uri(boxes[0].target, run_id)
+    uri = storage_layout.run_uri(boxes[0].target.storage_uri, run_id)
     print(f"run {run_id} stopped (exit {exit_codes[0]}); checkpoint: {_latest_checkpoint(uri)}")
     for box, exit_code in zip(holding, exit_codes, strict=True):
-        if exit_code not in (0, trainer_container.PREEMPTED_EXIT_CODE):
+        if exit_code not in (0, contract.EXIT_STOPPED):
             console.print(
                 f"[yellow]warning:[/] exit {exit_code} on {box.address} is no checkpointed "
                 f"stop; `fab logs --node {box.node}`"
@@ -235,16 +243,19 @@ def stop(c, run="", target="", stack=""):
 
 
 def _exit_code(box: Box, run_id: str) -> int | str:
-    state = trainer_container.inspect_container(box, run_id)
+    state = on_box.inspect_container(box, run_id)
     return state.exit_code if state else "?"
 
 
 def _latest_checkpoint(run_uri: str) -> str:
     """The URI of the newest complete checkpoint, as the trainer's LATEST pointer names it."""
+    from trainer.checkpoints import layout
     from trainer.storage import open_store
 
     try:
-        name = open_store(run_uri).read_bytes("checkpoints/LATEST").decode().strip()
+        name = layout.read_pointer(open_store(run_uri), layout.LATEST_KEY)
     except Exception as error:  # any storage failure only makes this one line vaguer
-        return f"{run_uri}/checkpoints/ (could not read LATEST: {error})"
-    return f"{run_uri}/checkpoints/{name}"
+        return f"{run_uri}/{layout.CHECKPOINTS_PREFIX} (could not read LATEST: {error})"
+    if name is None:
+        return f"{run_uri}/{layout.CHECKPOINTS_PREFIX} (no complete checkpoint yet)"
+    return f"{run_uri}/{layout.CHECKPOINTS_PREFIX}{name}"

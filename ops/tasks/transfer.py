@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 
@@ -10,11 +9,14 @@ from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops import storage_sync, trainer_container
-from ops.remote import Box
-from ops.target import resolve_target
+from box import contract
+from ops.data import transfer as storage_sync
+from ops.remote.ssh import Box
+from ops.run import names, on_box
+from ops.target.resolve import resolve_target
 from ops.tasks.image import STACK_HELP, TARGET_HELP
-from trainer.reports.status import UPLOAD_PENDING
+from stack import storage_layout
+from trainer.reports.status import UPLOAD_PENDING, RunRecord
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -35,8 +37,8 @@ def upload_data(c, data="", name="", target="", stack=""):
     if not data_dir.is_dir():
         raise Exit(f"--data {data}: no such directory; expected a dataset directory")
     where = resolve_target(target or None, stack or None)
-    name = trainer_container.checked_name(name or data_dir.resolve().name, "--name")
-    uri = f"{where.storage_uri}/datasets/{name}"
+    name = names.checked_name(name or data_dir.resolve().name, "--name")
+    uri = storage_layout.dataset_uri(where.storage_uri, name)
     manifest = storage_sync.upload_dataset(data_dir, uri)
     total_mb = sum(entry["bytes"] for entry in manifest["files"].values()) / 1e6
     print(uri)
@@ -49,11 +51,11 @@ def upload_data(c, data="", name="", target="", stack=""):
 def _box_hashes(box: Box, run_id: str) -> tuple[dict[str, str], str]:
     """sha256 of the box's run files that storage should hold, and the run's state:
     "running" while its container is, else status.json's state ("" when unknown)."""
-    state = trainer_container.inspect_container(box, run_id)
+    state = on_box.inspect_container(box, run_id)
     if state is not None and (state.running or state.restarting):
         # Files still change between mirror passes: comparing would only cry wolf.
         return {}, "running"
-    run_dir = trainer_container.run_dir(box.root, run_id)
+    run_dir = contract.run_dir(box.root, run_id)
     # What the trainer mirrors (trainer.checkpoints.sync) and its step files with their records;
     # not last.pt/best.pt (links, uploaded under their step names), no dot files, no
     # *.tmp, not the box's own launch.json and STOPPED_BY_USER.
@@ -61,15 +63,11 @@ def _box_hashes(box: Box, run_id: str) -> tuple[dict[str, str], str]:
         f"cd {shlex.quote(run_dir)} && find . \\( -name '.?*' \\) -prune -o -type f "
         "! -name '*.tmp' ! -name '*.damaged' ! -path './checkpoints/last.pt*' "
         "! -path './checkpoints/best.pt*' "
-        "! -name launch.json ! -name STOPPED_BY_USER -exec sha256sum {} +",
+        f"! -name {contract.LAUNCH_FILE} ! -name {contract.STOPPED_BY_USER} -exec sha256sum {{}} +",
         check=False,
     )
-    status = box.read_text(f"{run_dir}/status.json") or "{}"
-    try:
-        run_state = str(json.loads(status).get("state") or "")
-    except (ValueError, AttributeError):
-        run_state = ""
-    return storage_sync.parse_sha256sum(listing.stdout.splitlines()), run_state
+    status = RunRecord.parse(box.read_text(f"{run_dir}/{contract.STATUS_FILE}"))
+    return storage_sync.parse_sha256sum(listing.stdout.splitlines()), status.state or ""
 
 
 @task(
@@ -87,14 +85,16 @@ def download(c, run="", to="", offline=False, target="", stack=""):
     box_hashes, box_state, box_dir = {}, "", ""
     if not offline:
         box = Box(where)
-        run = trainer_container.resolve_run_id(box, run)
+        run = on_box.resolve_run_id(box, run)
         box_hashes, box_state = _box_hashes(box, run)
-        box_dir = f"{where.ssh_user}@{where.host}:{trainer_container.run_dir(box.root, run)}"
+        box_dir = f"{where.ssh_user}@{where.host}:{contract.run_dir(box.root, run)}"
     elif not run:
         raise Exit("--offline needs --run ID (the box cannot be asked for the newest run)")
-    run = trainer_container.checked_name(run, "--run")
+    run = names.checked_name(run, "--run")
     directory = Path(to or f"runs/{run}")
-    report = storage_sync.download_run(f"{where.storage_uri}/runs/{run}", directory, box_hashes)
+    report = storage_sync.download_run(
+        storage_layout.run_uri(where.storage_uri, run), directory, box_hashes
+    )
     print(
         f"{directory}: {len(report.fetched)} files fetched, {len(report.skipped)} already here; "
         f"sha256 verified against sidecars ({len(report.verified_by_sidecar)}) and the box's "
@@ -122,7 +122,7 @@ def _destroy_advice(
             f"not safe to `pulumi destroy`: {len(report.box_only)} files exist only on the "
             f"box{pending}, in {box_dir} (e.g. {report.box_only[0]}); they upload when "
             f"storage answers and the run's container starts again (`docker start "
-            f"{trainer_container.container_name(run)}` on the box), "
+            f"{on_box.container_name(run)}` on the box), "
             "or copy them with `fab ssh`"
         )
     if offline:

@@ -15,6 +15,9 @@ from typing import Any, ClassVar
 
 import pulumi
 
+from box import packing
+from box.cloud_init import ProgramsSource, box_guard_settings, encode_user_data, render_cloud_init
+from stack import storage_layout
 from stack.config import StackConfig
 
 
@@ -73,3 +76,27 @@ class TrainingBox(pulumi.ComponentResource):
                 **self.cloud_outputs,
             }
         )
+
+
+def box_user_data(
+    config: StackConfig, ssh_user: str, storage_uri: pulumi.Output[str], programs: packing.Programs
+) -> pulumi.Output[str]:
+    """The encoded cloud-init of every box of the stack: its settings, and where in
+    `storage_uri` the programs' archive is (and its sha256). The settings are checked
+    now: a bad one fails the preview, not a booting box."""
+    settings = packing.settings_text(config.cloud, **box_guard_settings(config))
+    return storage_uri.apply(
+        lambda uri: encode_user_data(
+            render_cloud_init(
+                ProgramsSource(
+                    cloud=config.cloud,
+                    ssh_user=ssh_user,
+                    storage=uri,
+                    key=storage_layout.box_programs_key(programs.sha256),
+                    sha256=programs.sha256,
+                    region=config.region,
+                ),
+                settings,
+            )
+        )
+    )

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.sshd import SshServer, start_sshd
+from tests.paths import REPO
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 FAB = Path(sys.executable).parent / "fab"
 FAB_TIMEOUT_SECONDS = 600
 
@@ -65,7 +65,7 @@ class LocalBox:
         """Run the real `fab` from the repository root against this box."""
         return subprocess.run(
             [str(FAB), *args],
-            cwd=REPO_ROOT,
+            cwd=REPO,
             env=self.environment(),
             capture_output=True,
             text=True,

@@ -9,7 +9,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from ops.distributed_launch import DistributedLaunch
+from ops.run.distributed import DistributedLaunch
 from tests.trainer.trainer_process import EXIT_WAIT_SECONDS, log_of, start_process, trainer_command
 
 TORCHRUN = ("-m", "torch.distributed.run")
@@ -39,7 +39,7 @@ def launcher(
     torchrun: tuple[str, ...] = ("--nproc-per-node", "2", "--standalone", "--max-restarts", "3"),
 ) -> subprocess.Popen:
     """`python -m trainer launch -- TORCHRUN -m trainer train ...`, as in the container
-    (ops.distributed_launch): 2 ranks on this machine unless `torchrun` says otherwise."""
+    (ops.run.distributed): 2 ranks on this machine unless `torchrun` says otherwise."""
     arguments = [
         "-m",
         "trainer",

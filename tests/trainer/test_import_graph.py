@@ -12,7 +12,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-TRAINER = Path(__file__).resolve().parents[2] / "trainer"
+from tests.paths import REPO
+
+TRAINER = REPO / "trainer"
 
 
 def _module_name(path: Path) -> str:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+
 STEP_WAIT_SECONDS = 180
 EXIT_WAIT_SECONDS = 300
 
@@ -32,7 +33,7 @@ def start_process(
     with log.open("ab") as output:
         return subprocess.Popen(
             [sys.executable, *arguments],
-            cwd=REPO_ROOT,
+            cwd=REPO,
             env=environment,
             stdout=output,
             stderr=output,

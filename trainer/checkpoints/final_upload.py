@@ -18,7 +18,7 @@ from trainer.checkpoints import layout
 from trainer.checkpoints.sync import RunSync
 from trainer.config import UserError
 from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
-from trainer.reports.status import UPLOAD_PENDING, StatusWriter, read_status
+from trainer.reports.status import STATUS_FILE, UPLOAD_PENDING, RunRecord, StatusWriter
 from trainer.storage import ObjectStore, StorageError, open_store
 
 log = logging.getLogger(__name__)
@@ -30,8 +30,7 @@ def finish_pending(run_dir: Path, uri: str | None, timeout_s: float = SYNC_SECON
     """When the run dir's status is `finished-upload-pending`: upload, mark it
     `finished` if everything landed, and return the exit code (0: the run is done
     either way, not a failure to retry). None when nothing is pending."""
-    status = read_status(run_dir)
-    if status.get("state") != UPLOAD_PENDING or not uri:
+    if RunRecord.read(run_dir).state != UPLOAD_PENDING or not uri:
         return None
     log.warning("the run finished before; uploading what %s still lacks", uri)
     sync_and_mark(run_dir, uri, timeout_s)
@@ -46,7 +45,7 @@ def sync_and_mark(run_dir: Path, uri: str, timeout_s: float = SYNC_SECONDS) -> i
         store = open_store(uri)
     except (StorageError, ImportError) as error:  # a wrong URI or a missing SDK: no retry helps
         raise UserError(f"--checkpoint-uri: {error}") from None
-    status = read_status(run_dir)
+    status = RunRecord.read(run_dir)
     sync = RunSync(store, run_dir).start()
     try:
         queued = _queue_unpublished(sync, store, run_dir / "checkpoints")
@@ -58,7 +57,7 @@ def sync_and_mark(run_dir: Path, uri: str, timeout_s: float = SYNC_SECONDS) -> i
         log.warning("uploads to %s not finished after %.0f s; try again", uri, timeout_s)
         return EXIT_STOPPED
     log.info("%s: %d checkpoints and the run's files uploaded", uri, queued)
-    if status.get("state") == UPLOAD_PENDING:
+    if status.state == UPLOAD_PENDING:
         return _mark_finished(run_dir, store, status, sync)
     return EXIT_OK
 
@@ -83,13 +82,13 @@ def _queue_unpublished(sync: RunSync, store: ObjectStore, directory: Path) -> in
     return queued
 
 
-def _mark_finished(run_dir: Path, store: ObjectStore, status: dict, sync: RunSync) -> int:
-    writer = StatusWriter(run_dir, str(status.get("run_id")), None, sync.uploads, fields=status)
+def _mark_finished(run_dir: Path, store: ObjectStore, status: RunRecord, sync: RunSync) -> int:
+    writer = StatusWriter(run_dir, str(status.run_id), None, sync.uploads, fields=status.known())
     writer.write(state="finished")
     try:
-        store.put_file("status.json", writer.path)
+        store.put_file(STATUS_FILE, writer.path)
     except Exception as error:
-        log.warning("status.json did not reach %s (%s); try again", store.uri, error)
+        log.warning("%s did not reach %s (%s); try again", STATUS_FILE, store.uri, error)
         writer.write(state=UPLOAD_PENDING)
         return EXIT_STOPPED
     return EXIT_OK

@@ -16,7 +16,7 @@ CPU everything is gloo.
 torchrun restarts the workers after a failure. By default its workers share the
 rendezvous' TCP store, keys of the dead workers included, and the new workers' gloo
 then tried to reach the old ones' ports (torch 2.13, pytorch#135712): launch torchrun
-with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (`ops.distributed_launch` does), which gives
+with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (`ops.run.distributed` does), which gives
 every restart a fresh store.
 """
 

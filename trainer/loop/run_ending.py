@@ -24,7 +24,7 @@ from pathlib import Path
 from trainer.checkpoints.manager import CheckpointManager
 from trainer.exit_codes import EXIT_OK, EXIT_UNWRITABLE, exit_code_for
 from trainer.loop.rank_outputs import Heartbeat
-from trainer.reports.status import UPLOAD_PENDING, StatusWriter, read_status
+from trainer.reports.status import UPLOAD_PENDING, RunRecord, StatusWriter
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class RunEnding:
     def _write_status(self, exit_code: int) -> None:
         try:
             status = self.status or StatusWriter(
-                self.run_dir, self.run_id, None, fields=read_status(self.run_dir)
+                self.run_dir, self.run_id, None, fields=RunRecord.read(self.run_dir).known()
             )
             status.write(state="failed", exit_code=exit_code)
         except Exception as write_error:

@@ -1,7 +1,11 @@
-"""status.json: the run's heartbeat, read by `fab status` and the box's idle watchdog.
+"""status.json: the run's record, read by `fab status` and the box's idle watchdog.
 
 Rewritten atomically (temp file + rename) at every log interval and at exit, so a
-reader never sees half a file. Keys are fixed by ARCHITECTURE.md.
+reader never sees half a file. Keys are fixed by ARCHITECTURE.md. `RunRecord` is the
+one reader, for status.json and for heartbeat.json (`{"step", "updated_at"}` plus how
+the run ended, written by a box whose ranks write no status): torch-free, so `fab`
+reads the box's files with it too. The box programs, which cannot import it, read the
+same keys (box/contract.py; tests/box/test_contract.py proves them equal).
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -18,31 +23,73 @@ from trainer.atomic_write import write_json_atomic
 # files are on the box until `python -m trainer sync` (or the run's container
 # started again) uploads them.
 UPLOAD_PENDING = "finished-upload-pending"
+STATUS_FILE = "status.json"
 STATES = ("running", "preempted", "stopped", "finished", UPLOAD_PENDING, "failed")
-STATUS_KEYS = (
-    "run_id",
-    "state",
-    "epoch",
-    "step",
-    "total_steps",
-    "train_loss",
-    "val_mae",
-    "windows_per_s",
-    "eta_s",
-    "last_checkpoint_at",
-    "updated_at",
-    "exit_code",
-    "uploads",
-)
 
 
-def read_status(run_dir: Path) -> dict[str, Any]:
-    """The run dir's status.json, or {} when there is none (or it is not a JSON object)."""
-    try:
-        status = json.loads((Path(run_dir) / "status.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return status if isinstance(status, dict) else {}
+@dataclass(frozen=True)
+class RunRecord:
+    """What status.json (or heartbeat.json) says, typed: a key the file lacks, or holds
+    with another type (it is written by the container: trusted with nothing), is None."""
+
+    run_id: str | None = None
+    state: str | None = None
+    """One of STATES."""
+    epoch: int | None = None
+    step: int | None = None
+    total_steps: int | None = None
+    train_loss: float | None = None
+    val_mae: float | None = None
+    windows_per_s: float | None = None
+    eta_s: float | None = None
+    last_checkpoint_at: float | None = None
+    """Unix seconds."""
+    updated_at: float | None = None
+    """Unix seconds of the last write."""
+    exit_code: int | None = None
+    uploads: dict | None = None
+    """None without --checkpoint-uri, else `pending`, `failing_since`, `last_uploaded_at`."""
+
+    @classmethod
+    def from_dict(cls, data: object) -> RunRecord:
+        if not isinstance(data, dict):
+            return cls()
+        kept = {}
+        for field in fields(cls):
+            value = data.get(field.name)
+            if _fits(value, field.type) and (field.name != "state" or value in STATES):
+                kept[field.name] = value
+        return cls(**kept)
+
+    @classmethod
+    def parse(cls, text: str | bytes | None) -> RunRecord:
+        """The record in `text`; an empty one for None, a torn file or another shape."""
+        try:
+            return cls.from_dict(json.loads(text)) if text else cls()
+        except ValueError:
+            return cls()
+
+    @classmethod
+    def read(cls, run_dir: Path, name: str = STATUS_FILE) -> RunRecord:
+        try:
+            return cls.parse((Path(run_dir) / name).read_bytes())
+        except OSError:
+            return cls()
+
+    def known(self) -> dict[str, Any]:
+        """The keys the file had (with their types), as a dict."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+
+STATUS_KEYS = tuple(field.name for field in fields(RunRecord))
+
+
+_KINDS = {"int": int, "float": (int, float), "str": str, "dict": dict}
+
+
+def _fits(value: object, annotation: str) -> bool:
+    """`value` is of the field's type (`int | None` -> int); a bool is no number here."""
+    return not isinstance(value, bool) and isinstance(value, _KINDS[annotation.split(" ")[0]])
 
 
 class StatusWriter:
@@ -57,7 +104,7 @@ class StatusWriter:
         *,
         fields: dict[str, Any] | None = None,
     ) -> None:
-        self.path = Path(run_dir) / "status.json"
+        self.path = Path(run_dir) / STATUS_FILE
         self.fields: dict[str, Any] = dict.fromkeys(STATUS_KEYS)
         self.fields.update(run_id=run_id, state="running", total_steps=total_steps)
         # A status written before (its step, epoch...), kept where this run says nothing.

@@ -1,7 +1,8 @@
-"""The IAM documents of the AWS training box, as plain dicts.
+"""Who may do what on AWS: the boxes' instance role, and the IAM documents behind it.
 
-Pure functions of ARNs and names, so the least-privilege rules read in one place and
-the tests check them without a Pulumi engine. The only `"Resource": "*"` statements
+The documents are pure functions of ARNs and names (plain dicts), so the
+least-privilege rules read in one place and the tests check them without a Pulumi
+engine. The only `"Resource": "*"` statements
 are the two AWS allows nothing narrower for: `ecr:GetAuthorizationToken` (docs:
 https://docs.aws.amazon.com/AmazonECR/latest/userguide/registry_auth.html) and
 `cloudwatch:PutMetricData`, which is pinned to one namespace by a condition instead
@@ -10,7 +11,13 @@ https://docs.aws.amazon.com/AmazonECR/latest/userguide/registry_auth.html) and
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from box import contract
 
 POLICY_VERSION = "2012-10-17"
 
@@ -100,3 +107,29 @@ def stop_instances_policy(instance_arns: list[str]) -> dict[str, Any]:
             }
         ],
     }
+
+
+def declare_access(
+    name: str,
+    bucket: aws.s3.Bucket,
+    repository: aws.ecr.Repository,
+    tags: dict[str, str],
+    parent: pulumi.Resource,
+) -> aws.iam.InstanceProfile:
+    """The boxes' instance profile: a role allowed `box_policy` and nothing else."""
+    child = pulumi.ResourceOptions(parent=parent)
+    role = aws.iam.Role(
+        f"{name}-box-role",
+        assume_role_policy=json.dumps(assume_role_policy("ec2.amazonaws.com")),
+        tags=tags,
+        opts=child,
+    )
+    aws.iam.RolePolicy(
+        f"{name}-box-access",
+        role=role.id,
+        policy=pulumi.Output.all(bucket.arn, repository.arn).apply(
+            lambda arns: json.dumps(box_policy(arns[0], arns[1], contract.VERDICT_NAMESPACE))
+        ),
+        opts=child,
+    )
+    return aws.iam.InstanceProfile(f"{name}-box-profile", role=role.name, tags=tags, opts=child)

@@ -18,6 +18,7 @@ import json
 import pulumi
 import pulumi_aws as aws
 
+from box import contract
 from infra.aws import access
 from stack.config import COST_SCOPE_TAG, StackConfig
 
@@ -42,9 +43,6 @@ COST_TAG_LOOKBACK_DAYS = 30
 
 # The on-box watchdog publishes its verdict once a minute, 1 busy / 0 idle
 # (box/verdict_metric.py).
-METRIC_NAMESPACE = "GlucoseTraining"
-VERDICT_METRIC = "Busy"
-VERDICT_METRIC_DIMENSION = "InstanceId"
 BUSY_VALUE = 1
 METRIC_PERIOD_SECONDS = 60
 
@@ -247,9 +245,9 @@ def declare_idle_alarms(
                 f"Stop the box when its watchdog said idle, or nothing at all, for {minutes} "
                 "minutes (the second guard behind the on-box watchdog)"
             ),
-            namespace=METRIC_NAMESPACE,
-            metric_name=VERDICT_METRIC,
-            dimensions={VERDICT_METRIC_DIMENSION: instance.id},
+            namespace=contract.VERDICT_NAMESPACE,
+            metric_name=contract.VERDICT_METRIC,
+            dimensions={contract.VERDICT_DIMENSION: instance.id},
             statistic="Maximum",
             # 60 s x up to 1440 periods stays within CloudWatch's one-day window.
             period=METRIC_PERIOD_SECONDS,

@@ -1,20 +1,22 @@
 """One GPU training box (or a cluster of `nodeCount`) on AWS, with its guard rails.
 
-The same public shape as the Azure component (`training_box.TrainingBox`). What it
-declares, all tagged project/stack/owner:
+The same public shape as the Azure component (`infra.training_box.TrainingBox`), and
+the same parts beside it, one module each. What it declares, all tagged
+project/stack/owner:
 
 - a small VPC of its own with an SSH-only security group for box 0 and, for several
-  boxes, one that lets them reach each other (`aws_network.py` says why not the default
+  boxes, one that lets them reach each other (`network.py` says why not the default
   VPC); the EC2 key pair from `sshPublicKey`;
 - the instances: AMI pinned (stack config `amiId`, else looked up once and kept),
   IMDSv2 only with hop limit 2 (the trainer container reads spot notices), OS
   shutdown = stop, encrypted gp3 root, optional persistent spot that stops instead of
-  terminating (its request cancelled before the instance goes: aws_spot_requests.py),
+  terminating (its request cancelled before the instance goes: spot_requests.py),
   the shared cloud-init, a cluster placement group for more than one; an Elastic IP for
   box 0 alone, the one `fab` connects to (`hosts`): the others are reached through it
   on their private addresses (`privateHosts`), so `nodeCount` stays clear of AWS's
   default quota of 5 Elastic IPs per region;
-- an S3 bucket (private, encrypted, versioned, lifecycle-trimmed) and an ECR repo;
+- an S3 bucket (private, encrypted, versioned, lifecycle-trimmed: `storage.py`) and an
+  ECR repo (`registry.py`);
 - an instance role: this bucket, this repository, one metric namespace (`access.py`);
 - guard rails (`guard_rails.py`): an EventBridge Scheduler daily stop, a monthly
   budget with e-mail alerts that stops the boxes at 100 %, a CloudWatch alarm that
@@ -27,17 +29,16 @@ not re-run them anyway; `fab box-update` brings programs and settings to running
 
 from __future__ import annotations
 
-import base64
-import json
-
 import pulumi
 import pulumi_aws as aws
 
-from box.cloud_init import box_guard_settings, encode_user_data, render_cloud_init
+from box import packing
 from infra.aws import access, guard_rails
 from infra.aws.network import AwsNetwork, declare_network
+from infra.aws.registry import declare_registry
 from infra.aws.spot_requests import SpotRequestGuard
-from infra.training_box import TrainingBox
+from infra.aws.storage import declare_box_programs, declare_storage
+from infra.training_box import TrainingBox, box_user_data
 from stack.config import StackConfig
 
 SSH_USER = "ubuntu"
@@ -54,12 +55,6 @@ UBUNTU_NAME = "ubuntu/images/hvm-ssd*/ubuntu-jammy-22.04-amd64-server-*"
 OSS_DRIVER_MIN_COMPUTE_CAPABILITY = (7, 5)
 
 IMDS_HOP_LIMIT = 2  # host -> docker bridge -> container: the trainer reads spot notices
-USER_DATA_LIMIT_BYTES = 16 * 1024  # after gzip, before base64
-
-TMP_PREFIX = "tmp/"
-STALE_TMP_DAYS = 2
-INCOMPLETE_UPLOAD_DAYS = 1
-NONCURRENT_VERSION_DAYS = 14
 
 
 class AwsTrainingBox(TrainingBox):
@@ -72,10 +67,15 @@ class AwsTrainingBox(TrainingBox):
     ) -> None:
         super().__init__(name, config, opts)
         network = declare_network(name, config, self._tags, parent=self)
-        bucket = self._bucket()
-        repository = self._repository()
-        profile = self._instance_profile(bucket, repository)
-        instances = self._instances(network, profile)
+        bucket = declare_storage(name, config, self)
+        programs = packing.build_programs()
+        programs_object = declare_box_programs(name, bucket, programs, self)
+        repository = declare_registry(name, self._tags, self)
+        profile = access.declare_access(name, bucket, repository, self._tags, self)
+        user_data = box_user_data(
+            config, SSH_USER, bucket.bucket.apply(lambda b: f"s3://{b}"), programs
+        )
+        instances = self._instances(network, profile, user_data, programs_object)
         address = aws.ec2.Eip(
             f"{name}-ip-0",
             domain="vpc",
@@ -110,90 +110,14 @@ class AwsTrainingBox(TrainingBox):
     def _child(self, **kwargs) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, **kwargs)
 
-    def _retention(self) -> pulumi.ResourceOptions:
-        # The bucket's settings stay with it: a retained bucket whose public-access
-        # block was deleted would be one policy away from public.
-        return self._child(retain_on_delete=self._config.keep_storage_on_destroy)
-
-    def _bucket(self) -> aws.s3.Bucket:
-        name, keep = self._name, self._config.keep_storage_on_destroy
-        bucket = aws.s3.Bucket(
-            f"{name}-storage",
-            # Deleting a bucket that still holds checkpoints needs force_destroy; a kept
-            # bucket is never deleted by Pulumi, so it never needs it.
-            force_destroy=not keep,
-            tags=self._config.storage_tags,
-            opts=self._retention(),
-        )
-        aws.s3.BucketPublicAccessBlock(
-            f"{name}-storage-private",
-            bucket=bucket.id,
-            block_public_acls=True,
-            block_public_policy=True,
-            ignore_public_acls=True,
-            restrict_public_buckets=True,
-            opts=self._retention(),
-        )
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            f"{name}-storage-encryption",
-            bucket=bucket.id,
-            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}],
-            opts=self._retention(),
-        )
-        aws.s3.BucketVersioning(
-            f"{name}-storage-versioning",
-            bucket=bucket.id,
-            versioning_configuration={"status": "Enabled"},
-            opts=self._retention(),
-        )
-        aws.s3.BucketLifecycleConfiguration(
-            f"{name}-storage-lifecycle",
-            bucket=bucket.id,
-            rules=_lifecycle_rules(),
-            opts=self._retention(),
-        )
-        return bucket
-
-    def _repository(self) -> aws.ecr.Repository:
-        return aws.ecr.Repository(
-            f"{self._name}-trainer",
-            image_scanning_configuration={"scan_on_push": True},
-            # `fab push` tags by git revision and may push a rebuilt revision again, which
-            # IMMUTABLE would refuse. Images are rebuilt from the repo, so they go with
-            # the stack (force_delete) instead of blocking `pulumi destroy`.
-            image_tag_mutability="MUTABLE",
-            force_delete=True,
-            tags=self._tags,
-            opts=self._child(),
-        )
-
-    def _instance_profile(
-        self, bucket: aws.s3.Bucket, repository: aws.ecr.Repository
-    ) -> aws.iam.InstanceProfile:
-        name = self._name
-        role = aws.iam.Role(
-            f"{name}-box-role",
-            assume_role_policy=json.dumps(access.assume_role_policy("ec2.amazonaws.com")),
-            tags=self._tags,
-            opts=self._child(),
-        )
-        aws.iam.RolePolicy(
-            f"{name}-box-access",
-            role=role.id,
-            policy=pulumi.Output.all(bucket.arn, repository.arn).apply(
-                lambda arns: json.dumps(
-                    access.box_policy(arns[0], arns[1], guard_rails.METRIC_NAMESPACE)
-                )
-            ),
-            opts=self._child(),
-        )
-        return aws.iam.InstanceProfile(
-            f"{name}-box-profile", role=role.name, tags=self._tags, opts=self._child()
-        )
-
     def _instances(
-        self, network: AwsNetwork, profile: aws.iam.InstanceProfile
+        self,
+        network: AwsNetwork,
+        profile: aws.iam.InstanceProfile,
+        user_data: pulumi.Output[str],
+        programs: aws.s3.BucketObjectv2,
     ) -> list[aws.ec2.Instance]:
+        """The boxes; each boots after the programs' archive is in the bucket."""
         config, name = self._config, self._name
         key_pair = aws.ec2.KeyPair(
             f"{name}-key", public_key=config.ssh_public_key, tags=self._tags, opts=self._child()
@@ -212,7 +136,6 @@ class AwsTrainingBox(TrainingBox):
             },
         }
         ami_id = config.ami_id or self._ami_id()
-        user_data = _user_data(config)
         # An instance never moves by itself: a changed user data would stop and start it
         # (and cloud-init would not re-run it), a newer looked-up AMI would replace it.
         # A pinned `amiId` is the user's deliberate choice, so changing it does replace.
@@ -249,7 +172,7 @@ class AwsTrainingBox(TrainingBox):
                 user_data_replace_on_change=False,
                 tags={**self._tags, "Name": f"{name}-box-{index}"},
                 volume_tags=self._tags,
-                opts=self._child(ignore_changes=ignored),
+                opts=self._child(ignore_changes=ignored, depends_on=[programs]),
             )
             for index in range(config.node_count)
         ]
@@ -272,43 +195,3 @@ class AwsTrainingBox(TrainingBox):
             ],
             opts=pulumi.InvokeOutputOptions(parent=self),
         ).id
-
-
-def _lifecycle_rules() -> list[dict]:
-    return [
-        {
-            "id": "expire-stale-temporaries",
-            "status": "Enabled",
-            "filter": {"prefix": TMP_PREFIX},
-            "expiration": {"days": STALE_TMP_DAYS},
-        },
-        {
-            # A preempted multipart upload of a checkpoint leaves invisible, billed parts.
-            "id": "abort-incomplete-multipart-uploads",
-            "status": "Enabled",
-            "filter": {"prefix": ""},
-            "abort_incomplete_multipart_upload": {"days_after_initiation": INCOMPLETE_UPLOAD_DAYS},
-        },
-        {
-            # Versioning protects against a bad overwrite; old checkpoint versions then age out.
-            "id": "expire-noncurrent-versions",
-            "status": "Enabled",
-            "filter": {"prefix": ""},
-            "noncurrent_version_expiration": {"noncurrent_days": NONCURRENT_VERSION_DAYS},
-        },
-    ]
-
-
-def _user_data(config: StackConfig) -> str:
-    """The shared cloud-init, gzipped: raw it is over EC2's 16 KB user-data limit
-    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html)."""
-    encoded = encode_user_data(
-        render_cloud_init(cloud="aws", ssh_user=SSH_USER, **box_guard_settings(config))
-    )
-    packed_bytes = len(base64.b64decode(encoded))
-    if packed_bytes > USER_DATA_LIMIT_BYTES:
-        raise ValueError(
-            f"the box's cloud-init is {packed_bytes} bytes gzipped, over EC2's "
-            f"{USER_DATA_LIMIT_BYTES}-byte user-data limit; slim box/"
-        )
-    return encoded

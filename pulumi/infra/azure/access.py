@@ -22,7 +22,7 @@ import json
 import uuid
 
 import pulumi
-from pulumi_azure_native import authorization
+from pulumi_azure_native import authorization, compute, containerregistry, storage
 
 # Built-in role ids (the same in every tenant).
 STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
@@ -96,3 +96,41 @@ def _claims(token: str) -> dict:
 
 def _guid(*parts: str) -> str:
     return str(uuid.uuid5(_GUID_NAMESPACE, "/".join(parts)))
+
+
+def declare_deployer_access(
+    name: str,
+    container: storage.BlobContainer,
+    registry: containerregistry.Registry,
+    client: pulumi.Output,
+    principal_type: pulumi.Input[str],
+    parent: pulumi.Resource,
+) -> authorization.RoleAssignment:
+    """Shared-key access is off, so whoever runs `pulumi up` reaches data and images
+    through their own identity (`fab upload-data`, `fab download`, `fab push`, and this
+    program's upload of the box programs); the data grant, which that upload waits for."""
+    blob_role = builtin_role(client.subscription_id, STORAGE_BLOB_DATA_CONTRIBUTOR)
+    push_role = builtin_role(client.subscription_id, ACR_PUSH)
+    deployer = client.object_id
+    grant(f"{name}-deployer-acrpush", deployer, registry.id, push_role, parent, principal_type)
+    return grant(f"{name}-deployer-blob", deployer, container.id, blob_role, parent, principal_type)
+
+
+def declare_box_access(
+    name: str,
+    vms: list[compute.VirtualMachine],
+    container: storage.BlobContainer,
+    registry: containerregistry.Registry,
+    client: pulumi.Output,
+    parent: pulumi.Resource,
+) -> None:
+    """Each box: data (checkpoints, datasets, its programs), image pulls, deallocating itself."""
+    blob_role = builtin_role(client.subscription_id, STORAGE_BLOB_DATA_CONTRIBUTOR)
+    power_role = builtin_role(client.subscription_id, POWER_ON_OFF)
+    pull_role = builtin_role(client.subscription_id, ACR_PULL)
+    for index, vm in enumerate(vms):
+        box = vm.identity.apply(lambda identity: identity.principal_id)
+        prefix = f"{name}-{index}"
+        grant(f"{prefix}-blob", box, container.id, blob_role, parent, SERVICE_PRINCIPAL)
+        grant(f"{prefix}-acrpull", box, registry.id, pull_role, parent, SERVICE_PRINCIPAL)
+        grant(f"{prefix}-deallocate", box, vm.id, power_role, parent, SERVICE_PRINCIPAL)

@@ -41,7 +41,7 @@ WORKFLOW_SCHEMA = (
 )
 
 
-def shutdown_schedule(
+def declare_daily_stop(
     name: str,
     vm: compute.VirtualMachine,
     group: resources.ResourceGroup,
@@ -71,7 +71,7 @@ def shutdown_schedule(
     )
 
 
-def monthly_budget(
+def declare_budget(
     name: str,
     group: resources.ResourceGroup,
     config: StackConfig,
@@ -109,7 +109,7 @@ def monthly_budget(
     )
 
 
-def still_billed_alert(
+def declare_still_billed_alert(
     name: str, group: resources.ResourceGroup, config: StackConfig, parent: pulumi.Resource
 ) -> monitor.ActivityLogAlert:
     """Mail the alert list when a deallocate of a VM in the stack's resource group fails.
@@ -154,7 +154,7 @@ def _first_of_this_month() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-01T00:00:00Z")
 
 
-def budget_stop(
+def declare_budget_stop(
     name: str,
     vms: Sequence[compute.VirtualMachine],
     group: resources.ResourceGroup,

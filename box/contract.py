@@ -1,0 +1,125 @@
+"""The box's contract: every name the box programs, `fab` and the trainer agree on.
+
+One definition each. The box programs import this file by its bare name (`import
+contract`: they sit side by side in /opt/glucose-training); `ops/`, `stack/`, `pulumi/`
+and the packer import it as `box.contract`. The trainer image cannot import it and
+keeps its own copies of the few names it needs (exit codes, the status and heartbeat
+files, the user's stop marker): tests/box/test_contract.py proves each copy equal.
+
+Standard library only, Python 3.8+, and no import of ours.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Where a box keeps things.
+BOX_ROOT = "/var/lib/glucose-training"
+"""Runs, datasets, leases and the watchdog's records (a target file's `boxRoot` moves it)."""
+PROGRAM_DIR = "/opt/glucose-training"
+"""The box programs, installed side by side."""
+UNIT_DIR = "/etc/systemd/system"
+SETTINGS_DIR = "/etc/glucose-training"
+WATCHDOG_CONFIG_PATH = f"{SETTINGS_DIR}/watchdog.json"
+VERSION_PATH = f"{SETTINGS_DIR}/box-version.json"
+"""Which programs and settings a box runs: `{"programs": sha256, "settings": sha256}`."""
+RUN_STATE_DIR = "/run/glucose-training"
+"""tmpfs: a full root disk cannot stop the countdown kept here, and a boot resets it."""
+
+# Under the box root.
+READY_MARKER = "ready"
+"""Written last by the first boot's setup: `fab` waits for it."""
+FAILED_MARKER = "failed"
+"""Written instead of `ready` when setup failed: when and how, then the log's tail."""
+SETUP_LOG = "setup.log"
+RUNS_DIR = "runs"
+DATASETS_DIR = "datasets"
+LEASES_DIR = "leases"
+WATCHDOG_DIR = "watchdog"
+STOPS_FILE = "stops.jsonl"
+"""Under WATCHDOG_DIR: why the box stopped, one JSON object per stop."""
+USER_DIRS = (RUNS_DIR, DATASETS_DIR, LEASES_DIR)
+"""Owned by the SSH user: `fab` writes them without root."""
+
+# In a run dir (BOX_ROOT/runs/<run_id>).
+STATUS_FILE = "status.json"
+"""Rank 0's record of the run (trainer.reports.status)."""
+HEARTBEAT_FILE = "heartbeat.json"
+"""`{"step", "updated_at"}` of a box whose ranks write no status.json."""
+LAUNCH_FILE = "launch.json"
+"""Written by `fab train`: the first start, the image, the dataset, the price."""
+STOPPED_BY_USER = "STOPPED_BY_USER"
+"""Written by `fab stop`: nothing restarts this run."""
+PREPARE_HEARTBEAT = (".prepare", "heartbeat.json")
+"""Under BOX_ROOT/datasets/<name>: a `fab prepare-data` container's progress."""
+
+# Containers.
+TRAIN_CONTAINER_PREFIX = "glucose-train-"
+RUN_ID_LABEL = "glucose-training.run-id"
+PREPARE_CONTAINER_PREFIX = "glucose-prepare-"
+PREPARE_LABEL = "glucose-training.prepare"
+STOP_TIMEOUT_SECONDS = 120
+"""`docker stop`'s grace: longer than the trainer's 100 s to checkpoint and upload."""
+
+# Run ids and dataset names: a container name, a path part and a shell word at once.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+NAME_RULE = "letters, digits, '.', '_' or '-' (at most 64, starting with a letter or digit)"
+
+# Exit codes of `python -m trainer` (trainer.exit_codes is the trainer's copy).
+EXIT_FINISHED = 0
+EXIT_USER_ERROR = 2
+EXIT_UNWRITABLE = 74
+EXIT_STOPPED = 75
+"""Stopped with a checkpoint written: the box's resume unit starts it again."""
+
+# Leases: BOX_ROOT/leases/<name>.json keeps the idle watchdog off for a while.
+LEASE_FIELDS = ("written_at", "minutes", "reason")
+"""`written_at` in unix seconds on the box's clock, `minutes` how long, `reason` why."""
+MAX_LEASE_MINUTES = 12 * 60
+"""Whatever a lease says, the watchdog stops counting it after this."""
+HOLD_LEASE = "hold"
+"""`fab hold`'s lease; `fab train` writes `train-<run_id>` while it starts a run."""
+
+# The watchdog's verdict on AWS, which the CloudWatch idle alarm reads.
+VERDICT_NAMESPACE = "GlucoseTraining"
+VERDICT_METRIC = "Busy"
+"""1 busy, 0 idle, every minute."""
+VERDICT_DIMENSION = "InstanceId"
+
+
+def name_problem(value: object, what: str) -> str | None:
+    """Why `value` is no usable run id or dataset name (naming `what`), else None."""
+    if isinstance(value, str) and NAME_PATTERN.fullmatch(value):
+        return None
+    return f"{what} {value!r} is not a usable name; expected {NAME_RULE}"
+
+
+def run_dir(box_root: str, run_id: str) -> str:
+    return f"{box_root}/{RUNS_DIR}/{run_id}"
+
+
+def dataset_dir(box_root: str, name: str) -> str:
+    return f"{box_root}/{DATASETS_DIR}/{name}"
+
+
+def lease_path(box_root: str, name: str) -> str:
+    return f"{box_root}/{LEASES_DIR}/{name}.json"
+
+
+def lease_record(written_at: int, minutes: int, reason: str) -> dict:
+    """A lease as `fab` writes it (LEASE_FIELDS)."""
+    return {"written_at": written_at, "minutes": minutes, "reason": reason}
+
+
+def lease_until(lease: object) -> float | None:
+    """When a lease record stops counting (capped at MAX_LEASE_MINUTES), or None when
+    it is no lease: not an object, or no positive `minutes` and numeric `written_at`."""
+    if not isinstance(lease, dict):
+        return None
+    written_at, minutes = lease.get("written_at"), lease.get("minutes")
+    for value in (written_at, minutes):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+    if not minutes > 0:
+        return None
+    return written_at + min(minutes, MAX_LEASE_MINUTES) * 60

@@ -1,0 +1,73 @@
+"""The box programs as one archive, built where `pulumi up` and `fab box-update` run.
+
+The archive holds every program, script and systemd unit in box/ but the packer
+itself and the first-boot files (which travel in the user data): a plain ustar tar
+with flat names, root-owned, dated 1970, ASCII only. The same source gives the same
+bytes on every machine and every run, so its sha256 names one build: a new box's user
+data pins it (box/bootstrap.py checks it), `fab box-update` sends it, and
+box-version.json on a box says which one it runs. Kept as text rather than
+compressed, so both clouds' Pulumi providers take it as a string (azure-native's Blob
+takes bytes only from a file); it is ~100 KB in the stack's storage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from box.watchdog_config import WatchdogConfig
+
+BOX_DIR = Path(__file__).resolve().parent
+SHIPPED_SUFFIXES = (".py", ".sh", ".service", ".timer")
+PACKER_FILES = ("__init__.py", "packing.py", "cloud_init.py")
+"""Run here, not on the box."""
+FIRST_BOOT_FILES = ("bootstrap.py", "glucose-bootstrap.service")
+"""In the user data (box/cloud_init.py): what fetches the archive cannot be in it."""
+
+
+@dataclass(frozen=True)
+class Programs:
+    """One build of the box programs."""
+
+    archive: bytes
+    sha256: str
+
+    @property
+    def text(self) -> str:
+        """The archive as the string the providers take (it is ASCII)."""
+        return self.archive.decode("ascii")
+
+
+def shipped_sources() -> list[Path]:
+    """The files of box/ that the archive holds, sorted."""
+    return sorted(
+        path
+        for path in BOX_DIR.iterdir()
+        if path.suffix in SHIPPED_SUFFIXES and path.name not in PACKER_FILES + FIRST_BOOT_FILES
+    )
+
+
+def build_programs() -> Programs:
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w", format=tarfile.USTAR_FORMAT) as archive:
+        for source in shipped_sources():
+            data = source.read_bytes()
+            if not data.isascii() or b"\r" in data:
+                raise ValueError(f"{source} must be plain ASCII text with Unix newlines")
+            member = tarfile.TarInfo(source.name)
+            member.size = len(data)
+            member.mode = 0o755 if data.startswith(b"#!") else 0o644
+            member.uname = member.gname = "root"
+            archive.addfile(member, io.BytesIO(data))
+    data = tar.getvalue()
+    return Programs(data, hashlib.sha256(data).hexdigest())
+
+
+def settings_text(cloud: str, **guard: object) -> str:
+    """watchdog.json for a box of `cloud` with these guard settings (GUARD_SETTINGS' box
+    keys; left out: the programs' defaults). ValueError naming every bad one, so a bad
+    setting fails at `pulumi preview` or in `fab box-update`, not on a booting box."""
+    return WatchdogConfig(cloud=cloud, **guard).to_json()

@@ -1,0 +1,100 @@
+"""Getting the trainer image onto the box: a registry pull, or `docker save | docker load`.
+
+The pull logs the box into the registry with a token on stdin and a RAM-only docker
+config (see `ops.image.registry`), so the box never stores a credential. Without a
+registry the image streams over the SSH connection itself; that moves every layer
+every time, so it is the fallback, not the default.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+
+from invoke.exceptions import Exit
+from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+from ops.image.build import docker_env
+from ops.image.registry import RegistryLogin, login_failure_message, with_docker_login
+from ops.remote.ssh import Box, raise_for_remote_failure
+
+STREAM_CHUNK_BYTES = 1024 * 1024
+LOAD_TIMEOUT_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    image: str
+    bytes_sent: int
+    seconds: float
+    output: str
+
+
+def box_has_image(box: Box, image: str) -> bool:
+    return box.run(f"docker image inspect {shlex.quote(image)}", check=False).exited == 0
+
+
+def pull_on_box(box: Box, image: str, login: RegistryLogin | None, server: str) -> None:
+    """`docker pull` on the box, logged in for just this command."""
+    line, stdin = with_docker_login(login, f"docker pull --quiet {shlex.quote(image)}")
+    if stdin is None:
+        result = box.run(line, check=False)
+        exit_code, output = result.exited, result.stderr + result.stdout
+    else:
+        exit_code, output = box.run_with_input(line, stdin, check=False)
+    if exit_code != 0:
+        if "No space left on device" in output:
+            raise_for_remote_failure(box, "docker pull", exit_code, output)
+        raise Exit(login_failure_message(server, output))
+
+
+def _image_bytes(image: str) -> int:
+    result = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{.Size}}", image],
+        capture_output=True,
+        text=True,
+        env=docker_env(),
+        check=False,
+    )
+    return int(result.stdout.strip() or 0)
+
+
+def load_on_box(box: Box, image: str) -> LoadReport:
+    """Stream `docker save IMAGE` into `docker load` on the box, with a progress bar."""
+    save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE, env=docker_env())
+    channel = box.connection.client.get_transport().open_session()
+    channel.exec_command("docker load")
+    started, sent = time.monotonic(), 0
+    columns = (BarColumn(), DownloadColumn(), TransferSpeedColumn())
+    with Progress("docker save | ssh docker load", *columns, transient=True) as progress:
+        # The tar is a bit larger than the image's reported size; the bar is a guide.
+        bar = progress.add_task("load", total=_image_bytes(image) or None)
+        while chunk := save.stdout.read(STREAM_CHUNK_BYTES):
+            channel.sendall(chunk)
+            sent += len(chunk)
+            progress.advance(bar, len(chunk))
+    channel.shutdown_write()
+    output = _drain(channel)
+    exit_code = channel.recv_exit_status()
+    channel.close()
+    if save.wait() != 0:
+        raise Exit(f"`docker save {image}` exited {save.returncode}; is the image built?")
+    if exit_code != 0:
+        raise_for_remote_failure(box, "docker load", exit_code, output)
+    seconds = time.monotonic() - started
+    return LoadReport(image=image, bytes_sent=sent, seconds=seconds, output=output)
+
+
+def _drain(channel) -> str:
+    """Everything the remote command printed, stdout and stderr."""
+    chunks = []
+    while True:
+        data = channel.recv(65536)
+        if not data:
+            break
+        chunks.append(data)
+    while channel.recv_stderr_ready():
+        chunks.append(channel.recv_stderr(65536))
+    return b"".join(chunks).decode(errors="replace")

@@ -1,0 +1,293 @@
+"""What a training run costs and how long it takes on every size in the catalog.
+
+`make_plan` is pure arithmetic over what it is given (sizes, prices, measured
+throughput), so tests pass a small fixed catalog; `ops/tasks/plan.py` gathers the real
+inputs and renders the result. `hourly_price` is the one price lookup shared with the
+Pulumi program (`hourlyPriceUsd`) and `fab status` (spend so far).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+
+from ops.plan.pricing import HourlyPrice, snapshot_price
+from ops.plan.throughput import (
+    ESTIMATED_PEAK_FRACTION,
+    MODEL_PARAMETERS,
+    PER_GPU_BATCH,
+    MeasuredThroughput,
+    ddp_assumptions,
+    throughput,
+    train_flops_per_window,
+)
+from stack.catalog import CLOUDS, VmSize, lookup
+
+# The seeds' dataset sizes, in windows.
+MILESTONE_WINDOWS = {"M1": 600_000, "M2": 2_400_000, "M3": 12_000_000}
+
+# Billed before the first step: boot, cloud-init, pulling the CUDA image, syncing data.
+SETUP_HOURS = 0.25
+
+# A checkpoint holds fp32 weights plus AdamW's two fp32 moments: 12 bytes a parameter.
+CHECKPOINT_BYTES_PER_PARAMETER = 4 + 8
+KEPT_CHECKPOINTS = 3  # last, best, and the previous last kept as the fallback
+RESULTS_EXTRA_GB = 0.05  # metrics.jsonl, TensorBoard events, plots, report
+DATASET_BYTES_PER_SAMPLE = 4  # float32 windows.npy; float16 halves it
+STORAGE_MONTHS = 1.0  # the bucket lives until `pulumi destroy`; a month bounds it
+
+# Object storage and internet egress list prices, USD per GB, as published in 2025:
+# Azure Blob Hot LRS (East US, first 50 TB) and internet egress (first 10 TB, zone 1);
+# S3 Standard (us-east-1, first 50 TB) and EC2 internet egress (first 10 TB). The
+# monthly free egress allowances (100 GB on both) are ignored: this errs high.
+STORAGE_PRICE_DATE = "2025"
+STORAGE_USD_PER_GB_MONTH = {"azure": 0.0184, "aws": 0.023}
+EGRESS_USD_PER_GB = {"azure": 0.087, "aws": 0.09}
+
+GB = 1e9
+
+
+def dataset_size(meta: dict) -> tuple[int, int]:
+    """(windows, window length) of a dataset from its meta.json (prepare-vitaldb's and
+    synth's record both; older synth sets give cases x windows per case)."""
+    try:
+        windows = meta.get("windows") or meta["cases"] * meta["windows_per_case"]
+        return int(windows), int(meta["window_length"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(
+            "its meta.json states no window count (windows, window_length); "
+            "pass --windows N instead"
+        ) from None
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """One question for `fab plan`: this many windows, this many epochs, where."""
+
+    windows: int
+    epochs: int
+    window_length: int = 100
+    cloud: str = "all"
+    region: str | None = None
+    spot: bool = False
+    deadline_hours: float | None = None
+    dataset: str = ""
+    """The prepared dataset whose real window count `windows` is, if any (for the notes)."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.windows <= 0:
+            problems.append(f"--windows is {self.windows}, expected a positive count")
+        if self.epochs <= 0:
+            problems.append(f"--epochs is {self.epochs}, expected a positive count")
+        if self.window_length < 32:
+            problems.append(f"--window-length is {self.window_length}, the model needs >= 32")
+        if self.cloud not in (*CLOUDS, "all"):
+            problems.append(f"--cloud is {self.cloud!r}, expected one of azure, aws, all")
+        if self.deadline_hours is not None and not self.deadline_hours > 0:
+            problems.append(f"--deadline is {self.deadline_hours}, expected hours > 0")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def window_passes(self) -> int:
+        """Every window counts as trained each epoch: the train split is smaller and
+        validation is forward-only, so this errs on the long side."""
+        return self.windows * self.epochs
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One size's answer. Dollar figures are for the whole run."""
+
+    cloud: str
+    size: str
+    gpu: str
+    gpu_count: int
+    precision: str
+    windows_per_s: float
+    throughput_source: str  # "measured" or "estimated"
+    throughput_detail: str
+    hours: float
+    on_demand_usd: float
+    spot_usd: float | None  # None: no spot figure for this size (spot is volatile anyway)
+    usd_per_million_window_passes: float
+    storage_egress_usd: float
+    total_usd: float  # compute at the chosen price basis + storage and egress
+    price_region: str
+    price_source: str
+    within_deadline: bool
+    pick: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    request: PlanRequest
+    price_basis: str  # "spot" or "on-demand"
+    rows: tuple[PlanRow, ...]  # cheapest first
+    excluded_retired: tuple[str, ...]
+    notes: tuple[str, ...]
+    assumptions: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """Machine-readable form, what `fab plan --json` prints."""
+        return {
+            "request": asdict(self.request),
+            "price_basis": self.price_basis,
+            "rows": [asdict(r) for r in self.rows],
+            "excluded_retired": list(self.excluded_retired),
+            "notes": list(self.notes),
+            "assumptions": self.assumptions,
+        }
+
+
+def hourly_price(vm_size: str, cloud: str, spot: bool = False) -> float:
+    """USD per hour of one box of a catalog size (the snapshot price).
+
+    Spot without a spot figure costs at most on-demand (Azure max price -1, AWS cap),
+    so on-demand is returned. Raises CatalogError for unknown or retired sizes.
+    """
+    return lookup(vm_size, cloud).hourly_price_usd(spot)
+
+
+def checkpoint_gb() -> float:
+    """Size of one checkpoint (weights + AdamW state), GB."""
+    return MODEL_PARAMETERS * CHECKPOINT_BYTES_PER_PARAMETER / GB
+
+
+def storage_egress_usd(cloud: str, windows: int, window_length: int) -> float:
+    """A month of storage for dataset and checkpoints, plus downloading the results."""
+    dataset_gb = windows * window_length * DATASET_BYTES_PER_SAMPLE / GB
+    results_gb = KEPT_CHECKPOINTS * checkpoint_gb() + RESULTS_EXTRA_GB
+    stored_gb = dataset_gb + results_gb
+    return (
+        stored_gb * STORAGE_USD_PER_GB_MONTH[cloud] * STORAGE_MONTHS
+        + results_gb * EGRESS_USD_PER_GB[cloud]
+    )
+
+
+def _row(request: PlanRequest, size: VmSize, price: HourlyPrice, measured) -> PlanRow:
+    tp = throughput(size.gpu, size.gpu_count, request.window_length, measured, size.gpu_link)
+    hours = SETUP_HOURS + request.window_passes / tp.windows_per_s / 3600
+    spot_hourly = price.spot_usd_per_hour
+    basis_hourly = (
+        spot_hourly if request.spot and spot_hourly is not None else price.on_demand_usd_per_hour
+    )
+    extra = storage_egress_usd(size.cloud, request.windows, request.window_length)
+    return PlanRow(
+        cloud=size.cloud,
+        size=size.name,
+        gpu=f"{size.gpu_count}x {size.gpu_model}",
+        gpu_count=size.gpu_count,
+        precision=tp.precision,
+        windows_per_s=tp.windows_per_s,
+        throughput_source=tp.source,
+        throughput_detail=tp.detail,
+        hours=hours,
+        on_demand_usd=hours * price.on_demand_usd_per_hour,
+        spot_usd=None if spot_hourly is None else hours * spot_hourly,
+        usd_per_million_window_passes=basis_hourly / (tp.windows_per_s * 3600) * 1e6,
+        storage_egress_usd=extra,
+        total_usd=hours * basis_hourly + extra,
+        price_region=price.region,
+        price_source=price.source,
+        within_deadline=request.deadline_hours is None or hours <= request.deadline_hours,
+    )
+
+
+def _retired_note(size: VmSize) -> str:
+    return f"{size.name} (retired {size.retired_on}; use {size.replacement})"
+
+
+def select_sizes(request: PlanRequest, catalog_sizes: Iterable[VmSize]) -> list[VmSize]:
+    """Sizes of the requested cloud offered in the requested region, retired ones included."""
+    return [
+        s
+        for s in catalog_sizes
+        if request.cloud in ("all", s.cloud) and request.region in (None, *s.regions)
+    ]
+
+
+def make_plan(
+    request: PlanRequest,
+    catalog_sizes: Iterable[VmSize],
+    prices: Mapping[str, HourlyPrice] | None = None,
+    measured: tuple[MeasuredThroughput, ...] = (),
+) -> Plan:
+    """Rows for every current size of the requested cloud and region, cheapest first.
+
+    prices maps size names to live prices; sizes without one use the catalog snapshot.
+    Raises ValueError when no size matches the cloud and region.
+    """
+    prices = prices or {}
+    chosen = select_sizes(request, catalog_sizes)
+    current = [s for s in chosen if s.status != "retired"]
+    if not current:
+        where = f" in region {request.region}" if request.region else ""
+        clouds = "azure or aws" if request.cloud == "all" else request.cloud
+        raise ValueError(
+            f"the catalog has no current {clouds} size{where}; "
+            "drop --region or pick another (see stack/catalog.py for each size's regions)"
+        )
+    rows = [_row(request, s, prices.get(s.name) or snapshot_price(s), measured) for s in current]
+    rows.sort(key=lambda r: (r.total_usd, r.hours, r.size))
+    rows = _mark_pick(rows)
+    return Plan(
+        request=request,
+        price_basis="spot" if request.spot else "on-demand",
+        rows=tuple(rows),
+        excluded_retired=tuple(_retired_note(s) for s in chosen if s.status == "retired"),
+        notes=tuple(_notes(request, rows)),
+        assumptions=_assumptions(request),
+    )
+
+
+def _mark_pick(rows: list[PlanRow]) -> list[PlanRow]:
+    """Mark the cheapest row that meets the deadline (rows arrive cheapest first)."""
+    for i, row in enumerate(rows):
+        if row.within_deadline:
+            return [*rows[:i], replace(row, pick=True), *rows[i + 1 :]]
+    return rows
+
+
+def _notes(request: PlanRequest, rows: list[PlanRow]) -> list[str]:
+    notes = []
+    if request.dataset:
+        notes.append(f"{request.windows:,} windows counted in dataset {request.dataset}")
+    if request.deadline_hours is not None and not any(r.pick for r in rows):
+        fastest = min(rows, key=lambda r: r.hours)
+        notes.append(
+            f"no size finishes within {request.deadline_hours:g} h; the fastest, "
+            f"{fastest.size}, needs {fastest.hours:.1f} h"
+        )
+    if request.spot and any(r.spot_usd is None for r in rows):
+        notes.append("sizes without a spot figure are costed at on-demand (the spot price cap)")
+    if request.spot:
+        notes.append("spot prices are volatile and spot runs can be evicted; resume adds time")
+    if any(r.gpu_count > 1 for r in rows):
+        notes.append(
+            "multi-GPU rows: torchrun DDP at --batch-size "
+            f"{PER_GPU_BATCH} x GPUs (`fab train` runs torchrun over every GPU), scaled "
+            "by the all-reduce model (docs/distributed.md)"
+        )
+    if request.region and any(r.price_region != request.region for r in rows):
+        notes.append(
+            f"snapshot prices are from each size's catalog price region, not {request.region}; "
+            "--live fetches that region's prices"
+        )
+    return notes
+
+
+def _assumptions(request: PlanRequest) -> dict:
+    return {
+        "train_gflop_per_window": train_flops_per_window(request.window_length) / 1e9,
+        "estimated_peak_fraction": ESTIMATED_PEAK_FRACTION,
+        "ddp": ddp_assumptions(),
+        "setup_hours": SETUP_HOURS,
+        "checkpoint_gb": round(checkpoint_gb(), 4),
+        "kept_checkpoints": KEPT_CHECKPOINTS,
+        "storage_usd_per_gb_month": STORAGE_USD_PER_GB_MONTH,
+        "egress_usd_per_gb": EGRESS_USD_PER_GB,
+        "storage_egress_price_date": STORAGE_PRICE_DATE,
+        "storage_months": STORAGE_MONTHS,
+    }

@@ -1,0 +1,313 @@
+"""Training windows per second on a GPU: measured where we have it, estimated otherwise.
+
+Measured rows come from `ops/plan/measured_throughput.csv`, which `python -m trainer bench
+--record` appends to on a real box. Without one, the estimate is the model's FLOPs
+per training window against the GPU's datasheet peak at a stated efficiency. Several
+GPUs (torchrun DDP) keep the share of that per-GPU rate that `ddp_scaling` models:
+each step's compute against the ring all-reduce of the fp32 gradients over the
+slowest link, partly hidden behind the backward pass. Plain arithmetic and the
+standard library: `fab plan` must start without torch.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from stack.catalog import GPU_LINKS, GpuSpec
+from trainer.bench.throughput_record import RECORD_FIELDS
+
+MEASURED_CSV = Path(__file__).with_name("measured_throughput.csv")
+# The CSV's columns are the trainer's (`bench --record` writes the rows).
+MEASURED_COLUMNS = RECORD_FIELDS
+
+# ResNet34-1D as trainer/model.py builds it: the torchvision ResNet34 mapped to 1-D.
+RESNET34_BLOCKS = (3, 4, 6, 3)
+RESNET_WIDTHS = (64, 128, 256, 512)
+BLOCK_KERNEL = 3
+STEM_KERNEL = 7
+
+# Backward costs about twice the forward (gradients w.r.t. activations and weights).
+TRAIN_FLOPS_PER_FORWARD_FLOP = 3
+
+# An assumption, not a measurement: the fraction of the datasheet tensor peak a
+# training step sustains. Large 2-D conv nets reach roughly 20-30% on A100/H100; our
+# 1-D convolutions are thin in the early layers and the model is small enough for
+# kernel-launch overhead to show, so we assume half the trainer's 30% design target.
+# A measured row replaces it for its GPU.
+ESTIMATED_PEAK_FRACTION = 0.15
+
+# DDP, per optimizer step: every rank all-reduces the fp32 gradients of all
+# parameters (autocast computes in bf16/fp16, the gradients stay fp32).
+MODEL_PARAMETERS = 7_218_753  # ResNet34-1D, counted by trainer/model.py (FACTS.md)
+GRADIENT_BYTES = MODEL_PARAMETERS * 4  # 28.9 MB
+DDP_BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default: the gradients go in 2 buckets
+# Per GPU and direction, from the datasheets: NVLink 2/3/4 = 6/12/18 links x 25 GB/s
+# (V100 SXM2 / A100 SXM4 / H100 SXM5), the H100 NVL pair's bridge 600 GB/s both ways,
+# PCIe x16 gen 3/4 = 16/32 GB/s.
+LINK_GB_S = {
+    "PCIe 3.0": 16.0,
+    "PCIe 4.0": 32.0,
+    "NVLink 2": 150.0,
+    "NVLink 3": 300.0,
+    "NVLink 4 bridge": 300.0,
+    "NVLink 4": 450.0,
+}
+assert set(LINK_GB_S) == set(GPU_LINKS)
+# nccl-tests' all-reduce bus bandwidth reaches about this share of the link rate at
+# message sizes like our 25 MB buckets; assumed alike for Ethernet between boxes
+# (NCCL's socket transport on plain VPC/VNet networking, no EFA or InfiniBand).
+LINK_EFFICIENCY = 0.75
+# A ring all-reduce over P ranks on N boxes is 2(P-1) steps in sequence; as in NCCL's
+# own tuning model, 2(P-N) of them pay a hop inside a box, 2(N-1) one across the network.
+HOP_LATENCY_S = {"box": 5e-6, "network": 50e-6}
+# DDP starts a bucket's all-reduce when its gradients are ready. Backward runs from the
+# head: the last stage's gradients (3/4 of the parameters) are ready first, then
+# stages 3..1 and the stem. We assume half the backward pass is left to hide the
+# all-reduce behind; the optimizer step waits for all of it.
+OVERLAPPED_BACKWARD_FRACTION = 0.5
+# The per-rank batch a multi-GPU estimate assumes (trainer.bench.train_step.GPU_BATCH_SIZE):
+# `--batch-size` is global, so the run sets it to this x the GPU count.
+PER_GPU_BATCH = 1024
+
+Precision = Literal["bf16", "fp16"]
+
+
+def _conv_out(length: int, kernel: int, stride: int, padding: int) -> int:
+    return (length + 2 * padding - kernel) // stride + 1
+
+
+def forward_flops_per_window(window_length: int) -> int:
+    """Forward FLOPs (2 x multiply-accumulates) of ResNet34-1D for one window.
+
+    Convolutions and the linear head only: batch norm, ReLU and pooling add well
+    under 1% and are memory-bound work that the efficiency factor already covers.
+    """
+    if window_length < 32:
+        raise ValueError(f"window length {window_length} is below the model's minimum of 32")
+    length = _conv_out(window_length, STEM_KERNEL, 2, STEM_KERNEL // 2)
+    macs = 1 * RESNET_WIDTHS[0] * STEM_KERNEL * length
+    length = _conv_out(length, 3, 2, 1)  # max pool
+    channels = RESNET_WIDTHS[0]
+    for stage, (blocks, width) in enumerate(zip(RESNET34_BLOCKS, RESNET_WIDTHS, strict=True)):
+        for block in range(blocks):
+            stride = 2 if stage > 0 and block == 0 else 1
+            out = _conv_out(length, BLOCK_KERNEL, stride, BLOCK_KERNEL // 2)
+            macs += channels * width * BLOCK_KERNEL * out + width * width * BLOCK_KERNEL * out
+            if stride != 1 or channels != width:
+                macs += channels * width * out  # 1x1 projection shortcut
+            channels, length = width, out
+    macs += channels * 1  # linear head to one glucose value
+    return 2 * macs
+
+
+def train_flops_per_window(window_length: int) -> int:
+    """FLOPs of one training pass (forward + backward) over one window."""
+    return TRAIN_FLOPS_PER_FORWARD_FLOP * forward_flops_per_window(window_length)
+
+
+def training_precision(gpu: GpuSpec) -> Precision:
+    """What `--precision auto` picks: bf16 where the GPU has it, fp16 (V100, T4) otherwise."""
+    return "bf16" if gpu.bf16_tflops > 0 else "fp16"
+
+
+def _peak_tflops(gpu: GpuSpec, precision: Precision) -> float:
+    return gpu.bf16_tflops if precision == "bf16" else gpu.fp16_tflops
+
+
+@dataclass(frozen=True)
+class DdpScaling:
+    """One DDP step on `ranks` GPUs: compute against the gradients' all-reduce."""
+
+    ranks: int
+    step_s: float  # one rank's forward + backward + optimizer at its batch
+    all_reduce_s: float  # the ring all-reduce of GRADIENT_BYTES over the slowest link
+    exposed_s: float  # the part of it the backward pass does not hide
+    link: str  # what the slowest link is
+
+    @property
+    def efficiency(self) -> float:
+        """The share of per-GPU throughput each GPU keeps."""
+        return self.step_s / (self.step_s + self.exposed_s)
+
+
+def ddp_scaling(
+    per_gpu_windows_per_s: float,
+    per_rank_batch: int,
+    gpus_per_box: int,
+    gpu_link: str | None,
+    boxes: int = 1,
+    network_gbit_s: float | None = None,
+) -> DdpScaling:
+    """How a DDP step of `boxes` x `gpus_per_box` GPUs spends its time.
+
+    A ring all-reduce moves 2(P-1)/P of the gradients through every rank's link; the
+    ring is as fast as its slowest: the GPUs' link inside one box, the network
+    (`network_gbit_s`, Gb/s) between boxes.
+    """
+    ranks = gpus_per_box * boxes
+    step_s = per_rank_batch / per_gpu_windows_per_s
+    if ranks == 1:
+        return DdpScaling(1, step_s, 0.0, 0.0, "none")
+    if boxes > 1:
+        if network_gbit_s is None:
+            raise ValueError(f"{boxes} boxes: give the network's speed between them (Gb/s)")
+        link, link_gb_s = f"{network_gbit_s:g} Gb/s network", network_gbit_s / 8
+    elif gpu_link in LINK_GB_S:
+        link, link_gb_s = gpu_link, LINK_GB_S[gpu_link]
+    else:
+        raise ValueError(f"{gpus_per_box} GPUs linked by {gpu_link!r}: expected one of {GPU_LINKS}")
+    moved = 2 * (ranks - 1) / ranks * GRADIENT_BYTES
+    hops_s = 2 * (ranks - boxes) * HOP_LATENCY_S["box"] + 2 * (boxes - 1) * HOP_LATENCY_S["network"]
+    buckets = -(-GRADIENT_BYTES // DDP_BUCKET_BYTES)
+    all_reduce_s = moved / (link_gb_s * 1e9 * LINK_EFFICIENCY) + buckets * hops_s
+    backward_s = step_s * (TRAIN_FLOPS_PER_FORWARD_FLOP - 1) / TRAIN_FLOPS_PER_FORWARD_FLOP
+    exposed_s = max(0.0, all_reduce_s - OVERLAPPED_BACKWARD_FRACTION * backward_s)
+    return DdpScaling(ranks, step_s, all_reduce_s, exposed_s, link)
+
+
+def ddp_assumptions() -> dict[str, Any]:
+    """The scaling model's inputs, for `fab plan --json`."""
+    return {
+        "gradient_mb": GRADIENT_BYTES / 1e6,
+        "per_gpu_batch": PER_GPU_BATCH,
+        "link_gb_s": LINK_GB_S,
+        "link_efficiency": LINK_EFFICIENCY,
+        "hop_latency_us": {hop: seconds * 1e6 for hop, seconds in HOP_LATENCY_S.items()},
+        "overlapped_backward_fraction": OVERLAPPED_BACKWARD_FRACTION,
+    }
+
+
+def _on_gpus(per_gpu: float, batch: int, gpu_count: int, gpu_link: str | None) -> tuple[float, str]:
+    """Windows/s of a box's GPUs under DDP, and the words that say how it was scaled."""
+    if gpu_count == 1:
+        return per_gpu, ""
+    scaling = ddp_scaling(per_gpu, batch, gpu_count, gpu_link)
+    words = f", x{gpu_count} GPUs at {scaling.efficiency:.0%} (DDP over {scaling.link})"
+    return per_gpu * gpu_count * scaling.efficiency, words
+
+
+@dataclass(frozen=True)
+class MeasuredThroughput:
+    """One row of measured_throughput.csv."""
+
+    date: str
+    gpu: str  # the catalog's GPU model or the device name torch reports
+    gpu_count: int
+    precision: str
+    batch_size: int
+    window_length: int
+    train_windows_per_s: float
+    pipeline_windows_per_s: float
+    torch_version: str
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Training windows/s of one box, and where the number comes from."""
+
+    windows_per_s: float
+    precision: Precision
+    source: Literal["measured", "estimated"]
+    detail: str
+
+
+def load_measured(path: Path = MEASURED_CSV) -> tuple[MeasuredThroughput, ...]:
+    """The measured rows; a missing file means none, a malformed one is an error."""
+    if not path.exists():
+        return ()
+    with path.open(newline="") as f:
+        reader = csv.DictReader(row for row in f if not row.startswith("#"))
+        if tuple(reader.fieldnames or ()) != MEASURED_COLUMNS:
+            raise ValueError(
+                f"{path}: header is {reader.fieldnames}, expected {list(MEASURED_COLUMNS)}; "
+                "fix the header or re-record with `python -m trainer bench --record`"
+            )
+        rows = []
+        for line, raw in enumerate(reader, start=2):
+            try:
+                rows.append(
+                    MeasuredThroughput(
+                        date=raw["date"],
+                        gpu=raw["gpu"],
+                        gpu_count=int(raw["gpu_count"]),
+                        precision=raw["precision"],
+                        batch_size=int(raw["batch_size"]),
+                        window_length=int(raw["window_length"]),
+                        train_windows_per_s=float(raw["train_windows_per_s"]),
+                        pipeline_windows_per_s=float(raw["pipeline_windows_per_s"]),
+                        torch_version=raw["torch_version"],
+                    )
+                )
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{path}:{line}: unreadable row ({e}); fix or delete it") from e
+    return tuple(rows)
+
+
+# Device names that do not spell the catalog's memory size (`torch.cuda.get_device_name`).
+_DEVICE_ALIASES = {"H100 94GB": ("H100", "NVL")}
+
+
+def gpu_matches(recorded: str, gpu_model: str) -> bool:
+    """Whether a recorded GPU name ("NVIDIA A100-SXM4-80GB") is the catalog's model."""
+    if recorded.strip().lower() == gpu_model.lower():
+        return True
+    tokens = set(re.split(r"[^a-z0-9]+", recorded.lower()))
+    wanted = _DEVICE_ALIASES.get(gpu_model, tuple(gpu_model.split()))
+    return all(w.lower() in tokens for w in wanted)
+
+
+def estimate(
+    gpu: GpuSpec, gpu_count: int, window_length: int, gpu_link: str | None = None
+) -> Throughput:
+    """Windows/s from FLOPs per window, datasheet peak and the stated efficiencies."""
+    precision = training_precision(gpu)
+    flops_per_s = _peak_tflops(gpu, precision) * 1e12 * ESTIMATED_PEAK_FRACTION
+    per_gpu = flops_per_s / train_flops_per_window(window_length)
+    windows_per_s, scaled = _on_gpus(per_gpu, PER_GPU_BATCH, gpu_count, gpu_link)
+    return Throughput(
+        windows_per_s=windows_per_s,
+        precision=precision,
+        source="estimated",
+        detail=f"{ESTIMATED_PEAK_FRACTION:.0%} of {precision} peak{scaled}",
+    )
+
+
+def throughput(
+    gpu: GpuSpec,
+    gpu_count: int,
+    window_length: int,
+    measured: tuple[MeasuredThroughput, ...] = (),
+    gpu_link: str | None = None,
+) -> Throughput:
+    """The newest measurement for this GPU, precision and window length, else the estimate.
+
+    A one-GPU measurement stands in for a multi-GPU box (linked by `gpu_link`),
+    scaled by `ddp_scaling` at the batch it was measured with.
+    """
+    precision = training_precision(gpu)
+    rows = sorted(
+        (
+            r
+            for r in measured
+            if gpu_matches(r.gpu, gpu.model)
+            and r.window_length == window_length
+            and r.precision == precision
+        ),
+        key=lambda r: r.date,
+    )
+    exact = [r for r in rows if r.gpu_count == gpu_count]
+    if exact:
+        row = exact[-1]
+        return Throughput(row.train_windows_per_s, precision, "measured", f"{row.date}")
+    single = [r for r in rows if r.gpu_count == 1]
+    if single:
+        row = single[-1]
+        windows_per_s, scaled = _on_gpus(
+            row.train_windows_per_s, row.batch_size, gpu_count, gpu_link
+        )
+        return Throughput(windows_per_s, precision, "measured", f"{row.date}{scaled}")
+    return estimate(gpu, gpu_count, window_length, gpu_link)

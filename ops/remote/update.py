@@ -1,0 +1,214 @@
+"""Box programs and settings to running boxes, without a reboot; and whether a box is behind.
+
+A box installs its programs once, at first boot, from the archive in the stack's
+storage (box/bootstrap.py), and `pulumi up` deliberately leaves existing boxes alone.
+`fab box-update` sends the archive this checkout builds (box/packing.py) and the
+stack's settings over SSH and installs them the way the first boot does: as root, with
+the archive's own install.py (room checked first, the new set unpacked beside the old,
+checked to start, then switched in one step), then the new `setup-box.sh ... guard`:
+the same "guard on" as a first boot (box root and its ownership, systemd reloaded,
+units enabled, timers restarted, the stop recorder started).
+
+`/etc/glucose-training/box-version.json` records what a box runs; `fab train` compares
+it with this checkout and says when the box is behind.
+
+On the box, every path is prefixed with `$GLUCOSE_BOX_FS_ROOT` when it is set: only
+the tests set it, through their sshd, to install into a temporary tree (and put a
+`systemctl` that records what systemd would have been asked first on PATH).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import gzip
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from invoke.exceptions import Exit
+from rich.console import Console
+
+from box import contract, packing
+from box.watchdog_config import GUARD_SETTINGS, WatchdogConfig
+from ops.remote.ssh import Box, nodes
+from ops.target.resolve import Target
+
+CLOUDS = ("aws", "azure")
+# Settings the box programs have no default for: a box cannot run without them.
+BOX_REQUIRED_SETTINGS = frozenset(
+    field.name
+    for field in dataclasses.fields(WatchdogConfig)
+    if field.default is dataclasses.MISSING and field.name != "cloud"
+)
+FS_ROOT = '"${GLUCOSE_BOX_FS_ROOT:-}"'
+# Run as root without a password prompt (both clouds' default users may sudo).
+AS_ROOT = 'if [ "$(id -u)" -eq 0 ]; then bash -s; else sudo -n bash -s; fi'
+HEREDOC_END = "GLUCOSE_BOX_FILE_END"  # base64 and JSON never hold it
+console = Console(stderr=True, soft_wrap=True)
+
+
+@dataclass(frozen=True)
+class BoxSettings:
+    """What the box's settings are rendered from: the cloud, and those guard settings
+    that are known (the rest take the box programs' defaults)."""
+
+    cloud: str
+    guard: dict[str, Any]
+
+
+def settings_text(settings: BoxSettings) -> str:
+    """The watchdog.json these settings make; Exit naming what does not fit."""
+    try:
+        return packing.settings_text(settings.cloud, **settings.guard)
+    except ValueError as error:
+        raise Exit(f"the box's settings do not fit: {error}") from None
+
+
+def running_version(box: Box) -> dict | None:
+    """The box's version record, or None when it has none (set up before box versions)."""
+    text = _read(box, contract.VERSION_PATH)
+    try:
+        return json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return None
+
+
+def current_settings(box: Box) -> dict:
+    """The box's own watchdog.json (empty when missing or unreadable)."""
+    text = _read(box, contract.WATCHDOG_CONFIG_PATH)
+    try:
+        return json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        return {}
+
+
+def _read(box: Box, path: str) -> str | None:
+    result = box.run(f"cat {FS_ROOT}{shlex.quote(path)}", check=False)
+    return result.stdout if result.exited == 0 else None
+
+
+def settings_for(
+    target: Target, outputs: dict[str, Any], overrides: dict[str, Any], box: Box
+) -> BoxSettings:
+    """Each guard setting from `overrides`, else the stack's outputs (or the target
+    file's same keys), else the box's own watchdog.json; left out (cloud-init's
+    default) where none has it. One-line Exit for a value that does not fit."""
+    if target.cloud not in CLOUDS:
+        raise Exit(
+            f"{target.source} is cloud {target.cloud!r}: box-update is for boxes `pulumi up` "
+            f"made ({' or '.join(CLOUDS)}), whose programs cloud-init installed"
+        )
+    on_box = current_settings(box)
+    guard = {}
+    for setting in GUARD_SETTINGS:
+        key, flag = setting.box_key, "--" + setting.box_key.replace("_", "-")
+        sources = (
+            (flag, overrides.get(key)),
+            (f"{target.source}'s {setting.stack_key}", outputs.get(setting.stack_key)),
+            (f"{box.address}'s watchdog.json", on_box.get(key)),
+        )
+        found = next(((where, value) for where, value in sources if value is not None), None)
+        if found is None:
+            if key in BOX_REQUIRED_SETTINGS:
+                raise Exit(
+                    f"no {setting.stack_key}: {target.source} has none and {box.address} has "
+                    f"no readable watchdog.json; pass {flag} N"
+                )
+            continue  # the box programs' own default
+        where, value = found
+        kind = type(setting.default)
+        try:
+            guard[key] = kind(value)
+        except (TypeError, ValueError):
+            raise Exit(f"{where} is {value!r}, expected {kind.__name__} for {key}") from None
+    return BoxSettings(target.cloud, guard)
+
+
+def install_script(programs: packing.Programs, settings: str, ssh_user: str, cloud: str) -> str:
+    """A root bash script: the archive and settings into a temporary directory, the
+    archive's install.py over them, then the new set's guard on. The temporary
+    directory holds the only copy written before install.py has checked the room."""
+    archive = base64.b64encode(programs.archive).decode()
+    program_dir = FS_ROOT + shlex.quote(contract.PROGRAM_DIR)
+    setup = shlex.join(["bash", "SETUP", ssh_user, contract.BOX_ROOT, cloud, "guard"])
+    setup = setup.replace("SETUP", f"{program_dir}/current/setup-box.sh", 1)
+    return (
+        "\n".join(
+            [
+                "set -euo pipefail",
+                "work=$(mktemp -d)",
+                "trap 'rm -rf \"$work\"' EXIT",
+                f"base64 -d > \"$work/programs.tar\" <<'{HEREDOC_END}'",
+                archive,
+                HEREDOC_END,
+                f"cat > \"$work/watchdog.json\" <<'{HEREDOC_END}'",
+                settings.rstrip("\n"),
+                HEREDOC_END,
+                'tar -xf "$work/programs.tar" -C "$work" install.py contract.py',
+                'python3 "$work/install.py" "$work/programs.tar" "$work/watchdog.json"',
+                # stdin is this script's own: setup-box.sh must not read the rest of it.
+                f"{setup} </dev/null",
+            ]
+        )
+        + "\n"
+    )
+
+
+def remote_command(script: str) -> str:
+    """One command line carrying `script` (gzip, base64) into a root bash.
+
+    Not on stdin: Fabric feeds a stream one byte per 10 ms, minutes for the archive.
+    Gzipped, the script is ~60 KB, far under the 128 KiB a single argument may be.
+    """
+    payload = base64.b64encode(gzip.compress(script.encode(), mtime=0)).decode()
+    return f"printf %s {shlex.quote(payload)} | base64 -d | gunzip | {{ {AS_ROOT}; }}"
+
+
+def update_box(box: Box, programs: packing.Programs, settings: str) -> str:
+    """Install `programs` with `settings` on `box` as root and turn its guard on; what
+    install.py said. Exit with its one line when it refused (nothing changed then)."""
+    target = box.target
+    done = box.run(
+        remote_command(install_script(programs, settings, target.ssh_user, target.cloud)),
+        check=False,
+    )
+    if done.exited != 0:
+        said = [line for line in done.stderr.splitlines() if "glucose-install" in line]
+        raise Exit(
+            f"{box.address}: box-update failed: "
+            + (said[-1] if said else (done.stderr.strip().splitlines() or ["no output"])[-1])
+        )
+    return done.stdout.strip()
+
+
+def each_box(target: Target) -> list[Box]:
+    """Every node of the target (boxes K > 0 of a stack reached through box 0)."""
+    return nodes(target)
+
+
+def stale_warning(box: Box) -> str | None:
+    """A line saying the box runs other box programs than this checkout, else None."""
+    target = box.target
+    if target.cloud not in CLOUDS:
+        return None  # a lab box: not set up by our cloud-init
+    running = running_version(box)
+    if running is None:
+        return (
+            f"{box.address} has no box version record (set up before `fab box-update` "
+            "existed); run `fab box-update` to bring its programs and settings up to date"
+        )
+    if running.get("programs") != packing.build_programs().sha256:
+        return (
+            f"{box.address} runs older (or other) box programs than this checkout "
+            "(watchdog, resume unit); run `fab box-update`, no reboot needed"
+        )
+    return None
+
+
+def warn_if_behind(box: Box) -> None:
+    """Say so (on stderr) when the box runs other box programs than this checkout."""
+    warning = stale_warning(box)
+    if warning:
+        console.print(f"[yellow]warning:[/] {warning}")

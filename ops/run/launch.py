@@ -1,0 +1,213 @@
+"""What `fab train` does on the box: image there, dataset cached, trainer started.
+
+Each step is idempotent, so running `fab train --run ID` again after a stop (or a
+failed start) picks up where the first call left off, and the trainer resumes from
+its newest checkpoint at `--checkpoint-uri`.
+
+A box with G > 1 GPUs, or a stack of N > 1 boxes, runs one container per box with
+torchrun over all G GPUs (`ops.run.distributed`), box 0 first: it serves the
+rendezvous the others join. One GPU on one box runs `train` by itself, as always: no
+extra process, no process group, the container's exit code the trainer's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+from invoke.exceptions import Exit
+from rich.console import Console
+
+from box import contract
+from ops.image.registry import login_for
+from ops.image.shipping import box_has_image, load_on_box, pull_on_box
+from ops.remote import lease as box_lease
+from ops.remote.ssh import Box
+from ops.run import container, env_files, on_box
+from ops.run.container import Launch
+from ops.run.distributed import DistributedLaunch
+from ops.run.names import checked_name
+from ops.target.resolve import Target
+
+# Written before the image is built and shipped, renewed before the dataset fetch.
+START_UP_LEASE_MINUTES = 60
+console = Console(stderr=True, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def start_up_lease(box: Box, run_id: str) -> Iterator[Callable[[], None]]:
+    """Keep the idle watchdog off while `fab train` prepares the box; yields `renew`.
+
+    An image pull or a dataset fetch is no trainer, no GPU work and no SSH terminal,
+    so without it a box idle for most of its limit stops mid-pull. Released when the
+    trainer runs (its own start grace takes over) or start-up fails; a `fab` that
+    dies leaves a lease that expires by itself.
+    """
+    name = f"train-{run_id}"
+
+    def renew() -> None:
+        reason = f"fab train --run {run_id}: starting"
+        box_lease.write(box, name, START_UP_LEASE_MINUTES, reason)
+
+    renew()
+    try:
+        yield renew
+    finally:
+        with contextlib.suppress(Exception):  # a lost box cannot be told; it expires anyway
+            box_lease.release(box, name)
+
+
+@contextlib.contextmanager
+def start_up_leases(boxes: list[Box], run_id: str) -> Iterator[Callable[[], None]]:
+    """`start_up_lease` on every box (a box waiting for box 0's image is no idler
+    either); yields `renew`, which renews them all."""
+    with contextlib.ExitStack() as leases:
+        renewals = [leases.enter_context(start_up_lease(box, run_id)) for box in boxes]
+
+        def renew() -> None:
+            for renewal in renewals:
+                renewal()
+
+        yield renew
+
+
+def ship_image(box: Box, local_name: str, remote_name: str | None) -> str:
+    """Make the image present on the box; returns the name the box knows it by."""
+    name = remote_name or local_name
+    if box_has_image(box, name):
+        console.print(f"the box already has {name}")
+        return name
+    if remote_name is not None:
+        with console.status(f"pulling {name} on the box"):
+            pull_on_box(box, name, login_for(box.target.registry), box.target.registry)
+        return name
+    report = load_on_box(box, local_name)
+    console.print(
+        f"loaded {local_name} on the box over SSH: {report.bytes_sent / 1e6:.0f} MB "
+        f"in {report.seconds:.0f} s"
+    )
+    return name
+
+
+def dataset_name_from_uri(data_uri: str) -> str:
+    name = data_uri.rstrip("/").rsplit("/", 1)[-1]
+    return checked_name(name, f"--data-uri {data_uri}: its last path part")
+
+
+def fetch_dataset_on_box(box: Box, image: str, data_uri: str, user: str) -> str:
+    """Cache the dataset under BOX_ROOT/datasets/<name>, verified by its manifest."""
+    name = dataset_name_from_uri(data_uri)
+    host_dir = contract.dataset_dir(box.root, name)
+    inside = container.workspace_dataset(name)
+    box.run(f"mkdir -p {shlex.quote(host_dir)}")
+    with console.status(f"box fetching dataset {data_uri}"):
+        line = container.run_once(
+            box,
+            image,
+            user,
+            f"{host_dir}:{inside}",
+            ["dataset-fetch", data_uri, inside],
+            f"fetch-{name}",
+        )
+    console.print(line)
+    return name
+
+
+def fetch_dataset_on_boxes(boxes: list[Box], image: str, data_uri: str) -> str:
+    """The dataset cached on every box (every rank reads it); its name."""
+    names = {fetch_dataset_on_box(box, image, data_uri, on_box.box_user(box)) for box in boxes}
+    return names.pop()
+
+
+def start_run(boxes: list[Box], launch: Launch) -> None:
+    """The run's container on every box, box 0 first (it serves the rendezvous); on
+    several GPUs or boxes each runs torchrun over its box's GPUs."""
+    gpus = on_box.box_gpu_count(boxes[0])  # the boxes of a stack are alike
+    plans = [distributed_plan(box.target, launch.run_id, gpus, box.node) for box in boxes]
+    if plans[0] is not None:
+        console.print(
+            f"run {launch.run_id}: {plans[0].boxes} box(es) x {plans[0].gpus_per_box} "
+            f"rank(s) (world size {plans[0].world_size}), rank 0 on {boxes[0].address}"
+        )
+    for box, plan in zip(boxes, plans, strict=True):
+        start_trainer(box, replace(launch, distributed=plan), on_box.box_user(box), gpus)
+
+
+def busy_runs(box: Box, run_id: str) -> list[str]:
+    return [other for other in on_box.run_ids(box, running_only=True) if other != run_id]
+
+
+def distributed_plan(
+    target: Target, run_id: str, gpus_per_box: int, node: int
+) -> DistributedLaunch | None:
+    """Box `node`'s part of a run over every GPU of every box; None for one GPU on one
+    box (plain `train`)."""
+    boxes = target.node_count
+    if boxes == 1 and gpus_per_box <= 1:
+        return None
+    addresses = tuple(target.private_address(k) for k in range(boxes)) if boxes > 1 else ()
+    if target.docker_network not in ("", "host") and boxes > 1:
+        raise Exit(
+            f"{target.source}: dockerNetwork {target.docker_network!r}: a run over "
+            f"{boxes} boxes needs the boxes' own network (host); drop dockerNetwork"
+        )
+    try:
+        return DistributedLaunch(run_id, max(gpus_per_box, 1), addresses, node)
+    except ValueError as error:
+        raise Exit(
+            f"{target.source}: {error}; list every box's private address in privateHosts "
+            "(`pulumi up` exports it)"
+        ) from None
+
+
+def refuse_if_running(boxes: list[Box], run_id: str) -> None:
+    """Exit when any box still runs this run: a start must begin on every box together."""
+    for box in boxes:
+        state = on_box.inspect_container(box, run_id)
+        if state is not None and (state.running or state.restarting):
+            raise Exit(f"run {run_id} is already running on {box.address}; see `fab status`")
+
+
+def write_launch_record(box: Box, launch: Launch) -> None:
+    """BOX_ROOT/runs/<id>/launch.json: first start time (for cost) and what was launched."""
+    path = f"{contract.run_dir(box.root, launch.run_id)}/{contract.LAUNCH_FILE}"
+    plan = launch.distributed
+    record = {
+        "run_id": launch.run_id,
+        "image": launch.image,
+        "dataset": launch.dataset_name,
+        "trainer_args": list(launch.trainer_args),
+        "started_at": time.time(),
+        "hourly_price_usd": box.target.hourly_price_usd,
+        "spot": box.target.spot,
+        "boxes": plan.boxes if plan else 1,
+        "world_size": plan.world_size if plan else 1,
+    }
+    # A resume keeps the first launch's record (and so its start time).
+    if not box.exists(path):
+        box.run_with_input(f"cat > {shlex.quote(path)}", json.dumps(record))
+
+
+def start_trainer(box: Box, launch: Launch, user: str, gpus: int) -> None:
+    """(Re)create the run's container; a stopped one of the same run is replaced."""
+    state = on_box.inspect_container(box, launch.run_id)
+    name = on_box.container_name(launch.run_id)
+    if state is not None and (state.running or state.restarting):
+        raise Exit(f"run {launch.run_id} is already running on {box.address}; see `fab status`")
+    run_dir = contract.run_dir(box.root, launch.run_id)
+    box.run(f"mkdir -p {shlex.quote(run_dir)}")
+    if box.node == 0:  # the run's record for `fab status`: on rank 0's box
+        write_launch_record(box, launch)
+    if box.target.container_env:
+        env_file = env_files.run_env_file(box.root, launch.run_id)
+        env_files.write_env_file(box, env_file, box.target.container_env)
+    if state is not None:
+        box.run(f"docker rm {shlex.quote(name)}")
+    # Only with the old container gone: the box's resume unit must never find a
+    # user-stopped container without its marker.
+    box.run(f"rm -f {shlex.quote(run_dir)}/{contract.STOPPED_BY_USER}")
+    box.run(container.docker_run_command(box.target, launch, gpus=gpus > 0, user=user))

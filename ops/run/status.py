@@ -1,0 +1,240 @@
+"""`fab status`: one screen about a run, from what the box has on disk and in docker.
+
+Sources: the trainer's status.json (ARCHITECTURE.md), the last line of metrics.jsonl,
+the container's state (exit code, restarts), nvidia-smi when the box has it,
+launch.json (written by `fab train`) for the time and price the run started with,
+and the box's idle watchdog: its state (countdown, leases, a stop that failed) and
+its record of the last stop.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from dataclasses import dataclass
+
+from box import contract
+from ops.remote.ssh import Box
+from ops.run import on_box
+from ops.run.on_box import ContainerState
+from trainer.reports.status import UPLOAD_PENDING, RunRecord
+
+NVIDIA_QUERY = (
+    "nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total "
+    "--format=csv,noheader,nounits"
+)
+SECONDS_PER_HOUR = 3600
+
+
+@dataclass(frozen=True)
+class BoxSnapshot:
+    """The box's guard rails: the watchdog's state and the last stop it recorded."""
+
+    watchdog: dict
+    last_stop: dict
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """Everything `status` prints, read from the box at one moment."""
+
+    run_id: str
+    state: str
+    status: RunRecord
+    last_metrics: dict
+    gpus: list[str]
+    launch: dict
+    box: BoxSnapshot
+    now: float
+
+
+def _json_or_empty(text: str | None) -> dict:
+    try:
+        value = json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def describe_state(
+    container: ContainerState | None, status: RunRecord, stopped_by_user: bool
+) -> str:
+    """running / preempted-waiting / stopped / finished / failed (exit N) / not started."""
+    if container is None:
+        return status.state or "not started"
+    if container.running:
+        return "running"
+    if container.restarting:
+        return "restarting (an old container under docker's restart policy)"
+    if container.exit_code == 0:
+        return _finished(status)
+    if container.exit_code == contract.EXIT_STOPPED:
+        if stopped_by_user:
+            return "stopped by `fab stop` (checkpoint saved; `fab train --run ID` resumes)"
+        return "preempted-waiting (resumes when the box is back)"
+    if container.exit_code == contract.EXIT_USER_ERROR:
+        return "failed (exit 2: bad flags or dataset; see `fab logs`)"
+    return f"failed (exit {container.exit_code}; see `fab logs`)"
+
+
+def _finished(status: RunRecord) -> str:
+    if status.state == UPLOAD_PENDING:
+        return (
+            "finished, last uploads pending (storage was down; the files are on the box "
+            "until the run's container starts again: `fab download` says which)"
+        )
+    return "finished"
+
+
+def node_line(box: Box, run_id: str) -> str:
+    """Box K > 0 of a multi-node run: its container, and the step its heartbeat saw."""
+    run_dir = contract.run_dir(box.root, run_id)
+    container = on_box.inspect_container(box, run_id)
+    heartbeat = RunRecord.parse(box.read_text(f"{run_dir}/{contract.HEARTBEAT_FILE}"))
+    stopped_by_user = box.exists(f"{run_dir}/{contract.STOPPED_BY_USER}")
+    state = describe_state(container, heartbeat, stopped_by_user)
+    seen = f", step {heartbeat.step}" if heartbeat.step is not None else ""
+    return f"node {box.node}:     {state}{seen} ({box.address}; `fab logs --node {box.node}`)"
+
+
+def snapshot(box: Box, run_id: str) -> RunSnapshot:
+    run_dir = contract.run_dir(box.root, run_id)
+    container = on_box.inspect_container(box, run_id)
+    status = RunRecord.parse(box.read_text(f"{run_dir}/{contract.STATUS_FILE}"))
+    metrics_tail = box.run(
+        f"tail -n 1 {shlex.quote(run_dir)}/metrics.jsonl 2>/dev/null", check=False
+    ).stdout
+    gpus = box.run(NVIDIA_QUERY, check=False)
+    return RunSnapshot(
+        run_id=run_id,
+        state=describe_state(
+            container, status, box.exists(f"{run_dir}/{contract.STOPPED_BY_USER}")
+        ),
+        status=status,
+        last_metrics=_json_or_empty(metrics_tail.strip()),
+        gpus=gpus.stdout.strip().splitlines() if gpus.exited == 0 else [],
+        launch=_json_or_empty(box.read_text(f"{run_dir}/{contract.LAUNCH_FILE}")),
+        box=box_snapshot(box),
+        now=time.time(),
+    )
+
+
+def box_snapshot(box: Box) -> BoxSnapshot:
+    # state.json links to the watchdog's state on /run (box/setup-box.sh).
+    records = f"{box.root}/{contract.WATCHDOG_DIR}"
+    last_stop = box.run(f"tail -n 1 {shlex.quote(records)}/{contract.STOPS_FILE}", check=False)
+    return BoxSnapshot(
+        watchdog=_json_or_empty(box.read_text(f"{records}/state.json")),
+        last_stop=_json_or_empty(last_stop.stdout.strip() if last_stop.exited == 0 else ""),
+    )
+
+
+def _clock(unix_s: float, now: float) -> str:
+    """HH:MM in local time, with the date when it is not today."""
+    moment = time.localtime(unix_s)
+    same_day = time.strftime("%Y-%m-%d", moment) == time.strftime("%Y-%m-%d", time.localtime(now))
+    return time.strftime("%H:%M" if same_day else "%Y-%m-%d %H:%M", moment)
+
+
+def watchdog_line(state: dict, now: float) -> str | None:
+    """The box's idle watchdog (box/watchdog.py) in a line, when it runs."""
+    if not state:
+        return None
+    if state.get("stop_failures"):
+        since = state.get("stop_requested_at")
+        return (
+            f"watchdog:   STILL BILLED: stopping the box failed {state['stop_failures']} "
+            f"time(s) (last: {state.get('stop_error')}); it retries by itself"
+            + (f", trying since {_clock(since, now)}" if isinstance(since, (int, float)) else "")
+            + "; stop it by hand (`az vm deallocate` / `aws ec2 stop-instances`) if it persists"
+        )
+    if state.get("busy_reasons"):
+        return f"watchdog:   box busy ({', '.join(state['busy_reasons'])})"
+    if isinstance(state.get("stop_at"), (int, float)):
+        left_minutes = max(state["stop_at"] - now, 0) / 60
+        return f"watchdog:   box idle; it stops itself (and its bill) in {left_minutes:.0f} min"
+    return None
+
+
+def lease_lines(state: dict, now: float) -> list[str]:
+    """Leases the watchdog honoured at its last look: `fab hold`, a `fab train` start-up."""
+    lines = []
+    for lease in (state.get("signals") or {}).get("leases") or []:
+        until = lease.get("until")
+        if not isinstance(until, (int, float)) or until <= now:
+            continue
+        when = _clock(until, now)
+        if lease.get("name") == contract.HOLD_LEASE:
+            lines.append(f"hold:       box held up until {when} (`fab hold 0` ends it)")
+        else:
+            lines.append(f"lease:      {lease.get('reason') or lease.get('name')}, until {when}")
+    return lines
+
+
+def last_stop_line(record: dict, now: float) -> str | None:
+    """Why the box last stopped, as the box recorded it (box/stop_records.py)."""
+    if not isinstance(record.get("at"), (int, float)) or not record.get("summary"):
+        return None
+    return f"last stop:  {_clock(record['at'], now)} {record['summary']}"
+
+
+def box_lines(snap: BoxSnapshot, now: float) -> list[str]:
+    lines = [watchdog_line(snap.watchdog, now), *lease_lines(snap.watchdog, now)]
+    return [line for line in [*lines, last_stop_line(snap.last_stop, now)] if line]
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / SECONDS_PER_HOUR:.2f} h"
+
+
+def cost_lines(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> list[str]:
+    """Spent so far (wall time since the first launch) and projected to the ETA; every
+    box of a multi-node run bills."""
+    started = snap.launch.get("started_at")
+    if not started or hourly_price_usd <= 0:
+        return ["cost:       unknown (no launch record or no hourlyPriceUsd)"]
+    boxes = snap.launch.get("boxes")
+    if isinstance(boxes, int) and not isinstance(boxes, bool) and boxes > 1:
+        hourly_price_usd *= boxes
+    kind = "spot" if spot else "on-demand"
+    spent_hours = max(snap.now - float(started), 0) / SECONDS_PER_HOUR
+    lines = [
+        f"cost:       ${spent_hours * hourly_price_usd:.2f} so far "
+        f"({spent_hours:.2f} h at ${hourly_price_usd:.3f}/h {kind}; includes idle and "
+        "stopped time only while the box was up)"
+    ]
+    eta = snap.status.eta_s
+    if snap.state == "running" and eta is not None:
+        projected = (spent_hours + eta / SECONDS_PER_HOUR) * hourly_price_usd
+        lines.append(f"projected:  ${projected:.2f} for the whole run (ETA {_hours(eta)})")
+    return lines
+
+
+def _fmt(value, spec: str) -> str:
+    return format(value, spec) if isinstance(value, (int, float)) else "-"
+
+
+def render(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> str:
+    s = snap.status
+    lines = [
+        f"run:        {snap.run_id}",
+        f"state:      {snap.state}",
+        f"progress:   epoch {_fmt(s.epoch, 'd')}, step {_fmt(s.step, 'd')}"
+        f" / {_fmt(s.total_steps, 'd')}",
+        f"train loss: {_fmt(s.train_loss, '.4f')}   val MAE: {_fmt(s.val_mae, '.2f')} mg/dL",
+        f"speed:      {_fmt(s.windows_per_s, ',.0f')} windows/s   "
+        f"ETA: {_hours(s.eta_s) if s.eta_s is not None else '-'}",
+    ]
+    if s.updated_at is not None:
+        lines.append(f"updated:    {snap.now - s.updated_at:.0f} s ago")
+    if snap.last_metrics:
+        shown = {k: v for k, v in snap.last_metrics.items() if not isinstance(v, (dict, list))}
+        lines.append(f"last log:   {json.dumps(shown)}")
+    for gpu in snap.gpus:
+        index, name, util, used, total = (part.strip() for part in gpu.split(","))
+        lines.append(f"gpu {index}:      {name}: {util}% busy, {used}/{total} MiB")
+    if not snap.gpus:
+        lines.append("gpu:        none (nvidia-smi not on the box)")
+    lines += cost_lines(snap, hourly_price_usd, spot)
+    return "\n".join([*lines, *box_lines(snap.box, snap.now)])

@@ -1,0 +1,175 @@
+"""Which box `fab` drives: the current Pulumi stack's outputs, or a target file.
+
+A target file is JSON with the stack output keys plus `sshPort` and `sshKeyPath`
+(and optionally `boxRoot`, `containerEnv`, `dockerNetwork`); ARCHITECTURE.md lists
+them. It describes a box Pulumi did not make: a lab GPU server, or the local sshd
+the tests start. `GLUCOSE_TARGET=FILE` selects one for every task of a command line.
+Both sources are checked against `ops.target.schema` before anything uses a value.
+
+A stack of `nodeCount` boxes lists box 0's public address in `hosts` and every box's
+private address in `privateHosts`: `fab` reaches box K > 0 through box 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from invoke.exceptions import Exit
+
+from box import contract
+from ops.target import schema as target_schema
+
+TARGET_ENV = "GLUCOSE_TARGET"
+PULUMI_TIMEOUT_SECONDS = 120
+REQUIRED_KEYS = ("hosts", "sshUser", "storageUri")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Everything `fab` needs to know about one box and its cloud."""
+
+    cloud: str
+    hosts: tuple[str, ...]
+    ssh_user: str
+    storage_uri: str
+    source: str
+    """Where this came from, for messages: `stack dev` or `target file box.json`."""
+    ssh_port: int = 22
+    ssh_key_path: Path | None = None
+    registry: str = ""
+    """Registry host (`<acct>.dkr.ecr.<region>.amazonaws.com`, `<name>.azurecr.io`,
+    `127.0.0.1:5000`); empty means no registry: images travel by `docker save | load`."""
+    image_repository: str = "glucose-training"
+    vm_size: str = ""
+    gpu_count: int = 0
+    hourly_price_usd: float = 0.0
+    spot: bool = False
+    box_root: str = contract.BOX_ROOT
+    container_env: dict[str, str] = field(default_factory=dict)
+    docker_network: str = ""
+    private_hosts: tuple[str, ...] = ()
+    """Every box's private IP address, in rank order (box 0 first); () when the stack
+    does not say (a target file whose `hosts` are the boxes' own addresses)."""
+
+    def __post_init__(self) -> None:
+        target_schema.check(self)
+
+    @property
+    def host(self) -> str:
+        """The box `fab` talks to (the first, rank-0 box of a multi-node stack)."""
+        return self.hosts[0]
+
+    @property
+    def node_count(self) -> int:
+        """The boxes of the stack: every private address, else every host."""
+        return len(self.private_hosts) or len(self.hosts)
+
+    def ssh_route(self, node: int) -> tuple[str, str | None]:
+        """(host, gateway) for box `node`: a host of its own in `hosts`, else its private
+        address reached through box 0 (SSH ProxyJump)."""
+        if not 0 <= node < self.node_count:
+            raise Exit(
+                f"{self.source} has {self.node_count} box(es): no node {node}; "
+                f"expected 0..{self.node_count - 1}"
+            )
+        if node < len(self.hosts):
+            return self.hosts[node], None
+        return self.private_hosts[node], self.hosts[0]
+
+    def private_address(self, node: int) -> str:
+        """Where the other boxes reach box `node`: its private address, or its host."""
+        return (self.private_hosts or self.hosts)[node]
+
+    @property
+    def image_name(self) -> str:
+        """`registry/repository` to tag and push, or the bare repository without one."""
+        if self.registry and not self.image_repository.startswith(self.registry + "/"):
+            return f"{self.registry}/{self.image_repository}"
+        return self.image_repository
+
+
+def from_outputs(outputs: dict[str, Any], source: str, base_dir: Path | None = None) -> Target:
+    """Build a Target from stack outputs / target-file keys (camelCase)."""
+    missing = [key for key in REQUIRED_KEYS if not outputs.get(key)]
+    if missing:
+        raise Exit(f"{source}: missing {', '.join(missing)}; expected the keys in ARCHITECTURE.md")
+    outputs = target_schema.json_fields(outputs, source)
+    hosts = outputs["hosts"]
+    private_hosts = outputs.get("privateHosts") or []
+    key_path = outputs.get("sshKeyPath")
+    if key_path:
+        key_path = Path(os.path.expanduser(key_path))
+        if not key_path.is_absolute() and base_dir is not None:
+            key_path = base_dir / key_path
+    return Target(
+        cloud=str(outputs.get("cloud") or "local"),
+        hosts=tuple([hosts] if isinstance(hosts, str) else hosts),
+        ssh_user=str(outputs["sshUser"]),
+        storage_uri=str(outputs["storageUri"]).rstrip("/"),
+        source=source,
+        ssh_port=int(outputs.get("sshPort", 22)),
+        ssh_key_path=key_path,
+        registry=str(outputs.get("registry") or ""),
+        image_repository=str(outputs.get("imageRepository") or "glucose-training"),
+        vm_size=str(outputs.get("vmSize") or ""),
+        gpu_count=int(outputs.get("gpuCount", 0)),
+        hourly_price_usd=float(outputs.get("hourlyPriceUsd", 0.0)),
+        spot=bool(outputs.get("spot", False)),
+        box_root=str(outputs.get("boxRoot") or contract.BOX_ROOT),
+        container_env={str(k): str(v) for k, v in (outputs.get("containerEnv") or {}).items()},
+        docker_network=str(outputs.get("dockerNetwork") or ""),
+        private_hosts=tuple(private_hosts),
+    )
+
+
+def load_target_file(path: Path) -> Target:
+    """Read a target file; one-line errors for a missing or malformed one."""
+    source = f"target file {path}"
+    try:
+        outputs = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise Exit(f"{source} does not exist; expected JSON with the stack output keys") from None
+    except json.JSONDecodeError as error:
+        raise Exit(f"{source} is not valid JSON ({error}); fix it or unset {TARGET_ENV}") from None
+    if not isinstance(outputs, dict):
+        raise Exit(f"{source} holds {type(outputs).__name__}; expected a JSON object")
+    return from_outputs(outputs, source, base_dir=path.parent)
+
+
+def stack_outputs(stack: str | None) -> dict[str, Any]:
+    """`pulumi stack output --json [--stack S]`, or a one-line Exit saying what to run."""
+    pulumi = shutil.which("pulumi")
+    if pulumi is None:
+        raise Exit(
+            "no target: the `pulumi` CLI is not installed and no target file is set; "
+            f"install Pulumi and `pulumi up`, or point {TARGET_ENV}=FILE (or --target) "
+            "at a target file"
+        )
+    command = [pulumi, "stack", "output", "--json", "--show-secrets"]
+    if stack:
+        command += ["--stack", stack]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=PULUMI_TIMEOUT_SECONDS, check=False
+    )
+    name = f"stack {stack}" if stack else "the current stack"
+    if result.returncode != 0:
+        detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise Exit(f"cannot read {name}'s outputs ({detail}); run `pulumi stack select` first")
+    outputs = json.loads(result.stdout or "{}")
+    if not outputs:
+        raise Exit(f"{name} has no outputs: nothing is deployed yet; run `pulumi up` first")
+    return outputs
+
+
+def resolve_target(target: str | None = None, stack: str | None = None) -> Target:
+    """The target file (`--target`, else GLUCOSE_TARGET) if any, else the Pulumi stack."""
+    target_file = target or os.environ.get(TARGET_ENV)
+    if target_file:
+        return load_target_file(Path(target_file))
+    return from_outputs(stack_outputs(stack), f"stack {stack or '(current)'}")

@@ -1,0 +1,36 @@
+"""Where things go in a stack's storage (`storageUri`: an S3 bucket or a Blob container).
+
+    runs/<run_id>/            one run's mirror and checkpoints: its `--checkpoint-uri`
+                              (inside it, trainer.checkpoints.layout decides)
+    datasets/<name>/          a dataset, manifest.json last (trainer.data.manifest)
+    box/programs-<sha256>.tar
+                              the box programs a new box fetches at first boot (box/)
+    tmp/                      scratch: both clouds' lifecycle rules delete it after 2 days
+
+The Pulumi program declares the lifecycle rule and the programs' object; `fab` reads and
+writes runs and datasets. Plain strings: no storage client here.
+"""
+
+from __future__ import annotations
+
+RUNS_PREFIX = "runs"
+DATASETS_PREFIX = "datasets"
+BOX_PROGRAMS_PREFIX = "box"
+TMP_PREFIX = "tmp"
+STALE_TMP_DAYS = 2
+"""What is left under tmp/ this long is a crashed writer's and only costs money."""
+
+
+def run_uri(storage_uri: str, run_id: str) -> str:
+    """A run's own folder: what `fab train` passes the trainer as `--checkpoint-uri`."""
+    return f"{storage_uri.rstrip('/')}/{RUNS_PREFIX}/{run_id}"
+
+
+def dataset_uri(storage_uri: str, name: str) -> str:
+    return f"{storage_uri.rstrip('/')}/{DATASETS_PREFIX}/{name}"
+
+
+def box_programs_key(sha256: str) -> str:
+    """The key of one build of the box programs; its name is its content's hash, so a
+    box pinned to it by its user data always finds the bytes it was made with."""
+    return f"{BOX_PROGRAMS_PREFIX}/programs-{sha256}.tar"

@@ -1,0 +1,314 @@
+"""setup-box.sh, the script cloud-init runs once: real bash, fake system tools.
+
+The guard comes first, apt's lock and a late network are waited for, the GPU stack
+and docker are kept from unattended upgrades, and a failure leaves a `failed`
+marker with the log's tail instead of silence.
+"""
+
+import json
+import shutil
+import subprocess
+
+from tests.fakes.fake_box import FakeBox
+from tests.paths import BOX_DIR
+
+REAL_TOOLS = (
+    *("bash", "grep", "sort", "tail", "sed", "mkdir", "date", "mv", "cat", "ln", "rm"),
+    *("tee", "sleep"),
+)
+FAKE_SYSTEM_TOOL = """#!/bin/bash
+echo "${0##*/} $*" >> "$FAKE_LOG"
+# fails NAME: true while the fake should still fail NAME (counts down FAKE_<NAME>_FAILS).
+fails() {
+    local left_file="$FAKE_DIR/$1.fails"
+    [ -f "$left_file" ] || echo "${2:-0}" > "$left_file"
+    local left; left=$(cat "$left_file")
+    [ "$left" -gt 0 ] || return 1
+    echo $((left - 1)) > "$left_file"
+}
+[ "$1" = "-o" ] && shift 2  # apt-get -o DPkg::Lock::Timeout=...
+case "${0##*/} $1" in
+    "apt-get update")
+        if fails apt "${FAKE_APT_BUSY:-0}"; then
+            echo "E: Could not get lock /var/lib/dpkg/lock-frontend" >&2; exit 100
+        fi ;;
+    "apt-get install")
+        [ -z "${FAKE_APT_FAIL:-}" ] || { echo "E: Unable to locate package" >&2; exit 100; }
+        # An installed package brings its command, as the real one would.
+        for package in "$@"; do
+            case "$package" in
+                docker.io) ln -s "$FAKE_TOOL" "${0%/*}/docker" ;;
+                nvidia-utils-*) ln -s "$FAKE_TOOL" "${0%/*}/nvidia-smi" ;;
+                nvidia-container-toolkit) ln -s "$FAKE_TOOL" "${0%/*}/nvidia-ctk" ;;
+                awscli) ln -s "$FAKE_TOOL" "${0%/*}/aws" ;;
+            esac
+        done ;;
+    "docker info") echo "$FAKE_DOCKER_RUNTIMES" ;;
+    "gpg --batch") cat > /dev/null ;;
+    "modprobe nvidia") [ -z "${FAKE_DRIVER_NEEDS_REBOOT:-}" ] || exit 1 ;;
+    "ubuntu-drivers list")
+        [ -z "${FAKE_NO_DRIVER:-}" ] || exit 0
+        echo "nvidia-driver-535-server, (kernel modules provided by linux-modules-nvidia-535)"
+        echo "nvidia-driver-550-server, (kernel modules provided by linux-modules-nvidia-550)" ;;
+    "curl -fsSL")
+        if fails curl "${FAKE_NETWORK_DOWN:-0}"; then
+            echo "curl: (6) Could not resolve host" >&2; exit 6
+        fi
+        url="${*: -1}"; out=""
+        while [ $# -gt 0 ]; do [ "$1" = "-o" ] && out="$2"; shift; done
+        case "$url" in
+            *.list) echo 'deb https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /' ;;
+            *) echo KEY ;;
+        esac > "$out" ;;
+esac
+exit 0
+"""
+ALWAYS_FAKE = ("apt-get", "systemctl", "ubuntu-drivers", "modprobe", "curl", "gpg", "chown")
+IMAGE_TOOLS = ("docker", "nvidia-smi", "nvidia-ctk", "aws")  # the AWS DLAMI has all four
+GUARD_ON = "systemctl restart glucose-watchdog.timer"
+GUARD_UNITS = [
+    "systemctl daemon-reload",
+    "systemctl enable glucose-watchdog.timer",
+    GUARD_ON,
+    "systemctl enable --now glucose-stop-record.service",
+    "systemctl enable glucose-resume.service",
+    "systemctl enable glucose-resume.timer",
+    "systemctl restart glucose-resume.timer",
+]
+
+
+def _run_setup(
+    tmp_path,
+    *,
+    image_has=IMAGE_TOOLS,
+    gpu=True,
+    runtimes='{"nvidia":{}}',
+    env=(),
+    cloud="aws",
+    mode=(),
+):
+    """Run setup-box.sh with only `image_has` of IMAGE_TOOLS on PATH; return (result, calls)."""
+    bin_dir, pci, apt_root = tmp_path / "bin", tmp_path / "pci", tmp_path / "apt"
+    for directory in (bin_dir, pci / "0000:00:1e.0", apt_root / "etc/apt/sources.list.d"):
+        directory.mkdir(parents=True, exist_ok=True)
+    (pci / "0000:00:1e.0" / "vendor").write_text("0x10de\n" if gpu else "0x1d0f\n")
+    for tool in REAL_TOOLS:
+        if not (bin_dir / tool).exists():
+            (bin_dir / tool).symlink_to(shutil.which(tool))
+    fake = tmp_path / "fake-system-tool"
+    fake.write_text(FAKE_SYSTEM_TOOL)
+    fake.chmod(0o755)
+    for tool in (*ALWAYS_FAKE, "usermod", *image_has):
+        if not (bin_dir / tool).exists():
+            (bin_dir / tool).symlink_to(fake)
+    log = tmp_path / "calls.log"
+    log.write_text("")
+    done = subprocess.run(
+        ["bash", str(BOX_DIR / "setup-box.sh"), "ubuntu", str(tmp_path / "box"), cloud, *mode],
+        env={
+            "PATH": str(bin_dir),
+            "FAKE_LOG": str(log),
+            "FAKE_DIR": str(tmp_path),
+            "FAKE_TOOL": str(fake),
+            "FAKE_DOCKER_RUNTIMES": runtimes,
+            "GLUCOSE_PCI_ROOT": str(pci),
+            "GLUCOSE_APT_ROOT": str(apt_root),
+            "GLUCOSE_SETUP_RETRY_SECONDS": "0",
+            **dict(env),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done, log.read_text().splitlines()
+
+
+def _installs(calls):
+    """`apt-get install` package lists, in order."""
+    return [
+        call.split(" --no-install-recommends ", 1)[1]
+        for call in calls
+        if call.startswith("apt-get ") and " install " in call
+    ]
+
+
+def test_setup_installs_nothing_on_an_image_that_has_it_all(tmp_path):
+    done, calls = _run_setup(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _installs(calls) == []
+    assert not any(call.startswith("nvidia-ctk") for call in calls)
+
+
+def test_setup_installs_docker_only_when_absent(tmp_path):
+    done, calls = _run_setup(tmp_path, image_has=(), gpu=False, cloud="azure")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _installs(calls) == ["docker.io"]
+    assert "systemctl enable --now docker" in calls
+
+
+def test_apt_waits_for_the_lock_unattended_upgrades_holds(tmp_path):
+    done, calls = _run_setup(tmp_path, image_has=(), gpu=False, env={"FAKE_APT_BUSY": "3"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("retrying in 0s") == 3
+    assert _installs(calls) == ["docker.io", "awscli"]
+    assert all("-o DPkg::Lock::Timeout=600" in call for call in calls if call.startswith("apt"))
+
+
+def test_downloads_wait_for_a_network_that_comes_late(tmp_path):
+    # AWS attaches the Elastic IP after boot: the first requests go nowhere.
+    done, calls = _run_setup(
+        tmp_path, image_has=("docker", "nvidia-smi"), env={"FAKE_NETWORK_DOWN": "2"}
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "retrying" in done.stdout
+    assert _installs(calls) == ["nvidia-container-toolkit", "awscli"]
+
+
+def test_setup_skips_gpu_software_without_a_gpu(tmp_path):
+    done, calls = _run_setup(tmp_path, image_has=("docker", "aws"), gpu=False)
+    assert "no NVIDIA GPU" in done.stdout
+    assert _installs(calls) == []
+
+
+def test_setup_installs_driver_and_toolkit_on_a_bare_gpu_image(tmp_path):
+    done, calls = _run_setup(tmp_path, image_has=("docker", "aws"), runtimes='{"runc":{}}')
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ubuntu-drivers install --gpgpu nvidia:550-server" in calls
+    assert _installs(calls)[-2:] == ["nvidia-utils-550-server", "nvidia-container-toolkit"]
+    assert "nvidia-ctk runtime configure --runtime=docker" in calls
+    assert calls.index("nvidia-ctk runtime configure --runtime=docker") < calls.index(
+        "systemctl restart docker"
+    )
+
+
+def test_setup_adds_nvidia_repository_signed_by_its_key(tmp_path):
+    _run_setup(tmp_path, image_has=("docker", "nvidia-smi"), runtimes='{"runc":{}}')
+    sources = tmp_path / "apt/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+    keyring = tmp_path / "apt/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+    assert sources.read_text().startswith(f"deb [signed-by={keyring}] https://nvidia.github.io/")
+
+
+def test_unattended_upgrades_keep_off_the_gpu_stack_and_docker(tmp_path):
+    _run_setup(tmp_path)
+    hold = (tmp_path / "apt/etc/apt/apt.conf.d/51glucose-training-hold").read_text()
+    assert "Unattended-Upgrade::Package-Blacklist {" in hold
+    for pattern in ('"nvidia-";', '"libnvidia-";', '"cuda-";', '"docker";', '"containerd";'):
+        assert pattern in hold
+
+
+def test_setup_installs_the_aws_cli_where_an_aws_image_lacks_it(tmp_path):
+    # Plain Ubuntu 22.04 (Volta boxes): without `aws` no verdict metric for the idle alarm.
+    done, calls = _run_setup(tmp_path, image_has=("docker", "nvidia-smi", "nvidia-ctk"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _installs(calls) == ["awscli"]
+    assert (tmp_path / "bin" / "aws").exists()
+
+
+def test_setup_installs_no_aws_cli_on_azure(tmp_path):
+    done, calls = _run_setup(
+        tmp_path, image_has=("docker", "nvidia-smi", "nvidia-ctk"), cloud="azure"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _installs(calls) == []
+
+
+def test_setup_refuses_an_unknown_cloud_before_installing_anything(tmp_path):
+    done, calls = _run_setup(tmp_path, image_has=(), cloud="gcp")
+    assert done.returncode == 2
+    assert "cloud is 'gcp', expected aws or azure" in done.stderr
+    assert calls == []
+
+
+def test_setup_registers_an_existing_toolkit_with_docker_once(tmp_path):
+    _, calls = _run_setup(tmp_path, runtimes='{"runc":{}}')
+    assert _installs(calls) == []
+    assert calls.count("nvidia-ctk runtime configure --runtime=docker") == 1
+
+
+def test_the_guard_is_on_before_anything_can_fail(tmp_path):
+    _, calls = _run_setup(tmp_path, image_has=())
+    first_install = next(index for index, call in enumerate(calls) if call.startswith("apt-get"))
+    assert [call for call in calls[:first_install] if call.startswith("systemctl")] == GUARD_UNITS
+
+
+def test_guard_mode_turns_the_guard_on_and_does_nothing_else(tmp_path):
+    # What `fab box-update` runs after writing new programs onto a running box.
+    done, calls = _run_setup(tmp_path, image_has=(), mode=["guard"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    box = tmp_path / "box"
+    assert calls == [f"chown ubuntu:ubuntu {box}/runs {box}/datasets {box}/leases", *GUARD_UNITS]
+    assert sorted(path.name for path in box.iterdir()) == [
+        "datasets", "leases", "runs", "watchdog"
+    ]  # fmt: skip
+
+
+def test_guard_mode_starts_no_run_and_keeps_a_failed_marker(tmp_path):
+    _run_setup(tmp_path, image_has=(), env={"FAKE_APT_FAIL": "1"})
+    done, calls = _run_setup(tmp_path, image_has=(), mode=["guard"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not [call for call in calls if "glucose-resume.service" in call and "enable" not in call]
+    assert (tmp_path / "box" / "failed").read_text().startswith("setup failed at ")
+
+
+def test_setup_refuses_an_unknown_mode(tmp_path):
+    done, calls = _run_setup(tmp_path, mode=["everything"])
+    assert done.returncode == 2
+    assert "mode is 'everything', expected guard or nothing" in done.stderr
+    assert calls == []
+
+
+def test_setup_lets_the_ssh_user_run_docker_and_write_runs_and_leases(tmp_path):
+    _, calls = _run_setup(tmp_path)
+    box = tmp_path / "box"
+    assert "usermod -aG docker ubuntu" in calls
+    assert f"chown ubuntu:ubuntu {box}/runs {box}/datasets {box}/leases" in calls
+
+
+def test_setup_writes_the_ready_marker_last(tmp_path):
+    done, _ = _run_setup(tmp_path)
+    ready = json.loads((tmp_path / "box" / "ready").read_text())
+    assert ready["gpu"] == "nvidia"
+    assert done.stdout.strip().endswith(f"box ready: {tmp_path / 'box' / 'ready'}")
+    assert not (tmp_path / "box" / "failed").exists()
+
+
+def test_failed_setup_leaves_a_failed_marker_with_the_log_tail(tmp_path):
+    done, calls = _run_setup(tmp_path, image_has=(), env={"FAKE_APT_FAIL": "1"})
+    assert done.returncode != 0
+    assert not (tmp_path / "box" / "ready").exists()
+    failed = (tmp_path / "box" / "failed").read_text()
+    assert failed.startswith("setup failed at ")
+    assert "E: Unable to locate package" in failed
+    assert GUARD_ON in calls
+
+
+def test_a_driver_that_needs_a_reboot_says_so_in_the_failed_marker(tmp_path):
+    env = {"FAKE_DRIVER_NEEDS_REBOOT": "1"}
+    done, _ = _run_setup(tmp_path, image_has=("docker", "aws"), env=env)
+    assert done.returncode != 0
+    assert "reboot the box" in (tmp_path / "box" / "failed").read_text()
+
+
+def test_gpu_without_a_recommended_driver_fails_setup_loudly(tmp_path):
+    done, _ = _run_setup(tmp_path, image_has=("docker",), env={"FAKE_NO_DRIVER": "1"})
+    assert done.returncode != 0
+    assert "ERROR: ubuntu-drivers recommends no NVIDIA server driver" in done.stdout
+    assert not (tmp_path / "box" / "ready").exists()
+
+
+def test_running_setup_again_after_a_fix_clears_the_failed_marker(tmp_path):
+    _run_setup(tmp_path, image_has=(), env={"FAKE_APT_FAIL": "1"})
+    done, _ = _run_setup(tmp_path, image_has=())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (tmp_path / "box" / "failed").exists()
+    assert (tmp_path / "box" / "ready").exists()
+
+
+def test_a_box_whose_setup_failed_still_stops_when_idle(tmp_path):
+    # The guard is on; docker, nvidia-smi and the aws CLI never came: idle, then stop.
+    _run_setup(tmp_path / "setup", image_has=(), env={"FAKE_APT_FAIL": "1"})
+    box = FakeBox(tmp_path / "box", idle_shutdown_minutes=3)
+    box.set_docker_up(False)
+    box.set_gpu(None)
+    assert box.ticks_until_stop(1_800_000_000.0, minutes=3 + 2) is not None

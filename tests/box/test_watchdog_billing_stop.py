@@ -1,0 +1,193 @@
+"""How the watchdog stops billing on each cloud, and the verdict it publishes on AWS."""
+
+import pytest
+
+from tests.fakes.fake_box import FakeBox
+from tests.fixtures.metadata import AZURE_RESOURCE_ID
+
+T0 = 1_800_000_000.0
+IDLE_LIMIT_MINUTES = 2
+LIMIT_SECONDS = IDLE_LIMIT_MINUTES * 60
+
+
+def _box(tmp_path, fake_metadata, cloud):
+    return FakeBox(
+        tmp_path,
+        cloud=cloud,
+        metadata_url=fake_metadata.url,
+        idle_shutdown_minutes=IDLE_LIMIT_MINUTES,
+    )
+
+
+def _idle_past_the_limit(box):
+    box.tick(T0)
+    return box.tick(T0 + LIMIT_SECONDS)
+
+
+@pytest.fixture
+def azure_box(tmp_path, fake_metadata):
+    return _box(tmp_path, fake_metadata, "azure")
+
+
+def test_azure_deallocates_the_vm_through_arm(azure_box, fake_metadata):
+    _idle_past_the_limit(azure_box)
+    assert fake_metadata.deallocated == [AZURE_RESOURCE_ID]
+    assert azure_box.calls("shutdown") == []
+    assert azure_box.watchdog_state()["stop_method"] == "azure-deallocate"
+
+
+def test_azure_deallocate_names_the_api_version(azure_box, fake_metadata):
+    _idle_past_the_limit(azure_box)
+    (call,) = [seen for seen in fake_metadata.requests if seen.path.startswith("/subscriptions/")]
+    assert call.method == "POST"
+    assert call.path == f"{AZURE_RESOURCE_ID}/deallocate?api-version=2024-07-01"
+
+
+def test_azure_token_is_asked_for_arm_with_the_metadata_header(azure_box, fake_metadata):
+    _idle_past_the_limit(azure_box)
+    (call,) = [seen for seen in fake_metadata.requests if "/identity/" in seen.path]
+    assert "resource=https%3A%2F%2Fmanagement.azure.com%2F" in call.path
+    assert call.headers["metadata"] == "true"
+
+
+def test_arm_refusal_keeps_the_vm_up_and_says_still_billed(azure_box, fake_metadata):
+    # An OS shutdown would leave it "stopped" (billed) and unreachable, with no retry.
+    fake_metadata.arm_status = 403
+    done = _idle_past_the_limit(azure_box)
+    assert azure_box.calls("shutdown") == []
+    assert "STILL BILLED" in done.stdout
+    assert "HTTP 403" in done.stdout
+    state = azure_box.watchdog_state()
+    assert (state["stop_failures"], state["stop_method"]) == (1, "azure-deallocate")
+    assert "HTTP 403" in state["stop_error"]
+
+
+def _deallocate_requests(fake_metadata) -> int:
+    return sum("/deallocate?" in seen.path for seen in fake_metadata.requests)
+
+
+def test_a_refused_deallocate_is_retried_with_backoff(azure_box, fake_metadata):
+    fake_metadata.arm_status = 403
+    _idle_past_the_limit(azure_box)
+    asked = []
+    for minute in range(1, 16):
+        before = _deallocate_requests(fake_metadata)
+        azure_box.tick(T0 + LIMIT_SECONDS + minute * 60)
+        if _deallocate_requests(fake_metadata) > before:
+            asked.append(minute)
+    # 1, 2, 4, 8 minutes after each failure: backoff, but never given up.
+    assert asked == [1, 3, 7, 15]
+    assert azure_box.watchdog_state()["stop_failures"] == 5
+
+
+def test_deallocate_succeeds_once_arm_accepts_again(azure_box, fake_metadata):
+    fake_metadata.arm_status = 403
+    _idle_past_the_limit(azure_box)
+    fake_metadata.arm_status = 202
+    azure_box.tick(T0 + LIMIT_SECONDS + 60)
+    assert fake_metadata.deallocated == [AZURE_RESOURCE_ID]
+    state = azure_box.watchdog_state()
+    assert (state["stop_failures"], state["stop_error"]) == (0, None)
+
+
+def test_missing_identity_keeps_the_vm_up(azure_box, fake_metadata):
+    fake_metadata.identity_status = 400
+    done = _idle_past_the_limit(azure_box)
+    assert azure_box.calls("shutdown") == []
+    assert "ERROR: Azure deallocate failed" in done.stdout
+
+
+def test_unreachable_metadata_keeps_the_vm_up(tmp_path):
+    box = FakeBox(tmp_path, cloud="azure", idle_shutdown_minutes=IDLE_LIMIT_MINUTES)
+    _idle_past_the_limit(box)
+    assert box.calls("shutdown") == []
+    assert box.watchdog_state()["stop_failures"] == 1
+
+
+def test_a_failing_os_shutdown_is_retried_and_says_still_billed(tmp_path):
+    box = FakeBox(tmp_path, cloud="aws", idle_shutdown_minutes=IDLE_LIMIT_MINUTES)
+    box.set_shutdown_status(1)
+    done = _idle_past_the_limit(box)
+    assert "STILL BILLED" in done.stdout
+    box.tick(T0 + LIMIT_SECONDS + 60)
+    assert len(box.calls("shutdown")) == 2
+
+
+def test_aws_stops_with_an_os_shutdown(tmp_path, fake_metadata):
+    box = _box(tmp_path, fake_metadata, "aws")
+    _idle_past_the_limit(box)
+    assert box.calls("shutdown") == [["-h", "now"]]
+    assert fake_metadata.deallocated == []
+
+
+def _published(box):
+    (call,) = box.calls("aws")
+    return call
+
+
+def test_aws_publishes_the_verdict_to_cloudwatch(tmp_path, fake_metadata):
+    box = _box(tmp_path, fake_metadata, "aws")
+    box.set_gpu(12, 88)
+    box.tick(T0)
+    assert _published(box) == [
+        "cloudwatch",
+        "put-metric-data",
+        "--region",
+        "eu-west-1",
+        "--namespace",
+        "GlucoseTraining",
+        "--metric-name",
+        "Busy",
+        "--dimensions",
+        "InstanceId=i-0123456789abcdef0",
+        "--unit",
+        "None",
+        "--value",
+        "1",
+    ]
+
+
+def test_an_ssh_session_is_busy_to_the_alarm_too(tmp_path, fake_metadata):
+    # The alarm reads the watchdog's verdict, so a person at the box keeps it up there too.
+    box = _box(tmp_path, fake_metadata, "aws")
+    box.add_session("alice")
+    box.tick(T0)
+    assert _published(box)[-1] == "1"
+
+
+def test_an_idle_box_publishes_zero(tmp_path, fake_metadata):
+    box = _box(tmp_path, fake_metadata, "aws")
+    box.tick(T0)
+    assert _published(box)[-1] == "0"
+
+
+def test_a_box_that_just_booted_publishes_busy_for_the_boot_grace(tmp_path, fake_metadata):
+    # The alarm sat in ALARM while the box was stopped: a 1 returns it to OK.
+    box = _box(tmp_path, fake_metadata, "aws")
+    box.reboot("boot-2", at=T0 - 60)
+    box.tick(T0)
+    assert _published(box)[-1] == "1"
+
+
+def test_aws_metric_uses_an_imdsv2_token(tmp_path, fake_metadata):
+    box = _box(tmp_path, fake_metadata, "aws")
+    box.tick(T0)
+    token_put, *reads = fake_metadata.requests
+    assert (token_put.method, token_put.path) == ("PUT", "/latest/api/token")
+    assert [seen.headers.get("x-aws-ec2-metadata-token") for seen in reads] == [
+        "fake-imds-token",
+        "fake-imds-token",
+    ]
+
+
+def test_azure_publishes_no_cloudwatch_metric(azure_box):
+    azure_box.set_gpu(50)
+    azure_box.tick(T0)
+    assert azure_box.calls("aws") == []
+
+
+def test_the_verdict_is_published_without_nvidia_smi_too(tmp_path, fake_metadata):
+    box = _box(tmp_path, fake_metadata, "aws")
+    box.set_gpu(None)
+    box.tick(T0)
+    assert _published(box)[-1] == "0"

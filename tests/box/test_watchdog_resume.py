@@ -1,0 +1,173 @@
+"""The resume unit, the one restarter: interrupted runs start again, boundedly; others never."""
+
+import pytest
+
+from tests.fakes.fake_box import FakeBox
+
+T0 = 1_800_000_000.0
+MINUTE = 60.0
+PREEMPTED = 75
+
+
+@pytest.fixture
+def box(tmp_path):
+    return FakeBox(tmp_path, docker_wait_seconds=1)
+
+
+def _resume(box, now=T0):
+    done = box.run("resume.py", now=now)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def _started(box):
+    return [call[1] for call in box.calls("docker") if call[0] == "start"]
+
+
+def test_preempted_run_starts_again(box):
+    container = box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=PREEMPTED)
+    box.write_status("run-1", state="preempted")
+    done = _resume(box)
+    assert _started(box) == [container]
+    assert "starting run run-1 again" in done.stdout
+
+
+def test_run_killed_with_the_host_starts_again_after_the_boot(box):
+    container = box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=137)
+    box.write_status("run-1", state="running")
+    box.reboot("boot-2", at=T0 - 60)
+    _resume(box)
+    assert _started(box) == [container]
+
+
+def test_a_box_of_workers_resumes_from_its_heartbeat_after_the_boot(box):
+    # Box 1 of a multi-node run: rank 0 (and status.json) is on box 0; its own ranks
+    # keep heartbeat.json. Killed with the host, it starts again like box 0.
+    container = box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=137)
+    heartbeat = box.box_root / "runs" / "run-1" / "heartbeat.json"
+    heartbeat.parent.mkdir(parents=True, exist_ok=True)
+    heartbeat.write_text('{"step": 40, "state": "running", "exit_code": null, "updated_at": 1}')
+    box.reboot("boot-2", at=T0 - 60)
+    _resume(box)
+    assert _started(box) == [container]
+
+
+def test_run_that_crashed_in_this_boot_stays_down(box):
+    # Killed by the kernel (OOM) while the box stayed up: a failure, never a restart loop.
+    box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=137)
+    box.write_status("run-1", state="running")
+    done = _resume(box)
+    assert _started(box) == []
+    assert "a failure" in done.stdout
+
+
+def test_run_stopped_by_the_user_stays_down(box):
+    box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=PREEMPTED)
+    box.write_status("run-1", state="stopped")
+    (box.box_root / "runs" / "run-1" / "STOPPED_BY_USER").touch()
+    box.reboot("boot-2", at=T0 - 60)
+    done = _resume(box)
+    assert _started(box) == []
+    assert "stopped by the user" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "state", "why"),
+    [
+        (0, "finished", "finished"),
+        (2, "failed", "exited 2: a user error"),
+        (1, "failed", "a failure"),
+    ],
+)
+def test_finished_and_failed_runs_stay_down_even_after_a_boot(box, exit_code, state, why):
+    box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=exit_code)
+    box.write_status("run-1", state=state)
+    box.reboot("boot-2", at=T0 - 60)
+    done = _resume(box)
+    assert _started(box) == []
+    assert why in done.stdout
+
+
+def test_finished_run_whose_uploads_are_pending_starts_again_to_upload(box):
+    container = box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=0)
+    box.write_status("run-1", state="finished-upload-pending")
+    _resume(box)
+    assert _started(box) == [container]
+
+
+def test_a_run_that_keeps_exiting_75_is_started_three_times_per_boot(box):
+    container = box.add_trainer(
+        "run-1", running=False, created_at=T0 - 600, exit_code=PREEMPTED, finished_at=T0
+    )
+    for minute in range(0, 30):
+        now = T0 + minute * MINUTE
+        _resume(box, now=now)
+        if box.containers()[0]["State"]["Running"]:
+            box.exit_container(container, exit_code=PREEMPTED, at=now + 1)
+    assert _started(box) == [container] * 3
+
+
+def test_later_starts_wait_longer_after_the_exit(box):
+    container = box.add_trainer(
+        "run-1", running=False, created_at=T0 - 600, exit_code=PREEMPTED, finished_at=T0
+    )
+    _resume(box, now=T0)
+    box.exit_container(container, exit_code=PREEMPTED, at=T0 + 10)
+    done = _resume(box, now=T0 + 40)
+    assert len(_started(box)) == 1
+    assert "start 2 in 30s" in done.stdout
+
+
+def test_a_new_boot_starts_the_count_over(box):
+    box.add_trainer(
+        "run-1", running=False, created_at=T0 - 600, exit_code=PREEMPTED, finished_at=T0
+    )
+    (box.root / "run").mkdir()
+    (box.root / "run" / "resume-state.json").write_text(
+        '{"boot_id": "boot-1", "runs": {"run-1": {"attempts": 3}}}'
+    )
+    assert "started 3 times" in _resume(box).stdout
+    box.reboot("boot-2", at=T0 + 60)
+    _resume(box, now=T0 + 120)
+    assert len(_started(box)) == 1
+
+
+def test_uncountable_attempts_start_nothing(tmp_path):
+    (tmp_path / "full-disk").write_text("")
+    box = FakeBox(
+        tmp_path / "box",
+        docker_wait_seconds=1,
+        resume_state_path=str(tmp_path / "full-disk" / "resume-state.json"),
+    )
+    box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=PREEMPTED)
+    done = box.run("resume.py", now=T0)
+    assert done.returncode == 1
+    assert _started(box) == []
+
+
+def test_only_the_newest_run_is_considered(box):
+    box.add_trainer("old", running=False, created_at=T0 - 7200, exit_code=PREEMPTED)
+    box.write_status("old", state="preempted")
+    box.add_trainer("new", running=False, created_at=T0 - 3600, exit_code=0)
+    box.write_status("new", state="finished")
+    _resume(box)
+    assert _started(box) == []
+
+
+def test_a_running_run_is_left_alone(box):
+    box.add_trainer("run-1", running=True, created_at=T0)
+    done = _resume(box)
+    assert _started(box) == []
+    assert "is running" in done.stdout
+
+
+def test_box_without_runs_has_nothing_to_resume(box):
+    done = _resume(box)
+    assert "nothing to resume" in done.stdout
+
+
+def test_docker_that_never_answers_fails_the_unit(box):
+    box.set_docker_up(False)
+    done = box.run("resume.py")
+    assert done.returncode == 1
+    assert "docker did not answer within 1s" in done.stdout

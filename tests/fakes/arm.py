@@ -1,0 +1,128 @@
+"""A fake of the few Azure Resource Manager reads that preflight makes, on 127.0.0.1.
+
+Not a plugin: the Azure program tests start one for the whole session (the program
+reads compute usages before declaring anything) and the preflight tests their own.
+State is plain data a test edits: which providers are registered, which SKUs a region
+offers, the usages, the deployer's permissions, whether budgets are allowed. Every
+request is recorded with its bearer token, so a test can see what was asked and as whom.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from ops.preflight.azure import REQUIRED_PROVIDERS
+from tests.fakes.local_http import LocalHttpServer, reply
+
+SUBSCRIPTION = "00000000-0000-0000-0000-00000000sub1"
+OWNER = [{"actions": ["*"], "notActions": []}]
+
+
+def sku(name: str, family: str, vcpus: int, restricted: bool = False) -> dict[str, Any]:
+    restrictions = (
+        [{"type": "Location", "reasonCode": "NotAvailableForSubscription"}] if restricted else []
+    )
+    return {
+        "resourceType": "virtualMachines",
+        "name": name,
+        "family": family,
+        "capabilities": [{"name": "vCPUs", "value": str(vcpus)}],
+        "restrictions": restrictions,
+    }
+
+
+def usage(name: str, limit: int, current: int = 0) -> dict[str, Any]:
+    return {
+        "name": {"value": name, "localizedValue": name},
+        "limit": limit,
+        "currentValue": current,
+    }
+
+
+@dataclass
+class ArmState:
+    """What the fake answers; defaults: a healthy subscription with room for GPUs."""
+
+    subscriptions: list[str] = field(default_factory=lambda: [SUBSCRIPTION])
+    registered: set[str] = field(default_factory=lambda: set(REQUIRED_PROVIDERS))
+    skus: dict[str, list[dict]] = field(
+        default_factory=lambda: {
+            "eastus": [
+                sku("Standard_NC4as_T4_v3", "standardNCASv3_T4Family", 4),
+                sku("Standard_NC24ads_A100_v4", "StandardNCADSA100v4Family", 24),
+            ]
+        }
+    )
+    usages: dict[str, list[dict]] = field(
+        default_factory=lambda: {
+            "eastus": [
+                usage("cores", 100),
+                usage("lowPriorityCores", 100),
+                usage("standardNCASv3_T4Family", 64),
+                usage("StandardNCADSA100v4Family", 96),
+            ]
+        }
+    )
+    permissions: list[dict] = field(default_factory=lambda: list(OWNER))
+    budgets_error: tuple[int, str] | None = None
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    """(path, bearer token) of every request, in order."""
+
+
+class FakeArm(LocalHttpServer):
+    """ARM answering `state` at `endpoint`."""
+
+    def __init__(self, state: ArmState | None = None) -> None:
+        self.state = state or ArmState()
+        super().__init__(_handler(self))
+
+    def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+        state = self.state
+        if path == "/subscriptions":
+            return 200, {
+                "value": [{"subscriptionId": s, "state": "Enabled"} for s in state.subscriptions]
+            }
+        match = re.fullmatch(r"/subscriptions/([^/]+)(/.*)", path)
+        if not match or match.group(1) not in state.subscriptions:
+            return 404, {"error": {"code": "SubscriptionNotFound", "message": path}}
+        rest = match.group(2)
+        if provider := re.fullmatch(r"/providers/(Microsoft\.[A-Za-z]+)", rest):
+            namespace = provider.group(1)
+            registered = namespace in state.registered
+            return 200, {
+                "namespace": namespace,
+                "registrationState": "Registered" if registered else "NotRegistered",
+            }
+        if rest == "/providers/Microsoft.Compute/skus":
+            location = re.search(r"location eq '([^']+)'", query.get("$filter", [""])[0])
+            return 200, {"value": state.skus.get(location.group(1) if location else "", [])}
+        if usages := re.fullmatch(r"/providers/Microsoft.Compute/locations/([^/]+)/usages", rest):
+            return 200, {"value": state.usages.get(usages.group(1), [])}
+        if rest == "/providers/Microsoft.Authorization/permissions":
+            return 200, {"value": state.permissions}
+        if rest == "/providers/Microsoft.Consumption/budgets":
+            if state.budgets_error:
+                status, code = state.budgets_error
+                return status, {"error": {"code": code, "message": "not supported"}}
+            return 200, {"value": []}
+        return 404, {"error": {"code": "NotFound", "message": rest}}
+
+
+def _handler(arm: FakeArm) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            url = urlparse(self.path)
+            token = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            arm.state.requests.append((url.path, token))
+            status, body = arm.answer(url.path, parse_qs(url.query))
+            reply(self, status, json.dumps(body).encode(), "application/json")
+
+        def log_message(self, *args) -> None:
+            pass
+
+    return Handler

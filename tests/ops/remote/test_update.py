@@ -1,0 +1,217 @@
+"""`fab box-update` against a real sshd: the box gets this checkout's programs and settings.
+
+The box's file system is a temporary tree (`GLUCOSE_BOX_FS_ROOT`, handed to the SSH
+session by sshd) and `systemctl` a recorder first on the session's PATH: no systemd
+runs here. Everything else is real: Fabric, sshd, bash, base64, install as root, and
+the box's own setup-box.sh turning the guard on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from invoke.exceptions import Exit
+
+from box import cloud_init
+from ops.remote import update as box_update
+from ops.remote.ssh import Box
+from ops.target.resolve import load_target_file
+from tests.ops.conftest import LocalBox, assert_one_line_error, make_local_box
+
+pytestmark = pytest.mark.e2e  # sshd
+
+
+@pytest.fixture
+def cloud_box(sshd_factory, tmp_path: Path) -> LocalBox:
+    """An "AWS" box whose / is tmp_path/fs and whose systemctl writes a log."""
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    fakebin = tmp_path / "bin"
+    fakebin.mkdir()
+    systemctl = fakebin / "systemctl"
+    systemctl.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path / "systemctl.log"}\n')
+    systemctl.chmod(0o755)
+    path = f"{fakebin}:{os.environ['PATH']}"
+    server = sshd_factory({"GLUCOSE_BOX_FS_ROOT": str(fs), "PATH": path})
+    box = make_local_box(server, tmp_path / "box")
+    box.write_target(cloud="aws", idleShutdownMinutes=45)
+    box.fs = fs
+    box.systemctl_log = tmp_path / "systemctl.log"
+    return box
+
+
+def _installed(box: LocalBox, path: str) -> Path:
+    return box.fs / path.lstrip("/")
+
+
+@pytest.fixture
+def connect(monkeypatch):
+    """A Box for a LocalBox, trusting hosts into that box's own known_hosts."""
+    opened: list[Box] = []
+
+    def open_box(box: LocalBox) -> Box:
+        monkeypatch.setenv("GLUCOSE_KNOWN_HOSTS", str(box.known_hosts))
+        opened.append(Box(load_target_file(box.target_file)))
+        return opened[-1]
+
+    yield open_box
+    for box in opened:
+        box.close()
+
+
+def test_box_update_installs_every_program_unit_and_setting_cloud_init_would(cloud_box):
+    result = cloud_box.fab("box-update")
+    assert result.returncode == 0, result.stderr
+    expected = box_update.rendered_files(
+        box_update.BoxSettings("aws", {"idle_shutdown_minutes": 45})
+    )
+    for file in expected:
+        installed = _installed(cloud_box, file.path)
+        assert installed.read_text() == file.content, file.path
+        assert stat.S_IMODE(installed.stat().st_mode) == int(file.mode, 8), file.path
+    watchdog = json.loads(_installed(cloud_box, cloud_init.CONFIG_PATH).read_text())
+    assert (watchdog["cloud"], watchdog["idle_shutdown_minutes"]) == ("aws", 45)
+    assert not list(cloud_box.fs.rglob("*.glucose-new"))
+    assert "files updated (watchdog: idle_shutdown_minutes=45)" in result.stdout
+
+
+def test_box_update_turns_the_guard_on_as_a_first_boot_does(cloud_box):
+    # The stop recorder is started (shutdowns are recorded from now on); the resume
+    # service is only enabled: it acts at boot and by its timer, never for box-update.
+    assert cloud_box.fab("box-update").returncode == 0
+    calls = cloud_box.systemctl_log.read_text().splitlines()
+    assert calls == [
+        "daemon-reload",
+        "enable glucose-watchdog.timer",
+        "restart glucose-watchdog.timer",
+        "enable --now glucose-stop-record.service",
+        "enable glucose-resume.service",
+        "enable glucose-resume.timer",
+        "restart glucose-resume.timer",
+    ]
+
+
+def test_an_older_box_gets_the_box_root_fab_writes_leases_into(cloud_box):
+    assert cloud_box.fab("box-update").returncode == 0
+    box_root = _installed(cloud_box, cloud_init.BOX_ROOT)
+    for name in ("runs", "datasets", "leases", "watchdog"):
+        assert (box_root / name).is_dir(), name
+    assert not (box_root / "ready").exists()  # the setup proper is not re-run
+
+
+def test_an_updated_box_is_current_and_an_old_one_is_warned_about(cloud_box, connect):
+    box = connect(cloud_box)
+    assert "no box version record" in box_update.stale_warning(box)
+    assert cloud_box.fab("box-update").returncode == 0
+    assert box_update.stale_warning(box) is None
+    version = _installed(cloud_box, cloud_init.VERSION_PATH)
+    version.write_text(json.dumps({"programs": "an-older-digest", "settings": "x"}))
+    assert "runs older (or other) box programs" in box_update.stale_warning(box)
+
+
+def _watchdog_json(box: LocalBox) -> dict:
+    return json.loads(_installed(box, cloud_init.CONFIG_PATH).read_text())
+
+
+def _write_watchdog_json(box: LocalBox, **settings) -> None:
+    path = _installed(box, cloud_init.CONFIG_PATH)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"cloud": "aws", **settings}))
+
+
+GUARD_KEYS = ("idle_shutdown_minutes", "hung_trainer_minutes")
+DAILY_STOP_KEYS = ("daily_stop_time", "daily_stop_time_zone")
+
+
+def test_every_guard_setting_comes_from_the_stack(cloud_box):
+    cloud_box.write_target(
+        cloud="aws",
+        idleShutdownMinutes=40,
+        hungTrainerMinutes=90,
+        autoShutdownTime="21:30",
+        autoShutdownTimeZone="Europe/Berlin",
+    )
+    _write_watchdog_json(cloud_box, idle_shutdown_minutes=15, hung_trainer_minutes=60)
+    assert cloud_box.fab("box-update").returncode == 0
+    watchdog = _watchdog_json(cloud_box)
+    assert [watchdog[key] for key in GUARD_KEYS + DAILY_STOP_KEYS] == [
+        40,
+        90,
+        "21:30",
+        "Europe/Berlin",
+    ]
+
+
+def test_settings_the_stack_lacks_are_the_boxes_own(cloud_box):
+    # A stack from before these outputs: the box keeps its hung limit and daily stop.
+    cloud_box.write_target(cloud="aws", idleShutdownMinutes=45)
+    _write_watchdog_json(
+        cloud_box,
+        idle_shutdown_minutes=90,
+        hung_trainer_minutes=200,
+        daily_stop_time="22:00",
+        daily_stop_time_zone="Asia/Tokyo",
+    )
+    assert cloud_box.fab("box-update").returncode == 0
+    watchdog = _watchdog_json(cloud_box)
+    assert [watchdog[key] for key in GUARD_KEYS + DAILY_STOP_KEYS] == [
+        45,
+        200,
+        "22:00",
+        "Asia/Tokyo",
+    ]
+
+
+def test_settings_nobody_has_take_cloud_inits_defaults(cloud_box, connect):
+    box = connect(cloud_box)
+    settings = box_update.settings_for(box.target, {"idleShutdownMinutes": "45"}, {}, box)
+    assert settings.guard == {"idle_shutdown_minutes": 45}
+    (watchdog,) = [
+        json.loads(f.content)
+        for f in box_update.rendered_files(settings)
+        if f.path == cloud_init.CONFIG_PATH
+    ]
+    assert watchdog == {"cloud": "aws", "idle_shutdown_minutes": 45}  # the rest: defaults
+
+
+def test_the_flag_overrides_the_stacks_idle_minutes(cloud_box):
+    assert cloud_box.fab("box-update", "--idle-shutdown-minutes", "70").returncode == 0
+    assert _watchdog_json(cloud_box)["idle_shutdown_minutes"] == 70
+
+
+def test_without_idle_minutes_anywhere_the_flag_is_asked_for(cloud_box):
+    cloud_box.write_target(cloud="aws")
+    assert_one_line_error(
+        cloud_box.fab("box-update"), "no idleShutdownMinutes", "--idle-shutdown-minutes N"
+    )
+
+
+def test_a_setting_that_does_not_fit_is_refused_in_one_line(cloud_box, connect):
+    cloud_box.write_target(cloud="aws", idleShutdownMinutes="soon")
+    assert_one_line_error(cloud_box.fab("box-update"), "idleShutdownMinutes is 'soon'")
+    box = connect(cloud_box)
+    odd = {"idleShutdownMinutes": 45, "autoShutdownTime": "7pm"}
+    settings = box_update.settings_for(box.target, odd, {}, box)
+    with pytest.raises(Exit, match="daily_stop_time is '7pm', expected HH:MM"):
+        box_update.rendered_files(settings)
+
+
+def test_dry_run_lists_the_files_and_changes_nothing(cloud_box):
+    result = cloud_box.fab("box-update", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "/opt/glucose-training/watchdog.py" in result.stdout
+    assert list(cloud_box.fs.iterdir()) == []
+    assert not cloud_box.systemctl_log.exists()
+
+
+def test_a_lab_box_is_refused_in_one_line(cloud_box):
+    cloud_box.write_target(cloud="local")
+    assert_one_line_error(cloud_box.fab("box-update"), "box-update is for boxes `pulumi up` made")
+
+
+def test_lab_boxes_are_never_warned_about(local_box, connect):
+    assert box_update.stale_warning(connect(local_box)) is None

@@ -1,0 +1,73 @@
+"""`fab status`: state, progress and cost from what the box holds."""
+
+import json
+import time
+
+from ops.run.on_box import ContainerState
+from ops.run.status import describe_state
+
+
+def _container(exit_code, running=False, restarting=False):
+    return ContainerState("r", running, restarting, exit_code, "", "", 0)
+
+
+def test_states_follow_the_trainer_exit_codes():
+    assert describe_state(_container(0, running=True), {}, False) == "running"
+    assert describe_state(_container(0), {}, False) == "finished"
+    pending = {"state": "finished-upload-pending"}
+    assert describe_state(_container(0), pending, False).startswith("finished, last uploads pend")
+    assert describe_state(_container(75), {}, False).startswith("preempted-waiting")
+    assert describe_state(_container(75), {}, True).startswith("stopped by `fab stop`")
+    assert describe_state(_container(2), {}, False).startswith("failed (exit 2")
+    assert describe_state(_container(137), {}, False).startswith("failed (exit 137")
+    assert describe_state(None, {"state": "finished"}, False) == "finished"
+
+
+def _write_run(box, run_id, status, started_ago_s):
+    run_dir = box.root / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "status.json").write_text(json.dumps(status))
+    (run_dir / "metrics.jsonl").write_text('{"step": 40, "train_loss": 0.25}\n')
+    launch = {"run_id": run_id, "image": "img", "started_at": time.time() - started_ago_s}
+    (run_dir / "launch.json").write_text(json.dumps(launch))
+
+
+def test_status_shows_progress_speed_and_money(local_box):
+    status = {
+        "run_id": "r1",
+        "state": "running",
+        "epoch": 2,
+        "step": 40,
+        "total_steps": 100,
+        "train_loss": 0.25,
+        "val_mae": 18.5,
+        "windows_per_s": 12345.0,
+        "eta_s": 3600,
+        "updated_at": time.time() - 5,
+    }
+    _write_run(local_box, "r1", status, started_ago_s=3600)
+    result = local_box.fab("status", "--run", "r1")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "state:      running" in out
+    assert "epoch 2, step 40 / 100" in out
+    assert "val MAE: 18.50 mg/dL" in out
+    assert "12,345 windows/s" in out
+    assert "gpu:        none" in out
+    assert "$1.50 so far" in out  # one hour at the target's 1.5 $/h
+    assert "projected:  $3.00" in out  # plus the one-hour ETA
+
+
+def test_stop_of_a_run_that_is_not_running_says_so(local_box):
+    result = local_box.fab("stop", "--run", "never-started")
+    assert result.returncode == 1
+    assert "run never-started is not running" in result.stderr
+
+
+def test_status_shows_the_watchdog_countdown_of_an_idle_box(local_box):
+    _write_run(local_box, "r2", {"state": "finished", "step": 9}, started_ago_s=60)
+    state = {"decision": "idle", "busy_reasons": [], "stop_at": time.time() + 600}
+    (local_box.root / "watchdog" / "state.json").write_text(json.dumps(state))
+    result = local_box.fab("status", "--run", "r2")
+    assert result.returncode == 0, result.stderr
+    assert "stops itself (and its bill) in 10 min" in result.stdout

@@ -1,0 +1,590 @@
+"""The AWS training box, run under Pulumi's mocks: what would reach AWS, property by property."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import importlib.util
+import json
+import sys
+
+import pulumi
+import pytest
+import yaml
+
+from box import contract
+from box.cloud_init import render_cloud_init
+from infra.aws import access as aws_iam
+from infra.aws import guard_rails as aws_guard_rails
+from infra.aws import network as aws_network
+from infra.aws import training_box as aws
+from stack import catalog, storage_layout
+from stack.config import validate
+from tests.fakes.aws_program import (
+    ACCOUNT_ID,
+    AMI_ID,
+    GOOD_CONFIG,
+    REGION,
+    aws_recorder,
+    run_stack,
+)
+from tests.fakes.pulumi_mocks import RunResult, main_program, run_program, unwrap
+from tests.paths import REPO
+
+INSTANCE = "aws:ec2/instance:Instance"
+BUCKET = "aws:s3/bucket:Bucket"
+SCHEDULE = "aws:scheduler/schedule:Schedule"
+ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+BOX_SOURCE_DIR = REPO / "box"
+# Resource types AWS gives no tags to.
+UNTAGGED_TYPES = {
+    "aws:ec2/routeTableAssociation:RouteTableAssociation",
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+    "aws:s3/bucketVersioning:BucketVersioning",
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+    ROLE_POLICY,
+    SCHEDULE,
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+    "aws:costexplorer/costAllocationTag:CostAllocationTag",
+    "pulumi-python:dynamic/glucose-training:SpotRequestGuard",
+}
+BUCKET_TYPES = {
+    BUCKET,
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+    "aws:s3/bucketVersioning:BucketVersioning",
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+}
+
+
+def _by_name(resources: list) -> list:
+    # The engine receives sibling resources in whatever order their inputs resolve;
+    # the index in each logical name (glucose-box-0, glucose-ip-0...) is the box's.
+    return sorted(resources, key=lambda r: r.name)
+
+
+@pytest.fixture(scope="module")
+def box() -> RunResult:
+    return run_stack()
+
+
+@pytest.fixture(scope="module")
+def spot_pair() -> RunResult:
+    return run_stack(spot="true", nodeCount="2")
+
+
+def _policy(result: RunResult, name: str) -> dict:
+    return json.loads(result.named(name).inputs["policy"])
+
+
+def _box_watchdog_config():
+    # box/ is files installed on the VM, not a package; dataclasses needs sys.modules.
+    path = BOX_SOURCE_DIR / "watchdog_config.py"
+    spec = importlib.util.spec_from_file_location("test_aws_box_watchdog_config", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _role_trust(result: RunResult, name: str) -> dict:
+    return json.loads(result.named(name).inputs["assumeRolePolicy"])
+
+
+# --- network ---------------------------------------------------------------------------
+
+
+def test_vpc_is_our_own_with_a_subnet_routed_to_an_internet_gateway(box):
+    vpc = box.one("aws:ec2/vpc:Vpc")
+    gateway = box.one("aws:ec2/internetGateway:InternetGateway")
+    routes = box.one("aws:ec2/routeTable:RouteTable")
+    association = box.one("aws:ec2/routeTableAssociation:RouteTableAssociation")
+    assert vpc.inputs["cidrBlock"] == aws_network.VPC_CIDR
+    assert gateway.inputs["vpcId"] == vpc.id
+    assert routes.inputs["routes"] == [{"cidrBlock": "0.0.0.0/0", "gatewayId": gateway.id}]
+    assert association.inputs["subnetId"] == box.one("aws:ec2/subnet:Subnet").id
+    assert association.inputs["routeTableId"] == routes.id
+
+
+def test_subnet_sits_in_the_first_zone_offering_the_instance_type(box):
+    subnet = box.one("aws:ec2/subnet:Subnet")
+    _, args = next(c for c in box.calls if "getInstanceTypeOfferings" in c[0])
+    assert args["filters"] == [{"name": "instance-type", "values": ["g5.xlarge"]}]
+    assert args["locationType"] == "availability-zone"
+    assert subnet.inputs["availabilityZone"] == "us-east-1a"
+    assert subnet.inputs["mapPublicIpOnLaunch"] is False
+
+
+def test_a_region_without_the_instance_type_fails_naming_size_and_region():
+    recorder = aws_recorder()
+    recorder._calls["aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"] = lambda a: {
+        "id": REGION,
+        "locations": [],
+        "locationTypes": [],
+        "instanceTypes": [],
+    }
+    with pytest.raises(Exception, match=r"no availability zone in us-east-1 offers g5\.xlarge"):
+        run_stack(recorder)
+
+
+def test_security_group_admits_ssh_only_from_the_allowed_cidr(box):
+    group = box.one(SECURITY_GROUP)
+    assert group.inputs["ingress"] == [
+        {
+            "description": "SSH from sshAllowedCidr only",
+            "protocol": "tcp",
+            "fromPort": 22,
+            "toPort": 22,
+            "cidrBlocks": ["203.0.113.7/32"],
+        }
+    ]
+    assert group.inputs["vpcId"] == box.one("aws:ec2/vpc:Vpc").id
+
+
+def test_security_group_allows_all_egress(box):
+    egress = box.one(SECURITY_GROUP).inputs["egress"]
+    assert egress == [{"protocol": "-1", "fromPort": 0, "toPort": 0, "cidrBlocks": ["0.0.0.0/0"]}]
+
+
+def test_key_pair_holds_the_configured_public_key(box):
+    assert box.one("aws:ec2/keyPair:KeyPair").inputs["publicKey"] == GOOD_CONFIG["sshPublicKey"]
+
+
+# --- the instance ----------------------------------------------------------------------
+
+
+def test_ami_is_the_newest_deep_learning_base_ami_looked_up_by_owner_and_name(box):
+    _, args = next(c for c in box.calls if "getAmi" in c[0])
+    assert args["owners"] == ["amazon"]
+    assert args["mostRecent"] is True
+    name_filter = next(f for f in args["filters"] if f["name"] == "name")
+    assert name_filter["values"] == [
+        "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
+    ]
+    assert box.one(INSTANCE).inputs["ami"] == AMI_ID
+
+
+def test_volta_sizes_boot_canonical_ubuntu_because_the_oss_driver_skips_volta():
+    result = run_stack(vmSize="p3.2xlarge")
+    _, args = next(c for c in result.calls if "getAmi" in c[0])
+    assert args["owners"] == [aws.UBUNTU_OWNER]
+    assert [f["values"] for f in args["filters"] if f["name"] == "name"] == [[aws.UBUNTU_NAME]]
+
+
+def test_imdsv2_is_required_with_a_hop_limit_a_container_can_use(box):
+    options = box.one(INSTANCE).inputs["metadataOptions"]
+    assert options["httpTokens"] == "required"
+    assert options["httpPutResponseHopLimit"] == 2
+    assert options["httpEndpoint"] == "enabled"
+
+
+def test_an_os_shutdown_stops_rather_than_terminates(box):
+    assert box.one(INSTANCE).inputs["instanceInitiatedShutdownBehavior"] == "stop"
+
+
+def test_root_volume_is_encrypted_gp3_of_the_configured_size(box):
+    root = box.one(INSTANCE).inputs["rootBlockDevice"]
+    assert root == {
+        "volumeType": "gp3",
+        "volumeSize": 200,
+        "encrypted": True,
+        "deleteOnTermination": True,
+    }
+
+
+def test_on_demand_box_has_no_spot_market_options(box):
+    assert "instanceMarketOptions" not in box.one(INSTANCE).inputs
+
+
+def test_spot_box_is_a_persistent_request_that_stops_on_interruption(spot_pair):
+    for instance in spot_pair.of_type(INSTANCE):
+        assert instance.inputs["instanceMarketOptions"] == {
+            "marketType": "spot",
+            "spotOptions": {
+                "instanceInterruptionBehavior": "stop",
+                "spotInstanceType": "persistent",
+            },
+        }
+
+
+def test_user_data_is_the_shared_cloud_init_rendered_for_aws(box):
+    packed = base64.b64decode(box.one(INSTANCE).inputs["userDataBase64"])
+    assert len(packed) <= aws.USER_DATA_LIMIT_BYTES
+    assert gzip.decompress(packed).decode() == render_cloud_init(
+        cloud="aws",
+        idle_shutdown_minutes=45,
+        ssh_user="ubuntu",
+        daily_stop_time="21:30",
+        daily_stop_time_zone="Europe/Berlin",
+    )
+
+
+def test_instance_is_wired_to_its_subnet_group_key_and_profile(box):
+    inputs = box.one(INSTANCE).inputs
+    assert inputs["instanceType"] == "g5.xlarge"
+    assert inputs["subnetId"] == box.one("aws:ec2/subnet:Subnet").id
+    assert inputs["vpcSecurityGroupIds"] == [box.one(SECURITY_GROUP).id]
+    assert inputs["keyName"] == box.one("aws:ec2/keyPair:KeyPair").outputs["keyName"]
+    assert inputs["iamInstanceProfile"] == box.one("aws:iam/instanceProfile:InstanceProfile").name
+
+
+def test_only_box_0_gets_an_elastic_ip_after_the_gateway(spot_pair):
+    # AWS's default quota is 5 Elastic IPs a region: one per stack, whatever nodeCount.
+    box_0, box_1 = _by_name(spot_pair.of_type(INSTANCE))
+    address = spot_pair.one("aws:ec2/eip:Eip")
+    gateway = spot_pair.one("aws:ec2/internetGateway:InternetGateway")
+    assert (address.name, address.inputs["instance"], address.inputs["domain"]) == (
+        "glucose-ip-0",
+        box_0.id,
+        "vpc",
+    )
+    assert gateway.urn in address.dependencies
+    # The others take an address of AWS's for their outbound traffic alone.
+    assert "associatePublicIpAddress" not in box_0.inputs
+    assert box_1.inputs["associatePublicIpAddress"] is True
+
+
+# --- storage and registry --------------------------------------------------------------
+
+
+def test_bucket_blocks_every_kind_of_public_access(box):
+    block = box.one("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock").inputs
+    assert block["bucket"] == box.one(BUCKET).id
+    flags = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+    assert all(block[flag] is True for flag in flags)
+
+
+def test_bucket_is_encrypted_by_default(box):
+    encryption = box.one(
+        "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+    ).inputs
+    assert encryption["bucket"] == box.one(BUCKET).id
+    assert encryption["rules"] == [
+        {"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}
+    ]
+
+
+def test_bucket_is_versioned(box):
+    versioning = box.one("aws:s3/bucketVersioning:BucketVersioning").inputs
+    assert versioning["versioningConfiguration"] == {"status": "Enabled"}
+
+
+def test_lifecycle_expires_temporaries_partial_uploads_and_old_versions(box):
+    rules = {
+        rule["id"]: rule
+        for rule in box.one(
+            "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration"
+        ).inputs["rules"]
+    }
+    assert rules["expire-stale-temporaries"]["filter"] == {"prefix": "tmp/"}
+    assert rules["expire-stale-temporaries"]["expiration"] == {
+        "days": storage_layout.STALE_TMP_DAYS
+    }
+    multipart = rules["abort-incomplete-multipart-uploads"]["abortIncompleteMultipartUpload"]
+    assert multipart == {"daysAfterInitiation": 1}
+    old = rules["expire-noncurrent-versions"]["noncurrentVersionExpiration"]
+    assert old == {"noncurrentDays": aws.NONCURRENT_VERSION_DAYS}
+    assert all(rule["status"] == "Enabled" for rule in rules.values())
+
+
+def test_by_default_destroy_deletes_the_bucket_even_with_checkpoints_in_it(box):
+    bucket = box.one(BUCKET)
+    assert bucket.inputs["forceDestroy"] is True
+    assert bucket.inputs["tags"]["keep-on-destroy"] == "false"
+    assert not any(r.retain_on_delete for r in box.resources)
+
+
+def test_keep_storage_on_destroy_retains_the_bucket_and_all_its_settings():
+    result = run_stack(keepStorageOnDestroy="true")
+    assert result.one(BUCKET).inputs["forceDestroy"] is False
+    assert result.one(BUCKET).inputs["tags"]["keep-on-destroy"] == "true"
+    retained = {r.type for r in result.resources if r.retain_on_delete}
+    assert retained == BUCKET_TYPES
+
+
+def test_ecr_repository_scans_every_push_and_goes_with_the_stack(box):
+    repository = box.one("aws:ecr/repository:Repository").inputs
+    assert repository["imageScanningConfiguration"] == {"scanOnPush": True}
+    assert repository["forceDelete"] is True
+
+
+def test_ecr_repository_name_is_left_to_pulumi_so_stacks_never_clash(box):
+    # No `name`: Pulumi adds a random suffix to glucose-trainer (docs/clouds.md's outputs table).
+    repository = box.one("aws:ecr/repository:Repository")
+    assert repository.name == "glucose-trainer"
+    assert "name" not in repository.inputs
+
+
+# --- IAM -------------------------------------------------------------------------------
+
+
+def test_box_role_is_assumable_by_ec2_only(box):
+    trust = _role_trust(box, "glucose-box-role")
+    assert [s["Principal"] for s in trust["Statement"]] == [{"Service": "ec2.amazonaws.com"}]
+    profile = box.one("aws:iam/instanceProfile:InstanceProfile")
+    assert profile.inputs["role"] == box.named("glucose-box-role").name
+
+
+def test_box_may_touch_only_its_bucket_and_pull_only_its_repository(box):
+    statements = {s["Sid"]: s for s in _policy(box, "glucose-box-access")["Statement"]}
+    bucket_arn = box.one(BUCKET).outputs["arn"]
+    repository_arn = box.one("aws:ecr/repository:Repository").outputs["arn"]
+    assert statements["ListThisBucket"]["Resource"] == [bucket_arn]
+    assert statements["ReadWriteThisBucket"]["Resource"] == [f"{bucket_arn}/*"]
+    assert statements["PullThisRepository"]["Resource"] == [repository_arn]
+    assert not any(a.startswith("ecr:Put") for a in statements["PullThisRepository"]["Action"])
+    assert box.named("glucose-box-access").inputs["role"] == box.named("glucose-box-role").id
+
+
+def test_wildcard_resources_are_only_the_registry_login_and_the_namespaced_metric(box):
+    wildcard = [s for s in _policy(box, "glucose-box-access")["Statement"] if s["Resource"] == "*"]
+    assert [s["Action"] for s in wildcard] == [
+        ["ecr:GetAuthorizationToken"],
+        ["cloudwatch:PutMetricData"],
+    ]
+    assert wildcard[1]["Condition"] == {
+        "StringEquals": {"cloudwatch:namespace": contract.VERDICT_NAMESPACE}
+    }
+
+
+# --- guard rails -----------------------------------------------------------------------
+
+
+def test_daily_stop_runs_at_the_configured_time_in_the_configured_zone(box):
+    schedule = box.one(SCHEDULE).inputs
+    assert schedule["scheduleExpression"] == "cron(30 21 * * ? *)"
+    assert schedule["scheduleExpressionTimezone"] == "Europe/Berlin"
+    assert schedule["state"] == "ENABLED"
+    assert schedule["flexibleTimeWindow"] == {"mode": "OFF"}
+
+
+def test_daily_stop_calls_stop_instances_with_every_box(spot_pair):
+    target = spot_pair.one(SCHEDULE).inputs["target"]
+    assert target["arn"] == "arn:aws:scheduler:::aws-sdk:ec2:stopInstances"
+    ids = [i.id for i in spot_pair.of_type(INSTANCE)]
+    assert json.loads(target["input"]) == {"InstanceIds": ids}
+    assert target["roleArn"] == spot_pair.named("glucose-daily-stop-role").outputs["arn"]
+
+
+def test_daily_stop_role_may_stop_these_instances_and_nothing_else(spot_pair):
+    (statement,) = _policy(spot_pair, "glucose-daily-stop-access")["Statement"]
+    assert statement["Action"] == ["ec2:StopInstances"]
+    assert statement["Resource"] == [i.outputs["arn"] for i in spot_pair.of_type(INSTANCE)]
+    (trust,) = _role_trust(spot_pair, "glucose-daily-stop-role")["Statement"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT_ID}}
+
+
+def test_midnight_and_single_digit_times_make_valid_cron():
+    assert aws_guard_rails.daily_cron("00:05") == "cron(5 0 * * ? *)"
+    assert aws_guard_rails.daily_cron("09:00") == "cron(0 9 * * ? *)"
+
+
+def test_budget_is_monthly_in_usd_for_the_configured_amount(box):
+    budget = box.one("aws:budgets/budget:Budget").inputs
+    assert (budget["budgetType"], budget["timeUnit"]) == ("COST", "MONTHLY")
+    assert (budget["limitAmount"], budget["limitUnit"]) == ("150.00", "USD")
+
+
+def test_budget_mails_actual_50_80_100_and_forecast_100_percent(box):
+    notifications = box.one("aws:budgets/budget:Budget").inputs["notifications"]
+    seen = sorted((n["notificationType"], n["threshold"]) for n in notifications)
+    assert seen == [("ACTUAL", 50), ("ACTUAL", 80), ("ACTUAL", 100), ("FORECASTED", 100)]
+    for notification in notifications:
+        assert notification["thresholdType"] == "PERCENTAGE"
+        assert notification["comparisonOperator"] == "GREATER_THAN"
+        assert notification["subscriberEmailAddresses"] == ["me@example.org", "lab@example.org"]
+
+
+def test_budget_counts_only_what_carries_this_projects_stack_tag(box):
+    # `stack$test` alone would count every project's stack called test in the account.
+    filters = box.one("aws:budgets/budget:Budget").inputs["costFilters"]
+    assert filters == [{"name": "TagKeyValue", "values": ["user:cost-scope$glucose-training/test"]}]
+    assert box.one(INSTANCE).inputs["tags"]["cost-scope"] == "glucose-training/test"
+
+
+def test_idle_alarm_stops_the_box_after_idle_minutes_of_idle_verdicts(box):
+    alarm = box.one(ALARM).inputs
+    assert alarm["alarmActions"] == [f"arn:aws:automate:{REGION}:ec2:stop"]
+    assert alarm["dimensions"] == {"InstanceId": box.one(INSTANCE).id}
+    # Busy is 1, idle 0: the maximum below 1 in every minute of the limit means idle.
+    assert (alarm["statistic"], alarm["comparisonOperator"]) == ("Maximum", "LessThanThreshold")
+    assert alarm["threshold"] == 1
+    assert alarm["period"] * alarm["evaluationPeriods"] == 45 * 60
+    assert alarm["datapointsToAlarm"] == alarm["evaluationPeriods"]
+
+
+def test_idle_alarm_takes_a_missing_verdict_for_idle(box):
+    # A dead watchdog is a stop within idleShutdownMinutes, not a silent forever.
+    assert box.one(ALARM).inputs["treatMissingData"] == "breaching"
+
+
+def test_idle_alarm_watches_the_verdict_the_watchdog_publishes(box):
+    published = _box_watchdog_config().WatchdogConfig(cloud="aws", idle_shutdown_minutes=45)
+    alarm = box.one(ALARM).inputs
+    assert (alarm["namespace"], alarm["metricName"]) == (
+        published.cloudwatch_namespace,
+        published.cloudwatch_metric,
+    )
+    assert "InstanceId={instance_id}" in (BOX_SOURCE_DIR / "verdict_metric.py").read_text()
+
+
+# --- several boxes ---------------------------------------------------------------------
+
+
+def test_one_box_has_no_placement_group_and_no_node_to_node_group(box):
+    assert box.of_type("aws:ec2/placementGroup:PlacementGroup") == []
+    assert "placementGroup" not in box.one(INSTANCE).inputs
+    assert len(box.one(SECURITY_GROUP).inputs["ingress"]) == 1
+    assert box.exports["privateHosts"] == ["10.42.0.4"]
+
+
+def test_two_boxes_share_a_cluster_placement_group(spot_pair):
+    group = spot_pair.one("aws:ec2/placementGroup:PlacementGroup")
+    assert group.inputs["strategy"] == "cluster"
+    instances = spot_pair.of_type(INSTANCE)
+    assert len(instances) == 2
+    assert {i.inputs["placementGroup"] for i in instances} == {group.outputs["name"]}
+
+
+def test_two_boxes_reach_each_other_on_any_tcp_port_and_nothing_else_reaches_box_1(spot_pair):
+    nodes, ssh = _by_name(spot_pair.of_type(SECURITY_GROUP))
+    assert (nodes.name, ssh.name) == ("glucose-nodes", "glucose-ssh")
+    assert nodes.inputs["ingress"] == [
+        {
+            "description": "torchrun, NCCL, gloo and SSH between the stack's boxes",
+            "protocol": "tcp",
+            "fromPort": 0,
+            "toPort": 65535,
+            "self": True,
+        }
+    ]
+    assert [rule["cidrBlocks"] for rule in ssh.inputs["ingress"]] == [["203.0.113.7/32"]]
+    box_0, box_1 = _by_name(spot_pair.of_type(INSTANCE))
+    assert box_0.inputs["vpcSecurityGroupIds"] == [ssh.id, nodes.id]
+    assert box_1.inputs["vpcSecurityGroupIds"] == [nodes.id]
+
+
+def test_two_boxes_each_get_an_idle_alarm(spot_pair):
+    dimensions = [a.inputs["dimensions"] for a in _by_name(spot_pair.of_type(ALARM))]
+    assert dimensions == [{"InstanceId": i.id} for i in _by_name(spot_pair.of_type(INSTANCE))]
+
+
+def test_hosts_is_box_0s_public_address_and_private_hosts_every_box_in_rank_order(spot_pair):
+    assert spot_pair.exports["hosts"] == [spot_pair.one("aws:ec2/eip:Eip").outputs["publicIp"]]
+    private = [i.outputs["privateIp"] for i in _by_name(spot_pair.of_type(INSTANCE))]
+    assert spot_pair.exports["privateHosts"] == private == ["10.42.0.4", "10.42.0.5"]
+
+
+# --- everything ------------------------------------------------------------------------
+
+
+def test_every_taggable_resource_carries_project_stack_and_owner(box):
+    expected = {
+        "project": "glucose-training",
+        "stack": "test",
+        "cost-scope": "glucose-training/test",
+        "owner": "alice",
+    }
+    for resource in box.custom:
+        if resource.type in UNTAGGED_TYPES:
+            continue
+        tags = unwrap(resource.inputs.get("tags", {}))
+        assert expected.items() <= tags.items(), f"{resource.name} tags: {tags}"
+    assert unwrap(box.one(INSTANCE).inputs["volumeTags"]) == expected
+
+
+def test_every_resource_is_a_child_of_the_component_named_after_it(box):
+    component = box.one("glucose-training:aws:TrainingBox")
+    for resource in box.custom:
+        assert resource.parent == component.urn, resource.name
+        assert resource.name.startswith("glucose-"), resource.name
+
+
+def test_program_exports_the_design_outputs_for_aws(box):
+    size = catalog.lookup("g5.xlarge", "aws")
+    assert box.exports == {
+        "cloud": "aws",
+        "vmSize": "g5.xlarge",
+        "gpuCount": 1,
+        "hourlyPriceUsd": size.on_demand_usd_per_hour,
+        "spot": False,
+        "hosts": ["198.51.100.10"],
+        "privateHosts": ["10.42.0.4"],
+        "sshUser": "ubuntu",
+        "storageUri": "s3://glucose-storage-0a1b2c3",
+        "registry": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com",
+        "imageRepository": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com/glucose-trainer",
+        "idleShutdownMinutes": 45,
+        "hungTrainerMinutes": 120,
+        "autoShutdownTime": "21:30",
+        "autoShutdownTimeZone": "Europe/Berlin",
+        "amiId": AMI_ID,
+    }
+
+
+def test_spot_stack_exports_the_catalog_spot_price(spot_pair):
+    assert (
+        spot_pair.exports["hourlyPriceUsd"] == catalog.lookup("g5.xlarge", "aws").spot_usd_per_hour
+    )
+    assert spot_pair.exports["spot"] is True
+
+
+def test_the_component_refuses_an_azure_stack():
+    raw = {**GOOD_CONFIG, "cloud": "azure", "vmSize": "Standard_NC4as_T4_v3"}
+    config = validate(raw, "eastus", stack="test")
+    with pytest.raises(ValueError, match="AwsTrainingBox got a stack for cloud 'azure'"):
+        run_program(lambda: aws.AwsTrainingBox("glucose", config), aws_recorder())
+
+
+BAD_CONFIGS = {
+    "ssh from anywhere": {"sshAllowedCidr": "0.0.0.0/0"},
+    "no budget": {"budgetAmount": None},
+    "no alert e-mail": {"alertEmails": '["not-an-address"]'},
+    "azure size": {"vmSize": "Standard_NC4as_T4_v3"},
+    "unknown size": {"vmSize": "p9.mega"},
+    "unknown time zone": {"autoShutdownTimeZone": "Mars/Olympus"},
+    "bad time": {"autoShutdownTime": "25:00"},
+    "idle too short": {"idleShutdownMinutes": "1"},
+    "disk too small": {"osDiskSizeGb": "8"},
+    "no nodes": {"nodeCount": "0"},
+    "private key": {"sshPublicKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nabc"},
+    "typo key": {"idleShutdownMinute": "30"},
+}
+
+
+@pytest.mark.parametrize("overrides", BAD_CONFIGS.values(), ids=BAD_CONFIGS.keys())
+def test_bad_config_fails_before_any_resource_exists(overrides):
+    recorder = aws_recorder()
+    with pytest.raises(pulumi.RunError, match="problem"):
+        run_stack(recorder, **overrides)
+    assert recorder.resources == []
+    assert recorder.calls == []
+
+
+def test_example_stack_file_is_a_valid_aws_stack():
+    stack = yaml.safe_load((REPO / "Pulumi.aws-example.yaml").read_text())["config"]
+    # Pulumi hands structured values to the program as JSON text and scalars as strings.
+    settings = {
+        key: value if isinstance(value, str) else json.dumps(value) for key, value in stack.items()
+    }
+    result = run_program(main_program(), aws_recorder(), settings)
+    assert (result.exports["cloud"], result.exports["vmSize"]) == ("aws", "g6.xlarge")
+    assert len(result.of_type(INSTANCE)) == 1
+
+
+# --- the IAM documents as plain data ---------------------------------------------------
+
+
+def test_trust_without_an_account_has_no_condition():
+    (statement,) = aws_iam.assume_role_policy("ec2.amazonaws.com")["Statement"]
+    assert "Condition" not in statement
+
+
+def test_stop_policy_names_exactly_the_given_instances():
+    arns = ["arn:aws:ec2:us-east-1:1:instance/i-1", "arn:aws:ec2:us-east-1:1:instance/i-2"]
+    (statement,) = aws_iam.stop_instances_policy(arns)["Statement"]
+    assert statement["Resource"] == arns

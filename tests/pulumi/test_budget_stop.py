@@ -1,0 +1,191 @@
+"""Budgets that act: at 100 % of the actual monthly spend the boxes stop, on both clouds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra.aws import guard_rails as aws_guard_rails
+from infra.azure import guard_rails as azure_guard_rails
+from tests.fakes import aws_program, azure_program
+from tests.fakes.pulumi_mocks import RunResult, unwrap
+
+BUDGET_ACTION = "aws:budgets/budgetAction:BudgetAction"
+COST_TAG = "aws:costexplorer/costAllocationTag:CostAllocationTag"
+WORKFLOW = "azure-native:logic:Workflow"
+ACTION_GROUP = "azure-native:monitor:ActionGroup"
+AZURE_BUDGET = "azure-native:consumption:Budget"
+ACTIVITY_LOG_ALERT = "azure-native:monitor:ActivityLogAlert"
+ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+
+
+@pytest.fixture(scope="module")
+def aws_pair() -> RunResult:
+    return aws_program.run_stack(nodeCount="2")
+
+
+@pytest.fixture(scope="module")
+def azure_pair() -> RunResult:
+    return azure_program.run_stack(nodeCount="2")
+
+
+def _stop_group(result: RunResult):
+    """The action group that deallocates (the other one mails)."""
+    (group,) = [g for g in result.of_type(ACTION_GROUP) if g.inputs.get("logicAppReceivers")]
+    return group
+
+
+def _sorted_ids(result: RunResult, type_: str) -> list[str]:
+    return [r.id for r in sorted(result.of_type(type_), key=lambda r: r.name)]
+
+
+# --- AWS -------------------------------------------------------------------------------
+
+
+def test_aws_budget_action_stops_every_box_at_100_percent_of_actual(aws_pair):
+    action = aws_pair.one(BUDGET_ACTION).inputs
+    assert action["budgetName"] == aws_pair.one("aws:budgets/budget:Budget").outputs["name"]
+    assert (action["actionType"], action["approvalModel"]) == ("RUN_SSM_DOCUMENTS", "AUTOMATIC")
+    assert action["notificationType"] == "ACTUAL"
+    assert action["actionThreshold"] == {
+        "actionThresholdType": "PERCENTAGE",
+        "actionThresholdValue": 100,
+    }
+    ssm = action["definition"]["ssmActionDefinition"]
+    assert ssm["actionSubType"] == "STOP_EC2_INSTANCES"
+    assert sorted(ssm["instanceIds"]) == sorted(_sorted_ids(aws_pair, "aws:ec2/instance:Instance"))
+    assert ssm["region"] == aws_program.REGION
+    assert action["subscribers"] == [
+        {"address": "me@example.org", "subscriptionType": "EMAIL"},
+        {"address": "lab@example.org", "subscriptionType": "EMAIL"},
+    ]
+
+
+def test_aws_budget_action_role_is_budgets_own_with_aws_ssm_stop_policy(aws_pair):
+    action = aws_pair.one(BUDGET_ACTION)
+    role = aws_pair.named("glucose-budget-stop-role")
+    assert action.inputs["executionRoleArn"] == role.outputs["arn"]
+    (trust,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert trust["Principal"] == {"Service": "budgets.amazonaws.com"}
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": aws_program.ACCOUNT_ID}}
+    attachment = aws_pair.named("glucose-budget-stop-access")
+    assert attachment.inputs["policyArn"] == aws_guard_rails.BUDGET_ACTION_POLICY_ARN
+    assert attachment.urn in action.dependencies
+
+
+def test_aws_stack_may_opt_out_of_the_budget_stop():
+    result = aws_program.run_stack(budgetStopsBoxes="false")
+    assert result.of_type(BUDGET_ACTION) == []
+    assert len(result.one("aws:budgets/budget:Budget").inputs["notifications"]) == 4
+
+
+def test_cost_scope_tag_waits_while_billing_has_not_seen_it(aws_pair):
+    assert aws_pair.of_type(COST_TAG) == []
+    (_, args) = next(c for c in aws_pair.calls if c[0] == "aws:costexplorer/getTags:getTags")
+    assert args["searchString"] == "cost-scope"
+
+
+def test_cost_scope_tag_is_activated_once_known_and_kept_through_destroy():
+    recorder = aws_program.aws_recorder()
+    recorder._calls["aws:costexplorer/getTags:getTags"] = lambda a: {
+        "id": "tags",
+        "tags": ["cost-scope", "stack"],
+    }
+    tag = aws_program.run_stack(recorder).one(COST_TAG)
+    assert (tag.inputs["tagKey"], tag.inputs["status"]) == ("cost-scope", "Active")
+    # Shared by every stack of the project in the account: destroying one keeps it on.
+    assert tag.retain_on_delete
+
+
+def test_cost_scope_tag_is_left_alone_when_the_payer_account_owns_it():
+    result = aws_program.run_stack(activateCostAllocationTag="false")
+    assert result.of_type(COST_TAG) == []
+    assert not [c for c in result.calls if "getTags" in c[0]]
+
+
+def test_a_cost_explorer_that_will_not_answer_never_blocks_the_up():
+    recorder = aws_program.aws_recorder()
+
+    recorder._calls["aws:costexplorer/getTags:getTags"] = lambda a: (
+        {},
+        [("", "AccessDeniedException: not authorized to perform ce:GetTags")],
+    )
+    result = aws_program.run_stack(recorder)
+    assert result.of_type(COST_TAG) == [] and result.of_type("aws:ec2/instance:Instance")
+
+
+# --- Azure -----------------------------------------------------------------------------
+
+
+def test_azure_budget_alert_at_100_percent_fires_the_stop_action_group(azure_pair):
+    notifications = azure_pair.one(AZURE_BUDGET).inputs["notifications"]
+    group = _stop_group(azure_pair)
+    assert notifications["actual100"]["contactGroups"] == [group.id]
+    others = [n for key, n in notifications.items() if key != "actual100"]
+    assert all("contactGroups" not in n for n in others)
+
+
+def test_azure_action_group_calls_the_deallocating_logic_app(azure_pair):
+    group = _stop_group(azure_pair).inputs
+    workflow = azure_pair.one(WORKFLOW)
+    (receiver,) = unwrap(group["logicAppReceivers"])
+    assert receiver["resourceId"] == workflow.id
+    assert receiver["callbackUrl"].startswith("https://logic.example/workflows/")
+    assert (group["location"], group["enabled"]) == ("Global", True)
+    assert len(group["groupShortName"]) <= 12
+
+
+def test_azure_logic_app_deallocates_every_box_with_its_own_identity(azure_pair):
+    workflow = azure_pair.one(WORKFLOW).inputs
+    assert workflow["identity"] == {"type": "SystemAssigned"} and workflow["state"] == "Enabled"
+    definition = unwrap(workflow["definition"])
+    assert set(definition["triggers"]) == {azure_guard_rails.STOP_TRIGGER}
+    calls = [action["inputs"] for action in definition["actions"].values()]
+    vm_ids = _sorted_ids(azure_pair, "azure-native:compute:VirtualMachine")
+    assert sorted(call["uri"] for call in calls) == sorted(
+        f"https://management.azure.com{vm}/deallocate?api-version=2024-07-01" for vm in vm_ids
+    )
+    assert all(call["method"] == "POST" for call in calls)
+    assert all(call["authentication"]["type"] == "ManagedServiceIdentity" for call in calls)
+
+
+def test_azure_logic_app_may_power_off_exactly_the_boxes(azure_pair):
+    principal = azure_pair.one(WORKFLOW).outputs["identity"]["principalId"]
+    grants = [r.inputs for r in azure_pair.of_type(ROLE_ASSIGNMENT)
+              if r.inputs["principalId"] == principal]  # fmt: skip
+    vm_ids = set(_sorted_ids(azure_pair, "azure-native:compute:VirtualMachine"))
+    assert {g["scope"] for g in grants} == vm_ids
+    assert all(g["roleDefinitionId"].endswith("/40c5ff49-9181-41f8-ae61-143b0e78555e")
+               for g in grants)  # fmt: skip
+    assert all(g["principalType"] == "ServicePrincipal" for g in grants)
+
+
+def test_azure_stack_may_opt_out_of_the_budget_stop():
+    result = azure_program.run_stack(budgetStopsBoxes="false")
+    assert result.of_type(WORKFLOW) == []
+    assert all(not g.inputs.get("logicAppReceivers") for g in result.of_type(ACTION_GROUP))
+    notifications = result.one(AZURE_BUDGET).inputs["notifications"]
+    assert all("contactGroups" not in n for n in notifications.values())
+
+
+def test_azure_a_failed_deallocate_mails_the_alert_list(azure_pair):
+    alert = azure_pair.one(ACTIVITY_LOG_ALERT).inputs
+    assert alert["scopes"] == [azure_pair.one("azure-native:resources:ResourceGroup").id]
+    assert alert["condition"]["allOf"] == [
+        {"field": "category", "equals": "Administrative"},
+        {"field": "operationName", "equals": "Microsoft.Compute/virtualMachines/deallocate/action"},
+        {"field": "status", "equals": "Failed"},
+    ]
+    assert (alert["location"], alert["enabled"]) == ("Global", True)
+    assert "STILL BILLED" in alert["description"]
+    [action] = alert["actions"]["actionGroups"]
+    (mail,) = [g for g in azure_pair.of_type(ACTION_GROUP) if g.id == action["actionGroupId"]]
+    addresses = [r["emailAddress"] for r in mail.inputs["emailReceivers"]]
+    assert addresses == ["ana@example.org", "ben@example.org"]  # the stack's alertEmails
+    assert len(mail.inputs["groupShortName"]) <= 12
+
+
+def test_azure_still_billed_mail_stays_when_the_budget_stop_is_opted_out():
+    result = azure_program.run_stack(budgetStopsBoxes="false")
+    assert result.one(ACTIVITY_LOG_ALERT).inputs["enabled"] is True

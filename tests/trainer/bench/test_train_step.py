@@ -1,0 +1,40 @@
+import csv
+import json
+
+from trainer.__main__ import main
+from trainer.bench.throughput_record import RECORD_FIELDS
+
+BENCH_KEYS = (
+    "pipeline_windows_per_s",
+    "train_windows_per_s",
+    "baseline_pipeline_windows_per_s",
+    "baseline_train_windows_per_s",
+)
+
+
+def test_quick_bench_prints_the_four_rates_as_json(capsys):
+    assert main(["bench", "--quick", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert all(result[key] > 0 for key in BENCH_KEYS)
+    assert result["train_flops_per_window"] > 1e8  # ResNet34-1D at L=100: ~0.24 GFLOP
+
+
+def test_record_appends_rows_under_one_header(tmp_path, capsys):
+    record = tmp_path / "measured_throughput.csv"
+    for _ in range(2):
+        assert main(["bench", "--quick", "--record", str(record)]) == 0
+    rows = list(csv.DictReader(record.open()))
+    assert record.read_text().splitlines()[0] == ",".join(RECORD_FIELDS)
+    assert len(rows) == 2 and rows[0]["gpu"] == "cpu" and float(rows[0]["train_windows_per_s"]) > 0
+    assert "windows/s" in capsys.readouterr().out
+
+
+def test_recorded_row_is_one_fab_plan_reads(tmp_path, capsys):
+    # The CSV's columns are written here and read by ops.plan.throughput: one contract
+    # (ARCHITECTURE.md), two spellings of it; this keeps them in step.
+    from ops.plan.throughput import load_measured
+
+    record = tmp_path / "measured_throughput.csv"
+    assert main(["bench", "--quick", "--record", str(record)]) == 0
+    (row,) = load_measured(record)
+    assert row.gpu == "cpu" and row.window_length == 100 and row.train_windows_per_s > 0
