@@ -42,6 +42,7 @@ SOURCE_PATH = ROOT / "etc/glucose-training/box-source.json"
 SETTINGS_PATH = ROOT / "etc/glucose-training/watchdog.json"
 PROGRAM_DIR = ROOT / "opt/glucose-training"
 FAILED_MARKER = "failed"
+CURRENT = "current"
 DEFAULTS = {
     "box_root": "/var/lib/glucose-training",
     "imds_url": "http://169.254.169.254",
@@ -92,12 +93,13 @@ def aws_credentials(src):
 
 
 def signed_s3_get(url, region, credentials, now):
-    """The headers of a SigV4-signed S3 GET of `url` (payload unsigned, as over TLS)."""
+    """The headers of a SigV4-signed S3 GET of `url`, as botocore signs one."""
     parts = urllib.parse.urlsplit(url)
     stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    empty = hashlib.sha256(b"").hexdigest()
     headers = {
         "host": parts.netloc,
-        "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
+        "x-amz-content-sha256": empty,
         "x-amz-date": stamp,
         "x-amz-security-token": credentials["Token"],
     }
@@ -109,7 +111,7 @@ def signed_s3_get(url, region, credentials, now):
             parts.query,
             "".join(f"{name}:{headers[name]}\n" for name in sorted(headers)),
             names,
-            "UNSIGNED-PAYLOAD",
+            empty,
         ]
     )
     scope = f"{day}/{region}/s3/aws4_request"
@@ -149,18 +151,22 @@ def fetch(src):
     return archive
 
 
-def install(src, archive):
-    """install.py from the archive installs it; then setup-box.sh sets the box up."""
+def install(archive):
+    """install.py from the archive installs it: None, or why it did not."""
     with tempfile.TemporaryDirectory() as work:
         path = Path(work, "programs.tar")
         path.write_bytes(archive)
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            Path(work, "install.py").write_bytes(tar.extractfile("install.py").read())
-        subprocess.run([sys.executable, Path(work, "install.py"), path, SETTINGS_PATH], check=True)
-    setup = PROGRAM_DIR / "current" / "setup-box.sh"
-    return subprocess.run(
-        ["bash", setup, src["ssh_user"], src["box_root"], src["cloud"]]
-    ).returncode
+            for name in ("install.py", "contract.py"):
+                Path(work, name).write_bytes(tar.extractfile(name).read())
+        done = subprocess.run(
+            [sys.executable, Path(work, "install.py"), path, SETTINGS_PATH],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    if done.returncode != 0:
+        return (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return None
 
 
 def say_failed(src, text):
@@ -175,9 +181,8 @@ def say_failed(src, text):
 def stop_billing(src):
     if src["cloud"] == "azure":
         try:
-            query = "api-version=2021-02-01&format=text"
-            url = f"{src['imds_url']}/metadata/instance/compute/resourceId?{query}"
-            vm = _http(url, {"Metadata": "true"}).decode()
+            url = f"{src['imds_url']}/metadata/instance?api-version=2021-02-01"
+            vm = json.loads(_http(url, {"Metadata": "true"}))["compute"]["resourceId"]
             token = _imds_token(src, src["arm_url"] + "/")
             deallocate = f"{src['arm_url']}{vm}/deallocate?api-version={src['arm_api_version']}"
             _http(deallocate, {"Authorization": "Bearer " + token}, "POST", b"")
@@ -188,7 +193,7 @@ def stop_billing(src):
 
 
 def main():
-    if (PROGRAM_DIR / "current").exists():
+    if (PROGRAM_DIR / CURRENT).exists():
         return 0  # installed: later boots have nothing to do
     src = {**DEFAULTS, **json.loads(SOURCE_PATH.read_text())}
     give_up = time.monotonic() + src["deadline_seconds"]
@@ -199,23 +204,30 @@ def main():
             archive = fetch(src)
             break
         except Exception as error:
+            problem = error
             say_failed(
                 src,
-                f"the box programs cannot be fetched from {where} ({error}); "
+                f"the box programs cannot be fetched from {where} ({problem}); "
                 f"retrying until {stop_at:%H:%M}, then the box stops itself",
             )
         if time.monotonic() >= give_up:
             say_failed(
                 src,
-                f"the box programs could not be fetched from {where}: the box stopped itself "
-                "(no idle watchdog without them); check that the object is there and the "
-                "box's identity may read it, then start the box (`fab start`)",
+                f"the box programs could not be fetched from {where} ({problem}): the box "
+                "stopped itself (no idle watchdog without them); check that the object is "
+                "there and the box's identity may read it, then start the box (`fab start`)",
             )
             stop_billing(src)
             return 1
         time.sleep(src["retry_seconds"])
+    problem = install(archive)
+    if problem:
+        say_failed(src, f"the box programs could not be installed ({problem}); it stopped itself")
+        stop_billing(src)
+        return 1
     Path(src["box_root"], FAILED_MARKER).unlink(missing_ok=True)  # setup-box.sh says its own
-    return install(src, archive)
+    setup = ["bash", PROGRAM_DIR / CURRENT / "setup-box.sh", src["ssh_user"], src["box_root"]]
+    return subprocess.run([*setup, src["cloud"]]).returncode
 
 
 if __name__ == "__main__":

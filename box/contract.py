@@ -17,7 +17,9 @@ import re
 BOX_ROOT = "/var/lib/glucose-training"
 """Runs, datasets, leases and the watchdog's records (a target file's `boxRoot` moves it)."""
 PROGRAM_DIR = "/opt/glucose-training"
-"""The box programs, installed side by side."""
+"""The box programs: PROGRAM_DIR/releases/<build> each, the one in use linked as CURRENT."""
+CURRENT = "current"
+"""PROGRAM_DIR/current: the set of programs the units run (install.py switches it)."""
 UNIT_DIR = "/etc/systemd/system"
 SETTINGS_DIR = "/etc/glucose-training"
 WATCHDOG_CONFIG_PATH = f"{SETTINGS_DIR}/watchdog.json"
@@ -87,11 +89,12 @@ VERDICT_METRIC = "Busy"
 VERDICT_DIMENSION = "InstanceId"
 
 
-def name_problem(value: object, what: str) -> str | None:
-    """Why `value` is no usable run id or dataset name (naming `what`), else None."""
+def name_problem(value: object, what: str, kind: str = "run id") -> str | None:
+    """Why `value` is no usable `kind` (a run id or a dataset name: the same rule),
+    naming `what` (the flag or file it came from), else None."""
     if isinstance(value, str) and NAME_PATTERN.fullmatch(value):
         return None
-    return f"{what} {value!r} is not a usable name; expected {NAME_RULE}"
+    return f"{what} {value!r} is not a usable {kind}; expected {NAME_RULE}"
 
 
 def run_dir(box_root: str, run_id: str) -> str:

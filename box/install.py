@@ -40,7 +40,6 @@ from pathlib import Path
 import contract
 
 UNIT_SUFFIXES = (".service", ".timer")
-CURRENT = "current"
 RELEASES = "releases"
 # Room for the unpacked set, its staging copy and the old one's files, plus slack for
 # the settings, the version record and the units.
@@ -135,8 +134,8 @@ def _check_starts(release: Path) -> None:
 
 
 def _switch(program_dir: Path, release: Path) -> None:
-    link = program_dir / CURRENT
-    partial = program_dir / f".{CURRENT}.new"
+    link = program_dir / contract.CURRENT
+    partial = program_dir / f".{contract.CURRENT}.new"
     if partial.is_symlink() or partial.exists():
         partial.unlink()
     os.symlink(f"{RELEASES}/{release.name}", partial)
@@ -148,7 +147,7 @@ def _link_settings(root: Path, program_dir: Path) -> None:
     for path in (contract.WATCHDOG_CONFIG_PATH, contract.VERSION_PATH):
         fixed = root / path.lstrip("/")
         fixed.parent.mkdir(parents=True, exist_ok=True)
-        target = os.path.relpath(program_dir / CURRENT / fixed.name, fixed.parent)
+        target = os.path.relpath(program_dir / contract.CURRENT / fixed.name, fixed.parent)
         if fixed.is_symlink() and os.readlink(fixed) == target:
             continue
         partial = fixed.with_name(f".{fixed.name}.new")

@@ -17,6 +17,7 @@ need docker-registry docker-registry
 need node nodejs
 need npm npm
 need cloud-init cloud-init  # checks the box's user data against its schema
+need openssl openssl  # the keyless Blob fixture serves HTTPS with its own certificate
 
 if [ "${#apt_packages[@]}" -gt 0 ]; then
     $SUDO apt-get update -q

@@ -28,6 +28,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from trainer.config import UserError
 from trainer.data.manifest import MANIFEST, build_manifest, sha256_file
 
 SIDECAR_SUFFIX = ".sha256"
@@ -65,7 +66,7 @@ def upload_dataset(data_dir: Path, uri: str) -> dict:
         )
     try:
         manifest = build_manifest(data_dir, data_dir.name)
-    except ValueError as error:  # a symlink out of the directory
+    except UserError as error:  # a symlink out of the directory
         raise Exit(str(error)) from None
     store = _store(uri)
     if store.exists(MANIFEST) and json.loads(store.read_bytes(MANIFEST)) == manifest:

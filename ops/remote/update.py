@@ -131,9 +131,9 @@ def install_script(programs: packing.Programs, settings: str, ssh_user: str, clo
     archive's install.py over them, then the new set's guard on. The temporary
     directory holds the only copy written before install.py has checked the room."""
     archive = base64.b64encode(programs.archive).decode()
-    program_dir = FS_ROOT + shlex.quote(contract.PROGRAM_DIR)
-    setup = shlex.join(["bash", "SETUP", ssh_user, contract.BOX_ROOT, cloud, "guard"])
-    setup = setup.replace("SETUP", f"{program_dir}/current/setup-box.sh", 1)
+    setup = FS_ROOT + shlex.quote(f"{contract.PROGRAM_DIR}/{contract.CURRENT}/setup-box.sh")
+    box_root = FS_ROOT + shlex.quote(contract.BOX_ROOT)
+    guard = f"bash {setup} {shlex.quote(ssh_user)} {box_root} {shlex.quote(cloud)} guard"
     return (
         "\n".join(
             [
@@ -149,7 +149,7 @@ def install_script(programs: packing.Programs, settings: str, ssh_user: str, clo
                 'tar -xf "$work/programs.tar" -C "$work" install.py contract.py',
                 'python3 "$work/install.py" "$work/programs.tar" "$work/watchdog.json"',
                 # stdin is this script's own: setup-box.sh must not read the rest of it.
-                f"{setup} </dev/null",
+                f"{guard} </dev/null",
             ]
         )
         + "\n"

@@ -95,7 +95,7 @@ def ship_image(box: Box, local_name: str, remote_name: str | None) -> str:
 
 def dataset_name_from_uri(data_uri: str) -> str:
     name = data_uri.rstrip("/").rsplit("/", 1)[-1]
-    return checked_name(name, f"--data-uri {data_uri}: its last path part")
+    return checked_name(name, f"--data-uri {data_uri}: its last path part", "dataset name")
 
 
 def fetch_dataset_on_box(box: Box, image: str, data_uri: str, user: str) -> str:

@@ -11,9 +11,9 @@ from invoke.exceptions import Exit
 from box import contract
 
 
-def checked_name(value: str, what: str) -> str:
-    """`value` when it is a usable run id or dataset name; Exit naming `what` otherwise."""
-    problem = contract.name_problem(value, what)
+def checked_name(value: str, what: str, kind: str = "run id") -> str:
+    """`value` when it is a usable `kind` (run id or dataset name); Exit naming `what`."""
+    problem = contract.name_problem(value, what, kind)
     if problem:
         raise Exit(problem)
     return value

@@ -27,12 +27,12 @@ def _source_args(milestone: str, cases: str, name: str) -> tuple[list[str], str]
     if cases:
         if not name:
             raise Exit("--cases needs --name NAME for the dataset (e.g. --name vitaldb-mine)")
-        return ["--cases", cases], checked_name(name, "--name")
+        return ["--cases", cases], checked_name(name, "--name", "dataset name")
     if milestone.upper() not in MILESTONES:
         raise Exit(f"--milestone {milestone!r}: expected one of {', '.join(MILESTONES)}")
     milestone = milestone.upper()
     return ["--milestone", milestone], checked_name(
-        name or f"vitaldb-{milestone.lower()}", "--name"
+        name or f"vitaldb-{milestone.lower()}", "--name", "dataset name"
     )
 
 

@@ -37,7 +37,7 @@ def upload_data(c, data="", name="", target="", stack=""):
     if not data_dir.is_dir():
         raise Exit(f"--data {data}: no such directory; expected a dataset directory")
     where = resolve_target(target or None, stack or None)
-    name = names.checked_name(name or data_dir.resolve().name, "--name")
+    name = names.checked_name(name or data_dir.resolve().name, "--name", "dataset name")
     uri = storage_layout.dataset_uri(where.storage_uri, name)
     manifest = storage_sync.upload_dataset(data_dir, uri)
     total_mb = sum(entry["bytes"] for entry in manifest["files"].values()) / 1e6

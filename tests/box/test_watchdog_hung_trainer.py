@@ -1,13 +1,9 @@
 """A trainer keeps the box up by making progress (its step advancing), not by GPU use;
 so does a `fab prepare-data` container, by its heartbeat's step."""
 
-import sys
-
 import pytest
 
-from ops.data import prepare as prepare_on_box
-from tests.fakes.fake_box import BOX_DIR, FakeBox
-from trainer.data.vitaldb import prepare
+from tests.fakes.fake_box import FakeBox
 
 T0 = 1_800_000_000.0
 MINUTE = 60.0
@@ -166,15 +162,3 @@ def test_a_container_that_only_looks_like_a_preparation_is_not_one(box):
     box.add_trainer("x", running=True, created_at=T0 - 3600, name=f"glucose-prepare-{NAME}")
     box.write_preparation_heartbeat(NAME, step=1, updated_at=T0)
     assert box.explain(T0)["signals"]["preparations"] == []
-
-
-def test_the_watchdog_looks_where_fab_and_prepare_vitaldb_write(monkeypatch):
-    monkeypatch.syspath_prepend(str(BOX_DIR))
-    for name in ("busy_signals", "docker_cli"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    import busy_signals
-    import docker_cli
-
-    container = (prepare_on_box.PREPARE_LABEL, prepare_on_box.PREPARE_PREFIX)
-    assert docker_cli.KINDS["prepare"] == container
-    assert busy_signals.PREPARE_HEARTBEAT == (prepare.WORK_DIR, prepare.HEARTBEAT)

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import base64
 import gzip
-import importlib.util
 import json
-import sys
 
 import pulumi
 import pytest
 import yaml
 
-from box import contract
-from box.cloud_init import render_cloud_init
+from box import contract, packing
+from box.cloud_init import ProgramsSource, render_cloud_init
+from box.watchdog_config import WatchdogConfig
 from infra.aws import access as aws_iam
 from infra.aws import guard_rails as aws_guard_rails
 from infra.aws import network as aws_network
+from infra.aws import storage as aws_storage
 from infra.aws import training_box as aws
 from stack import catalog, storage_layout
 from stack.config import validate
@@ -37,7 +37,7 @@ SCHEDULE = "aws:scheduler/schedule:Schedule"
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
-BOX_SOURCE_DIR = REPO / "box"
+PROGRAMS_OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"
 # Resource types AWS gives no tags to.
 UNTAGGED_TYPES = {
     "aws:ec2/routeTableAssociation:RouteTableAssociation",
@@ -78,16 +78,6 @@ def spot_pair() -> RunResult:
 
 def _policy(result: RunResult, name: str) -> dict:
     return json.loads(result.named(name).inputs["policy"])
-
-
-def _box_watchdog_config():
-    # box/ is files installed on the VM, not a package; dataclasses needs sys.modules.
-    path = BOX_SOURCE_DIR / "watchdog_config.py"
-    spec = importlib.util.spec_from_file_location("test_aws_box_watchdog_config", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _role_trust(result: RunResult, name: str) -> dict:
@@ -210,16 +200,39 @@ def test_spot_box_is_a_persistent_request_that_stops_on_interruption(spot_pair):
         }
 
 
-def test_user_data_is_the_shared_cloud_init_rendered_for_aws(box):
+def test_user_data_is_the_shared_cloud_init_pointing_at_the_programs_in_the_bucket(box):
+    programs = packing.build_programs()
     packed = base64.b64decode(box.one(INSTANCE).inputs["userDataBase64"])
-    assert len(packed) <= aws.USER_DATA_LIMIT_BYTES
-    assert gzip.decompress(packed).decode() == render_cloud_init(
-        cloud="aws",
+    settings = packing.settings_text(
+        "aws",
         idle_shutdown_minutes=45,
-        ssh_user="ubuntu",
         daily_stop_time="21:30",
         daily_stop_time_zone="Europe/Berlin",
     )
+    source = ProgramsSource(
+        cloud="aws",
+        ssh_user="ubuntu",
+        storage=box.exports["storageUri"],
+        key=storage_layout.box_programs_key(programs.sha256),
+        sha256=programs.sha256,
+        region=REGION,
+    )
+    assert gzip.decompress(packed).decode() == render_cloud_init(source, settings)
+
+
+def test_the_programs_are_in_the_bucket_before_any_box_boots(spot_pair):
+    programs = packing.build_programs()
+    archive = spot_pair.one(PROGRAMS_OBJECT)
+    assert archive.inputs["bucket"] == spot_pair.one(BUCKET).id
+    assert archive.inputs["key"] == storage_layout.box_programs_key(programs.sha256)
+    assert archive.inputs["content"] == programs.text
+    for instance in spot_pair.of_type(INSTANCE):
+        assert archive.urn in instance.dependencies, instance.name
+
+
+def test_an_old_build_of_the_programs_stays_for_the_boxes_that_pin_it(box):
+    # Its key changes with the programs: Pulumi replaces it, and the old one is kept.
+    assert box.one(PROGRAMS_OBJECT).retain_on_delete
 
 
 def test_instance_is_wired_to_its_subnet_group_key_and_profile(box):
@@ -286,7 +299,7 @@ def test_lifecycle_expires_temporaries_partial_uploads_and_old_versions(box):
     multipart = rules["abort-incomplete-multipart-uploads"]["abortIncompleteMultipartUpload"]
     assert multipart == {"daysAfterInitiation": 1}
     old = rules["expire-noncurrent-versions"]["noncurrentVersionExpiration"]
-    assert old == {"noncurrentDays": aws.NONCURRENT_VERSION_DAYS}
+    assert old == {"noncurrentDays": aws_storage.NONCURRENT_VERSION_DAYS}
     assert all(rule["status"] == "Enabled" for rule in rules.values())
 
 
@@ -294,7 +307,7 @@ def test_by_default_destroy_deletes_the_bucket_even_with_checkpoints_in_it(box):
     bucket = box.one(BUCKET)
     assert bucket.inputs["forceDestroy"] is True
     assert bucket.inputs["tags"]["keep-on-destroy"] == "false"
-    assert not any(r.retain_on_delete for r in box.resources)
+    assert {r.type for r in box.resources if r.retain_on_delete} == {PROGRAMS_OBJECT}
 
 
 def test_keep_storage_on_destroy_retains_the_bucket_and_all_its_settings():
@@ -302,7 +315,7 @@ def test_keep_storage_on_destroy_retains_the_bucket_and_all_its_settings():
     assert result.one(BUCKET).inputs["forceDestroy"] is False
     assert result.one(BUCKET).inputs["tags"]["keep-on-destroy"] == "true"
     retained = {r.type for r in result.resources if r.retain_on_delete}
-    assert retained == BUCKET_TYPES
+    assert retained == BUCKET_TYPES | {PROGRAMS_OBJECT}
 
 
 def test_ecr_repository_scans_every_push_and_goes_with_the_stack(box):
@@ -423,13 +436,13 @@ def test_idle_alarm_takes_a_missing_verdict_for_idle(box):
 
 
 def test_idle_alarm_watches_the_verdict_the_watchdog_publishes(box):
-    published = _box_watchdog_config().WatchdogConfig(cloud="aws", idle_shutdown_minutes=45)
+    published = WatchdogConfig(cloud="aws", idle_shutdown_minutes=45)
     alarm = box.one(ALARM).inputs
     assert (alarm["namespace"], alarm["metricName"]) == (
         published.cloudwatch_namespace,
         published.cloudwatch_metric,
     )
-    assert "InstanceId={instance_id}" in (BOX_SOURCE_DIR / "verdict_metric.py").read_text()
+    assert alarm["dimensions"].keys() == {contract.VERDICT_DIMENSION}
 
 
 # --- several boxes ---------------------------------------------------------------------

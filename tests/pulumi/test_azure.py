@@ -9,8 +9,10 @@ import pulumi
 import pytest
 import yaml
 
+from box import packing
+from box.cloud_init import BOOTSTRAP_PATH, SOURCE_PATH
 from infra.azure.training_box import AzureTrainingBox, security_profile
-from stack import catalog
+from stack import catalog, storage_layout
 from stack.config import validate
 from tests.fakes.arm import SUBSCRIPTION
 from tests.fakes.azure_program import (
@@ -26,6 +28,7 @@ from tests.fakes.pulumi_mocks import RunResult, main_program, run_program
 from tests.paths import REPO
 
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+PROGRAMS_BLOB = "pulumi-python:dynamic/glucose-training:BoxProgramsBlob"
 DESIGN_OUTPUTS = {
     "cloud",
     "hosts",
@@ -226,10 +229,22 @@ def test_vm_boots_the_box_cloud_init(on_demand):
     text = gzip.decompress(base64.b64decode(custom_data)).decode()
     assert text.startswith("#cloud-config")
     document = yaml.safe_load(text)
-    assert "setup-box.sh" in json.dumps(document["runcmd"]) and "azureuser" in str(document)
+    assert ["/usr/bin/python3", BOOTSTRAP_PATH] in document["runcmd"]
     files = {f["path"]: f["content"] for f in document["write_files"]}
     watchdog = json.loads(files["/etc/glucose-training/watchdog.json"])
     assert (watchdog["cloud"], watchdog["idle_shutdown_minutes"]) == ("azure", 45)
+    source = json.loads(files[SOURCE_PATH])
+    assert (source["storage"], source["ssh_user"]) == (on_demand.exports["storageUri"], "azureuser")
+    assert source["sha256"] == packing.build_programs().sha256
+
+
+def test_the_programs_are_uploaded_with_the_deployers_grant_before_any_box_boots(on_demand):
+    archive = on_demand.one(PROGRAMS_BLOB)
+    programs = packing.build_programs()
+    assert archive.inputs["key"] == storage_layout.box_programs_key(programs.sha256)
+    assert archive.inputs["archive"] == programs.text
+    assert on_demand.named("glucose-deployer-blob").urn in archive.dependencies
+    assert archive.urn in on_demand.one(VM).dependencies
 
 
 def test_storage_account_is_private_https_only_and_keyless(on_demand):

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from box import cloud_init
+from box import packing
 from tests.fakes import aws_program, azure_program
 from tests.fakes.pulumi_mocks import RunResult, unwrap
 
@@ -57,12 +57,21 @@ def engine_diff(before: RunResult, after: RunResult) -> set[tuple[str, str]]:
 def change_box_programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """From now on box/ has the watchdog edited, as the next commit might."""
     box = tmp_path / "box"
-    shutil.copytree(cloud_init.BOX_SOURCE_DIR, box)
+    shutil.copytree(packing.BOX_DIR, box)
     watchdog = box / "watchdog.py"
-    # Code, not a comment: the box gets its programs without comments (box_files.py).
     watchdog.write_text(watchdog.read_text() + "LATER_FIX = True\n")
-    monkeypatch.setattr(cloud_init, "BOX_SOURCE_DIR", box)
+    monkeypatch.setattr(packing, "BOX_DIR", box)
     return box
+
+
+# New programs are a new archive under a new key (its sha256): that one object is
+# replaced, the old kept for the boxes that pin it (retain_on_delete).
+NEW_AWS_ARCHIVE = {("glucose-box-programs", "key"), ("glucose-box-programs", "content")}
+NEW_AZURE_ARCHIVE = {
+    ("glucose-box-programs", "key"),
+    ("glucose-box-programs", "sha256"),
+    ("glucose-box-programs", "archive"),
+}
 
 
 @pytest.mark.parametrize("spot", ["false", "true"])
@@ -78,7 +87,7 @@ def test_aws_up_again_after_a_new_ami_and_new_box_programs_changes_nothing(
     old, new = first.named("glucose-box-0").inputs, later.named("glucose-box-0").inputs
     assert (old["ami"], new["ami"]) == (aws_program.AMI_ID, aws_program.NEWER_AMI_ID)
     assert old["userDataBase64"] != new["userDataBase64"]
-    assert engine_diff(first, later) == set()
+    assert engine_diff(first, later) == NEW_AWS_ARCHIVE
 
 
 def test_azure_up_again_after_new_box_programs_changes_nothing(tmp_path, monkeypatch):
@@ -88,7 +97,7 @@ def test_azure_up_again_after_new_box_programs_changes_nothing(tmp_path, monkeyp
     old, new = first.named("glucose-0-vm").inputs, later.named("glucose-0-vm").inputs
     assert old["osProfile"]["customData"] != new["osProfile"]["customData"]
     assert "osProfile.customData" in later.named("glucose-0-vm").ignore_changes
-    assert engine_diff(first, later) == set()
+    assert engine_diff(first, later) == NEW_AZURE_ARCHIVE
 
 
 def test_a_new_idle_limit_changes_only_the_cloudwatch_alarm_not_the_box():

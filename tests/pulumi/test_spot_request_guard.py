@@ -8,42 +8,14 @@ order (guard first, then the instance), and find no live request and no instance
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
-from pulumi.dynamic.dynamic import serialize_provider
 
 from infra.aws.spot_requests import guard_provider
 from tests.fakes import aws_program
+from tests.fakes.provider_host import run_in_provider_host
 
 GUARD = "pulumi-python:dynamic/glucose-training:SpotRequestGuard"
 INSTANCE = "aws:ec2/instance:Instance"
-PROVIDER_HOST_TIMEOUT_SECONDS = 60
-# What the provider host does: load the shipped provider and call one of its methods.
-HOST = """
-import base64, json, sys, dill
-provider = dill.loads(base64.b64decode(sys.stdin.read()))
-method, args = sys.argv[1], json.loads(sys.argv[2])
-result = getattr(provider, method)(*args)
-print(json.dumps(getattr(result, "__dict__", result)))
-"""
-
-
-def run_in_provider_host(method: str, *args, env: dict[str, str], cwd) -> object:
-    completed = subprocess.run(
-        [sys.executable, "-c", HOST, method, json.dumps(args)],
-        input=serialize_provider(guard_provider()),
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=PROVIDER_HOST_TIMEOUT_SECONDS,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
-    return json.loads(completed.stdout)
 
 
 def test_every_spot_box_gets_a_guard_that_goes_before_it():
@@ -86,10 +58,10 @@ def test_destroy_cancels_the_persistent_request_before_the_instance_goes(
         "profile": "",
     }
     env = {**empty_aws_account.env, "PATH": "/usr/bin:/bin"}
-    created = run_in_provider_host("create", props, env=env, cwd=tmp_path)
+    created = run_in_provider_host(guard_provider(), "create", props, env=env, cwd=tmp_path)
     assert created["id"] == request_id
     # pulumi destroy: the guard (dependent) first, then pulumi-aws terminates the box.
-    run_in_provider_host("delete", request_id, props, env=env, cwd=tmp_path)
+    run_in_provider_host(guard_provider(), "delete", request_id, props, env=env, cwd=tmp_path)
     ec2.terminate_instances(InstanceIds=[instance_id])
     assert _live_requests(ec2) == []
     assert _live_instances(ec2) == []
@@ -107,7 +79,7 @@ def test_without_the_guard_a_terminated_box_leaves_its_request_live(empty_aws_ac
 def test_a_guard_of_a_request_already_gone_deletes_cleanly(empty_aws_account, tmp_path):
     env = {**empty_aws_account.env, "PATH": "/usr/bin:/bin"}
     props = {"instanceId": "i-0gone", "spotRequestId": "", "region": "us-east-1", "profile": ""}
-    run_in_provider_host("delete", "i-0gone", props, env=env, cwd=tmp_path)
+    run_in_provider_host(guard_provider(), "delete", "i-0gone", props, env=env, cwd=tmp_path)
 
 
 def _persistent_spot_box(ec2) -> tuple[str, str]:

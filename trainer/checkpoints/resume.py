@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 STORE_WAIT_SECONDS = 60.0
 STORE_RETRY_MAX_SECONDS = 10.0
 # Files of the run dir a restore from the store never writes: the box's own records.
-NOT_RESTORED = ("launch.json", "STOPPED_BY_USER")
+NOT_RESTORED = (layout.LAUNCH_RECORD, layout.STOP_MARKER)
 
 Check = Callable[[dict[str, Any]], str | None]
 """Why a checkpoint's content cannot continue this run, or None when it can."""

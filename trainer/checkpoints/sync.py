@@ -35,7 +35,7 @@ OUTBOX_DIR_NAME = ".outbox"
 WORKER_JOIN_SECONDS = 10.0
 # Written by `fab stop` for this box's resume unit (ARCHITECTURE.md): restored on
 # another box from the store, it would keep that box's run from resuming.
-BOX_MARKERS = ("STOPPED_BY_USER",)
+BOX_MARKERS = (layout.STOP_MARKER,)
 
 
 @dataclass(frozen=True)

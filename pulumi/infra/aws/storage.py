@@ -58,7 +58,11 @@ def declare_storage(name: str, config: StackConfig, parent: pulumi.Resource) -> 
 
 
 def declare_box_programs(
-    name: str, bucket: aws.s3.Bucket, programs: Programs, parent: pulumi.Resource
+    name: str,
+    bucket: aws.s3.Bucket,
+    programs: Programs,
+    tags: dict[str, str],
+    parent: pulumi.Resource,
 ) -> aws.s3.BucketObjectv2:
     """The box programs' archive, which a new box fetches with its instance role. Its key
     names its sha256, so new programs are a new object; an old one stays (retained) for
@@ -69,6 +73,7 @@ def declare_box_programs(
         key=storage_layout.box_programs_key(programs.sha256),
         content=programs.text,
         content_type="application/x-tar",
+        tags=tags,
         opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=True),
     )
 

@@ -69,7 +69,7 @@ class AwsTrainingBox(TrainingBox):
         network = declare_network(name, config, self._tags, parent=self)
         bucket = declare_storage(name, config, self)
         programs = packing.build_programs()
-        programs_object = declare_box_programs(name, bucket, programs, self)
+        programs_object = declare_box_programs(name, bucket, programs, self._tags, self)
         repository = declare_registry(name, self._tags, self)
         profile = access.declare_access(name, bucket, repository, self._tags, self)
         user_data = box_user_data(

@@ -194,7 +194,7 @@ def test_download_refuses_a_key_that_climbs_out_and_says_destroy_is_not_safe(
 def test_download_refuses_a_run_id_that_is_a_path(s3_box, tmp_path):
     box, _ = s3_box
     result = box.fab("download", "--run", "../../etc", "--offline", "--to", str(tmp_path / "d"))
-    assert_one_line_error(result, "--run '../../etc' is not a usable name")
+    assert_one_line_error(result, "--run '../../etc' is not a usable run id")
 
 
 def test_upload_data_refuses_a_symlink_out_of_the_dataset(tmp_path):

@@ -2,21 +2,23 @@
 
 The box's file system is a temporary tree (`GLUCOSE_BOX_FS_ROOT`, handed to the SSH
 session by sshd) and `systemctl` a recorder first on the session's PATH: no systemd
-runs here. Everything else is real: Fabric, sshd, bash, base64, install as root, and
-the box's own setup-box.sh turning the guard on.
+runs here. Everything else is real: Fabric, sshd, bash, base64, the archive's own
+install.py as root, and the box's own setup-box.sh turning the guard on.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
+import tarfile
 from pathlib import Path
 
 import pytest
 from invoke.exceptions import Exit
 
-from box import cloud_init
+from box import contract, packing
 from ops.remote import update as box_update
 from ops.remote.ssh import Box
 from ops.target.resolve import load_target_file
@@ -63,20 +65,37 @@ def connect(monkeypatch):
         box.close()
 
 
-def test_box_update_installs_every_program_unit_and_setting_cloud_init_would(cloud_box):
+def test_box_update_installs_the_programs_a_new_box_fetches_with_the_stacks_settings(cloud_box):
     result = cloud_box.fab("box-update")
     assert result.returncode == 0, result.stderr
-    expected = box_update.rendered_files(
-        box_update.BoxSettings("aws", {"idle_shutdown_minutes": 45})
-    )
-    for file in expected:
-        installed = _installed(cloud_box, file.path)
-        assert installed.read_text() == file.content, file.path
-        assert stat.S_IMODE(installed.stat().st_mode) == int(file.mode, 8), file.path
-    watchdog = json.loads(_installed(cloud_box, cloud_init.CONFIG_PATH).read_text())
+    current = _installed(cloud_box, f"{contract.PROGRAM_DIR}/{contract.CURRENT}")
+    with tarfile.open(fileobj=io.BytesIO(packing.build_programs().archive)) as archive:
+        for member in archive.getmembers():
+            installed = current / member.name
+            assert installed.read_bytes() == archive.extractfile(member).read(), member.name
+            assert stat.S_IMODE(installed.stat().st_mode) == member.mode, member.name
+    unit = _installed(cloud_box, f"{contract.UNIT_DIR}/glucose-watchdog.service")
+    assert unit.read_text() == (current / "glucose-watchdog.service").read_text()
+    watchdog = json.loads(_installed(cloud_box, contract.WATCHDOG_CONFIG_PATH).read_text())
     assert (watchdog["cloud"], watchdog["idle_shutdown_minutes"]) == ("aws", 45)
-    assert not list(cloud_box.fs.rglob("*.glucose-new"))
-    assert "files updated (watchdog: idle_shutdown_minutes=45)" in result.stdout
+    short = packing.build_programs().sha256[:12]
+    assert f"box programs {short} installed (watchdog: idle_shutdown_minutes=45)" in result.stdout
+
+
+def test_box_update_on_a_nearly_full_disk_changes_nothing_and_says_why(cloud_box, tmpfs):
+    # The box's /opt is a small file system of its own, as a full root disk would be.
+    assert cloud_box.fab("box-update").returncode == 0
+    before = _installed(cloud_box, f"{contract.PROGRAM_DIR}/{contract.CURRENT}").resolve()
+    opt = _installed(cloud_box, contract.PROGRAM_DIR)
+    moved = opt.with_name("glucose-training.full")
+    opt.rename(moved)
+    opt.symlink_to(tmpfs("300k"))
+    for item in moved.iterdir():
+        (opt / item.name).symlink_to(item)
+    result = cloud_box.fab("box-update", "--idle-shutdown-minutes", "70")
+    assert_one_line_error(result, "box-update failed", "KB free", "nothing was changed")
+    assert (opt / contract.CURRENT).resolve().name == before.name
+    assert _watchdog_json(cloud_box)["idle_shutdown_minutes"] == 45
 
 
 def test_box_update_turns_the_guard_on_as_a_first_boot_does(cloud_box):
@@ -97,7 +116,7 @@ def test_box_update_turns_the_guard_on_as_a_first_boot_does(cloud_box):
 
 def test_an_older_box_gets_the_box_root_fab_writes_leases_into(cloud_box):
     assert cloud_box.fab("box-update").returncode == 0
-    box_root = _installed(cloud_box, cloud_init.BOX_ROOT)
+    box_root = _installed(cloud_box, contract.BOX_ROOT)
     for name in ("runs", "datasets", "leases", "watchdog"):
         assert (box_root / name).is_dir(), name
     assert not (box_root / "ready").exists()  # the setup proper is not re-run
@@ -108,17 +127,18 @@ def test_an_updated_box_is_current_and_an_old_one_is_warned_about(cloud_box, con
     assert "no box version record" in box_update.stale_warning(box)
     assert cloud_box.fab("box-update").returncode == 0
     assert box_update.stale_warning(box) is None
-    version = _installed(cloud_box, cloud_init.VERSION_PATH)
+    version = _installed(cloud_box, contract.VERSION_PATH)
+    version.unlink()
     version.write_text(json.dumps({"programs": "an-older-digest", "settings": "x"}))
     assert "runs older (or other) box programs" in box_update.stale_warning(box)
 
 
 def _watchdog_json(box: LocalBox) -> dict:
-    return json.loads(_installed(box, cloud_init.CONFIG_PATH).read_text())
+    return json.loads(_installed(box, contract.WATCHDOG_CONFIG_PATH).read_text())
 
 
 def _write_watchdog_json(box: LocalBox, **settings) -> None:
-    path = _installed(box, cloud_init.CONFIG_PATH)
+    path = _installed(box, contract.WATCHDOG_CONFIG_PATH)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"cloud": "aws", **settings}))
 
@@ -170,11 +190,7 @@ def test_settings_nobody_has_take_cloud_inits_defaults(cloud_box, connect):
     box = connect(cloud_box)
     settings = box_update.settings_for(box.target, {"idleShutdownMinutes": "45"}, {}, box)
     assert settings.guard == {"idle_shutdown_minutes": 45}
-    (watchdog,) = [
-        json.loads(f.content)
-        for f in box_update.rendered_files(settings)
-        if f.path == cloud_init.CONFIG_PATH
-    ]
+    watchdog = json.loads(box_update.settings_text(settings))
     assert watchdog == {"cloud": "aws", "idle_shutdown_minutes": 45}  # the rest: defaults
 
 
@@ -197,13 +213,16 @@ def test_a_setting_that_does_not_fit_is_refused_in_one_line(cloud_box, connect):
     odd = {"idleShutdownMinutes": 45, "autoShutdownTime": "7pm"}
     settings = box_update.settings_for(box.target, odd, {}, box)
     with pytest.raises(Exit, match="daily_stop_time is '7pm', expected HH:MM"):
-        box_update.rendered_files(settings)
+        box_update.settings_text(settings)
 
 
-def test_dry_run_lists_the_files_and_changes_nothing(cloud_box):
+def test_dry_run_says_what_each_box_would_get_and_changes_nothing(cloud_box):
     result = cloud_box.fab("box-update", "--dry-run")
     assert result.returncode == 0, result.stderr
-    assert "/opt/glucose-training/watchdog.py" in result.stdout
+    short = packing.build_programs().sha256[:12]
+    assert f"would install box programs {short} with settings idle_shutdown_minutes=45" in (
+        result.stdout
+    )
     assert list(cloud_box.fs.iterdir()) == []
     assert not cloud_box.systemctl_log.exists()
 

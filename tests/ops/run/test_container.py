@@ -87,7 +87,7 @@ def test_trainer_flags_follow_the_fixed_ones():
 
 
 def test_run_id_that_cannot_name_a_container_is_refused():
-    with pytest.raises(Exit, match="not usable as a container name"):
+    with pytest.raises(Exit, match="run id 'bad/id' is not a usable run id"):
         Launch("bad/id", "img", "data")
 
 

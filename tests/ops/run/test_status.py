@@ -5,6 +5,7 @@ import time
 
 from ops.run.on_box import ContainerState
 from ops.run.status import describe_state
+from trainer.reports.status import RunRecord
 
 
 def _container(exit_code, running=False, restarting=False):
@@ -12,15 +13,16 @@ def _container(exit_code, running=False, restarting=False):
 
 
 def test_states_follow_the_trainer_exit_codes():
-    assert describe_state(_container(0, running=True), {}, False) == "running"
-    assert describe_state(_container(0), {}, False) == "finished"
-    pending = {"state": "finished-upload-pending"}
+    nothing = RunRecord()
+    assert describe_state(_container(0, running=True), nothing, False) == "running"
+    assert describe_state(_container(0), nothing, False) == "finished"
+    pending = RunRecord(state="finished-upload-pending")
     assert describe_state(_container(0), pending, False).startswith("finished, last uploads pend")
-    assert describe_state(_container(75), {}, False).startswith("preempted-waiting")
-    assert describe_state(_container(75), {}, True).startswith("stopped by `fab stop`")
-    assert describe_state(_container(2), {}, False).startswith("failed (exit 2")
-    assert describe_state(_container(137), {}, False).startswith("failed (exit 137")
-    assert describe_state(None, {"state": "finished"}, False) == "finished"
+    assert describe_state(_container(75), nothing, False).startswith("preempted-waiting")
+    assert describe_state(_container(75), nothing, True).startswith("stopped by `fab stop`")
+    assert describe_state(_container(2), nothing, False).startswith("failed (exit 2")
+    assert describe_state(_container(137), nothing, False).startswith("failed (exit 137")
+    assert describe_state(None, RunRecord(state="finished"), False) == "finished"
 
 
 def _write_run(box, run_id, status, started_ago_s):

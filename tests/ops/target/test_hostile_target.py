@@ -167,4 +167,4 @@ def test_a_registry_that_only_ends_in_azurecr_gets_no_azure_token() -> None:
 
 def test_a_run_id_never_reaches_the_box_shell(local_box) -> None:
     result = local_box.fab("logs", "--run", "x; touch /tmp/pwned")
-    assert_one_line_error(result, "--run 'x; touch /tmp/pwned' is not a usable name")
+    assert_one_line_error(result, "--run 'x; touch /tmp/pwned' is not a usable run id")

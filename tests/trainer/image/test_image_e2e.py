@@ -16,6 +16,7 @@ import pytest
 
 from tests.fixtures.docker_engine import DockerEngine
 from tests.fixtures.trainer_image import TrainerImage, build_trainer_image
+from tests.paths import REPO
 
 pytestmark = pytest.mark.e2e
 
@@ -36,7 +37,6 @@ RUN_MOUNT = f"/workspace/runs/{RUN_ID}"
 
 PROBE = f"""
 import json, os, pathlib, subprocess, torch
-from tests.paths import REPO
 runs = pathlib.Path("/workspace/runs")
 (runs / "probe").write_text("ok")
 app = sorted(str(p.relative_to("{APP_DIR}")) for p in pathlib.Path("{APP_DIR}").rglob("*"))

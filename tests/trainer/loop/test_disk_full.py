@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,32 +20,6 @@ pytestmark = pytest.mark.e2e
 TRAIN_SECONDS = 300
 # resnet18's checkpoint is ~46 MB: one fits, the second's temp file does not.
 ONE_CHECKPOINT_MB = 60
-
-
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator:
-    """`tmpfs(size_mb)`: a fresh tmpfs of that size, unmounted after the test."""
-    if os.geteuid() != 0:
-        pytest.skip("SKIPPED LOUDLY: mounting a tmpfs needs root")
-    mounted: list[Path] = []
-
-    def mount(size_mb: int) -> Path:
-        target = tmp_path / f"tmpfs-{len(mounted)}"
-        target.mkdir()
-        result = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(target)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode != 0:
-            pytest.skip(f"SKIPPED LOUDLY: mount -t tmpfs failed: {result.stderr.strip()}")
-        mounted.append(target)
-        return target
-
-    yield mount
-    for target in reversed(mounted):
-        subprocess.run(["umount", "-l", str(target)], check=False)
 
 
 def _train(data: Path, run_dir: Path, *flags: str) -> subprocess.CompletedProcess:
@@ -72,7 +45,7 @@ def _temp_files(root: Path) -> list[Path]:
 def test_a_disk_that_fills_up_mid_run_ends_with_exit_74_and_no_temp_files(
     tiny_data: Path, tmpfs
 ) -> None:
-    run_dir = tmpfs(ONE_CHECKPOINT_MB) / "run"
+    run_dir = tmpfs(f"{ONE_CHECKPOINT_MB}m") / "run"
     result = _train(tiny_data, run_dir, "--max-steps", "4", "--checkpoint-every-steps", "1")
     _ends_with_one_error_line(result, "step-000000002-epoch-0000.pt): No space left on device")
     assert _temp_files(run_dir) == []
@@ -81,7 +54,7 @@ def test_a_disk_that_fills_up_mid_run_ends_with_exit_74_and_no_temp_files(
 
 
 def test_a_read_only_run_dir_ends_with_exit_74(tiny_data: Path, tmpfs) -> None:
-    mount = tmpfs(ONE_CHECKPOINT_MB * 2)
+    mount = tmpfs(f"{ONE_CHECKPOINT_MB * 2}m")
     run_dir = mount / "run"
     assert _train(tiny_data, run_dir, "--max-steps", "1").returncode == 0
     subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
@@ -94,7 +67,7 @@ def test_a_read_only_run_dir_under_torchrun_ends_the_launch_with_exit_74_once(
 ) -> None:
     # No rank can record the failure in a read-only run dir: the rank's own signal to
     # the launcher carries the 74, and torchrun ends instead of restarting the group.
-    mount = tmpfs(ONE_CHECKPOINT_MB * 2)
+    mount = tmpfs(f"{ONE_CHECKPOINT_MB * 2}m")
     run_dir = mount / "run"
     assert _train(tiny_data, run_dir, "--max-steps", "1").returncode == 0
     subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)

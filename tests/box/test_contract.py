@@ -1,0 +1,98 @@
+"""One box contract: every copy of it that cannot import box/contract.py says the same.
+
+The trainer image carries trainer/ alone, the first-boot files travel without the
+programs, and setup-box.sh and the units are not Python: each keeps its own spelling
+of a few names, and each spelling is checked here against box.contract.
+"""
+
+import importlib.util
+import re
+
+from box import cloud_init, contract, packing
+from box.watchdog_config import WatchdogConfig
+from tests.paths import BOX_DIR
+from trainer import exit_codes
+from trainer.checkpoints import layout, resume, sync
+from trainer.data.vitaldb import prepare
+from trainer.loop import rank_outputs
+from trainer.reports import status
+
+
+def _bootstrap():
+    spec = importlib.util.spec_from_file_location("bootstrap_under_test", BOX_DIR / "bootstrap.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_trainers_exit_codes_are_the_boxes():
+    assert exit_codes.EXIT_OK == contract.EXIT_FINISHED
+    assert exit_codes.EXIT_USER_ERROR == contract.EXIT_USER_ERROR
+    assert exit_codes.EXIT_UNWRITABLE == contract.EXIT_UNWRITABLE
+    assert exit_codes.EXIT_STOPPED == contract.EXIT_STOPPED
+
+
+def test_the_trainer_writes_the_files_the_box_reads():
+    assert status.STATUS_FILE == contract.STATUS_FILE
+    assert rank_outputs.HEARTBEAT_FILE == contract.HEARTBEAT_FILE
+    assert (prepare.WORK_DIR, prepare.HEARTBEAT) == contract.PREPARE_HEARTBEAT
+    # What the box programs read of them.
+    assert {"step", "updated_at", "state", "exit_code"} <= set(status.STATUS_KEYS)
+
+
+def test_the_trainer_leaves_the_boxes_own_files_alone():
+    assert layout.STOP_MARKER == contract.STOPPED_BY_USER
+    assert layout.LAUNCH_RECORD == contract.LAUNCH_FILE
+    assert sync.BOX_MARKERS == (contract.STOPPED_BY_USER,)
+    assert set(resume.NOT_RESTORED) == {contract.STOPPED_BY_USER, contract.LAUNCH_FILE}
+
+
+def test_the_bootstrap_looks_where_cloud_init_and_install_put_things():
+    bootstrap = _bootstrap()
+    assert str(bootstrap.SOURCE_PATH) == cloud_init.SOURCE_PATH
+    assert str(bootstrap.SETTINGS_PATH) == contract.WATCHDOG_CONFIG_PATH
+    assert str(bootstrap.PROGRAM_DIR) == contract.PROGRAM_DIR
+    assert bootstrap.CURRENT == contract.CURRENT
+    assert bootstrap.FAILED_MARKER == contract.FAILED_MARKER
+    assert bootstrap.DEFAULTS["box_root"] == contract.BOX_ROOT
+    assert f"{contract.PROGRAM_DIR}/bootstrap.py" == cloud_init.BOOTSTRAP_PATH
+
+
+def test_the_bootstrap_talks_to_the_clouds_as_the_watchdog_does():
+    defaults, watchdog = _bootstrap().DEFAULTS, WatchdogConfig("azure", 30)
+    assert defaults["imds_url"] == watchdog.imds_url
+    assert defaults["arm_url"] == watchdog.arm_url
+    assert defaults["arm_api_version"] == watchdog.arm_api_version
+    assert tuple(defaults["shutdown_command"]) == watchdog.shutdown_command
+
+
+def test_the_bootstrap_unit_runs_until_the_programs_are_current():
+    unit = (BOX_DIR / "glucose-bootstrap.service").read_text()
+    assert f"ConditionPathExists=!{contract.PROGRAM_DIR}/{contract.CURRENT}\n" in unit
+    assert f"ExecStart=/usr/bin/python3 {cloud_init.BOOTSTRAP_PATH}\n" in unit
+
+
+def test_the_units_run_the_current_programs_with_the_boxes_settings():
+    for unit in BOX_DIR.glob("glucose-*.service"):
+        text = unit.read_text()
+        for program in re.findall(r"/usr/bin/python3 (\S+)", text):
+            if unit.name != "glucose-bootstrap.service":
+                assert program.startswith(f"{contract.PROGRAM_DIR}/{contract.CURRENT}/"), unit
+            assert (BOX_DIR / program.rsplit("/", 1)[1]).is_file(), unit
+        if "watchdog_config" in text or "GLUCOSE_WATCHDOG_CONFIG" in text:
+            assert f"GLUCOSE_WATCHDOG_CONFIG={contract.WATCHDOG_CONFIG_PATH}" in text, unit
+
+
+def test_setup_box_makes_the_boxes_directories_and_markers():
+    script = (BOX_DIR / "setup-box.sh").read_text()
+    for directory in (*contract.USER_DIRS, contract.WATCHDOG_DIR):
+        assert f'"$box_root/{directory}"' in script, directory
+    assert f'"$box_root/{contract.READY_MARKER}"' in script
+    assert f'"$box_root/{contract.FAILED_MARKER}"' in script
+    owned = " ".join(f'"$box_root/{directory}"' for directory in contract.USER_DIRS)
+    assert f'chown "$ssh_user:$ssh_user" {owned}' in script
+
+
+def test_the_packer_never_ships_the_contract_without_the_programs_that_read_it():
+    shipped = {path.name for path in packing.shipped_sources()}
+    assert {"contract.py", "watchdog_config.py", "install.py"} <= shipped
