@@ -239,7 +239,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "launch":
         return _launch(args.torchrun_args)
     if args.command == "evaluate":
-        from trainer.reports.evaluate import evaluate_checkpoint
+        from trainer.loop.evaluate import evaluate_checkpoint
 
         print(json.dumps(evaluate_checkpoint(args.data, args.checkpoint, args.split), indent=2))
         return 0

@@ -19,6 +19,7 @@ from pathlib import Path
 from invoke.exceptions import Exit
 from rich.console import Console
 
+from ops import CHECKOUT
 from ops.image.registry import (
     RegistryLogin,
     docker_login_argv,
@@ -26,7 +27,6 @@ from ops.image.registry import (
     private_docker_config,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 # What the build context holds (.dockerignore is an allow-list of these): only
 # changes here make the image differ, so only they make the tag dirty.
 IMAGE_INPUTS = ("Dockerfile", ".dockerignore", "requirements", "trainer")
@@ -34,6 +34,7 @@ DIRTY_HASH_CHARS = 12
 REVISION_CHARS = 12
 BASE_IMAGE_ARG = re.compile(r"^\s*ARG\s+BASE_IMAGE=(\S+)", re.M)
 DOCKER_TIMEOUT_SECONDS = 3600
+LOCAL_REPOSITORY = "glucose-training"
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -57,7 +58,7 @@ def _git(repo: Path, *args: str) -> str:
     return result.stdout
 
 
-def image_tag(repo: Path = REPO_ROOT) -> str:
+def image_tag(repo: Path = CHECKOUT) -> str:
     """`<revision>` when the image's inputs are committed, else `<revision>-dirty-<hash>`."""
     revision = _git(repo, "rev-parse", f"--short={REVISION_CHARS}", "HEAD").strip()
     changed = _git(
@@ -124,7 +125,7 @@ def build(image: str, *, build_args: dict[str, str], dockerfile: Path) -> float:
     for name, value in build_args.items():
         args += ["--build-arg", f"{name}={value}"]
     started = time.monotonic()
-    docker([*args, str(REPO_ROOT)])
+    docker([*args, str(CHECKOUT)])
     return time.monotonic() - started
 
 
@@ -165,3 +166,49 @@ def _run_docker(
         check=False,
         env=env,
     )
+
+
+def local_image() -> str:
+    """`glucose-training:<revision>[-dirty-<hash>]`, the name `build` gives the image."""
+    return f"{LOCAL_REPOSITORY}:{image_tag()}"
+
+
+def build_args_from(base_image: str, build_arg: list[str], extra_ca: str) -> dict[str, str]:
+    """Dockerfile build args from the task flags (`NAME=VALUE` each)."""
+    tag = image_tag()
+    args = {"VERSION": tag, "REVISION": tag.split("-")[0]}
+    if base_image:
+        args["BASE_IMAGE"] = base_image
+    if extra_ca:
+        path = Path(extra_ca)
+        if not path.is_file():
+            raise Exit(f"--extra-ca {extra_ca}: no such file; expected a PEM CA bundle")
+        args["EXTRA_CA_CERTS"] = path.read_text()
+    for item in build_arg:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise Exit(f"--build-arg {item!r}: expected NAME=VALUE")
+        args[name] = value
+    return args
+
+
+def ensure_built(base_image: str, build_arg: list[str], extra_ca: str, force: bool) -> str:
+    """Build the image unless this exact tree is already built; returns its name."""
+    name = local_image()
+    if image_exists(name) and not force:
+        console.print(f"image {name} already built (same git revision and changes)")
+        return name
+    dockerfile = CHECKOUT / "Dockerfile"
+    args = build_args_from(base_image, build_arg, extra_ca)
+    warn_if_unpinned(args.get("BASE_IMAGE") or default_base_image(dockerfile))
+    seconds = build(name, build_args=args, dockerfile=dockerfile)
+    console.print(f"built {name} in {seconds:.0f} s")
+    return name
+
+
+def require_image(name: str) -> str:
+    """`name` (default: this tree's image) when it is built; Exit otherwise."""
+    name = name or local_image()
+    if not image_exists(name):
+        raise Exit(f"image {name} is not built; run `fab build` first")
+    return name

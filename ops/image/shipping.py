@@ -1,4 +1,5 @@
-"""Getting the trainer image onto the box: a registry pull, or `docker save | docker load`.
+"""Getting the trainer image onto the boxes: pushed once to the stack's registry and
+pulled by each box, or `docker save | docker load` over SSH without a registry.
 
 The pull logs the box into the registry with a token on stdin and a RAM-only docker
 config (see `ops.image.registry`), so the box never stores a credential. Without a
@@ -14,13 +15,22 @@ import time
 from dataclasses import dataclass
 
 from invoke.exceptions import Exit
+from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-from ops.image.build import docker_env
-from ops.image.registry import RegistryLogin, login_failure_message, with_docker_login
+from ops.image import build
+from ops.image.build import docker, docker_env, push
+from ops.image.registry import (
+    RegistryLogin,
+    login_failure_message,
+    login_for,
+    with_docker_login,
+)
 from ops.remote.ssh import Box, raise_for_remote_failure
+from ops.target.resolve import Target
 
 STREAM_CHUNK_BYTES = 1024 * 1024
+console = Console(stderr=True, soft_wrap=True)
 LOAD_TIMEOUT_SECONDS = 3600
 
 
@@ -98,3 +108,61 @@ def _drain(channel) -> str:
     while channel.recv_stderr_ready():
         chunks.append(channel.recv_stderr(65536))
     return b"".join(chunks).decode(errors="replace")
+
+
+def ship_image(box: Box, local_name: str, remote_name: str | None) -> str:
+    """Make the image present on the box; returns the name the box knows it by."""
+    name = remote_name or local_name
+    if box_has_image(box, name):
+        console.print(f"the box already has {name}")
+        return name
+    if remote_name is not None:
+        with console.status(f"pulling {name} on the box"):
+            pull_on_box(box, name, login_for(box.target.registry), box.target.registry)
+        return name
+    report = load_on_box(box, local_name)
+    console.print(
+        f"loaded {local_name} on the box over SSH: {report.bytes_sent / 1e6:.0f} MB "
+        f"in {report.seconds:.0f} s"
+    )
+    return name
+
+
+def push_image(target: Target, name: str) -> str:
+    """Tag `name` for the target's registry and push it; returns the remote name."""
+    if not target.registry:
+        raise Exit(
+            f"{target.source} has no registry; `fab train` ships the image over SSH "
+            "instead (docker save | docker load)"
+        )
+    remote = f"{target.image_name}:{name.rsplit(':', 1)[1]}"
+    docker(["tag", name, remote])
+    report = push(remote, login_for(target.registry), target.registry)
+    console.print(
+        f"pushed {remote} in {report.seconds:.1f} s: {report.pushed_layers} layers sent, "
+        f"{report.existing_layers} already in the registry"
+    )
+    return remote
+
+
+def image_on_box(
+    box: Box, image_name: str, base_image: str, build_arg: list[str], extra_ca: str
+) -> str:
+    """`image_name` (else this tree's image, built when missing) pushed to the stack's
+    registry if it has one and brought onto the box; the name the box knows it by."""
+    return image_on_boxes([box], image_name, base_image, build_arg, extra_ca)
+
+
+def image_on_boxes(
+    boxes: list[Box], image_name: str, base_image: str, build_arg: list[str], extra_ca: str
+) -> str:
+    """`image_on_box` for every box of a stack: built and pushed once, then brought onto
+    each box."""
+    local = (
+        build.require_image(image_name)
+        if image_name
+        else build.ensure_built(base_image, build_arg, extra_ca, force=False)
+    )
+    target = boxes[0].target
+    remote = push_image(target, local) if target.registry else None
+    return {ship_image(box, local, remote) for box in boxes}.pop()

@@ -28,12 +28,13 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
+from ops import CHECKOUT
 from ops.target.resolve import Target
 
 KNOWN_HOSTS_ENV = "GLUCOSE_KNOWN_HOSTS"
 BOOT_WAIT_ENV = "GLUCOSE_BOOT_WAIT_SECONDS"
 # Beside fabfile.py (the project root), wherever `fab` is run from.
-DEFAULT_KNOWN_HOSTS = Path(__file__).resolve().parents[1] / ".known_hosts"
+DEFAULT_KNOWN_HOSTS = CHECKOUT / ".known_hosts"
 # A fresh cloud VM takes 1-3 minutes to answer SSH and a few more for cloud-init
 # (docker, NVIDIA toolkit); `fab train` right after `pulumi up` should just wait.
 BOOT_WAIT_SECONDS = 600

@@ -23,8 +23,6 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
-from ops.image.registry import login_for
-from ops.image.shipping import box_has_image, load_on_box, pull_on_box
 from ops.remote import lease as box_lease
 from ops.remote.ssh import Box
 from ops.run import container, env_files, on_box
@@ -73,24 +71,6 @@ def start_up_leases(boxes: list[Box], run_id: str) -> Iterator[Callable[[], None
                 renewal()
 
         yield renew
-
-
-def ship_image(box: Box, local_name: str, remote_name: str | None) -> str:
-    """Make the image present on the box; returns the name the box knows it by."""
-    name = remote_name or local_name
-    if box_has_image(box, name):
-        console.print(f"the box already has {name}")
-        return name
-    if remote_name is not None:
-        with console.status(f"pulling {name} on the box"):
-            pull_on_box(box, name, login_for(box.target.registry), box.target.registry)
-        return name
-    report = load_on_box(box, local_name)
-    console.print(
-        f"loaded {local_name} on the box over SSH: {report.bytes_sent / 1e6:.0f} MB "
-        f"in {report.seconds:.0f} s"
-    )
-    return name
 
 
 def dataset_name_from_uri(data_uri: str) -> str:

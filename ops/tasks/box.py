@@ -18,7 +18,7 @@ from rich.console import Console
 from box import packing
 from ops.remote import update as updates
 from ops.target.resolve import TARGET_ENV, resolve_target, stack_outputs
-from ops.tasks.image import STACK_HELP, TARGET_HELP
+from ops.tasks.flags import STACK_HELP, TARGET_HELP
 
 console = Console(stderr=True, soft_wrap=True)
 

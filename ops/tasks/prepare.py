@@ -9,11 +9,12 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from ops.data import prepare as prepare_on_box
+from ops.image.shipping import image_on_box
 from ops.remote.ssh import Box
 from ops.run import on_box
 from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
-from ops.tasks.image import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, image_on_box
+from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP
 from stack import storage_layout
 
 MILESTONES = ("M1", "M2", "M3")

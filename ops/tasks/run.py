@@ -10,6 +10,7 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
+from ops.image.shipping import image_on_boxes
 from ops.remote import lease as box_lease
 from ops.remote import update as box_update
 from ops.remote.ssh import Box, nodes
@@ -17,13 +18,7 @@ from ops.run import launch, on_box
 from ops.run import status as run_status
 from ops.run.container import Launch
 from ops.target.resolve import resolve_target
-from ops.tasks.image import (
-    BUILD_HELP,
-    IMAGE_HELP,
-    STACK_HELP,
-    TARGET_HELP,
-    image_on_boxes,
-)
+from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP
 from stack import storage_layout
 
 console = Console(stderr=True, soft_wrap=True)

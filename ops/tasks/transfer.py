@@ -14,7 +14,7 @@ from ops.data import transfer as storage_sync
 from ops.remote.ssh import Box
 from ops.run import names, on_box
 from ops.target.resolve import resolve_target
-from ops.tasks.image import STACK_HELP, TARGET_HELP
+from ops.tasks.flags import STACK_HELP, TARGET_HELP
 from stack import storage_layout
 from trainer.reports.status import UPLOAD_PENDING, RunRecord
 

@@ -44,7 +44,7 @@ from trainer.loop.preemption import StopSignal
 from trainer.loop.rank_outputs import Heartbeat, QuietCheckpoints, QuietOutputs
 from trainer.loop.run_ending import RunEnding
 from trainer.model import build_model, count_parameters
-from trainer.reports.evaluate import split_report
+from trainer.loop.evaluate import split_report
 from trainer.reports.progress import RunOutputs
 from trainer.reports.report import data_identity, write_report
 

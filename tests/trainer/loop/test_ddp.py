@@ -21,7 +21,7 @@ from trainer.config import DataConfig, ModelConfig, OptimConfig, RunConfig, Synt
 from trainer.data.synth import synthesize
 from trainer.loop.train import train
 from trainer.model import build_model
-from trainer.reports.evaluate import EVAL_BATCH_SIZE, evaluate_checkpoint
+from trainer.loop.evaluate import EVAL_BATCH_SIZE, evaluate_checkpoint
 
 pytestmark = pytest.mark.e2e
 
