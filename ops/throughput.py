@@ -69,8 +69,8 @@ HOP_LATENCY_S = {"box": 5e-6, "network": 50e-6}
 # stages 3..1 and the stem. We assume half the backward pass is left to hide the
 # all-reduce behind; the optimizer step waits for all of it.
 OVERLAPPED_BACKWARD_FRACTION = 0.5
-# The per-rank batch a multi-GPU estimate assumes (trainer.bench.train_step.GPU_BATCH_SIZE):
-# `--batch-size` is global, so the run sets it to this x the GPU count.
+# The per-rank batch a multi-GPU estimate assumes: the trainer's default on a GPU
+# (trainer.loop.defaults.PER_RANK_BATCH), which `train` without --batch-size and `bench` take.
 PER_GPU_BATCH = 1024
 
 Precision = Literal["bf16", "fp16"]

@@ -139,9 +139,11 @@ class Group:
     def accumulating(
         self, model: nn.Module, skip_all_reduce: bool
     ) -> contextlib.AbstractContextManager:
-        """DDP's no_sync for micro-batches whose gradients only accumulate."""
-        if skip_all_reduce and isinstance(model, DistributedDataParallel):
-            return model.no_sync()
+        """DDP's no_sync for micro-batches whose gradients only accumulate (`model` may
+        be torch.compile's wrapper of DDP)."""
+        ddp = getattr(model, "_orig_mod", model)
+        if skip_all_reduce and isinstance(ddp, DistributedDataParallel):
+            return ddp.no_sync()
         return contextlib.nullcontext()
 
     def agree(self, *values: int) -> tuple[int, ...]:

@@ -28,6 +28,7 @@ STATUS_KEYS = (
     "train_loss",
     "val_mae",
     "windows_per_s",
+    "gpu_memory_gib",
     "eta_s",
     "last_checkpoint_at",
     "updated_at",
