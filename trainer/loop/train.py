@@ -91,9 +91,6 @@ class Run:
         if tc.deterministic:
             use_deterministic_kernels()
         self.say(f"device: {self.choice.description}; precision {self.choice.precision}")
-        torch.manual_seed(tc.seed)
-        np.random.seed(tc.seed)
-        random.seed(tc.seed)
 
         # Data: validated, split by case, normalised with train statistics only.
         self.dataset = load_dataset(config.data.data_dir)
@@ -157,6 +154,11 @@ class Run:
     def _build(self) -> None:
         """Pipelines, model, AdamW, warmup + cosine over every step of every epoch."""
         config, tc, oc = self.config, self.config.train, self.config.optim
+        # Here, not earlier: the weights' init is a pure function of the seed, whatever
+        # drew random numbers before (a formulation timing).
+        torch.manual_seed(tc.seed)
+        np.random.seed(tc.seed)
+        random.seed(tc.seed)
         self.train_data = self.pipeline(self.splits.train, self.group.rank, self.group.world_size)
         self.val_data = self.pipeline(self.splits.val)
         self.model = build_model(config.model, self.choice.device, tc.formulation)
