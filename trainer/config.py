@@ -121,7 +121,8 @@ class TrainConfig:
     1/world_size). None: the trainer's per-rank batch for the device times the ranks
     at the run's first start, the run's own on a resume (`trainer.loop.defaults`)."""
     precision: str = "auto"
-    """auto = bf16 on GPUs that have it, fp16 + GradScaler on older GPUs, fp32 on CPU."""
+    """auto = bf16 on GPUs that compute it natively (sm_80+), fp16 + GradScaler on older
+    GPUs (V100, T4), fp32 on CPU."""
     seed: int = 0
     """Seeds the split, the init, every epoch's permutation and dropout."""
     patience: int = 5

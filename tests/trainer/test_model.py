@@ -2,6 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from trainer import config
 from trainer.config import ModelConfig
 from trainer.model import FORMULATIONS, build_model, count_parameters, default_formulation
 
@@ -79,6 +80,11 @@ def test_the_prediction_is_fp32_under_bf16_autocast_not_rounded_to_bf16(formulat
 def test_cpu_trains_the_gemm_formulation_and_a_gpu_cudnns_conv1d():
     assert default_formulation(torch.device("cpu")) == "gemm"
     assert default_formulation(torch.device("cuda")) == "torch"
+
+
+def test_the_cli_offers_every_formulation_and_auto():
+    # trainer.config spells them out so the command line parses without torch.
+    assert set(config.FORMULATIONS) == {"auto", *FORMULATIONS}
 
 
 def test_an_unknown_formulation_is_refused_by_name():
