@@ -15,7 +15,7 @@ from trainer.checkpoints import checkpoint_file
 from trainer.config import DataConfig, ModelConfig, OptimConfig, RunConfig, TrainConfig, UserError
 from trainer.loop.defaults import default_lr, resolve_formulation, settle
 from trainer.loop.device import choose_device
-from trainer.loop.formulation import fastest_formulation
+from trainer.loop.formulation import MARGIN, fastest_formulation
 from trainer.loop.train import train
 from trainer.model import FORMULATIONS
 
@@ -88,11 +88,15 @@ def test_nhwc_on_the_cpu_is_refused_by_name():
         resolve_formulation(_config(formulation="nhwc"), CPU, _no_timing)
 
 
-def test_the_fastest_formulation_is_picked_from_real_timings():
+def test_the_fastest_formulation_is_picked_from_real_timings_near_ties_keep_the_default():
     choice = choose_device("auto")
     name, seconds = fastest_formulation(ModelConfig("resnet18"), choice, 8, 64, FORMULATIONS)
     assert set(seconds) == set(FORMULATIONS) and all(s > 0 for s in seconds.values())
-    assert seconds[name] == min(seconds.values())
+    fastest = min(seconds.values())
+    if name == "gemm":  # the CPU's default stays unless beaten by the margin
+        assert fastest > (1 - MARGIN) * seconds["gemm"]
+    else:
+        assert seconds[name] == fastest <= (1 - MARGIN) * seconds["gemm"]
 
 
 def test_a_run_without_batch_size_or_lr_records_the_defaults_it_trained_with(tiny_data, tmp_path):
