@@ -34,7 +34,7 @@ from trainer.data.dataset import Dataset
 from trainer.data.pipeline import Normalisation, WindowPipeline
 from trainer.loop.defaults import PER_RANK_BATCH
 from trainer.loop.device import DeviceChoice, choose_device
-from trainer.loop.formulation import training_step
+from trainer.loop.formulation import pick, training_step
 from trainer.model import FORMULATIONS, build_model, default_formulation
 
 WINDOW_LENGTH = 100
@@ -231,8 +231,9 @@ def measure(quick: bool, batch_size: int | None) -> dict[str, Any]:
     )
     ours = {name: train[name] for name in FORMULATIONS}
     # What `train --formulation auto` takes: gemm on a CPU, the fastest on a GPU.
-    fastest = max(ours, key=ours.__getitem__)
-    chosen = fastest if choice.device.type == "cuda" else default_formulation(choice.device)
+    seconds_per_window = {name: 1 / rate for name, rate in ours.items()}
+    cuda = choice.device.type == "cuda"
+    chosen = pick(seconds_per_window, choice.device) if cuda else default_formulation(choice.device)
     flops = train_flops_per_window()
     gpu, gpu_count = _device_name(choice)
     return {
