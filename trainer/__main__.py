@@ -17,6 +17,7 @@ from pathlib import Path
 
 from trainer.config import (
     ARCHS,
+    FORMULATIONS,
     PRECISIONS,
     DataConfig,
     ModelConfig,
@@ -56,9 +57,30 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--data", type=Path, required=True)
     train.add_argument("--run-dir", type=Path, required=True)
     train.add_argument("--epochs", type=int, default=20)
-    train.add_argument("--batch-size", type=int, default=256)
-    train.add_argument("--lr", type=float, default=OptimConfig.lr)
+    train.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="global, over all ranks (default: 1024 a GPU, 256 on CPU; a resume keeps the run's)",
+    )
+    train.add_argument(
+        "--lr", type=float, default=None, help="peak (default: 2e-3 x sqrt(batch / 256))"
+    )
     train.add_argument("--precision", choices=PRECISIONS, default="auto")
+    train.add_argument(
+        "--formulation",
+        choices=FORMULATIONS,
+        default="auto",
+        help="how the network computes (auto: gemm on CPU, the fastest timed on a GPU)",
+    )
+    train.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="the same result every run on one GPU (no cuDNN autotuning; slower)",
+    )
+    train.add_argument(
+        "--compile", action="store_true", help="torch.compile the network (minutes at start)"
+    )
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--model", choices=ARCHS, default="resnet34")
     train.add_argument("--grad-accum", type=int, default=1)
@@ -209,6 +231,9 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
             patience=args.patience,
             max_steps=args.max_steps,
             log_every_steps=args.log_every,
+            formulation=args.formulation,
+            deterministic=args.deterministic,
+            compile=args.compile,
         ),
         model=ModelConfig(arch=args.model),
         optim=OptimConfig(lr=args.lr, grad_accum=args.grad_accum),

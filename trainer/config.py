@@ -16,6 +16,8 @@ from typing import Any
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 ARCHS = ("resnet34", "resnet18")
+# trainer.model.FORMULATIONS, and "auto"; spelled here so the CLI parses without torch.
+FORMULATIONS = ("auto", "gemm", "torch", "nhwc")
 
 
 class UserError(Exception):
@@ -84,8 +86,9 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class OptimConfig:
-    lr: float = 2e-3
-    """Peak AdamW learning rate, reached after warmup, then cosine decay."""
+    lr: float | None = None
+    """Peak AdamW learning rate, reached after warmup, then cosine decay. None: the
+    trainer's, for the global batch (`trainer.loop.defaults.default_lr`)."""
     weight_decay: float = 1e-2
     """AdamW decoupled weight decay."""
     warmup_fraction: float = 0.05
@@ -99,7 +102,8 @@ class OptimConfig:
 
     def __post_init__(self) -> None:
         _require(
-            math.isfinite(self.lr) and self.lr > 0, f"--lr {self.lr}: must be a positive number"
+            self.lr is None or (math.isfinite(self.lr) and self.lr > 0),
+            f"--lr {self.lr}: must be a positive number",
         )
         _require(self.grad_accum >= 1, f"--grad-accum {self.grad_accum}: must be at least 1")
         _require(0 <= self.warmup_fraction < 1, "warmup_fraction must be in [0, 1)")
@@ -112,10 +116,13 @@ class TrainConfig:
     """Everything the run writes goes here; its name is the run id."""
     epochs: int = 20
     """Passes over the training cases' windows."""
-    batch_size: int = 256
-    """Windows per micro-batch over all ranks (the global batch; each rank takes 1/world_size)."""
+    batch_size: int | None = None
+    """Windows per micro-batch over all ranks (the global batch; each rank takes
+    1/world_size). None: the trainer's per-rank batch for the device times the ranks
+    at the run's first start, the run's own on a resume (`trainer.loop.defaults`)."""
     precision: str = "auto"
-    """auto = bf16 on GPUs that have it, fp16 + GradScaler on older GPUs, fp32 on CPU."""
+    """auto = bf16 on GPUs that compute it natively (sm_80+), fp16 + GradScaler on older
+    GPUs (V100, T4), fp32 on CPU."""
     seed: int = 0
     """Seeds the split, the init, every epoch's permutation and dropout."""
     patience: int = 5
@@ -124,17 +131,33 @@ class TrainConfig:
     """Stop (as finished) after this many optimizer steps in total."""
     log_every_steps: int = 10
     """Optimizer steps between log lines; the only per-step host syncs happen here."""
+    formulation: str = "auto"
+    """How the network computes (`trainer.model`): gemm, torch or nhwc. auto: gemm on a
+    CPU, on a GPU the fastest of them timed at the run's first start; a resume keeps
+    the run's."""
+    deterministic: bool = False
+    """The same result every run on one GPU: no cuDNN autotuning, deterministic kernels
+    only (slower); the CPU is deterministic anyway."""
+    compile: bool = False
+    """torch.compile the network (minutes of compiling at every start)."""
     world_size: int = 1
     """Ranks training together (torchrun's WORLD_SIZE; 1 without torchrun)."""
-    per_rank_batch_size: int = field(init=False)
+    per_rank_batch_size: int | None = field(init=False)
     """Windows per micro-batch on each rank: batch_size / world_size."""
 
     def __post_init__(self) -> None:
         _require(self.epochs >= 1, f"--epochs {self.epochs}: must be at least 1")
-        _require(self.batch_size >= 2, f"--batch-size {self.batch_size}: must be at least 2")
+        _require(
+            self.batch_size is None or self.batch_size >= 2,
+            f"--batch-size {self.batch_size}: must be at least 2",
+        )
         _require(
             self.precision in PRECISIONS,
             f"--precision {self.precision}: expected one of {', '.join(PRECISIONS)}",
+        )
+        _require(
+            self.formulation in FORMULATIONS,
+            f"--formulation {self.formulation}: expected one of {', '.join(FORMULATIONS)}",
         )
         _require(self.patience >= 1, f"--patience {self.patience}: must be at least 1")
         _require(
@@ -145,6 +168,9 @@ class TrainConfig:
             self.log_every_steps >= 1, f"--log-every {self.log_every_steps}: must be at least 1"
         )
         _require(self.world_size >= 1, f"WORLD_SIZE {self.world_size}: must be at least 1")
+        if self.batch_size is None:
+            object.__setattr__(self, "per_rank_batch_size", None)
+            return
         _require(
             self.batch_size % self.world_size == 0,
             f"--batch-size {self.batch_size} does not split over WORLD_SIZE {self.world_size} "

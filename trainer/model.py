@@ -16,10 +16,21 @@ shapes, so a checkpoint written by one loads into the other:
   innermost length barely vectorises (`python -m trainer bench` measures the two).
 - ``"torch"``: `nn.Conv1d` over (batch, channels, length), cuDNN on a GPU; also what
   the seeds' trainer ran, so the bench's baseline uses it.
+- ``"nhwc"``: each convolution a Conv2d(1 x k) over (batch, channels, 1, length) in
+  channels-last memory (NHWC), the layout cuDNN's tensor-core kernels take without
+  transposing: in NCL layout cuDNN is likely to transpose around every convolution.
+  Its weights are stored (out, k, in) in memory, so they too are channels-last.
+
+Which one is fastest on a GPU is measured, not assumed: `--formulation auto` times
+them at a run's first start (`trainer.loop.formulation`), `bench` reports each.
+
+The linear head runs in fp32 even under autocast: in bf16 its single output, the
+prediction, would be rounded to a step of 0.2-0.5 mg/dL.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -34,7 +45,8 @@ MIN_INPUT_LENGTH = 32  # stem (/2) + pool (/2) + three strided stages (/8) leave
 
 
 def default_formulation(device: torch.device) -> str:
-    """The faster formulation on `device`: GEMM on CPU (measured), cuDNN on a GPU."""
+    """The formulation used without a measurement: GEMM on CPU (measured faster or the
+    same on Intel and AMD), cuDNN's conv1d on a GPU (what the seeds ran)."""
     return "torch" if device.type == "cuda" else "gemm"
 
 
@@ -62,6 +74,30 @@ class ConvGemm1d(nn.Module):
         return columns @ self.weight.permute(2, 1, 0).flatten(0, 1)
 
 
+class ConvNhwc1d(nn.Module):
+    """`nn.Conv1d` (no bias) as a Conv2d(1 x k) over channels-last (batch, channels, 1,
+    length) input."""
+
+    def __init__(
+        self, in_ch: int, out_ch: int, kernel_size: int, stride: int = 1, padding: int = 0
+    ) -> None:
+        super().__init__()
+        self.stride, self.padding = (1, stride), (0, padding)
+        # nn.Conv1d's shape (out, in, k) for the state_dict, stored (out, k, in): with
+        # the height of 1 inserted it is a channels-last Conv2d weight, as cuDNN takes it.
+        self.weight = nn.Parameter(torch.empty(out_ch, kernel_size, in_ch).permute(0, 2, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, self.weight.unsqueeze(2), None, self.stride, self.padding)
+
+
+class MaxPoolNhwc(nn.MaxPool2d):
+    """MaxPool1d over (batch, channels, 1, length) input."""
+
+    def __init__(self, kernel_size: int, stride: int, padding: int) -> None:
+        super().__init__((1, kernel_size), (1, stride), (0, padding))
+
+
 class BatchNormLast(nn.BatchNorm1d):
     """BatchNorm1d over channels-last (batch, length, channels) input."""
 
@@ -76,11 +112,25 @@ class MaxPoolLast(nn.MaxPool1d):
         return super().forward(x.transpose(1, 2)).transpose(1, 2).contiguous()
 
 
+def _as_is(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+def _channels_last(x: torch.Tensor) -> torch.Tensor:
+    return x.transpose(1, 2)  # (B, L, 1)
+
+
+def _nhwc(x: torch.Tensor) -> torch.Tensor:
+    return x.unsqueeze(2).contiguous(memory_format=torch.channels_last)  # (B, 1, 1, L)
+
+
 class _Layers(NamedTuple):
-    conv: type[nn.Module]
-    norm: type[nn.Module]
-    max_pool: type[nn.Module]
+    conv: Callable[..., nn.Module]
+    norm: Callable[..., nn.Module]
+    max_pool: Callable[..., nn.Module]
     length_dim: int
+    enter: Callable[[torch.Tensor], torch.Tensor] = _as_is
+    """(batch, 1, length) windows into the layout the layers take."""
 
 
 def _torch_conv(
@@ -90,9 +140,11 @@ def _torch_conv(
 
 
 LAYERS = {
-    "gemm": _Layers(ConvGemm1d, BatchNormLast, MaxPoolLast, length_dim=1),
+    "gemm": _Layers(ConvGemm1d, BatchNormLast, MaxPoolLast, length_dim=1, enter=_channels_last),
     "torch": _Layers(_torch_conv, nn.BatchNorm1d, nn.MaxPool1d, length_dim=2),
+    "nhwc": _Layers(ConvNhwc1d, nn.BatchNorm2d, MaxPoolNhwc, length_dim=3, enter=_nhwc),
 }
+FORMULATIONS = tuple(LAYERS)
 
 
 class BasicBlock1d(nn.Module):
@@ -129,7 +181,8 @@ class ResNet1d(nn.Module):
         if formulation not in LAYERS:
             raise ValueError(f"formulation {formulation!r}: expected one of {sorted(LAYERS)}")
         layers = LAYERS[formulation]
-        self.length_dim = layers.length_dim
+        self.formulation = formulation
+        self.length_dim, self.enter = layers.length_dim, layers.enter
         self.stem = nn.Sequential(
             layers.conv(1, STAGE_WIDTHS[0], 7, 2, 3),
             layers.norm(STAGE_WIDTHS[0]),
@@ -158,19 +211,18 @@ class ResNet1d(nn.Module):
     def _init_weights(self) -> None:
         # torchvision's init: He-normal convs, BN to identity.
         for module in self.modules():
-            if isinstance(module, (nn.Conv1d, ConvGemm1d)):
+            if isinstance(module, (nn.Conv1d, ConvGemm1d, ConvNhwc1d)):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(module, nn.BatchNorm1d):
+            elif isinstance(module, (nn.BatchNorm1d, nn.BatchNorm2d)):
                 nn.init.ones_(module.weight)
                 nn.init.zeros_(module.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, 1, L) -> (B,) predictions in normalised label units."""
-        if self.length_dim == 1:
-            x = x.transpose(1, 2)  # (B, L, 1): channels last from here on
-        x = self.stages(self.stem(x))
-        x = self.dropout(x.mean(self.length_dim))  # global average pool
-        return self.head(x).squeeze(1)
+        """(B, 1, L) -> (B,) predictions in normalised label units, in fp32."""
+        x = self.stages(self.stem(self.enter(x)))
+        x = self.dropout(x.mean(self.length_dim).flatten(1))  # global average pool
+        with torch.autocast(x.device.type, enabled=False):
+            return self.head(x.to(self.head.weight.dtype)).squeeze(1)
 
 
 def build_model(

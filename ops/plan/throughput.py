@@ -1,8 +1,10 @@
 """Training windows per second on a GPU: measured where we have it, estimated otherwise.
 
-Measured rows come from `ops/plan/measured_throughput.csv`, which `python -m trainer bench
---record` appends to on a real box. Without one, the estimate is the model's FLOPs
-per training window against the GPU's datasheet peak at a stated efficiency. Several
+Measured rows come from `ops/plan/measured_throughput.csv`, which `python -m trainer
+bench --record` appends to on a real box. Without one for a GPU, the estimate is the
+model's FLOPs per training window against the GPU's datasheet peak at the share of their
+peaks the measured GPUs sustained (their median), or at an assumed share while none is.
+Several
 GPUs (torchrun DDP) keep the share of that per-GPU rate that `ddp_scaling` models:
 each step's compute against the ring all-reduce of the fp32 gradients over the
 slowest link, partly hidden behind the backward pass. Plain arithmetic and the
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from stack.catalog import GPU_LINKS, GpuSpec
+from stack.catalog import GPU_LINKS, GPUS, GpuSpec
 from trainer.bench.throughput_record import RECORD_FIELDS
 
 MEASURED_CSV = Path(__file__).with_name("measured_throughput.csv")
@@ -33,11 +35,12 @@ STEM_KERNEL = 7
 # Backward costs about twice the forward (gradients w.r.t. activations and weights).
 TRAIN_FLOPS_PER_FORWARD_FLOP = 3
 
-# An assumption, not a measurement: the fraction of the datasheet tensor peak a
-# training step sustains. Large 2-D conv nets reach roughly 20-30% on A100/H100; our
-# 1-D convolutions are thin in the early layers and the model is small enough for
-# kernel-launch overhead to show, so we assume half the trainer's 30% design target.
-# A measured row replaces it for its GPU.
+# An assumption, not a measurement, used only while no GPU of the catalog has a measured
+# row: the fraction of the datasheet tensor peak a training step sustains. Large 2-D
+# conv nets reach roughly 20-30% on A100/H100; our 1-D convolutions are thin in the
+# early layers and the model is small enough for kernel-launch overhead to show, so we
+# assume half the trainer's 30% design target. Measured rows replace it: their own
+# GPU's, and for the other GPUs the share of peak they sustained (`fitted_peak_fraction`).
 ESTIMATED_PEAK_FRACTION = 0.15
 
 # DDP, per optimizer step: every rank all-reduces the fp32 gradients of all
@@ -69,8 +72,8 @@ HOP_LATENCY_S = {"box": 5e-6, "network": 50e-6}
 # stages 3..1 and the stem. We assume half the backward pass is left to hide the
 # all-reduce behind; the optimizer step waits for all of it.
 OVERLAPPED_BACKWARD_FRACTION = 0.5
-# The per-rank batch a multi-GPU estimate assumes (trainer.bench.train_step.GPU_BATCH_SIZE):
-# `--batch-size` is global, so the run sets it to this x the GPU count.
+# The per-rank batch a multi-GPU estimate assumes: the trainer's default on a GPU
+# (trainer.loop.defaults.PER_RANK_BATCH), which `train` without --batch-size and `bench` take.
 PER_GPU_BATCH = 1024
 
 Precision = Literal["bf16", "fp16"]
@@ -260,19 +263,52 @@ def gpu_matches(recorded: str, gpu_model: str) -> bool:
     return all(w.lower() in tokens for w in wanted)
 
 
+def fitted_peak_fraction(
+    measured: tuple[MeasuredThroughput, ...], window_length: int
+) -> tuple[float, int] | None:
+    """The median share of its datasheet peak (at the precision it ran) that each
+    measured catalog GPU's newest one-GPU row sustained at `window_length`, and how
+    many GPUs that is; None without such a row."""
+    newest: dict[str, MeasuredThroughput] = {}
+    for row in sorted(measured, key=lambda r: r.date):
+        spec = next((g for g in GPUS.values() if gpu_matches(row.gpu, g.model)), None)
+        usable = row.gpu_count == 1 and row.window_length == window_length
+        if spec is not None and usable and row.precision in ("bf16", "fp16"):
+            newest[spec.model] = row
+    fractions = sorted(
+        row.train_windows_per_s
+        * train_flops_per_window(window_length)
+        / (_peak_tflops(GPUS[model], row.precision) * 1e12)
+        for model, row in newest.items()
+    )
+    if not fractions:
+        return None
+    middle = len(fractions) // 2
+    median = (fractions[middle] + fractions[~middle]) / 2
+    return median, len(fractions)
+
+
 def estimate(
-    gpu: GpuSpec, gpu_count: int, window_length: int, gpu_link: str | None = None
+    gpu: GpuSpec,
+    gpu_count: int,
+    window_length: int,
+    gpu_link: str | None = None,
+    measured: tuple[MeasuredThroughput, ...] = (),
 ) -> Throughput:
-    """Windows/s from FLOPs per window, datasheet peak and the stated efficiencies."""
+    """Windows/s from FLOPs per window and datasheet peak, at the share of peak the
+    `measured` GPUs sustained (else `ESTIMATED_PEAK_FRACTION`), and DDP's scaling."""
     precision = training_precision(gpu)
-    flops_per_s = _peak_tflops(gpu, precision) * 1e12 * ESTIMATED_PEAK_FRACTION
+    fitted = fitted_peak_fraction(measured, window_length)
+    fraction = fitted[0] if fitted else ESTIMATED_PEAK_FRACTION
+    flops_per_s = _peak_tflops(gpu, precision) * 1e12 * fraction
     per_gpu = flops_per_s / train_flops_per_window(window_length)
     windows_per_s, scaled = _on_gpus(per_gpu, PER_GPU_BATCH, gpu_count, gpu_link)
+    basis = f"as {fitted[1]} measured GPU(s) sustained" if fitted else "assumed"
     return Throughput(
         windows_per_s=windows_per_s,
         precision=precision,
         source="estimated",
-        detail=f"{ESTIMATED_PEAK_FRACTION:.0%} of {precision} peak{scaled}",
+        detail=f"{fraction:.0%} of {precision} peak ({basis}){scaled}",
     )
 
 
@@ -310,4 +346,4 @@ def throughput(
             row.train_windows_per_s, row.batch_size, gpu_count, gpu_link
         )
         return Throughput(windows_per_s, precision, "measured", f"{row.date}{scaled}")
-    return estimate(gpu, gpu_count, window_length, gpu_link)
+    return estimate(gpu, gpu_count, window_length, gpu_link, measured)

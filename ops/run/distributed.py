@@ -35,9 +35,10 @@ NODE_NAME_PREFIX = "glucose-node-"
 # with the workers, and restarted workers then read the dead ones' addresses and fail
 # to connect or hang (measured with torch 2.13 on gloo; pytorch#135712).
 TORCHRUN_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
-# NCCL over plain VPC/VNet TCP: no InfiniBand or EFA is assumed; NCCL_SOCKET_IFNAME
-# is left to NCCL, which skips lo and docker* and takes the interface that reaches the
-# other boxes.
+# NCCL over plain VPC/VNet TCP: no InfiniBand or EFA is assumed. The socket interface
+# (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) is the one holding the box's private address,
+# set on the box by `trainer launch` (trainer.loop.launcher.socket_interfaces): NCCL by
+# itself prefers ib* (IPoIB on ND96asr v4), which the other box may not reach.
 NCCL_ENV = {"NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "WARN"}
 
 

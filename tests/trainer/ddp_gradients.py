@@ -1,5 +1,5 @@
 """Run by test_ddp under torchrun (2 ranks, gloo): DDP's gradient on each rank equals
-one process's gradient over the same windows, for both model formulations.
+one process's gradient over the same windows, for every model formulation.
 
 Each rank forwards its part of a global batch as the trainer does (a sum over its
 windows scaled to the global mean). The single-process reference accumulates the

@@ -28,14 +28,13 @@ import torch.nn.functional as F
 from trainer.checkpoints import checkpoint_file
 from trainer.checkpoints.manager import CheckpointConfig, CheckpointManager
 from trainer.config import ModelConfig, UserError
+from trainer.loop.defaults import PER_RANK_BATCH
 from trainer.loop.device import choose_device
 from trainer.model import build_model
 
 CHECKPOINT_BUDGET_SECONDS = 25.0
 REQUIRED_THROUGHPUT_RATIO = 0.97
 WINDOW_LENGTH = 100
-CPU_BATCH_SIZE = 256
-GPU_BATCH_SIZE = 1024
 UPLOAD_TIMEOUT_SECONDS = 120.0
 
 
@@ -47,8 +46,7 @@ class _Trainer:
         torch.manual_seed(0)
         self.model = build_model(ModelConfig("resnet34"), self.choice.device).train()
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
-        default = GPU_BATCH_SIZE if self.choice.device.type == "cuda" else CPU_BATCH_SIZE
-        self.batch_size = batch_size or default
+        self.batch_size = batch_size or PER_RANK_BATCH[self.choice.device.type]
         self.x = torch.randn(self.batch_size, 1, WINDOW_LENGTH, device=self.choice.device)
         self.y = torch.randn(self.batch_size, device=self.choice.device)
         self.steps = 0

@@ -1,8 +1,11 @@
 """`python -m trainer bench`: windows/s of our input pipeline and training step, beside
 a seeds-style baseline (per-sample Dataset + DataLoader, batch 64, fp32, `.item()`
 every step, `nn.Conv1d`) measured in the same run on the same data, so other load on
-the machine hits both alike. Our step is the trainer's: the model formulation chosen
-for the device (`trainer.model`), the batch size below, autocast where it pays.
+the machine hits both alike. Our step is the trainer's (`trainer.loop.formulation`),
+timed in every formulation of the network (`trainer.model`) at the trainer's
+per-rank batch for the device; the one reported as ours is the one `train` takes:
+gemm on a CPU, the fastest on a GPU. On a GPU it also reports the most GPU memory
+each took.
 
 Also states the FLOPs of one training window and the windows/s that would mean 30%
 of an H100's dense bf16 peak: the figure a GPU run must feed without being input-bound.
@@ -29,13 +32,13 @@ from trainer.bench.throughput_record import append_record
 from trainer.config import ModelConfig
 from trainer.data.dataset import Dataset
 from trainer.data.pipeline import Normalisation, WindowPipeline
+from trainer.loop.defaults import PER_RANK_BATCH
 from trainer.loop.device import DeviceChoice, choose_device
-from trainer.model import build_model
+from trainer.loop.formulation import pick, training_step
+from trainer.model import FORMULATIONS, build_model, default_formulation
 
 WINDOW_LENGTH = 100
 BASELINE_BATCH_SIZE = 64
-CPU_BATCH_SIZE = 256  # measured best on 2 cores: larger batches gain little, cost memory
-GPU_BATCH_SIZE = 1024
 BENCH_CASES = 16
 PIPELINE_EPOCHS_PER_ROUND = 20
 FULL_BUDGETS_S = (3.0, 45.0)  # pipeline, training step: the bench takes ~1-2 minutes
@@ -78,7 +81,7 @@ def our_pipeline_epoch(pipeline: WindowPipeline, choice: DeviceChoice) -> Callab
         order = pipeline.permutation(0, next(epochs))
         for step in range(pipeline.steps_per_epoch):
             pipeline.batch(order, step)
-        _sync(choice)
+        choice.synchronize()
         return len(pipeline)
 
     return epoch
@@ -94,34 +97,32 @@ def baseline_pipeline_epoch(dataset: Dataset) -> Callable[[], int]:
     return lambda: sum(x.shape[0] for x, _ in loader)
 
 
-def _model_and_optimizer(choice: DeviceChoice, formulation: str | None = None):
+def _model(choice: DeviceChoice, formulation: str) -> torch.nn.Module:
     torch.manual_seed(0)
-    model = build_model(ModelConfig("resnet34"), choice.device, formulation).train()
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return build_model(ModelConfig("resnet34"), choice.device, formulation).train()
 
 
-def our_train_step(pipeline: WindowPipeline, choice: DeviceChoice) -> Callable[[], int]:
+def our_train_step(
+    pipeline: WindowPipeline, choice: DeviceChoice, formulation: str
+) -> Callable[[], int]:
     """Our step: batches indexed from the resident tensor, autocast, no host sync."""
-    model, optimizer = _model_and_optimizer(choice)
+    model = _model(choice, formulation)
+    step = training_step(model, choice.optimizer(model.parameters(), 1e-3, 1e-2), choice)
     order = pipeline.permutation(0, 0)
     position = itertools.count()
 
-    def step() -> int:
+    def one() -> int:
         x, y = pipeline.batch(order, next(position) % pipeline.steps_per_epoch)
-        with choice.autocast():
-            loss = F.smooth_l1_loss(model(x).float(), y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        step(x, y)
         return x.shape[0]
 
-    return step
+    return one
 
 
 def baseline_train_step(dataset: Dataset, choice: DeviceChoice) -> Callable[[], int]:
     """The seeds' step: DataLoader batches of 64, fp32, `loss.item()` every step."""
-    model, optimizer = _model_and_optimizer(choice, formulation="torch")
+    model = _model(choice, "torch")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loader = DataLoader(
         SeedsStyleDataset(dataset.windows, dataset.glucose),
         batch_size=BASELINE_BATCH_SIZE,
@@ -153,32 +154,33 @@ def interleaved_rates(
     choice: DeviceChoice,
     budget_s: float,
     warmup_steps: int,
-) -> dict[str, float]:
-    """Windows/s of each named step, run in alternating rounds of `repeats` steps each.
+) -> tuple[dict[str, float], dict[str, float | None]]:
+    """Windows/s of each named step, run in alternating rounds of `repeats` steps each,
+    and the most GPU memory (GiB) in use while each warmed up (None on a CPU).
 
     Alternating makes load from other processes (a shared CI box) hit every contender
     alike, so the ratio stays meaningful even when the absolute numbers wobble.
     """
-    for step, _ in steps.values():
+    memory = {}
+    for name, (step, _) in steps.items():
+        if choice.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(choice.device)
         for _ in range(warmup_steps):  # allocator, oneDNN/cuDNN kernel choice
             step()
-    _sync(choice)
+        choice.synchronize()
+        memory[name] = choice.peak_memory_gib()
     totals = {name: [0, 0.0] for name in steps}
     deadline = time.perf_counter() + budget_s
     while True:
         for name, (step, repeats) in steps.items():
             start = time.perf_counter()
             done = sum(step() for _ in range(repeats))
-            _sync(choice)  # the GPU may still be working through queued steps
+            choice.synchronize()  # the GPU may still be working through queued steps
             totals[name][0] += done
             totals[name][1] += time.perf_counter() - start
         if time.perf_counter() >= deadline:
-            return {name: windows / seconds for name, (windows, seconds) in totals.items()}
-
-
-def _sync(choice: DeviceChoice) -> None:
-    if choice.device.type == "cuda":
-        torch.cuda.synchronize()
+            rates = {name: windows / seconds for name, (windows, seconds) in totals.items()}
+            return rates, memory
 
 
 def train_flops_per_window() -> float:
@@ -201,14 +203,14 @@ def _device_name(choice: DeviceChoice) -> tuple[str, int]:
 def measure(quick: bool, batch_size: int | None) -> dict[str, Any]:
     """Every number the bench reports, as one dict."""
     choice = choose_device("auto")
-    batch = batch_size or (GPU_BATCH_SIZE if choice.device.type == "cuda" else CPU_BATCH_SIZE)
+    batch = batch_size or PER_RANK_BATCH[choice.device.type]
     if quick:  # one round of everything at a small batch: proves the wiring, not the speed
         batch, windows, budgets_s, warmup = min(batch, 32), 512, (0.0, 0.0), 1
     else:
         batch, windows, budgets_s, warmup = batch, max(16 * batch, 8192), FULL_BUDGETS_S, 2
     dataset = _synthetic(windows)
     pipeline = our_pipeline(dataset, choice, batch)
-    pipe = interleaved_rates(
+    pipe, _ = interleaved_rates(
         {
             "ours": (our_pipeline_epoch(pipeline, choice), PIPELINE_EPOCHS_PER_ROUND),
             "baseline": (baseline_pipeline_epoch(dataset), 1),
@@ -217,27 +219,33 @@ def measure(quick: bool, batch_size: int | None) -> dict[str, Any]:
         budgets_s[0],
         warmup_steps=1,
     )
-    train = interleaved_rates(
+    baseline_repeats = max(1, batch // BASELINE_BATCH_SIZE)
+    train, memory = interleaved_rates(
         {
-            "ours": (our_train_step(pipeline, choice), 1),
-            "baseline": (
-                baseline_train_step(dataset, choice),
-                max(1, batch // BASELINE_BATCH_SIZE),
-            ),
+            **{name: (our_train_step(pipeline, choice, name), 1) for name in FORMULATIONS},
+            "baseline": (baseline_train_step(dataset, choice), baseline_repeats),
         },
         choice,
         budgets_s[1],
         warmup_steps=warmup,
     )
+    ours = {name: train[name] for name in FORMULATIONS}
+    # What `train --formulation auto` takes: gemm on a CPU, the fastest on a GPU.
+    seconds_per_window = {name: 1 / rate for name, rate in ours.items()}
+    cuda = choice.device.type == "cuda"
+    chosen = pick(seconds_per_window, choice.device) if cuda else default_formulation(choice.device)
     flops = train_flops_per_window()
     gpu, gpu_count = _device_name(choice)
     return {
         "pipeline_windows_per_s": pipe["ours"],
-        "train_windows_per_s": train["ours"],
+        "train_windows_per_s": ours[chosen],
+        "formulation": chosen,
+        "formulations_windows_per_s": ours,
+        "gpu_memory_gib": memory[chosen],
         "baseline_pipeline_windows_per_s": pipe["baseline"],
         "baseline_train_windows_per_s": train["baseline"],
         "pipeline_speedup": pipe["ours"] / pipe["baseline"],
-        "train_speedup": train["ours"] / train["baseline"],
+        "train_speedup": ours[chosen] / train["baseline"],
         "train_flops_per_window": flops,
         "h100_30pct_peak_windows_per_s": TARGET_PEAK_FRACTION * H100_BF16_DENSE_PEAK_FLOPS / flops,
         "device": choice.description,
@@ -264,7 +272,15 @@ def _print_text(result: dict[str, Any]) -> None:
     print(
         f"training step:  {result['train_windows_per_s']:>14,.0f} windows/s   baseline "
         f"{result['baseline_train_windows_per_s']:>10,.0f}   x{result['train_speedup']:.2f}"
+        f"   ({result['formulation']})"
     )
+    print(
+        "formulations:   "
+        + "   ".join(f"{n} {r:,.0f}" for n, r in result["formulations_windows_per_s"].items())
+        + " windows/s"
+    )
+    if result["gpu_memory_gib"] is not None:
+        print(f"GPU memory:     {result['gpu_memory_gib']:.2f} GiB at batch {result['batch_size']}")
     print(
         f"ResNet34-1D: {result['train_flops_per_window'] / 1e9:.3f} GFLOP per training window; "
         f"30% of an H100's bf16 dense peak = "

@@ -217,20 +217,24 @@ def resolve_local(path_or_uri: str) -> Path:
 
 
 def capture_rng() -> dict[str, Any]:
-    """Every RNG the loop may touch, as types torch.load(weights_only=True) accepts."""
+    """The CPU's RNGs the loop may touch, as types torch.load(weights_only=True) accepts.
+
+    No GPU generator: nothing the loop draws from one outlives a micro-batch (dropout
+    is reseeded from its position before each, `data.pipeline.micro_batch_seed`, and
+    the epoch order has its own CPU generator). A state per visible GPU (`--gpus all`
+    shows 8) made a resume on a box with fewer GPUs fail in `set_rng_state_all`.
+    """
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
     return {
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss],
         "python": list(random.getstate()),
     }
 
 
 def restore_rng(state: dict[str, Any]) -> None:
+    """`capture_rng`'s state back; a "cuda" list (older checkpoints) stays unused."""
     torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
     kind, keys, pos, has_gauss, gauss = state["numpy"]
     np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
     version, internal, gauss_next = state["python"]

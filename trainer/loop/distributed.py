@@ -23,9 +23,10 @@ every restart a fresh store.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,16 @@ from torch.nn.parallel import DistributedDataParallel
 from trainer.config import UserError
 
 ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+
+
+def no_forward_buffer_sync(ddp_parameters: Collection[str]) -> dict[str, bool]:
+    """DDP's argument that stops the buffer broadcast at every forward, in the name this
+    torch knows: `forward_sync_buffers` from torch 2.13 (where `broadcast_buffers` warns
+    that it is deprecated), `broadcast_buffers` before (pyproject allows torch >= 2.3;
+    the GPU acceptance kit runs on 2.11)."""
+    if "forward_sync_buffers" in ddp_parameters:
+        return {"forward_sync_buffers": False}
+    return {"broadcast_buffers": False}
 
 
 @dataclass(frozen=True)
@@ -120,16 +131,19 @@ class Group:
         """
         if self.world_size == 1:
             return model
+        ddp_parameters = inspect.signature(DistributedDataParallel).parameters
         return DistributedDataParallel(
-            model, forward_sync_buffers=False, gradient_as_bucket_view=True
+            model, gradient_as_bucket_view=True, **no_forward_buffer_sync(ddp_parameters)
         )
 
     def accumulating(
         self, model: nn.Module, skip_all_reduce: bool
     ) -> contextlib.AbstractContextManager:
-        """DDP's no_sync for micro-batches whose gradients only accumulate."""
-        if skip_all_reduce and isinstance(model, DistributedDataParallel):
-            return model.no_sync()
+        """DDP's no_sync for micro-batches whose gradients only accumulate (`model` may
+        be torch.compile's wrapper of DDP)."""
+        ddp = getattr(model, "_orig_mod", model)
+        if skip_all_reduce and isinstance(ddp, DistributedDataParallel):
+            return ddp.no_sync()
         return contextlib.nullcontext()
 
     def agree(self, *values: int) -> tuple[int, ...]:

@@ -21,17 +21,27 @@ box's local rank 0 recorded since the launch began:
 A rank that ends on a code no restart changes (75, 2, 74) tells torchrun to shut down
 instead of restarting the group (`release_agent`): it signals its parent, the agent.
 Every rank of every box does, so every box's container ends on the same code.
+
+Across boxes NCCL and gloo talk over the interface that holds this box's private
+address, the one `--local-addr` names (`socket_interfaces`): left to itself NCCL
+prefers `ib*` interfaces, and on an ND96asr v4 with IPoIB it may take an address the
+other box cannot reach, and hang. NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME in the
+container's environment (a target's `containerEnv`) win over that choice.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import logging
 import os
 import signal
+import socket
+import struct
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -64,6 +74,44 @@ WORKER_MARKER = "TORCHELASTIC_RUN_ID"
 # The launcher's pid, for its workers: in a container it is PID 1, so "my parent" alone
 # cannot tell the agent from init adopting an orphan.
 LAUNCHER_PID = "GLUCOSE_LAUNCHER_PID"
+SOCKET_INTERFACE_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+SIOCGIFADDR = 0x8915  # Linux ioctl: an interface's IPv4 address
+IFNAMSIZ = 16
+
+
+def interface_holding(address: str) -> str | None:
+    """The network interface whose IPv4 address is `address`, or None."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _, name in socket.if_nameindex():
+            request = struct.pack("256s", name.encode()[: IFNAMSIZ - 1])
+            try:
+                reply = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, request)
+            except OSError:  # an interface without an IPv4 address
+                continue
+            if socket.inet_ntoa(reply[20:24]) == address:
+                return name
+    return None
+
+
+def socket_interfaces(local_addr: str | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """NCCL's and gloo's socket interface for a box that meets others as `local_addr`
+    (torchrun's --local-addr: a name /etc/hosts maps to the box's private address);
+    {} on one box (no --local-addr), when the environment names them already, or when
+    no interface holds the address (then NCCL and gloo choose, as before, with a
+    warning)."""
+    if not local_addr or any(name in environ for name in SOCKET_INTERFACE_VARIABLES):
+        return {}
+    try:
+        address = socket.gethostbyname(local_addr)
+    except OSError as error:
+        log.warning("launch: cannot resolve --local-addr %s (%s)", local_addr, error)
+        return {}
+    interface = interface_holding(address)
+    if interface is None:
+        log.warning("launch: no interface holds %s (%s); NCCL chooses", address, local_addr)
+        return {}
+    # "=eth0": exactly eth0 (a bare name is a prefix to NCCL: eth0 would match eth01).
+    return {"NCCL_SOCKET_IFNAME": f"={interface}", "GLOO_SOCKET_IFNAME": interface}
 
 
 def parse_torchrun(argv: list[str]) -> argparse.Namespace:
@@ -118,6 +166,10 @@ def launch(args: argparse.Namespace, run_dir: Path) -> int:
     for release_signal in codes:
         signal.signal(release_signal, release)
     os.environ[LAUNCHER_PID] = str(os.getpid())
+    interfaces = socket_interfaces(args.local_addr, os.environ)
+    if interfaces:
+        print(f"launch: NCCL and gloo over {interfaces['GLOO_SOCKET_IFNAME']}", flush=True)
+    os.environ.update(interfaces)  # the workers inherit them
     signalled, code = False, EXIT_OK
     try:
         run(args)

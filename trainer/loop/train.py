@@ -38,13 +38,15 @@ from trainer.config import RunConfig, UserError
 from trainer.data.dataset import load_dataset, split_cases
 from trainer.data.pipeline import Normalisation, WindowPipeline, micro_batch_seed, norm_to_state
 from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
-from trainer.loop.device import choose_device
+from trainer.loop.defaults import resolve_formulation, settle
+from trainer.loop.device import choose_device, use_deterministic_kernels
 from trainer.loop.distributed import Group, RankInfo
+from trainer.loop.evaluate import split_report
+from trainer.loop.formulation import fastest_formulation
 from trainer.loop.preemption import StopSignal
 from trainer.loop.rank_outputs import Heartbeat, QuietCheckpoints, QuietOutputs
 from trainer.loop.run_ending import RunEnding
-from trainer.model import build_model, count_parameters
-from trainer.loop.evaluate import split_report
+from trainer.model import FORMULATIONS, build_model, count_parameters
 from trainer.reports.progress import RunOutputs
 from trainer.reports.report import data_identity, write_report
 
@@ -76,19 +78,19 @@ def lr_lambda(
 
 
 class Run:
-    """Everything built from the config: device, data, model, optimizer, checkpoints."""
+    """Everything built from the config: device, data, checkpoints; then, in `start`,
+    the settings the run leaves to the trainer, the model and the optimizer."""
 
     def __init__(self, config: RunConfig, group: Group | None = None) -> None:
-        tc, oc = config.train, config.optim
+        tc = config.train
         self.config, self.run_dir = config, Path(tc.run_dir)
         self.group = group or Group()
         if self.group.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         self.choice = choose_device(tc.precision)
+        if tc.deterministic:
+            use_deterministic_kernels()
         self.say(f"device: {self.choice.description}; precision {self.choice.precision}")
-        torch.manual_seed(tc.seed)
-        np.random.seed(tc.seed)
-        random.seed(tc.seed)
 
         # Data: validated, split by case, normalised with train statistics only.
         self.dataset = load_dataset(config.data.data_dir)
@@ -96,23 +98,7 @@ class Run:
             self.dataset.cases, tc.seed, config.data.val_fraction, config.data.test_fraction
         )
         self.norm = Normalisation.from_train(self.dataset, self.splits.train)
-        self.train_data = self.pipeline(self.splits.train, self.group.rank, self.group.world_size)
-        self.val_data = self.pipeline(self.splits.val)
-
-        # Model, AdamW, warmup + cosine over every optimizer step of every epoch.
-        self.model = build_model(config.model, self.choice.device)
-        self.trained = self.group.wrap(self.model)  # DDP under torchrun; saved: self.model
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=oc.lr, weight_decay=oc.weight_decay
-        )
-        self.steps_per_epoch = math.ceil(self.train_data.steps_per_epoch / oc.grad_accum)
-        self.total_steps = self.steps_per_epoch * tc.epochs
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lr_lambda(self.total_steps, oc.warmup_fraction, oc.min_lr_fraction)
-        )
-        self.scaler = (
-            torch.amp.GradScaler(self.choice.device.type) if self.choice.needs_grad_scaler else None
-        )
+        self.train_windows = int(np.isin(self.dataset.case_id, self.splits.train).sum())
         self.checkpoints = (
             CheckpointManager(
                 CheckpointConfig(
@@ -125,11 +111,73 @@ class Run:
             if self.group.is_main
             else QuietCheckpoints()
         )
+
+    def say(self, line: str) -> None:
+        """A console line, once per run (rank 0's)."""
+        if self.group.is_main:
+            print(line, flush=True)
+
+    def steps(self, config: RunConfig) -> tuple[int, int]:
+        """(optimizer steps per epoch, in all) of this data under `config`."""
+        micro_batches = math.ceil(self.train_windows / config.train.batch_size)
+        per_epoch = math.ceil(micro_batches / config.optim.grad_accum)
+        return per_epoch, per_epoch * config.train.epochs
+
+    def start(self) -> Position | None:
+        """Find the checkpoint to resume from (rank 0, locally or at --checkpoint-uri,
+        handed to the other ranks, whose boxes may have no copy), settle the run's
+        settings, build the model and optimizer, and load the checkpoint into them.
+        The Position to go on from, or None for a fresh run."""
+        state = self.group.broadcast_state(self.checkpoints.load_latest(self.resume_refusal))
+        self.config = settle(self.config, self.choice.device, state and state["config"])
+        self.config = resolve_formulation(self.config, self.choice.device, self._fastest)
+        self._build()
+        if state is None:
+            return None
+        self._say_world_size_change(state["config"]["train"])
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            if self.scaler is not None and state["scaler"] is not None:
+                self.scaler.load_state_dict(state["scaler"])
+            checkpoint_file.restore_rng(state["rng"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as error:
+            detail = (str(error).strip().splitlines() or [""])[0][:200]
+            raise UserError(
+                f"resume: the checkpoint's state does not fit this run's model and optimizer "
+                f"({type(error).__name__}: {detail}); use a new --run-dir"
+            ) from None
+        fields = {f.name for f in dataclasses.fields(Position)}
+        return Position(**{key: value for key, value in state.items() if key in fields})
+
+    def _build(self) -> None:
+        """Pipelines, model, AdamW, warmup + cosine over every step of every epoch."""
+        config, tc, oc = self.config, self.config.train, self.config.optim
+        # Here, not earlier: the weights' init is a pure function of the seed, whatever
+        # drew random numbers before (a formulation timing).
+        torch.manual_seed(tc.seed)
+        np.random.seed(tc.seed)
+        random.seed(tc.seed)
+        self.train_data = self.pipeline(self.splits.train, self.group.rank, self.group.world_size)
+        self.val_data = self.pipeline(self.splits.val)
+        self.model = build_model(config.model, self.choice.device, tc.formulation)
+        trained = self.group.wrap(self.model)  # DDP under torchrun; saved: self.model
+        self.trained = torch.compile(trained) if tc.compile else trained
+        self.optimizer = self.choice.optimizer(self.model.parameters(), oc.lr, oc.weight_decay)
+        self.steps_per_epoch, self.total_steps = self.steps(config)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_lambda(self.total_steps, oc.warmup_fraction, oc.min_lr_fraction)
+        )
+        self.scaler = (
+            torch.amp.GradScaler(self.choice.device.type) if self.choice.needs_grad_scaler else None
+        )
         self.say(
             f"data: {len(self.train_data)} train / {len(self.val_data)} val windows, cases "
             f"{len(self.splits.train)}/{len(self.splits.val)}/{len(self.splits.test)}; "
-            f"model: {config.model.arch}, {count_parameters(self.model):,} parameters; "
-            f"{self.steps_per_epoch} steps/epoch x {tc.epochs} epochs"
+            f"model: {config.model.arch} ({tc.formulation}), "
+            f"{count_parameters(self.model):,} parameters; batch {tc.batch_size}, "
+            f"lr {oc.lr:.3g}; {self.steps_per_epoch} steps/epoch x {tc.epochs} epochs"
         )
         if self.group.world_size > 1:
             self.say(
@@ -137,10 +185,19 @@ class Run:
                 f"batch {tc.per_rank_batch_size}, global batch {tc.batch_size}"
             )
 
-    def say(self, line: str) -> None:
-        """A console line, once per run (rank 0's)."""
-        if self.group.is_main:
-            print(line, flush=True)
+    def _fastest(self) -> str:
+        """The formulation that trains fastest here (timed; every rank takes rank 0's)."""
+        tc = self.config.train
+        name, seconds = fastest_formulation(
+            self.config.model,
+            self.choice,
+            tc.per_rank_batch_size,
+            self.dataset.windows.shape[1],
+            FORMULATIONS,
+        )
+        timed = ", ".join(f"{f} {s * 1e3:.1f}" for f, s in seconds.items())
+        self.say(f"formulation: {name} (ms per step at batch {tc.per_rank_batch_size}: {timed})")
+        return self.group.broadcast_state({"formulation": name})["formulation"]
 
     def pipeline(self, cases: list[int], rank: int = 0, world_size: int = 1) -> WindowPipeline:
         """A split's pipeline; `rank`'s part of each batch of `world_size` parts."""
@@ -171,35 +228,11 @@ class Run:
         self.group.sync_buffers(self.model)  # rank 0's BatchNorm statistics, as saved
         return split_report(self.model, pipeline, self.choice, self.norm, self.group)
 
-    def resume(self) -> Position | None:
-        """Load the checkpoint `checkpoints.resume` picks for this run, if any; its Position.
-
-        Rank 0 picks and loads it (locally or at --checkpoint-uri) and hands it to the
-        other ranks, whose boxes may have no copy.
-        """
-        state = self.group.broadcast_state(self.checkpoints.load_latest(self.resume_refusal))
-        if state is None:
-            return None
-        self._say_world_size_change(state["config"]["train"])
-        try:
-            self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.scheduler.load_state_dict(state["scheduler"])
-            if self.scaler is not None and state["scaler"] is not None:
-                self.scaler.load_state_dict(state["scaler"])
-            checkpoint_file.restore_rng(state["rng"])
-        except (RuntimeError, ValueError, KeyError, TypeError) as error:
-            detail = (str(error).strip().splitlines() or [""])[0][:200]
-            raise UserError(
-                f"resume: the checkpoint's state does not fit this run's model and optimizer "
-                f"({type(error).__name__}: {detail}); use a new --run-dir"
-            ) from None
-        fields = {f.name for f in dataclasses.fields(Position)}
-        return Position(**{key: value for key, value in state.items() if key in fields})
-
     def resume_refusal(self, state: dict[str, Any]) -> str | None:
         """Why `state` cannot continue this run (`trainer.checkpoints.resume` skips it), or None."""
-        return misfit(state, self.config, self.dataset.fingerprint, self.total_steps)
+        config = settle(self.config, self.choice.device, state["config"])
+        _, total_steps = self.steps(config)
+        return misfit(state, config, self.dataset.fingerprint, total_steps)
 
     def _say_world_size_change(self, saved: dict[str, Any]) -> None:
         was, now = saved.get("world_size", 1), self.group.world_size
@@ -262,7 +295,11 @@ def train_epoch(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> s
         pos.step += 1
         if out.meter.due(pos.step):
             out.interval(
-                pos.epoch, pos.step, run.scheduler.get_last_lr()[0], run.checkpoints.last_saved_at
+                pos.epoch,
+                pos.step,
+                run.scheduler.get_last_lr()[0],
+                run.checkpoints.last_saved_at,
+                run.choice.peak_memory_gib(),
             )
         # No device sync: an Event read, rank 0's save policy and, under DDP, a vote.
         stop_code, save_due = group.agree(stop.code, run.checkpoints.due(pos.step))
@@ -323,6 +360,9 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
         "world_size": tc.world_size,
         "per_rank_batch_size": tc.per_rank_batch_size,
         "global_batch_size": tc.batch_size,
+        "lr": run.config.optim.lr,
+        "formulation": tc.formulation,
+        "gpu_memory_gib": run.choice.peak_memory_gib(),
         "val": val,
         "test": test,
     }
@@ -377,7 +417,8 @@ def _train(config: RunConfig, group: Group, ending: RunEnding) -> int:
     started = time.monotonic()
     run = Run(config, group)
     ending.checkpoints = run.checkpoints
-    resumed = run.resume()
+    resumed = run.start()
+    config = run.config  # settled: what config.json and every checkpoint record
     ending.store_matched = True
     pos = resumed or Position()
     # Only now: a refused resume must leave the run's own config.json as it was.

@@ -202,8 +202,16 @@ class RunOutputs:
         self.status.write(step=step)
         self._val_mae: float | None = None
 
-    def interval(self, epoch: int, step: int, lr: float, last_checkpoint_at: float | None) -> None:
-        """One log line: the only place the loop syncs with the device."""
+    def interval(
+        self,
+        epoch: int,
+        step: int,
+        lr: float,
+        last_checkpoint_at: float | None,
+        gpu_memory_gib: float | None = None,
+    ) -> None:
+        """One log line: the only place the loop syncs with the device.
+        `gpu_memory_gib`: the most GPU memory the run's tensors took so far (None: CPU)."""
         values = self.meter.flush(step)
         if not math.isfinite(values["loss"]):
             raise UserError(
@@ -217,6 +225,7 @@ class RunOutputs:
             loss=values["loss"],
             lr=lr,
             windows_per_s=values["windows_per_s"],
+            gpu_memory_gib=gpu_memory_gib,
             time=time.time(),
         )
         self.display.update(epoch, step, values["loss"], values["windows_per_s"], values["eta_s"])
@@ -228,6 +237,7 @@ class RunOutputs:
             windows_per_s=values["windows_per_s"],
             eta_s=values["eta_s"],
             last_checkpoint_at=last_checkpoint_at,
+            gpu_memory_gib=gpu_memory_gib,
         )
 
     def epoch_end(

@@ -41,6 +41,8 @@ class RunRecord:
     train_loss: float | None = None
     val_mae: float | None = None
     windows_per_s: float | None = None
+    gpu_memory_gib: float | None = None
+    """Peak GPU memory this process reserved (torch's allocator); None on the CPU."""
     eta_s: float | None = None
     last_checkpoint_at: float | None = None
     """Unix seconds."""

@@ -109,6 +109,6 @@ def test_every_multi_gpu_size_in_the_catalog_names_a_link_the_model_knows():
 
 
 def test_the_per_gpu_batch_is_the_one_bench_measures_on_a_gpu():
-    from trainer.bench.train_step import GPU_BATCH_SIZE  # torch: only in this test
+    from trainer.loop.defaults import PER_RANK_BATCH  # torch: only in this test
 
-    assert throughput.PER_GPU_BATCH == GPU_BATCH_SIZE
+    assert PER_RANK_BATCH["cuda"] == throughput.PER_GPU_BATCH

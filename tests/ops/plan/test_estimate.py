@@ -333,3 +333,27 @@ def test_fab_plan_starts_without_importing_torch():
     probe = "import sys, ops.tasks, ops.plan; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_an_unmeasured_gpu_is_estimated_at_the_share_of_peak_measured_gpus_sustained():
+    # An A100 measured at 25% of its 312 TFLOP/s bf16 peak; the H100 has no row.
+    a100_windows_per_s = 0.25 * 312e12 / throughput.train_flops_per_window(100)
+    rows = (_measured("NVIDIA A100-SXM4-80GB", a100_windows_per_s),)
+    h100 = catalog.GPUS["H100 80GB"]
+    est = throughput.throughput(h100, 1, 100, rows)
+    assert est.source == "estimated" and "25% of bf16 peak (as 1 measured GPU" in est.detail
+    expected = 0.25 * h100.bf16_tflops * 1e12 / throughput.train_flops_per_window(100)
+    assert est.windows_per_s == pytest.approx(expected)
+
+
+def test_the_fitted_share_is_the_median_over_measured_gpus_newest_row_each():
+    flops = throughput.train_flops_per_window(100)
+    rows = (
+        _measured("A10G", 0.9 * 70e12 / flops, date="2026-01-01"),  # replaced by the next
+        _measured("A10G", 0.10 * 70e12 / flops, date="2026-02-01"),
+        _measured("NVIDIA A100 80GB PCIe", 0.20 * 312e12 / flops),
+        _measured("NVIDIA L4", 0.30 * 121e12 / flops),
+        _measured("cpu", 500, precision="fp32"),  # not a GPU of the catalog
+    )
+    fraction, gpus = throughput.fitted_peak_fraction(rows, 100)
+    assert gpus == 3 and fraction == pytest.approx(0.20)

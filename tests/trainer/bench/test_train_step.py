@@ -3,6 +3,7 @@ import json
 
 from trainer.__main__ import main
 from trainer.bench.throughput_record import RECORD_FIELDS
+from trainer.model import FORMULATIONS
 
 BENCH_KEYS = (
     "pipeline_windows_per_s",
@@ -38,3 +39,12 @@ def test_recorded_row_is_one_fab_plan_reads(tmp_path, capsys):
     assert main(["bench", "--quick", "--record", str(record)]) == 0
     (row,) = load_measured(record)
     assert row.gpu == "cpu" and row.window_length == 100 and row.train_windows_per_s > 0
+
+
+def test_bench_times_every_formulation_and_reports_the_one_train_takes(capsys):
+    assert main(["bench", "--quick", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["formulations_windows_per_s"]) == set(FORMULATIONS)
+    assert result["formulation"] == "gemm"  # on a CPU; the fastest timed on a GPU
+    assert result["train_windows_per_s"] == result["formulations_windows_per_s"]["gemm"]
+    assert result["batch_size"] <= 256 and result["gpu_memory_gib"] is None

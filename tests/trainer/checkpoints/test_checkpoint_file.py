@@ -188,3 +188,17 @@ def test_remote_checkpoint_argument_is_fetched_and_verified(tmp_path):
     assert checkpoint_file.load(checkpoint_file.resolve_local(run_uri))["step"] == 1  # BEST
     named = f"{run_uri}/checkpoints/step-000000002-epoch-0000.pt"
     assert checkpoint_file.load(checkpoint_file.resolve_local(named))["step"] == 2
+
+
+def test_a_checkpoint_holds_no_rng_state_per_visible_gpu():
+    assert set(checkpoint_file.capture_rng()) == {"torch", "numpy", "python"}
+
+
+def test_a_checkpoint_from_a_box_with_more_gpus_restores_on_this_one():
+    # Written on a box whose container saw 8 GPUs (`--gpus all`): one state per GPU.
+    eight_gpus = [torch.zeros(16, dtype=torch.uint8)] * 8
+    state = {**checkpoint_file.capture_rng(), "cuda": eight_gpus}
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    checkpoint_file.restore_rng(state)  # IndexError before, on a GPU box with fewer GPUs
+    assert torch.equal(torch.rand(3), expected)

@@ -161,3 +161,49 @@ def test_epoch_order_is_a_pure_function_of_seed_and_epoch(tiny_data):
     pipeline = WindowPipeline(dataset, [0, 1], norm, torch.device("cpu"), batch_size=8)
     assert torch.equal(pipeline.permutation(5, 2), pipeline.permutation(5, 2))
     assert not torch.equal(pipeline.permutation(5, 2), pipeline.permutation(5, 3))
+
+
+# Builds a 500k-window split (float16 on "disk", 200 MB as float32) in a process of
+# its own and prints its peak resident memory while building, in float32 copies.
+SPLIT_PEAK_MEMORY_SCRIPT = """
+from pathlib import Path
+import numpy as np, torch
+from trainer.data.dataset import Dataset
+from trainer.data.pipeline import Normalisation, WindowPipeline
+
+def kib(key):
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith(key))
+
+rows = 500_000
+dataset = Dataset(Path("."), np.ones((rows, 100), np.float16), np.full(rows, 99, np.float32),
+                  np.zeros(rows, np.int32), {}, "in-memory")
+norm = Normalisation(0.5, 2.0, 100.0, 10.0, 100.0)
+before = kib("VmRSS:")
+Path("/proc/self/clear_refs").write_text("5")  # restart the peak (VmHWM) from here
+pipeline = WindowPipeline(dataset, [0], norm, torch.device("cpu"), 256)
+assert float(pipeline.windows[-1, 0, -1]) == 0.25
+print((kib("VmHWM:") - before) * 1024 / pipeline.windows.nbytes)
+"""
+
+
+def test_building_a_split_holds_about_one_float32_copy_of_it_in_host_memory():
+    # Converting and normalising the split whole held three float32 copies at its
+    # peak: ~10 GB for M3, an OOM kill on a 16 GB g5.xlarge.
+    result = subprocess.run(
+        [sys.executable, "-c", SPLIT_PEAK_MEMORY_SCRIPT],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        check=True,
+    )
+    assert float(result.stdout) < 1.5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_epoch_order_on_the_gpu_is_the_cpu_order(tiny_data):
+    dataset = load_dataset(tiny_data)
+    norm = Normalisation.from_train(dataset, [0, 1])
+    on_cpu = WindowPipeline(dataset, [0, 1], norm, torch.device("cpu"), batch_size=8)
+    on_gpu = WindowPipeline(dataset, [0, 1], norm, torch.device("cuda"), batch_size=8)
+    assert torch.equal(on_gpu.permutation(5, 2).cpu(), on_cpu.permutation(5, 2))

@@ -4,16 +4,20 @@ that depend on the rank (batch parts, dropout seeds, the stop vote's codes)."""
 
 from __future__ import annotations
 
+import inspect
 import itertools
+import warnings
 
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from trainer.config import DataConfig, RunConfig, TrainConfig, UserError
 from trainer.data.dataset import load_dataset
 from trainer.data.pipeline import Normalisation, WindowPipeline, micro_batch_seed
-from trainer.loop.distributed import Group, RankInfo
+from trainer.loop.distributed import Group, RankInfo, no_forward_buffer_sync
 from trainer.loop.preemption import StopSignal
 
 
@@ -125,3 +129,41 @@ def test_stop_codes_say_what_asked_and_another_ranks_code_is_adopted():
     own.request("SIGTERM")
     own.adopt(2)  # its own reason stands
     assert (own.reason, own.state, own.code) == ("SIGTERM", "stopped", 1)
+
+
+# DistributedDataParallel's parameters in torch 2.3, the oldest torch pyproject allows.
+TORCH_2_3_DDP_PARAMETERS = (
+    "module",
+    "device_ids",
+    "output_device",
+    "dim",
+    "broadcast_buffers",
+    "process_group",
+    "bucket_cap_mb",
+    "find_unused_parameters",
+    "check_reduction",
+    "gradient_as_bucket_view",
+    "static_graph",
+    "delay_all_reduce_named_params",
+    "param_to_hook_all_reduce",
+    "mixed_precision",
+    "device_mesh",
+)
+
+
+def test_ddp_before_torch_2_13_stops_forward_buffer_broadcasts_by_their_old_name():
+    assert no_forward_buffer_sync(TORCH_2_3_DDP_PARAMETERS) == {"broadcast_buffers": False}
+
+
+def test_ddp_on_this_torch_is_built_with_the_name_it_has_and_no_deprecation_warning():
+    parameters = inspect.signature(DistributedDataParallel).parameters
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ddp = DistributedDataParallel(
+                torch.nn.Linear(2, 1), **no_forward_buffer_sync(parameters)
+            )
+        assert ddp.forward_sync_buffers is False
+    finally:
+        dist.destroy_process_group()

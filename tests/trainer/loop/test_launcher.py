@@ -25,7 +25,7 @@ from trainer.exit_codes import (
     EXIT_UNWRITABLE,
     EXIT_USER_ERROR,
 )
-from trainer.loop.launcher import box_record, exit_code
+from trainer.loop.launcher import box_record, exit_code, interface_holding, socket_interfaces
 
 NOW = 1_800_000_000.0
 # A parent that reports which signals reached it, over one worker that exits with
@@ -205,3 +205,16 @@ def test_two_boxes_stop_together_and_each_container_exits_75(tiny_data: Path, tm
     assert status_of(boxes[0])["state"] == "stopped"
     assert json.loads(heartbeat.read_text())["state"] == "stopped"
     assert sorted(path.name for path in boxes[1].iterdir()) == ["heartbeat.json"]
+
+
+def test_nccl_and_gloo_talk_over_the_interface_holding_the_boxs_address():
+    # `localhost` stands for a box's node name, which its container's /etc/hosts maps.
+    assert interface_holding("127.0.0.1") == "lo"
+    expected = {"NCCL_SOCKET_IFNAME": "=lo", "GLOO_SOCKET_IFNAME": "lo"}
+    assert socket_interfaces("localhost", {}) == expected
+
+
+def test_one_box_or_interfaces_named_in_the_environment_are_left_alone():
+    assert socket_interfaces(None, {}) == {}
+    assert socket_interfaces("localhost", {"NCCL_SOCKET_IFNAME": "=eth1"}) == {}
+    assert socket_interfaces("no-such-box.invalid", {}) == {}

@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from tests.trainer.conftest import TINY_WINDOWS_PER_CASE, tiny_run_config
-from tests.trainer.trainer_process import output_of, start_training, wait_for_exit, wait_for_step
+from tests.trainer.trainer_process import (
+    EXIT_WAIT_SECONDS,
+    output_of,
+    start_training,
+    wait_for_exit,
+    wait_for_step,
+)
 from trainer.__main__ import main
 from trainer.checkpoints import checkpoint_file
 from trainer.loop.train import EXIT_STOPPED, train
@@ -155,3 +161,18 @@ def test_missing_data_dir_error_names_the_data_flag(tmp_path, capsys):
     code = main(["train", "--data", str(missing), "--run-dir", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and f"--data {missing}:" in err
+
+
+def test_a_deterministic_run_on_the_cpu_ends_with_the_plain_runs_weights(tiny_data, tmp_path):
+    # In a process of its own: deterministic mode is process-wide. On the CPU it only
+    # proves every op of the step has a deterministic kernel; on a GPU it changes them.
+    runs = {name: tmp_path / name for name in ("plain", "deterministic")}
+    flags = {"plain": (), "deterministic": ("--deterministic",)}
+    processes = [
+        start_training(tiny_data, run_dir, "--batch-size", "32", "--max-steps", "3", *flags[name])
+        for name, run_dir in runs.items()
+    ]
+    assert [process.wait(EXIT_WAIT_SECONDS) for process in processes] == [0, 0]
+    a, b = (checkpoint_file.load(run_dir / "checkpoints/last.pt") for run_dir in runs.values())
+    assert all(torch.equal(a["model"][key], b["model"][key]) for key in a["model"])
+    assert b["config"]["train"]["deterministic"] is True

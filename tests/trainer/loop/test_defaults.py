@@ -1,0 +1,120 @@
+"""The settings a run leaves to the trainer (global batch, learning rate, formulation):
+chosen at the first start for the device and the ranks, kept by every resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+
+from tests.trainer.conftest import tiny_run_config
+from trainer.checkpoints import checkpoint_file
+from trainer.config import DataConfig, ModelConfig, OptimConfig, RunConfig, TrainConfig, UserError
+from trainer.loop.defaults import default_lr, resolve_formulation, settle
+from trainer.loop.device import choose_device
+from trainer.loop.formulation import MARGIN, fastest_formulation
+from trainer.loop.train import train
+from trainer.model import FORMULATIONS
+
+CPU, GPU = torch.device("cpu"), torch.device("cuda")
+
+
+def _config(world_size: int = 1, **train) -> RunConfig:
+    config = RunConfig(DataConfig("data"), TrainConfig(run_dir="run", **train))
+    return config.with_world_size(world_size)
+
+
+def _no_timing() -> str:
+    raise AssertionError("no formulation should have been timed")
+
+
+def test_without_batch_size_each_gpu_takes_1024_windows_not_a_share_of_256():
+    settled = settle(_config(world_size=8), GPU, saved=None)
+    assert (settled.train.batch_size, settled.train.per_rank_batch_size) == (8192, 1024)
+
+
+def test_without_batch_size_a_cpu_rank_takes_256_windows():
+    assert settle(_config(world_size=2), CPU, saved=None).train.batch_size == 512
+
+
+def test_the_default_learning_rate_grows_with_the_square_root_of_the_global_batch():
+    assert default_lr(256) == pytest.approx(2e-3)
+    assert default_lr(8192) == pytest.approx(2e-3 * math.sqrt(32))
+    settled = settle(_config(world_size=4), GPU, saved=None)
+    assert settled.optim.lr == pytest.approx(default_lr(4096))
+
+
+def test_flags_win_over_every_default():
+    config = dataclasses.replace(_config(batch_size=96), optim=OptimConfig(lr=5e-4))
+    settled = settle(config, GPU, saved={"train": {"batch_size": 8192}, "optim": {"lr": 1.0}})
+    assert (settled.train.batch_size, settled.optim.lr) == (96, 5e-4)
+
+
+def test_a_resume_on_a_box_with_fewer_gpus_keeps_the_runs_global_batch_and_lr():
+    saved = {"train": {"batch_size": 8192, "formulation": "nhwc"}, "optim": {"lr": 0.011}}
+    settled = settle(_config(world_size=4), GPU, saved=saved)
+    assert (settled.train.batch_size, settled.train.per_rank_batch_size) == (8192, 2048)
+    assert (settled.optim.lr, settled.train.formulation) == (0.011, "nhwc")
+
+
+def test_a_gpu_runs_nhwc_resumed_on_a_cpu_trains_gemm():
+    saved = {"train": {"batch_size": 1024, "formulation": "nhwc"}, "optim": {"lr": 4e-3}}
+    settled = settle(_config(), CPU, saved=saved)
+    assert resolve_formulation(settled, CPU, _no_timing).train.formulation == "gemm"
+
+
+def test_auto_formulation_on_a_cpu_is_gemm_without_timing():
+    assert resolve_formulation(_config(), CPU, _no_timing).train.formulation == "gemm"
+
+
+def test_auto_formulation_on_a_gpu_is_the_one_timed_fastest():
+    assert resolve_formulation(_config(), GPU, lambda: "nhwc").train.formulation == "nhwc"
+
+
+def test_deterministic_mode_takes_the_gpu_default_instead_of_a_timing():
+    torch.use_deterministic_algorithms(True)
+    try:
+        resolved = resolve_formulation(_config(), GPU, _no_timing)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert resolved.train.formulation == "torch"
+
+
+def test_nhwc_on_the_cpu_is_refused_by_name():
+    with pytest.raises(UserError, match="--formulation nhwc is not for the CPU"):
+        resolve_formulation(_config(formulation="nhwc"), CPU, _no_timing)
+
+
+def test_the_fastest_formulation_is_picked_from_real_timings_near_ties_keep_the_default():
+    choice = choose_device("auto")
+    name, seconds = fastest_formulation(ModelConfig("resnet18"), choice, 8, 64, FORMULATIONS)
+    assert set(seconds) == set(FORMULATIONS) and all(s > 0 for s in seconds.values())
+    fastest = min(seconds.values())
+    if name == "gemm":  # the CPU's default stays unless beaten by the margin
+        assert fastest > (1 - MARGIN) * seconds["gemm"]
+    else:
+        assert seconds[name] == fastest <= (1 - MARGIN) * seconds["gemm"]
+
+
+def test_a_run_without_batch_size_or_lr_records_the_defaults_it_trained_with(tiny_data, tmp_path):
+    run_dir = tmp_path / "run"
+    assert train(tiny_run_config(tiny_data, run_dir, batch_size=None, max_steps=1)) == 0
+    recorded = json.loads((run_dir / "config.json").read_text())
+    assert recorded["train"]["batch_size"] == 256 and recorded["optim"]["lr"] == 2e-3
+    assert recorded["train"]["formulation"] == "gemm"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["global_batch_size"], summary["lr"]) == (256, 2e-3)
+    assert summary["gpu_memory_gib"] is None  # a GPU run says how much it took
+
+
+def test_a_resume_without_batch_size_keeps_the_runs_own(tiny_data, tmp_path):
+    # Started where the default was 64 windows (a box of other ranks), resumed here
+    # without --batch-size: the run's 64, not this box's 256.
+    run_dir = tmp_path / "run"
+    assert train(tiny_run_config(tiny_data, run_dir, batch_size=64, max_steps=1)) == 0
+    assert train(tiny_run_config(tiny_data, run_dir, batch_size=None, max_steps=3)) == 0
+    state = checkpoint_file.load(run_dir / "checkpoints/last.pt")
+    assert (state["step"], state["config"]["train"]["batch_size"]) == (3, 64)
