@@ -15,10 +15,12 @@ PAGES = [REPO / "README.md", REPO / "ARCHITECTURE.md", *sorted((REPO / "docs").g
 RELATIVE_LINK = re.compile(r"\]\((?!https?://|#)([^)#\s]+)(?:#[^)]*)?\)")
 # `trainer/loop/train.py`, `box/`, or `ops/plan.hourly_price` (a module's
 # attribute); not globs or placeholders (`tests/infra/test_watchdog_*.py`, `runs/<id>/`).
-REPO_PATH = re.compile(r"`((?:trainer|ops|pulumi|tests|requirements|docs|\.ci)/[\w./-]*)`")
+REPO_PATH = re.compile(
+    r"`((?:trainer|ops|pulumi|box|stack|tests|requirements|docs|\.ci)/[\w./-]*)`"
+)
 # `trainer.checkpoints.resume.misfit`, `stack.catalog.VmSize.hourly_price_usd()`: a module,
 # then at most a class and its attribute. `infra` is the package inside pulumi/.
-DOTTED_NAME = re.compile(r"`((?:trainer|ops|infra)(?:\.\w+)+)[`(]")
+DOTTED_NAME = re.compile(r"`((?:trainer|ops|infra|box|stack)(?:\.\w+)+)[`(]")
 
 
 def _names_something(path: str) -> bool:
