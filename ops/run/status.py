@@ -130,7 +130,7 @@ def box_snapshot(box: Box) -> BoxSnapshot:
     )
 
 
-def _clock(unix_s: float, now: float) -> str:
+def clock(unix_s: float, now: float) -> str:
     """HH:MM in local time, with the date when it is not today."""
     moment = time.localtime(unix_s)
     same_day = time.strftime("%Y-%m-%d", moment) == time.strftime("%Y-%m-%d", time.localtime(now))
@@ -146,7 +146,7 @@ def watchdog_line(state: dict, now: float) -> str | None:
         return (
             f"watchdog:   STILL BILLED: stopping the box failed {state['stop_failures']} "
             f"time(s) (last: {state.get('stop_error')}); it retries by itself"
-            + (f", trying since {_clock(since, now)}" if isinstance(since, (int, float)) else "")
+            + (f", trying since {clock(since, now)}" if isinstance(since, (int, float)) else "")
             + "; stop it by hand (`az vm deallocate` / `aws ec2 stop-instances`) if it persists"
         )
     if state.get("busy_reasons"):
@@ -164,7 +164,7 @@ def lease_lines(state: dict, now: float) -> list[str]:
         until = lease.get("until")
         if not isinstance(until, (int, float)) or until <= now:
             continue
-        when = _clock(until, now)
+        when = clock(until, now)
         if lease.get("name") == contract.HOLD_LEASE:
             lines.append(f"hold:       box held up until {when} (`fab hold 0` ends it)")
         else:
@@ -176,7 +176,7 @@ def last_stop_line(record: dict, now: float) -> str | None:
     """Why the box last stopped, as the box recorded it (box/stop_records.py)."""
     if not isinstance(record.get("at"), (int, float)) or not record.get("summary"):
         return None
-    return f"last stop:  {_clock(record['at'], now)} {record['summary']}"
+    return f"last stop:  {clock(record['at'], now)} {record['summary']}"
 
 
 def box_lines(snap: BoxSnapshot, now: float) -> list[str]:

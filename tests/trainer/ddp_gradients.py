@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from trainer.config import ModelConfig
 from trainer.loop.distributed import Group, RankInfo
+from trainer.loop.launcher import exit_process
 from trainer.model import LAYERS, build_model
 
 BATCHES = (32, 5, 1)
@@ -80,4 +81,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())  # as a trainer rank ends: torch's exit-time abort never ends it -6

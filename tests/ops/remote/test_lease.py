@@ -7,6 +7,7 @@ import pytest
 
 from ops.remote.ssh import Box
 from ops.run import launch
+from ops.run import status as run_status
 from ops.target.resolve import load_target_file
 from tests.ops.conftest import assert_one_line_error
 
@@ -81,7 +82,8 @@ def test_status_shows_a_hold_and_its_end(box_env):
     lease = {"name": "hold", "reason": "fab hold 1h", "until": until}
     _write_watchdog_state(box_env, busy_reasons=["lease"], signals={"leases": [lease]})
     out = box_env.fab("status").stdout
-    assert f"box held up until {time.strftime('%H:%M', time.localtime(until))}" in out
+    # HH:MM, with the date in front when the hour ends after midnight.
+    assert f"box held up until {run_status.clock(until, time.time())}" in out
 
 
 def test_status_says_still_billed_when_the_stop_failed(box_env):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.paths import REPO
 from trainer.__main__ import main
 from trainer.config import UserError
 from trainer.data.dataset import load_dataset, split_cases
@@ -193,7 +194,7 @@ def test_building_a_split_holds_about_one_float32_copy_of_it_in_host_memory():
         [sys.executable, "-c", SPLIT_PEAK_MEMORY_SCRIPT],
         capture_output=True,
         text=True,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=REPO,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
         check=True,
     )
