@@ -39,7 +39,9 @@ DATASETS_DIR = "datasets"
 LEASES_DIR = "leases"
 WATCHDOG_DIR = "watchdog"
 STOPS_FILE = "stops.jsonl"
-"""Under WATCHDOG_DIR: why the box stopped, one JSON object per stop."""
+"""Under WATCHDOG_DIR: why the box stopped, one JSON object per stop (`at`, `boot_id`...)."""
+BOOTS_FILE = "boots.jsonl"
+"""Under WATCHDOG_DIR: when the box came up, `{"at", "boot_id"}` per boot."""
 USER_DIRS = (RUNS_DIR, DATASETS_DIR, LEASES_DIR)
 """Owned by the SSH user: `fab` writes them without root."""
 

@@ -157,6 +157,11 @@ class WatchdogConfig:
         """Why the box stopped, one JSON line per stop; on disk, so it survives reboots."""
         return Path(self.box_root) / contract.WATCHDOG_DIR / contract.STOPS_FILE
 
+    @property
+    def boots_path(self) -> Path:
+        """When the box came up, one JSON line per boot (boot_record.py)."""
+        return Path(self.box_root) / contract.WATCHDOG_DIR / contract.BOOTS_FILE
+
     def to_json(self) -> str:
         """The settings that differ from the defaults: the rest are the programs' own, and
         the file is part of the boxes' size-limited user data."""

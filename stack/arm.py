@@ -29,6 +29,8 @@ API_VERSIONS = {
     "permissions": "2022-04-01",
     "budgets": "2023-05-01",
     "subscriptions": "2022-12-01",
+    # What azure-native uses for Microsoft.Compute/virtualMachines.
+    "virtual_machines": "2024-11-01",
 }
 
 
@@ -42,7 +44,7 @@ class ArmError(Exception):
 
 @dataclass(frozen=True)
 class ArmClient:
-    """GET requests against ARM with a bearer token."""
+    """Requests against ARM with a bearer token."""
 
     token: str
     endpoint: str = ARM_ENDPOINT
@@ -52,14 +54,24 @@ class ArmClient:
         return cls(token, os.environ.get(ARM_ENDPOINT_ENV) or ARM_ENDPOINT)
 
     def get(self, path: str, api: str, **query: str) -> Any:
+        return self._call("GET", path, api, query)
+
+    def post(self, path: str, api: str, **query: str) -> Any:
+        """An action (`.../start`): ARM answers 200 or 202 Accepted, often with no body."""
+        return self._call("POST", path, api, query)
+
+    def _call(self, method: str, path: str, api: str, query: dict[str, str]) -> Any:
         params = urllib.parse.urlencode({"api-version": API_VERSIONS[api], **query})
         request = urllib.request.Request(
             f"{self.endpoint.rstrip('/')}{path}?{params}",
+            method=method,
+            data=b"" if method == "POST" else None,
             headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"},
         )
         try:
             with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as response:
-                return json.load(response)
+                body = response.read()
+                return json.loads(body) if body.strip() else {}
         except urllib.error.HTTPError as error:
             raise ArmError(error.code, _arm_message(error)) from None
         except (urllib.error.URLError, TimeoutError, OSError) as error:

@@ -30,6 +30,11 @@ DOCKER_NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 BOX_ROOT = re.compile(r"^(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)+$")
 TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 STORAGE_URI_CHARS = re.compile(r"^[A-Za-z0-9:/._~%@+=-]+$")
+# An EC2 instance id, or an Azure VM's resource id (ARM paths: never a shell word).
+BOX_ID = re.compile(
+    r"^(?:i-[0-9a-f]{8,17}|/subscriptions/[A-Za-z0-9-]{1,64}/resourceGroups/[\w.()-]{1,90}"
+    r"/providers/Microsoft\.Compute/virtualMachines/[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$"
+)
 
 # JSON types per key; None marks a key that may be null (absent).
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -49,6 +54,11 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "containerEnv": (dict, type(None)),
     "dockerNetwork": (str, type(None)),
     "privateHosts": (list, type(None)),
+    "boxIds": (list, type(None)),
+    "region": (str, type(None)),
+    "maxRunHours": (int, type(None)),
+    "autoShutdownTime": (str, type(None)),
+    "autoShutdownTimeZone": (str, type(None)),
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
                list: "a list", dict: "an object", type(None): "null"}  # fmt: skip
@@ -71,6 +81,9 @@ def json_fields(outputs: dict[str, Any], source: str) -> dict[str, Any]:
     for host in outputs.get("privateHosts") or []:
         if not isinstance(host, str):
             raise Exit(f"{source}: privateHosts holds {host!r}; expected a list of IP addresses")
+    for box_id in outputs.get("boxIds") or []:
+        if not isinstance(box_id, str):
+            raise Exit(f"{source}: boxIds holds {box_id!r}; expected a list of cloud ids")
     for name, value in (outputs.get("containerEnv") or {}).items():
         if isinstance(value, dict | list) or value is None:
             raise Exit(f'{source}: containerEnv.{name} is not a string; expected KEY: "value"')
@@ -119,6 +132,14 @@ def problems(target) -> list[str]:
          "a docker network name"),
         ("privateHosts entry", bad_private[:1], not bad_private,
          "a private IP address (the boxes meet on their private network only)"),
+        ("boxIds entry", next((i for i in target.box_ids if not BOX_ID.match(i)), ""),
+         all(BOX_ID.match(box_id) for box_id in target.box_ids),
+         "an EC2 instance id (i-...) or an Azure VM resource id (/subscriptions/...)"),
+        ("boxIds", len(target.box_ids),
+         not target.box_ids or len(target.box_ids) == target.node_count,
+         f"an id for each of the {target.node_count} boxes"),
+        ("region", target.region, not target.region or bool(TOKEN.match(target.region)),
+         "a region name"),
         ("privateHosts", len(target.private_hosts),
          not target.private_hosts or len(target.private_hosts) >= len(target.hosts),
          f"a private address for each of the {len(target.hosts)} hosts, box 0's first"),

@@ -2,7 +2,7 @@
 
 from invoke import Collection
 
-from ops.tasks import access, box, image, plan, preflight, prepare, run, transfer
+from ops.tasks import access, box, image, plan, power, preflight, prepare, run, transfer
 
 namespace = Collection(
     image.build,
@@ -18,6 +18,7 @@ namespace = Collection(
     plan.plan,
     preflight.preflight,
     box.box_update,
+    power.start,
     access.tensorboard,
     access.ssh,
 )

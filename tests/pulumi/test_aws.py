@@ -527,6 +527,8 @@ def test_program_exports_the_design_outputs_for_aws(box):
         "spot": False,
         "hosts": ["198.51.100.10"],
         "privateHosts": ["10.42.0.4"],
+        "boxIds": [box.one(INSTANCE).id],
+        "region": REGION,
         "sshUser": "ubuntu",
         "storageUri": "s3://glucose-storage-0a1b2c3",
         "registry": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com",
@@ -535,6 +537,8 @@ def test_program_exports_the_design_outputs_for_aws(box):
         "hungTrainerMinutes": 120,
         "autoShutdownTime": "21:30",
         "autoShutdownTimeZone": "Europe/Berlin",
+        "maxRunHours": 72,
+        "autoRecover": False,
         "amiId": AMI_ID,
     }
 

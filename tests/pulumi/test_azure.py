@@ -45,6 +45,10 @@ DESIGN_OUTPUTS = {
     "hungTrainerMinutes",
     "autoShutdownTime",
     "autoShutdownTimeZone",
+    "boxIds",
+    "region",
+    "maxRunHours",
+    "autoRecover",
 }
 TAGGED_TYPES = {
     "azure-native:resources:ResourceGroup",
@@ -90,6 +94,8 @@ def test_exports_describe_the_box(on_demand):
         "cloud": "azure",
         "hosts": ["20.30.40.1"],
         "privateHosts": ["10.42.0.4"],
+        "boxIds": [on_demand.one(VM).id],
+        "region": "eastus",
         "sshUser": "azureuser",
         "storageUri": f"az://{account}/training",
         "registry": login_server,
@@ -102,6 +108,8 @@ def test_exports_describe_the_box(on_demand):
         "hungTrainerMinutes": 120,
         "autoShutdownTime": "21:30",
         "autoShutdownTimeZone": "Europe/Berlin",
+        "maxRunHours": 72,
+        "autoRecover": False,
     }
 
 

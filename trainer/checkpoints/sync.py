@@ -25,6 +25,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
+from trainer import box_files
 from trainer.checkpoints import layout
 from trainer.checkpoints.thread_priority import lower_thread_priority
 from trainer.storage import ObjectStore
@@ -35,7 +36,7 @@ OUTBOX_DIR_NAME = ".outbox"
 WORKER_JOIN_SECONDS = 10.0
 # Written by `fab stop` for this box's resume unit (ARCHITECTURE.md): restored on
 # another box from the store, it would keep that box's run from resuming.
-BOX_MARKERS = (layout.STOP_MARKER,)
+BOX_MARKERS = (box_files.STOP_MARKER,)
 
 
 @dataclass(frozen=True)

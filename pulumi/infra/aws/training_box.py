@@ -99,6 +99,7 @@ class AwsTrainingBox(TrainingBox):
         self._expose(
             hosts=pulumi.Output.all(address.public_ip),
             private_hosts=pulumi.Output.all(*[instance.private_ip for instance in instances]),
+            box_ids=pulumi.Output.all(*[instance.id for instance in instances]),
             ssh_user=SSH_USER,
             storage_uri=bucket.bucket.apply(lambda b: f"s3://{b}"),
             registry=repository.repository_url.apply(lambda url: url.split("/", 1)[0]),

@@ -103,6 +103,7 @@ class AzureTrainingBox(TrainingBox):
         self._expose(
             hosts=pulumi.Output.all(public_ip.ip_address).apply(list),
             private_hosts=pulumi.Output.all(*[private_ip(nic) for nic in nics]).apply(list),
+            box_ids=pulumi.Output.all(*[vm.id for vm in vms]).apply(list),
             ssh_user=SSH_USER,
             storage_uri=storage_uri,
             registry=registry.login_server,
