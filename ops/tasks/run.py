@@ -16,6 +16,7 @@ from ops.remote import update as box_update
 from ops.remote.ssh import Box, nodes
 from ops.run import launch, on_box
 from ops.run import status as run_status
+from ops.run import stop as run_stop
 from ops.run.container import Launch
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP
@@ -195,51 +196,35 @@ def hold(c, duration, target="", stack=""):
 
 @task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
 def stop(c, run="", target="", stack=""):
-    """Stop a run gracefully: checkpoint, upload, exit (on every box of the run)."""
+    """Stop a run gracefully: checkpoint, upload, exit; it stays down (every box of the run)."""
     boxes = _boxes(target, stack, OTHER_BOX_WAIT_SECONDS)
     run_id = on_box.resolve_run_id(boxes[0], run)
-    found = []  # (box, its container's state) for every box that answered
-    for box in boxes:
-        try:
-            found.append((box, on_box.inspect_container(box, run_id)))
-        except Exit as error:
-            if box.node == 0:
-                raise
+    stops = run_stop.stop_run(boxes, run_id)
+    checkpoint = _latest_checkpoint(storage_layout.run_uri(boxes[0].target.storage_uri, run_id))
+    running = [each for each in stops if each.was_running]
+    if running:
+        print(f"run {run_id} stopped (exit {running[0].exit_code}); checkpoint: {checkpoint}")
+    else:
+        held = next(each for each in stops if each.holds_run)
+        before = run_stop.state_before(held)
+        print(f"run {run_id} was not running ({before}); it stays down; checkpoint: {checkpoint}")
+    marked = ", ".join(f"box {each.box.node} ({each.box.address})" for each in stops if each.marked)
+    console.print(f"stop recorded on {marked}: no resume unit starts run {run_id} again")
+    for each in stops:
+        if each.not_marked:
             console.print(
-                f"[yellow]warning:[/] {error.message}; its part of the run ends with box 0's, "
-                f"but unmarked: if it starts again, `fab stop --run {run_id}` once it is up"
+                f"[yellow]warning:[/] box {each.box.node}: stop NOT recorded ({each.not_marked}); "
+                f"its part of the run ends with box 0's, but unmarked: if it starts again, "
+                f"`fab stop --run {run_id}` once it is up"
             )
-    if not any(state and (state.running or state.restarting) for _, state in found):
-        raise Exit(f"run {run_id} is not running on {boxes[0].address}; nothing to stop")
-    holding = [box for box, state in found if state is not None]
-    # Markers first: no box's resume unit may bring a user-stopped run back.
-    for box in holding:
-        box.run(
-            f"touch {shlex.quote(contract.run_dir(box.root, run_id))}/{contract.STOPPED_BY_USER}"
-        )
-    name = shlex.quote(on_box.container_name(run_id))
-    # Box 0 first: its stop stops every rank; the other boxes' containers end with it.
-    grace = contract.STOP_TIMEOUT_SECONDS
-    with console.status(f"stopping {run_id}: checkpoint + upload (<= {grace} s)"):
-        for box in holding:
-            box.run(f"docker stop --time {grace} {name}")
-    exit_codes = [_exit_code(box, run_id) for box in holding]
-    uri = storage_layout.run_uri(boxes[0].target.storage_uri, run_id)
-    print(f"run {run_id} stopped (exit {exit_codes[0]}); checkpoint: {_latest_checkpoint(uri)}")
-    for box, exit_code in zip(holding, exit_codes, strict=True):
-        if exit_code not in (0, contract.EXIT_STOPPED):
+        elif each.was_running and each.exit_code not in (0, contract.EXIT_STOPPED):
             console.print(
-                f"[yellow]warning:[/] exit {exit_code} on {box.address} is no checkpointed "
-                f"stop; `fab logs --node {box.node}`"
+                f"[yellow]warning:[/] exit {each.exit_code} on {each.box.address} is no "
+                f"checkpointed stop; `fab logs --node {each.box.node}`"
             )
     console.print(
         f"resume: fab train --run {run_id} --data-uri ...   results: fab download --run {run_id}"
     )
-
-
-def _exit_code(box: Box, run_id: str) -> int | str:
-    state = on_box.inspect_container(box, run_id)
-    return state.exit_code if state else "?"
 
 
 def _latest_checkpoint(run_uri: str) -> str:
