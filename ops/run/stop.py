@@ -110,7 +110,35 @@ def _not_recorded(run_id: str, boxes: list[Box], why: str) -> str:
     )
 
 
-def state_before(stop: BoxStop) -> str:
+def tell(stops: list[BoxStop], run_id: str, run_uri: str) -> None:
+    """How the run stood, its checkpoint, which boxes got the record and which did not."""
+    checkpoint = _latest_checkpoint(run_uri)
+    running = [each for each in stops if each.was_running]
+    if running:
+        print(f"run {run_id} stopped (exit {running[0].exit_code}); checkpoint: {checkpoint}")
+    else:
+        before = _state_before(next(each for each in stops if each.holds_run))
+        print(f"run {run_id} was not running ({before}); it stays down; checkpoint: {checkpoint}")
+    marked = ", ".join(f"box {each.box.node} ({each.box.address})" for each in stops if each.marked)
+    console.print(f"stop recorded on {marked}: no resume unit starts run {run_id} again")
+    for each in stops:
+        if each.not_marked:
+            console.print(
+                f"[yellow]warning:[/] box {each.box.node}: stop NOT recorded ({each.not_marked}); "
+                f"its part of the run ends with box 0's, but unmarked: if it starts again, "
+                f"`fab stop --run {run_id}` once it is up"
+            )
+        elif each.was_running and each.exit_code not in (0, contract.EXIT_STOPPED):
+            console.print(
+                f"[yellow]warning:[/] exit {each.exit_code} on {each.box.address} is no "
+                f"checkpointed stop; `fab logs --node {each.box.node}`"
+            )
+    console.print(
+        f"resume: fab train --run {run_id} --data-uri ...   results: fab download --run {run_id}"
+    )
+
+
+def _state_before(stop: BoxStop) -> str:
     """How the run stood on `stop`'s box when it was not running."""
     if stop.already_marked:
         return "already stopped by `fab stop`"
@@ -120,3 +148,17 @@ def state_before(stop: BoxStop) -> str:
     if code == contract.EXIT_STOPPED:
         return f"exited {code}, checkpointed: the box's resume unit would have started it again"
     return "finished" if code == contract.EXIT_FINISHED else f"exited {code}"
+
+
+def _latest_checkpoint(run_uri: str) -> str:
+    """The URI of the newest complete checkpoint, as the trainer's LATEST pointer names it."""
+    from trainer.checkpoints import layout
+    from trainer.storage import open_store
+
+    try:
+        name = layout.read_pointer(open_store(run_uri), layout.LATEST_KEY)
+    except Exception as error:  # any storage failure only makes this one line vaguer
+        return f"{run_uri}/{layout.CHECKPOINTS_PREFIX} (could not read LATEST: {error})"
+    if name is None:
+        return f"{run_uri}/{layout.CHECKPOINTS_PREFIX} (no complete checkpoint yet)"
+    return f"{run_uri}/{layout.CHECKPOINTS_PREFIX}{name}"

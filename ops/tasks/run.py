@@ -200,42 +200,4 @@ def stop(c, run="", target="", stack=""):
     boxes = _boxes(target, stack, OTHER_BOX_WAIT_SECONDS)
     run_id = on_box.resolve_run_id(boxes[0], run)
     stops = run_stop.stop_run(boxes, run_id)
-    checkpoint = _latest_checkpoint(storage_layout.run_uri(boxes[0].target.storage_uri, run_id))
-    running = [each for each in stops if each.was_running]
-    if running:
-        print(f"run {run_id} stopped (exit {running[0].exit_code}); checkpoint: {checkpoint}")
-    else:
-        held = next(each for each in stops if each.holds_run)
-        before = run_stop.state_before(held)
-        print(f"run {run_id} was not running ({before}); it stays down; checkpoint: {checkpoint}")
-    marked = ", ".join(f"box {each.box.node} ({each.box.address})" for each in stops if each.marked)
-    console.print(f"stop recorded on {marked}: no resume unit starts run {run_id} again")
-    for each in stops:
-        if each.not_marked:
-            console.print(
-                f"[yellow]warning:[/] box {each.box.node}: stop NOT recorded ({each.not_marked}); "
-                f"its part of the run ends with box 0's, but unmarked: if it starts again, "
-                f"`fab stop --run {run_id}` once it is up"
-            )
-        elif each.was_running and each.exit_code not in (0, contract.EXIT_STOPPED):
-            console.print(
-                f"[yellow]warning:[/] exit {each.exit_code} on {each.box.address} is no "
-                f"checkpointed stop; `fab logs --node {each.box.node}`"
-            )
-    console.print(
-        f"resume: fab train --run {run_id} --data-uri ...   results: fab download --run {run_id}"
-    )
-
-
-def _latest_checkpoint(run_uri: str) -> str:
-    """The URI of the newest complete checkpoint, as the trainer's LATEST pointer names it."""
-    from trainer.checkpoints import layout
-    from trainer.storage import open_store
-
-    try:
-        name = layout.read_pointer(open_store(run_uri), layout.LATEST_KEY)
-    except Exception as error:  # any storage failure only makes this one line vaguer
-        return f"{run_uri}/{layout.CHECKPOINTS_PREFIX} (could not read LATEST: {error})"
-    if name is None:
-        return f"{run_uri}/{layout.CHECKPOINTS_PREFIX} (no complete checkpoint yet)"
-    return f"{run_uri}/{layout.CHECKPOINTS_PREFIX}{name}"
+    run_stop.tell(stops, run_id, storage_layout.run_uri(boxes[0].target.storage_uri, run_id))
