@@ -65,8 +65,8 @@ def stop_run(boxes: list[Box], run_id: str) -> list[BoxStop]:
     for stop in stops:
         if stop.holds_run and not stop.not_marked:
             stop.not_marked = _mark(stop.box, run_id)
-    if first.holds_run and first.not_marked:
-        raise Exit(_not_recorded(run_id, boxes, first.not_marked))
+            if stop is first and first.not_marked:  # before any other box is marked
+                raise Exit(_not_recorded(run_id, boxes, first.not_marked))
     grace = contract.STOP_TIMEOUT_SECONDS
     name = shlex.quote(on_box.container_name(run_id))
     with console.status(f"stopping {run_id}: checkpoint + upload (<= {grace} s)"):
@@ -102,7 +102,7 @@ def _mark(box: Box, run_id: str) -> str:
 
 
 def _not_recorded(run_id: str, boxes: list[Box], why: str) -> str:
-    behind = f" (nor on boxes 1-{len(boxes) - 1}, reached through it)" if len(boxes) > 1 else ""
+    behind = f" nor on boxes 1-{len(boxes) - 1}" if len(boxes) > 1 else ""
     return (
         f"the stop of run {run_id} is NOT recorded on box 0{behind} ({why}); nothing was "
         "stopped: once the box is back its resume unit may start the run again, so "
