@@ -468,7 +468,7 @@ def test_two_boxes_reach_each_other_on_any_tcp_port_and_nothing_else_reaches_box
     assert (nodes.name, ssh.name) == ("glucose-nodes", "glucose-ssh")
     assert nodes.inputs["ingress"] == [
         {
-            "description": "torchrun, NCCL, gloo and SSH between the stack's boxes",
+            "description": "torchrun, NCCL, gloo and SSH between the boxes of this stack",
             "protocol": "tcp",
             "fromPort": 0,
             "toPort": 65535,
