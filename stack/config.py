@@ -14,12 +14,10 @@ import ipaddress
 import json
 import math
 import re
-import zoneinfo
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from stack import catalog
-from stack.time_zones import windows_time_zone
+from stack import catalog, offerings, time_zones
 
 NAMESPACE = "glucose-training"
 # Where each cloud keeps its region: the provider's own config, per DESIGN.md.
@@ -302,11 +300,29 @@ def _size_problems(v: dict[str, Any]) -> list[str]:
         size = catalog.lookup(v.get("vm_size") or catalog.default_size(cloud).name, cloud)
     except catalog.CatalogError as exc:
         return [f"vmSize: {exc}"]
-    if region and region not in size.regions:
-        offering = ", ".join(s.name for s in catalog.sizes(cloud, region)) or "none we know of"
+    if not region:
+        return []
+    sold = offerings.of(cloud)
+    there = [s.name for s in catalog.sizes(cloud, region)]
+    if not there:
+        known = sorted({r for s in catalog.sizes(cloud) for r in s.regions})
+        close = difflib.get_close_matches(region, known, n=1)
         return [
-            f"vmSize: {size.name} is not known to be offered in {region} (catalog regions: "
-            f"{', '.join(size.regions)}); sizes known there: {offering}"
+            f"{REGION_KEYS[cloud]}: no GPU size of the catalog is sold in {region!r} (offerings "
+            f"of {sold.label}); "
+            + (f"did you mean {close[0]}?" if close else f"regions: {', '.join(known)}")
+        ]
+    if region not in size.regions:
+        return [
+            f"vmSize: {size.name} is not sold in {region} (offerings of {sold.label}); "
+            f"sizes sold there: {', '.join(there)}; regions selling {size.name}: "
+            f"{', '.join(size.regions)}"
+        ]
+    if v.get("spot") and sold.sells_spot(size.name, region) is False:
+        return [
+            f"spot: {size.name} is not sold as spot in {region} (offerings of {sold.label}); "
+            f"set spot false or pick a region selling it as spot: "
+            f"{', '.join(sold.spot_regions.get(size.name, ())) or 'none'}"
         ]
     return []
 
@@ -408,14 +424,17 @@ def _schedule_problems(v: dict[str, Any]) -> list[str]:
 
 
 def _time_zone_problems(zone: str, cloud: str | None) -> list[str]:
-    try:
-        zoneinfo.ZoneInfo(zone)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return [f"autoShutdownTimeZone: got {zone!r}, expected an IANA zone like Europe/Berlin"]
-    if cloud == "azure" and windows_time_zone(zone) is None:
+    if zone not in time_zones.iana_zones():
+        close = difflib.get_close_matches(zone, sorted(time_zones.iana_zones()), n=1)
+        hint = f"did you mean {close[0]}?" if close else "e.g. Europe/Berlin"
         return [
-            f"autoShutdownTimeZone: {zone!r} has no Windows time-zone id in "
-            "stack/time_zones.py (Azure auto-shutdown needs one); use a nearby listed "
-            "zone or add its CLDR mapping there"
+            f"autoShutdownTimeZone: got {zone!r}, expected an IANA zone of tz "
+            f"{time_zones.tz_database_version()}; {hint}"
+        ]
+    if cloud == "azure" and time_zones.windows_time_zone(zone) is None:
+        return [
+            f"autoShutdownTimeZone: {zone!r} has no Windows time-zone id in CLDR's "
+            "windowsZones (Azure auto-shutdown needs one); use the zone of a city with "
+            "the same clock, e.g. Europe/Berlin or America/New_York"
         ]
     return []

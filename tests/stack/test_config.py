@@ -112,7 +112,19 @@ def test_ipv6_cidr_is_refused():
 
 def test_size_not_offered_in_region_names_the_known_regions():
     (problem,) = problems_of({**GOOD, "vmSize": "Standard_NC40ads_H100_v5"}, "northeurope")
-    assert "not known to be offered in northeurope" in problem and "swedencentral" in problem
+    assert "is not sold in northeurope" in problem and "swedencentral" in problem
+
+
+def test_the_aws_default_size_in_a_region_without_g6_is_refused_in_one_line():
+    (problem,) = problems_of({**GOOD, "cloud": "aws"}, "eu-west-1")
+    assert problem.startswith("vmSize: g6.xlarge is not sold in eu-west-1 (offerings of 20")
+    assert "g5.xlarge" in problem and "\n" not in problem
+
+
+def test_a_region_no_size_is_sold_in_is_refused_with_the_closest_region():
+    (problem,) = problems_of({**GOOD, "cloud": "aws"}, "us-eats-1")
+    assert problem.startswith("aws:region: no GPU size of the catalog is sold in 'us-eats-1'")
+    assert problem.endswith("did you mean us-east-1?")
 
 
 def test_size_of_the_other_cloud_is_refused():
@@ -167,11 +179,11 @@ def test_bad_value_is_reported_with_what_was_expected(key, value, needle):
 
 
 def test_iana_zone_without_a_windows_id_is_refused_for_azure_only():
-    raw = {**GOOD, "autoShutdownTimeZone": "America/Caracas"}
+    raw = {**GOOD, "autoShutdownTimeZone": "Antarctica/Troll"}
     (problem,) = problems_of(raw)
     assert "no Windows time-zone id" in problem
-    aws = validate({**raw, "cloud": "aws"}, "us-east-1")
-    assert aws.auto_shutdown_time_zone == "America/Caracas"
+    aws = validate({**raw, "cloud": "aws", "vmSize": "g5.xlarge"}, "us-east-1")
+    assert aws.auto_shutdown_time_zone == "Antarctica/Troll"
 
 
 def test_constructing_a_bad_stack_config_directly_also_fails():
