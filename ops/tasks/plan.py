@@ -158,6 +158,11 @@ def _footer(plan: Plan) -> list[str]:
         f"({_per_cloud(a['egress_usd_per_gb'])} per GB egress); list prices "
         f"{a['storage_egress_price_date']}.",
     ]
+    lines.append(
+        "Regions per size: "
+        + "; ".join(f"{cloud}: {label}" for cloud, label in a["offerings"].items())
+        + "."
+    )
     if plan.excluded_retired:
         lines.append("Not offered (retired): " + "; ".join(plan.excluded_retired) + ".")
     lines.extend(f"Note: {n}." for n in plan.notes)
