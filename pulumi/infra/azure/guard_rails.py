@@ -20,6 +20,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import compute, consumption, devtestlab, logic, monitor, resources
 
+from box.watchdog_config import ARM_API_VERSION
 from infra.azure.access import POWER_ON_OFF, SERVICE_PRINCIPAL, builtin_role, grant
 from stack.config import StackConfig
 from stack.time_zones import windows_time_zone
@@ -29,8 +30,6 @@ ACTUAL_ALERT_PERCENTS = (50, 80, 100)
 FORECAST_ALERT_PERCENTS = (100,)
 STOP_PERCENT = 100
 STOP_TRIGGER = "budget_exceeded"
-# What the Logic App calls; the same operation the idle watchdog uses on the box.
-DEALLOCATE_API_VERSION = "2024-07-01"
 ARM_AUDIENCE = "https://management.azure.com/"
 ACTION_GROUP_SHORT_NAME = "glucosestop"  # at most 12 characters
 MAIL_GROUP_SHORT_NAME = "glucosemail"
@@ -236,7 +235,7 @@ def deallocate_workflow(vm_ids: list[str]) -> dict:
             "inputs": {
                 "method": "POST",
                 "uri": f"{ARM_AUDIENCE.rstrip('/')}{vm_id}/deallocate"
-                f"?api-version={DEALLOCATE_API_VERSION}",
+                f"?api-version={ARM_API_VERSION}",
                 "authentication": {"type": "ManagedServiceIdentity", "audience": ARM_AUDIENCE},
             },
         }
