@@ -17,11 +17,10 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from stack import catalog, offerings, time_zones
+from stack import catalog, cloud_limits
+from stack.cloud_limits import REGION_KEYS
 
 NAMESPACE = "glucose-training"
-# Where each cloud keeps its region: the provider's own config, per DESIGN.md.
-REGION_KEYS: dict[str, str] = {"azure": "azure-native:location", "aws": "aws:region"}
 
 # camelCase stack-config key -> StackConfig field. The keys are a public contract.
 KEYS: dict[str, str] = {
@@ -293,38 +292,11 @@ def _cloud_problems(v: dict[str, Any]) -> list[str]:
 
 
 def _size_problems(v: dict[str, Any]) -> list[str]:
-    cloud, region = v.get("cloud"), v.get("region")
+    cloud = v.get("cloud")
     if cloud not in catalog.CLOUDS or v.get("vm_size", "") is None:
         return []
-    try:
-        size = catalog.lookup(v.get("vm_size") or catalog.default_size(cloud).name, cloud)
-    except catalog.CatalogError as exc:
-        return [f"vmSize: {exc}"]
-    if not region:
-        return []
-    sold = offerings.of(cloud)
-    there = [s.name for s in catalog.sizes(cloud, region)]
-    if not there:
-        known = sorted({r for s in catalog.sizes(cloud) for r in s.regions})
-        close = difflib.get_close_matches(region, known, n=1)
-        return [
-            f"{REGION_KEYS[cloud]}: no GPU size of the catalog is sold in {region!r} (offerings "
-            f"of {sold.label}); "
-            + (f"did you mean {close[0]}?" if close else f"regions: {', '.join(known)}")
-        ]
-    if region not in size.regions:
-        return [
-            f"vmSize: {size.name} is not sold in {region} (offerings of {sold.label}); "
-            f"sizes sold there: {', '.join(there)}; regions selling {size.name}: "
-            f"{', '.join(size.regions)}"
-        ]
-    if v.get("spot") and sold.sells_spot(size.name, region) is False:
-        return [
-            f"spot: {size.name} is not sold as spot in {region} (offerings of {sold.label}); "
-            f"set spot false or pick a region selling it as spot: "
-            f"{', '.join(sold.spot_regions.get(size.name, ())) or 'none'}"
-        ]
-    return []
+    name = v.get("vm_size") or catalog.default_size(cloud).name
+    return cloud_limits.size_problems(cloud, v.get("region"), name, bool(v.get("spot")))
 
 
 def _ssh_problems(v: dict[str, Any]) -> list[str]:
@@ -396,6 +368,7 @@ def _budget_problems(v: dict[str, Any]) -> list[str]:
             problems.append("alertEmails is empty; budget and shutdown alerts need a recipient")
         if bad:
             problems.append(f"alertEmails: {bad} are not e-mail addresses")
+        problems += cloud_limits.alert_email_problems(v.get("cloud"), emails)
     owner = v.get("owner")
     if owner is not None and not _OWNER_TAG.match(owner):
         problems.append(f"owner: got {owner!r}, expected a tag value (letters, digits, .@+- )")
@@ -409,7 +382,7 @@ def _schedule_problems(v: dict[str, Any]) -> list[str]:
         problems.append(f"autoShutdownTime: got {time!r}, expected HH:MM on a 24 h clock")
     zone = v.get("auto_shutdown_time_zone")
     if zone is not None:
-        problems += _time_zone_problems(zone, v.get("cloud"))
+        problems += cloud_limits.time_zone_problems(zone, v.get("cloud"))
     bounds = (
         ("nodeCount", "node_count", (1, MAX_NODE_COUNT)),
         ("idleShutdownMinutes", "idle_shutdown_minutes", IDLE_SHUTDOWN_MINUTES_RANGE),
@@ -421,20 +394,3 @@ def _schedule_problems(v: dict[str, Any]) -> list[str]:
         if value is not None and not low <= value <= high:
             problems.append(f"{key}: got {value}, expected {low} to {high}")
     return problems
-
-
-def _time_zone_problems(zone: str, cloud: str | None) -> list[str]:
-    if zone not in time_zones.iana_zones():
-        close = difflib.get_close_matches(zone, sorted(time_zones.iana_zones()), n=1)
-        hint = f"did you mean {close[0]}?" if close else "e.g. Europe/Berlin"
-        return [
-            f"autoShutdownTimeZone: got {zone!r}, expected an IANA zone of tz "
-            f"{time_zones.tz_database_version()}; {hint}"
-        ]
-    if cloud == "azure" and time_zones.windows_time_zone(zone) is None:
-        return [
-            f"autoShutdownTimeZone: {zone!r} has no Windows time-zone id in CLDR's "
-            "windowsZones (Azure auto-shutdown needs one); use the zone of a city with "
-            "the same clock, e.g. Europe/Berlin or America/New_York"
-        ]
-    return []
