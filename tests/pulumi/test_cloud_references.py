@@ -13,14 +13,18 @@ The self-tests in test_cloud_references_self.py show each check can fail.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import re
 
 import botocore.session
 import pytest
 
-from stack import cloud_limits
+from stack import catalog, cloud_limits
+from stack.config import ConfigError, validate
+from tests.fakes import aws_program
 from tests.paths import REPO
 from tests.pulumi.references import arm_urls, azure, iam
+from tests.pulumi.references.aws import instance_types_by_region
 from tests.pulumi.references.aws_table import AWS
 from tests.pulumi.references.azure_table import AZURE, DOCUMENTED, DYNAMIC, KNOWN_VERSION_GAPS
 from tests.pulumi.references.checks import declared_problems, unmapped
@@ -89,6 +93,26 @@ def test_aws_alert_address_limit_is_the_budgets_subscriber_limit():
     for operation in ("CreateNotification", "CreateBudgetAction"):
         subscribers = budgets.operation_model(operation).input_shape.members["Subscribers"]
         assert subscribers.metadata["max"] == cloud_limits.MAX_ALERT_EMAILS["aws"]
+
+
+def test_config_refuses_one_alert_address_more_than_the_aws_budget_takes():
+    budgets = botocore.session.get_session().get_service_model("budgets")
+    most = budgets.operation_model("CreateNotification").input_shape.members["Subscribers"]
+    emails = [f"a{n}@example.org" for n in range(most.metadata["max"] + 1)]
+    raw = {**aws_program.GOOD_CONFIG, "alertEmails": json.dumps(emails)}
+    with pytest.raises(ConfigError, match="alertEmails: got 12 addresses"):
+        validate(raw, aws_program.REGION)
+
+
+def test_every_region_the_aws_catalog_offers_a_size_in_sells_it_per_cfn_lint():
+    sold = instance_types_by_region()
+    offered_but_not_sold = [
+        (size.name, region)
+        for size in catalog.sizes("aws")
+        for region in size.regions
+        if size.name not in sold.get(region, ())
+    ]
+    assert offered_but_not_sold == []
 
 
 def test_azure_alert_address_limit_is_the_budget_contact_email_limit():

@@ -168,14 +168,13 @@ class InstanceTypeInRegion:
     """cfn-lint's per-region instance types (from the AWS Price List) for the stack's region."""
 
     def problems(self, value: str, where: str, region: str) -> list[str]:
-        types = _instance_types()
-        if value in types.get(region, ()):
+        if value in instance_types_by_region().get(region, ()):
             return []
         return [f"{where}: {value!r} is not sold in {region} (cfn-lint instancetype_enum.json)"]
 
 
 @functools.cache
-def _instance_types() -> dict[str, frozenset[str]]:
+def instance_types_by_region() -> dict[str, frozenset[str]]:
     data = json.loads(
         (CFN_DATA / "extensions" / "aws_ec2_instance" / "instancetype_enum.json").read_text()
     )
