@@ -20,6 +20,7 @@ ACCOUNT_ID = "123456789012"
 REGION = "us-east-1"
 AMI_ID = "ami-0abc1234def567890"
 NEWER_AMI_ID = "ami-0fff5678abc123456"  # what a lookup a week later finds
+AMI_ROOT_GB = 75  # the looked-up AMI's root snapshot
 GPU_QUOTA_VCPUS = 64.0
 ZONES = ["us-east-1d", "us-east-1a", "us-east-1c"]  # unsorted, as AWS returns them
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk0cGxhY2Vob2xkZXJrZXlmb3J0ZXN0cw== me@laptop"
@@ -102,7 +103,16 @@ def _computed_outputs(cloud_ids: bool) -> dict[str, Any]:
 
 def _invokes(ami_id: str, known_tags: list[str]) -> dict[str, Any]:
     return {
-        "aws:ec2/getAmi:getAmi": lambda a: {"id": ami_id, "imageId": ami_id, "name": "dlami"},
+        "aws:ec2/getAmi:getAmi": lambda a: {
+            "id": ami_id,
+            "imageId": ami_id,
+            "name": "dlami",
+            "rootDeviceName": "/dev/sda1",
+            "blockDeviceMappings": [
+                {"deviceName": "/dev/sda1", "ebs": {"volume_size": str(AMI_ROOT_GB)}},
+                {"deviceName": "/dev/sdb", "ebs": {}, "virtualName": "ephemeral0"},
+            ],
+        },
         "aws:servicequotas/getServiceQuota:getServiceQuota": lambda a: {
             "id": a.args["quotaCode"],
             "quotaCode": a.args["quotaCode"],
