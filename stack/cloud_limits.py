@@ -41,9 +41,9 @@ def size_problems(cloud: str, region: str | None, vm_size: str, spot: bool) -> l
         ]
     if region not in size.regions:
         return [
-            f"vmSize: {size.name} is not sold in {region} (offerings of {sold.label}); "
-            f"sizes sold there: {', '.join(there)}; regions selling {size.name}: "
-            f"{', '.join(size.regions)}"
+            f"vmSize: {size.name} is not sold in {region} (offerings of {sold.label}); pick "
+            f"a size sold there ({', '.join(there)}) or a region selling {size.name} "
+            f"({', '.join(size.regions)})"
         ]
     if spot and sold.sells_spot(size.name, region) is False:
         selling = (sold.spot_regions or {}).get(size.name, ())

@@ -577,6 +577,10 @@ BAD_CONFIGS = {
     "no nodes": {"nodeCount": "0"},
     "private key": {"sshPublicKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nabc"},
     "typo key": {"idleShutdownMinute": "30"},
+    "more alert addresses than a budget takes": {
+        "alertEmails": json.dumps([f"a{n}@example.org" for n in range(12)])
+    },
+    "a system file for a time zone": {"autoShutdownTimeZone": "posix/Europe/Berlin"},
 }
 
 
