@@ -221,9 +221,16 @@ class Excused:
 
 
 Reference = (
-    Api | Cfn | TagMap | Region | InstanceTypeInRegion | IanaZone | ManagedPolicy | PolicyDocument
+    Api
+    | Cfn
+    | TagMap
+    | Region
+    | InstanceTypeInRegion
+    | IanaZone
+    | ManagedPolicy
+    | PolicyDocument
+    | Excused
 )
-Reference = Reference | Excused
 
 
 def values_at(value: Any, path: str) -> Iterator[Any]:

@@ -19,7 +19,7 @@ from tests.fakes import aws_program, azure_program
 from tests.fakes.pulumi_mocks import RunResult, main_program, run_program, unwrap
 
 # Validation's limits (stack/config.py): the edge stacks sit exactly on them.
-LONGEST_STACK_NAME = "s" * 100  # Pulumi's own limit on a stack name
+LONGEST_STACK_NAME = ("team_a.dev-" * 10)[:100]  # Pulumi: letters, digits, "-_.", 100 at most
 LONGEST_OWNER = ("Ana María Núñez-Ortiz ana@lab.example+gpu " * 4)[:128]
 
 
