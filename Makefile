@@ -5,7 +5,7 @@ TORCH   := torch==2.13.0
 DEMO    := demo
 STAMP   := .venv/.installed
 
-.PHONY: demo test test-fast lint docs format system-deps venv
+.PHONY: demo test test-fast lint docs format system-deps venv offerings
 
 venv: $(STAMP)
 
@@ -45,6 +45,11 @@ docs: $(STAMP)
 format: $(STAMP)
 	.venv/bin/ruff check --fix .
 	.venv/bin/ruff format .
+
+## Which regions sell which size (stack/offerings.json), from the clouds' references:
+## AWS from the installed cfn-lint, Azure from the Retail Prices API (needs the internet).
+offerings: $(STAMP)
+	$(PY) -m stack.refresh_offerings
 
 system-deps:
 	bash tests/system-deps.sh

@@ -47,7 +47,7 @@ DEFAULTS = {
     "box_root": "/var/lib/glucose-training",
     "imds_url": "http://169.254.169.254",
     "arm_url": "https://management.azure.com",
-    "arm_api_version": "2024-07-01",
+    "arm_api_version": "2024-11-01",
     "endpoint": "",
     "deadline_seconds": 12 * 60,
     "retry_seconds": 30,

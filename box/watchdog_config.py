@@ -26,6 +26,9 @@ else:  # a program on the box: its siblings sit beside it in /opt/glucose-traini
 CONFIG_ENV = "GLUCOSE_WATCHDOG_CONFIG"
 CLOUDS = ("aws", "azure", "local")
 MAX_HTTP_TIMEOUT_SECONDS = 10
+# The deallocate the watchdog and the budget stop's Logic App call: the
+# Microsoft.Compute version azure-native declares the VMs with, one a reference knows.
+ARM_API_VERSION = "2024-11-01"
 DAILY_TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
 
 
@@ -69,7 +72,7 @@ class WatchdogConfig:
     arm_url: str = "https://management.azure.com"
     arm_resource: str = "https://management.azure.com/"
     """Audience of the managed-identity token for ARM."""
-    arm_api_version: str = "2024-07-01"
+    arm_api_version: str = ARM_API_VERSION
     identity_client_id: str = ""
     """Client id of a user-assigned identity; empty uses the VM's system-assigned one."""
     http_timeout_seconds: float = 5.0

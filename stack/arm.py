@@ -22,12 +22,15 @@ from stack import quota
 ARM_ENDPOINT_ENV = "GLUCOSE_ARM_ENDPOINT"
 ARM_ENDPOINT = "https://management.azure.com"
 HTTP_TIMEOUT_SECONDS = 30
+# Each one a version the azure-mgmt-* reference packages of the tests build the same
+# request with (tests/pulumi/test_cloud_references.py), so a wrong path or version
+# fails there, not in a user's `fab preflight`.
 API_VERSIONS = {
     "providers": "2021-04-01",
     "skus": "2021-07-01",
-    "usages": "2023-09-01",
+    "usages": "2024-11-01",
     "permissions": "2022-04-01",
-    "budgets": "2023-05-01",
+    "budgets": "2024-08-01",
     "subscriptions": "2022-12-01",
     # What azure-native uses for Microsoft.Compute/virtualMachines.
     "virtual_machines": "2024-11-01",
@@ -53,6 +56,11 @@ class ArmClient:
     def from_environment(cls, token: str) -> ArmClient:
         return cls(token, os.environ.get(ARM_ENDPOINT_ENV) or ARM_ENDPOINT)
 
+    def url(self, path: str, api: str, **query: str) -> str:
+        """The request URL: `path` on the endpoint, with `api`'s version and `query`."""
+        params = urllib.parse.urlencode({"api-version": API_VERSIONS[api], **query})
+        return f"{self.endpoint.rstrip('/')}{path}?{params}"
+
     def get(self, path: str, api: str, **query: str) -> Any:
         return self._call("GET", path, api, query)
 
@@ -61,9 +69,8 @@ class ArmClient:
         return self._call("POST", path, api, query)
 
     def _call(self, method: str, path: str, api: str, query: dict[str, str]) -> Any:
-        params = urllib.parse.urlencode({"api-version": API_VERSIONS[api], **query})
         request = urllib.request.Request(
-            f"{self.endpoint.rstrip('/')}{path}?{params}",
+            self.url(path, api, **query),
             method=method,
             data=b"" if method == "POST" else None,
             headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"},

@@ -14,17 +14,14 @@ import ipaddress
 import json
 import math
 import re
-import zoneinfo
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from box.watchdog_config import GUARD_DEFAULTS
-from stack import catalog
-from stack.time_zones import windows_time_zone
+from stack import catalog, cloud_limits
+from stack.cloud_limits import REGION_KEYS
 
 NAMESPACE = "glucose-training"
-# Where each cloud keeps its region: the provider's own config, per DESIGN.md.
-REGION_KEYS: dict[str, str] = {"azure": "azure-native:location", "aws": "aws:region"}
 
 # camelCase stack-config key -> StackConfig field. The keys are a public contract.
 KEYS: dict[str, str] = {
@@ -315,20 +312,11 @@ def _cloud_problems(v: dict[str, Any]) -> list[str]:
 
 
 def _size_problems(v: dict[str, Any]) -> list[str]:
-    cloud, region = v.get("cloud"), v.get("region")
+    cloud = v.get("cloud")
     if cloud not in catalog.CLOUDS or v.get("vm_size", "") is None:
         return []
-    try:
-        size = catalog.lookup(v.get("vm_size") or catalog.default_size(cloud).name, cloud)
-    except catalog.CatalogError as exc:
-        return [f"vmSize: {exc}"]
-    if region and region not in size.regions:
-        offering = ", ".join(s.name for s in catalog.sizes(cloud, region)) or "none we know of"
-        return [
-            f"vmSize: {size.name} is not known to be offered in {region} (catalog regions: "
-            f"{', '.join(size.regions)}); sizes known there: {offering}"
-        ]
-    return []
+    name = v.get("vm_size") or catalog.default_size(cloud).name
+    return cloud_limits.size_problems(cloud, v.get("region"), name, bool(v.get("spot")))
 
 
 def _ssh_problems(v: dict[str, Any]) -> list[str]:
@@ -400,6 +388,7 @@ def _budget_problems(v: dict[str, Any]) -> list[str]:
             problems.append("alertEmails is empty; budget and shutdown alerts need a recipient")
         if bad:
             problems.append(f"alertEmails: {bad} are not e-mail addresses")
+        problems += cloud_limits.alert_email_problems(v.get("cloud"), emails)
     owner = v.get("owner")
     if owner is not None and not _OWNER_TAG.match(owner):
         problems.append(f"owner: got {owner!r}, expected a tag value (letters, digits, .@+- )")
@@ -413,7 +402,7 @@ def _schedule_problems(v: dict[str, Any]) -> list[str]:
         problems.append(f"autoShutdownTime: got {time!r}, expected HH:MM on a 24 h clock")
     zone = v.get("auto_shutdown_time_zone")
     if zone is not None:
-        problems += _time_zone_problems(zone, v.get("cloud"))
+        problems += cloud_limits.time_zone_problems(zone, v.get("cloud"))
     bounds = (
         ("nodeCount", "node_count", (1, MAX_NODE_COUNT)),
         ("idleShutdownMinutes", "idle_shutdown_minutes", IDLE_SHUTDOWN_MINUTES_RANGE),
@@ -426,17 +415,3 @@ def _schedule_problems(v: dict[str, Any]) -> list[str]:
         if value is not None and not low <= value <= high:
             problems.append(f"{key}: got {value}, expected {low} to {high}")
     return problems
-
-
-def _time_zone_problems(zone: str, cloud: str | None) -> list[str]:
-    try:
-        zoneinfo.ZoneInfo(zone)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return [f"autoShutdownTimeZone: got {zone!r}, expected an IANA zone like Europe/Berlin"]
-    if cloud == "azure" and windows_time_zone(zone) is None:
-        return [
-            f"autoShutdownTimeZone: {zone!r} has no Windows time-zone id in "
-            "stack/time_zones.py (Azure auto-shutdown needs one); use a nearby listed "
-            "zone or add its CLDR mapping there"
-        ]
-    return []

@@ -1,17 +1,21 @@
 """Moving data between this machine and the stack's storage, through `trainer.storage`.
 
 Upload: a dataset directory to `<storageUri>/datasets/<name>/`, manifest last.
-Download: a run's mirror `<storageUri>/runs/<run_id>/` to a local directory,
-resumable (files already here with the recorded hash are skipped) and verified:
-checkpoints against their `.sha256` sidecars, every other file against the box's
-own copy when the box is reachable. A local `manifest.json` records what arrived.
-Keys are mapped to files by `trainer.storage.local_paths` (the bucket is written by
-the box, not by us): a key that would land outside the directory is refused,
-reported and never written.
+Download: a run's mirror `<storageUri>/runs/<run_id>/` to a local directory, resumable
+and verified file by file (CHECKS): checkpoints against their `.sha256` sidecars, other
+files against the box's own copy when the box answers, the rest against the store's
+listing. A file counts as already here only when the store says so now: a local copy is
+never trusted for a pointer (LATEST, BEST) or a status the run has rewritten since. A
+local `manifest.json` records what arrived and the version of each object it came from.
+Keys are mapped to files by `trainer.storage.local_paths` (the bucket is written by the
+box, not by us): a key that would land outside the directory is refused, and one that
+cannot be brought here verified (damaged, colliding with another key's path, an empty
+sidecar) is named and skipped; the rest still come.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,6 +23,7 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -28,10 +33,10 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from trainer.checkpoints.layout import HASH_SUFFIX, parse_hash_line
 from trainer.config import UserError
 from trainer.data.manifest import MANIFEST, build_manifest, sha256_file
 
-SIDECAR_SUFFIX = ".sha256"
 LOCAL_MANIFEST = "manifest.json"
 
 console = Console(stderr=True, soft_wrap=True)
@@ -84,19 +89,37 @@ def upload_dataset(data_dir: Path, uri: str) -> dict:
     return manifest
 
 
+CHECKS = ("sidecar", "box", "listing")
+"""What may vouch for a downloaded file, strongest first: the sha256 in its checkpoint's
+`.sha256` sidecar, the sha256 of the box's own copy, or the store's listing (the size and
+version of the object the file was fetched as: the store's copy, as it is now)."""
+# A sha256sum line is ~100 bytes: anything much bigger is no sidecar of ours, and is
+# not read into memory to find out.
+SIDECAR_MAX_BYTES = 1024
+
+
 @dataclass
 class DownloadReport:
-    """What `download_run` did; `unverified` files had neither a sidecar nor a box copy."""
+    """What `download_run` did with every stored key."""
 
     directory: Path
     fetched: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    verified_by_sidecar: list[str] = field(default_factory=list)
-    verified_by_box: list[str] = field(default_factory=list)
-    unverified: list[str] = field(default_factory=list)
+    """Already here, as the check that vouches for it expects."""
+    verified: dict[str, list[str]] = field(default_factory=lambda: {check: [] for check in CHECKS})
+    """Keys here and checked, under the check that vouched for each (CHECKS)."""
+    unverified: dict[str, str] = field(default_factory=dict)
+    """Keys here that nothing vouches for: why."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Keys not brought here (damaged, colliding with another key's path, gone, a
+    sidecar that is no sha256 record): why."""
     box_only: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     """Keys that would have been written outside `directory` (see local_paths)."""
+
+
+class _Mismatch(Exception):
+    """A fetched file's sha256 is not the one its check expects."""
 
 
 def _load_local_manifest(directory: Path) -> dict:
@@ -104,82 +127,151 @@ def _load_local_manifest(directory: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {"files": {}}
 
 
-def _already_here(path: Path, entry: dict | None) -> bool:
-    return (
-        entry is not None
-        and path.is_file()
-        and path.stat().st_size == entry["bytes"]
-        and sha256_file(path) == entry["sha256"]
-    )
-
-
 def download_run(uri: str, directory: Path, box_hashes: dict[str, str]) -> DownloadReport:
-    """Fetch every object under `uri` into `directory`, verified; resumable per file."""
+    """Fetch every object under `uri` into `directory`, verified; resumable per file. A
+    key that cannot be brought here verified is named and skipped, never the end."""
     store = _store(uri)
-    keys = [key for key in store.list() if key != LOCAL_MANIFEST]
-    if not keys:
+    listing = {key: info for key, info in store.list_info().items() if key != LOCAL_MANIFEST}
+    if not listing:
         raise Exit(f"nothing stored at {uri}; check the run id with `fab status`")
     directory.mkdir(parents=True, exist_ok=True)
-    download = _RunDownload(store, uri, set(keys), directory, box_hashes)
+    download = _RunDownload(store, uri, listing, directory, box_hashes)
     with _progress() as progress:
-        for key in keys:
+        for key in sorted(listing):
             download.fetch(key, progress)
-    download.report.box_only = sorted(set(box_hashes) - set(keys))
+    download.report.box_only = sorted(set(box_hashes) - set(listing))
     return download.report
 
 
 class _RunDownload:
-    """One `download_run`: the store, what is already here, and what happened."""
+    """One `download_run`: the store and its listing, what is already here, and what
+    happened to each key."""
 
-    def __init__(self, store, uri: str, keys: set[str], directory: Path, box_hashes: dict):
-        self.store, self.uri, self.keys, self.directory = store, uri, keys, directory
+    def __init__(self, store, uri: str, listing: dict, directory: Path, box_hashes: dict):
+        self.store, self.uri, self.listing, self.directory = store, uri, listing, directory
         self.box_hashes = box_hashes
         self.manifest = _load_local_manifest(directory)
         self.manifest["source"] = uri
         self.report = DownloadReport(directory=directory)
-
-    def _expected(self, key: str) -> tuple[str | None, str | None]:
-        """(sha256, how we know it) the file must have, or (None, None) when nothing says."""
-        if key + SIDECAR_SUFFIX in self.keys:
-            return self.store.read_bytes(key + SIDECAR_SUFFIX).decode().split()[0], "sidecar"
-        if key in self.box_hashes:
-            return self.box_hashes[key], "box"
-        return None, None
+        self._sidecars: dict[str, str | None] = {}
 
     def fetch(self, key: str, progress: Progress) -> None:
+        from trainer.storage import ObjectNotFound
         from trainer.storage.local_paths import UnsafeKey, local_path
 
         try:
             path = local_path(self.directory, key)
         except UnsafeKey as error:
-            console.print(f"[red]{self.uri}: {error}; not written[/]")
+            console.print(f"[red]{escape(self.uri)}: {escape(str(error))}; not written[/]")
             self.report.refused.append(key)
             return
-        expected, how = self._expected(key)
-        entry = self.manifest["files"].get(key)
-        if _already_here(path, entry) and expected in (None, entry["sha256"]):
-            self.report.skipped.append(key)
+        if self._is_sidecar(key) and self._sidecar(key) is None:
+            self._fail(key, "it is no sha256 record (empty, torn or not ours)")
+            return
+        expected, how, doubt = self._expected(key)
+        try:
+            local_sha256 = self._here(key, path, expected)
+            if local_sha256:
+                self._record(key, local_sha256, path)
+                self.report.skipped.append(key)
+            else:
+                doubt = self._get(key, path, expected, how, progress) or doubt
+                self.report.fetched.append(key)
+        except (FileExistsError, NotADirectoryError, IsADirectoryError):
+            self._fail(key, f"it collides with another key's file or directory at {path}")
+            return
+        except ObjectNotFound:
+            self._fail(key, "it was deleted from the store after the listing (pruned by the run?)")
+            return
+        except _Mismatch as error:
+            self._fail(key, str(error))
+            return
+        if doubt:
+            console.print(f"[yellow]{escape(key)}: not verified: {escape(doubt)}[/]")
+            self.report.unverified[key] = doubt
         else:
-            self._get_verified(key, path, expected, how, progress)
-            self.report.fetched.append(key)
-        verified = {"sidecar": self.report.verified_by_sidecar, "box": self.report.verified_by_box}
-        verified.get(how, self.report.unverified).append(key)
+            self.report.verified[how].append(key)
 
-    def _get_verified(self, key: str, path: Path, expected, how, progress: Progress) -> None:
+    def _is_sidecar(self, key: str) -> bool:
+        return key.endswith(HASH_SUFFIX) and key.removesuffix(HASH_SUFFIX) in self.listing
+
+    def _sidecar(self, key: str) -> str | None:
+        """The sha256 a sidecar key records, or None when it records none."""
+        from trainer.storage import StorageError
+
+        if key not in self._sidecars:
+            self._sidecars[key] = None
+            # UnicodeDecodeError is a ValueError too.
+            with contextlib.suppress(ValueError, StorageError):
+                if self.listing[key].size <= SIDECAR_MAX_BYTES:
+                    self._sidecars[key] = parse_hash_line(self.store.read_bytes(key).decode())
+        return self._sidecars[key]
+
+    def _expected(self, key: str) -> tuple[str | None, str, str]:
+        """(the sha256 the file must have, the check that says so, a doubt); the sha256
+        is None for the listing, which vouches by size and version instead."""
+        doubt = ""
+        if key + HASH_SUFFIX in self.listing:
+            digest = self._sidecar(key + HASH_SUFFIX)
+            if digest is not None:
+                return digest, "sidecar", ""
+            doubt = f"its sidecar {key + HASH_SUFFIX} is no sha256 record"
+        if key in self.box_hashes:
+            return self.box_hashes[key], "box", ""
+        return None, "listing", doubt
+
+    def _here(self, key: str, path: Path, expected: str | None) -> str | None:
+        """The local file's sha256 when it is what the check expects, else None. For the
+        listing's check the manifest vouches only together with the object's version."""
+        if not path.is_file():
+            return None
+        if expected is not None:
+            return expected if sha256_file(path) == expected else None
+        entry, listed = self.manifest["files"].get(key) or {}, self.listing[key]
+        if entry.get("version") != listed.version or not (
+            entry.get("bytes") == listed.size == path.stat().st_size
+        ):
+            return None
+        return entry["sha256"] if sha256_file(path) == entry.get("sha256") else None
+
+    def _get(self, key: str, path: Path, expected, how: str, progress: Progress) -> str:
+        """Fetch `key` to `path` through a partial file; a doubt, or "" when none."""
         partial = path.with_name(f".{path.name}.part")
-        bar = progress.add_task(key, total=None)
-        self.store.get_file(key, partial, lambda n: progress.advance(bar, n))
-        progress.remove_task(bar)
-        actual = sha256_file(partial)
-        if expected is not None and actual != expected:
-            partial.unlink()
-            raise Exit(
-                f"{self.uri}/{key}: sha256 {actual[:12]} != {how}'s {expected[:12]}; "
-                "the stored copy is damaged or still being written; retry after `fab stop`"
-            )
-        partial.replace(path)
-        self.manifest["files"][key] = {"sha256": actual, "bytes": path.stat().st_size}
-        _write_manifest(self.directory, self.manifest)
+        bar = progress.add_task(escape(key), total=None)
+        try:
+            self.store.get_file(key, partial, lambda n: progress.advance(bar, n))
+            actual = sha256_file(partial)
+            if expected is not None and actual != expected:
+                raise _Mismatch(
+                    f"sha256 {actual[:12]} != {how}'s {expected[:12]}: the stored copy is "
+                    "damaged or still being written"
+                )
+            partial.replace(path)
+        finally:
+            progress.remove_task(bar)
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                partial.unlink()
+        if not self._record(key, actual, path):
+            return "it changed in the store while it was downloaded"
+        return ""
+
+    def _record(self, key: str, sha256: str, path: Path) -> bool:
+        """Enter the file in the manifest with the version of the object it is; False
+        when its size is not the listed one (the object was written again meanwhile)."""
+        size, listed = path.stat().st_size, self.listing[key]
+        version = listed.version if size == listed.size else ""
+        entry = {"sha256": sha256, "bytes": size, "version": version}
+        if self.manifest["files"].get(key) != entry:
+            self.manifest["files"][key] = entry
+            _write_manifest(self.directory, self.manifest)
+        return bool(version)
+
+    def _fail(self, key: str, why: str) -> None:
+        console.print(f"[red]{escape(self.uri)}/{escape(key)}: not downloaded: {escape(why)}[/]")
+        self.report.failed[key] = why
+        # A file an earlier download left here is no longer the store's copy.
+        if self.manifest["files"].pop(key, None) is not None:
+            _write_manifest(self.directory, self.manifest)
 
 
 def _write_manifest(directory: Path, manifest: dict) -> None:

@@ -21,6 +21,7 @@ from ops.plan.throughput import (
     throughput,
     train_flops_per_window,
 )
+from stack import offerings
 from stack.catalog import CLOUDS, VmSize, lookup
 
 # The seeds' dataset sizes, in windows.
@@ -227,7 +228,7 @@ def make_plan(
         clouds = "azure or aws" if request.cloud == "all" else request.cloud
         raise ValueError(
             f"the catalog has no current {clouds} size{where}; "
-            "drop --region or pick another (see stack/catalog.py for each size's regions)"
+            "drop --region or pick another (stack/offerings.json lists the regions of each size)"
         )
     rows = [_row(request, s, prices.get(s.name) or snapshot_price(s), measured) for s in current]
     rows.sort(key=lambda r: (r.total_usd, r.hours, r.size))
@@ -290,4 +291,6 @@ def _assumptions(request: PlanRequest) -> dict:
         "egress_usd_per_gb": EGRESS_USD_PER_GB,
         "storage_egress_price_date": STORAGE_PRICE_DATE,
         "storage_months": STORAGE_MONTHS,
+        # Which regions sell which size: each cloud's dated reference (stack.offerings).
+        "offerings": {cloud: offerings.of(cloud).label for cloud in CLOUDS},
     }

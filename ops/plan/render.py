@@ -94,6 +94,9 @@ def footer_lines(plan: Plan) -> list[str]:
         f"({_per_cloud(a['storage_usd_per_gb_month'])} per GB-month), results downloaded once "
         f"({_per_cloud(a['egress_usd_per_gb'])} per GB egress); list prices "
         f"{a['storage_egress_price_date']}.",
+        "Regions per size: "
+        + "; ".join(f"{cloud}: {label}" for cloud, label in a["offerings"].items())
+        + ".",
     ]
     if plan.excluded_retired:
         lines.append("Not offered (retired): " + "; ".join(plan.excluded_retired) + ".")

@@ -16,6 +16,7 @@ from ops.remote import update as box_update
 from ops.remote.ssh import Box, nodes
 from ops.run import launch, on_box
 from ops.run import status as run_status
+from ops.run import stop as run_stop
 from ops.run.container import Launch
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP
@@ -195,62 +196,8 @@ def hold(c, duration, target="", stack=""):
 
 @task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
 def stop(c, run="", target="", stack=""):
-    """Stop a run gracefully: checkpoint, upload, exit (on every box of the run)."""
+    """Stop a run gracefully: checkpoint, upload, exit; it stays down (every box of the run)."""
     boxes = _boxes(target, stack, OTHER_BOX_WAIT_SECONDS)
     run_id = on_box.resolve_run_id(boxes[0], run)
-    found = []  # (box, its container's state) for every box that answered
-    for box in boxes:
-        try:
-            found.append((box, on_box.inspect_container(box, run_id)))
-        except Exit as error:
-            if box.node == 0:
-                raise
-            console.print(
-                f"[yellow]warning:[/] {error.message}; its part of the run ends with box 0's, "
-                f"but unmarked: if it starts again, `fab stop --run {run_id}` once it is up"
-            )
-    if not any(state and (state.running or state.restarting) for _, state in found):
-        raise Exit(f"run {run_id} is not running on {boxes[0].address}; nothing to stop")
-    holding = [box for box, state in found if state is not None]
-    # Markers first: no box's resume unit may bring a user-stopped run back.
-    for box in holding:
-        box.run(
-            f"touch {shlex.quote(contract.run_dir(box.root, run_id))}/{contract.STOPPED_BY_USER}"
-        )
-    name = shlex.quote(on_box.container_name(run_id))
-    # Box 0 first: its stop stops every rank; the other boxes' containers end with it.
-    grace = contract.STOP_TIMEOUT_SECONDS
-    with console.status(f"stopping {run_id}: checkpoint + upload (<= {grace} s)"):
-        for box in holding:
-            box.run(f"docker stop --time {grace} {name}")
-    exit_codes = [_exit_code(box, run_id) for box in holding]
-    uri = storage_layout.run_uri(boxes[0].target.storage_uri, run_id)
-    print(f"run {run_id} stopped (exit {exit_codes[0]}); checkpoint: {_latest_checkpoint(uri)}")
-    for box, exit_code in zip(holding, exit_codes, strict=True):
-        if exit_code not in (0, contract.EXIT_STOPPED):
-            console.print(
-                f"[yellow]warning:[/] exit {exit_code} on {box.address} is no checkpointed "
-                f"stop; `fab logs --node {box.node}`"
-            )
-    console.print(
-        f"resume: fab train --run {run_id} --data-uri ...   results: fab download --run {run_id}"
-    )
-
-
-def _exit_code(box: Box, run_id: str) -> int | str:
-    state = on_box.inspect_container(box, run_id)
-    return state.exit_code if state else "?"
-
-
-def _latest_checkpoint(run_uri: str) -> str:
-    """The URI of the newest complete checkpoint, as the trainer's LATEST pointer names it."""
-    from trainer.checkpoints import layout
-    from trainer.storage import open_store
-
-    try:
-        name = layout.read_pointer(open_store(run_uri), layout.LATEST_KEY)
-    except Exception as error:  # any storage failure only makes this one line vaguer
-        return f"{run_uri}/{layout.CHECKPOINTS_PREFIX} (could not read LATEST: {error})"
-    if name is None:
-        return f"{run_uri}/{layout.CHECKPOINTS_PREFIX} (no complete checkpoint yet)"
-    return f"{run_uri}/{layout.CHECKPOINTS_PREFIX}{name}"
+    stops = run_stop.stop_run(boxes, run_id)
+    run_stop.tell(stops, run_id, storage_layout.run_uri(boxes[0].target.storage_uri, run_id))

@@ -10,13 +10,14 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
+from ops.data import download_verdict
 from ops.data import transfer as storage_sync
 from ops.remote.ssh import Box
 from ops.run import names, on_box
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP
 from stack import storage_layout
-from trainer.reports.status import UPLOAD_PENDING, RunRecord
+from trainer.reports.status import RunRecord
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -74,13 +75,13 @@ def _box_hashes(box: Box, run_id: str) -> tuple[dict[str, str], str]:
     help={
         "run": "run id (default: the newest run on the box)",
         "to": "local directory (default: runs/<run id>)",
-        "offline": "do not ask the box (it is gone): verify against checkpoint sidecars only",
+        "offline": "do not ask the box (it is gone): verify by sidecars and the store's listing",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
     }
 )
 def download(c, run="", to="", offline=False, target="", stack=""):
-    """Download a run's results, sha256-verified and resumable."""
+    """Download a run's results, verified and resumable; exit 0 only when safe to destroy."""
     where = resolve_target(target or None, stack or None)
     box_hashes, box_state, box_dir = {}, "", ""
     if not offline:
@@ -95,40 +96,8 @@ def download(c, run="", to="", offline=False, target="", stack=""):
     report = storage_sync.download_run(
         storage_layout.run_uri(where.storage_uri, run), directory, box_hashes
     )
-    print(
-        f"{directory}: {len(report.fetched)} files fetched, {len(report.skipped)} already here; "
-        f"sha256 verified against sidecars ({len(report.verified_by_sidecar)}) and the box's "
-        f"copy ({len(report.verified_by_box)}); manifest: {directory / 'manifest.json'}"
-    )
-    console.print(_destroy_advice(report, box_state, box_dir, run, offline))
-
-
-def _destroy_advice(
-    report: storage_sync.DownloadReport, box_state: str, box_dir: str, run: str, offline: bool
-) -> str:
-    if box_state == "running":
-        return "not yet safe to `pulumi destroy`: the run is still going (`fab stop` first)"
-    if report.refused:
-        return (
-            f"not safe to `pulumi destroy`: {len(report.refused)} stored keys were refused "
-            f"(e.g. {report.refused[0]!r}: outside the run's directory); someone with write "
-            "access to the bucket put them there: look before you trust this run"
-        )
-    if report.box_only:
-        pending = " (the run finished, its last uploads are pending)" * (
-            box_state == UPLOAD_PENDING
-        )
-        return (
-            f"not safe to `pulumi destroy`: {len(report.box_only)} files exist only on the "
-            f"box{pending}, in {box_dir} (e.g. {report.box_only[0]}); they upload when "
-            f"storage answers and the run's container starts again (`docker start "
-            f"{on_box.container_name(run)}` on the box), "
-            "or copy them with `fab ssh`"
-        )
-    if offline:
-        return (
-            f"box not asked: {len(report.verified_by_sidecar)} checkpoint files verified by "
-            "their sidecars, the rest recorded in the manifest; safe to `pulumi destroy` "
-            "if the run had ended"
-        )
-    return "everything is here and verified: safe to `pulumi destroy`"
+    print(download_verdict.summary(report))
+    safe, advice = download_verdict.destroy_advice(report, box_state, box_dir, run, offline)
+    if not safe:
+        raise Exit(advice, code=download_verdict.NOT_SAFE_EXIT_CODE)
+    console.print(advice)

@@ -2,6 +2,7 @@
 
 import pytest
 
+from box.watchdog_config import ARM_API_VERSION
 from tests.fakes.fake_box import FakeBox
 from tests.fixtures.metadata import AZURE_RESOURCE_ID
 
@@ -40,7 +41,7 @@ def test_azure_deallocate_names_the_api_version(azure_box, fake_metadata):
     _idle_past_the_limit(azure_box)
     (call,) = [seen for seen in fake_metadata.requests if seen.path.startswith("/subscriptions/")]
     assert call.method == "POST"
-    assert call.path == f"{AZURE_RESOURCE_ID}/deallocate?api-version=2024-07-01"
+    assert call.path == f"{AZURE_RESOURCE_ID}/deallocate?api-version={ARM_API_VERSION}"
 
 
 def test_azure_token_is_asked_for_arm_with_the_metadata_header(azure_box, fake_metadata):

@@ -7,6 +7,7 @@ in which policy, which id in which schedule) is visible to the tests.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ ACCOUNT_ID = "123456789012"
 REGION = "us-east-1"
 AMI_ID = "ami-0abc1234def567890"
 NEWER_AMI_ID = "ami-0fff5678abc123456"  # what a lookup a week later finds
+AMI_ROOT_GB = 75  # the looked-up AMI's root snapshot
 GPU_QUOTA_VCPUS = 64.0
 ZONES = ["us-east-1d", "us-east-1a", "us-east-1c"]  # unsorted, as AWS returns them
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk0cGxhY2Vob2xkZXJrZXlmb3J0ZXN0cw== me@laptop"
@@ -38,30 +40,57 @@ GOOD_CONFIG: dict[str, Any] = {
 }
 
 
+# EC2 ids: a prefix and 17 hex digits (https://docs.aws.amazon.com/AWSEC2/latest/
+# APIReference/API_Instance.html); the other resources here are known by their names.
+EC2_ID_PREFIXES = {
+    "aws:ec2/vpc:Vpc": "vpc-",
+    "aws:ec2/subnet:Subnet": "subnet-",
+    "aws:ec2/internetGateway:InternetGateway": "igw-",
+    "aws:ec2/routeTable:RouteTable": "rtb-",
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": "rtbassoc-",
+    "aws:ec2/securityGroup:SecurityGroup": "sg-",
+    "aws:ec2/instance:Instance": "i-",
+    "aws:ec2/eip:Eip": "eipalloc-",
+    "aws:ec2/placementGroup:PlacementGroup": "pg-",
+}
+AUTONAME_SUFFIX = "-0a1b2c3"  # pulumi-aws: the logical name, "-" and 7 random hex digits
+
+
+def aws_id(args: pulumi_mocks.MockResourceArgs) -> str:
+    """The id AWS would give the resource (what `cloud_ids` recorders return)."""
+    prefix = EC2_ID_PREFIXES.get(args.typ)
+    if prefix:
+        return prefix + hashlib.sha256(args.name.encode()).hexdigest()[:17]
+    if args.typ == "aws:s3/bucket:Bucket":
+        return f"{args.name}{AUTONAME_SUFFIX}"
+    return args.name
+
+
 def _arn(service: str, resource: str) -> str:
     return f"arn:aws:{service}:{REGION}:{ACCOUNT_ID}:{resource}"
 
 
-def _computed_outputs() -> dict[str, Any]:
+def _computed_outputs(cloud_ids: bool) -> dict[str, Any]:
     def eip(args: pulumi_mocks.MockResourceArgs) -> dict[str, Any]:
         return {"publicIp": f"198.51.100.{int(args.name.rsplit('-', 1)[1]) + 10}"}
 
     def instance(args: pulumi_mocks.MockResourceArgs) -> dict[str, Any]:
         index = int(args.name.rsplit("-", 1)[1])
+        instance_id = aws_id(args) if cloud_ids else f"i-{args.name}"
         outputs = {
-            "arn": _arn("ec2", f"instance/i-{args.name}"),
+            "arn": _arn("ec2", f"instance/{instance_id}"),
             "privateIp": f"10.42.0.{index + 4}",
         }
         if args.inputs.get("instanceMarketOptions"):
-            outputs["spotInstanceRequestId"] = f"sir-{args.name}"
+            outputs["spotInstanceRequestId"] = f"sir-{instance_id[-8:] if cloud_ids else args.name}"
         return outputs
 
     return {
         "aws:ec2/instance:Instance": instance,
         "aws:ec2/eip:Eip": eip,
         "aws:s3/bucket:Bucket": lambda a: {
-            "bucket": f"{a.name}-0a1b2c3",
-            "arn": f"arn:aws:s3:::{a.name}-0a1b2c3",
+            "bucket": f"{a.name}{AUTONAME_SUFFIX}",
+            "arn": f"arn:aws:s3:::{a.name}{AUTONAME_SUFFIX}",
         },
         "aws:ecr/repository:Repository": lambda a: {
             "arn": _arn("ecr", f"repository/{a.name}"),
@@ -72,17 +101,25 @@ def _computed_outputs() -> dict[str, Any]:
     }
 
 
-def _invokes(ami_id: str = AMI_ID) -> dict[str, Any]:
+def _invokes(ami_id: str, known_tags: list[str]) -> dict[str, Any]:
     return {
-        "aws:ec2/getAmi:getAmi": lambda a: {"id": ami_id, "imageId": ami_id, "name": "dlami"},
+        "aws:ec2/getAmi:getAmi": lambda a: {
+            "id": ami_id,
+            "imageId": ami_id,
+            "name": "dlami",
+            "rootDeviceName": "/dev/sda1",
+            "blockDeviceMappings": [
+                {"deviceName": "/dev/sda1", "ebs": {"volume_size": str(AMI_ROOT_GB)}},
+                {"deviceName": "/dev/sdb", "ebs": {}, "virtualName": "ephemeral0"},
+            ],
+        },
         "aws:servicequotas/getServiceQuota:getServiceQuota": lambda a: {
             "id": a.args["quotaCode"],
             "quotaCode": a.args["quotaCode"],
             "serviceCode": "ec2",
             "value": GPU_QUOTA_VCPUS,
         },
-        # Billing has not seen the cost-scope tag yet (a new account's first day).
-        "aws:costexplorer/getTags:getTags": lambda a: {"id": "tags", "tags": []},
+        "aws:costexplorer/getTags:getTags": lambda a: {"id": "tags", "tags": list(known_tags)},
         "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": lambda a: {
             "id": REGION,
             "locations": list(ZONES),
@@ -98,9 +135,18 @@ def _invokes(ami_id: str = AMI_ID) -> dict[str, Any]:
     }
 
 
-def aws_recorder(ami_id: str = AMI_ID) -> Recorder:
-    """Mocks answering as AWS would; `ami_id` is what the AMI look-up finds today."""
-    return Recorder(outputs=_computed_outputs(), calls=_invokes(ami_id))
+def aws_recorder(
+    ami_id: str = AMI_ID, *, cloud_ids: bool = False, known_tags: tuple[str, ...] = ()
+) -> Recorder:
+    """Mocks answering as AWS would; `ami_id` is what the AMI look-up finds today,
+    `known_tags` what Cost Explorer lists (by default none: Billing has not seen the
+    cost-scope tag yet, as on a new account's first day); `cloud_ids` gives ids in
+    AWS's own formats instead of `<type>/<name>`."""
+    return Recorder(
+        outputs=_computed_outputs(cloud_ids),
+        calls=_invokes(ami_id, list(known_tags)),
+        ids=aws_id if cloud_ids else None,
+    )
 
 
 def stack_settings(**overrides: Any) -> dict[str, str]:

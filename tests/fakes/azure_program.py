@@ -74,9 +74,56 @@ def _nic(args: pulumi_mocks.MockResourceArgs) -> dict[str, Any]:
     return {"ipConfigurations": configurations}
 
 
-def azure_recorder(token: str = USER_TOKEN) -> Recorder:
-    """Mocks answering as Azure would; `token` is the deployer's ARM access token."""
+# Where each type lives under its resource group, for ids in ARM's own format.
+_ARM_TYPES = {
+    "azure-native:network:NetworkSecurityGroup": "Microsoft.Network/networkSecurityGroups",
+    "azure-native:network:VirtualNetwork": "Microsoft.Network/virtualNetworks",
+    "azure-native:network:PublicIPAddress": "Microsoft.Network/publicIPAddresses",
+    "azure-native:network:NetworkInterface": "Microsoft.Network/networkInterfaces",
+    "azure-native:storage:StorageAccount": "Microsoft.Storage/storageAccounts",
+    "azure-native:containerregistry:Registry": "Microsoft.ContainerRegistry/registries",
+    "azure-native:compute:ProximityPlacementGroup": "Microsoft.Compute/proximityPlacementGroups",
+    VM: "Microsoft.Compute/virtualMachines",
+    "azure-native:devtestlab:GlobalSchedule": "Microsoft.DevTestLab/schedules",
+    "azure-native:logic:Workflow": "Microsoft.Logic/workflows",
+    "azure-native:monitor:ActionGroup": "Microsoft.Insights/actionGroups",
+    "azure-native:monitor:ActivityLogAlert": "Microsoft.Insights/activityLogAlerts",
+}
+_BLOB_SERVICE_PARTS = {
+    "azure-native:storage:BlobServiceProperties": "/blobServices/default",
+    "azure-native:storage:BlobContainer": "/blobServices/default/containers/",
+    "azure-native:storage:ManagementPolicy": "/managementPolicies/default",
+}
+
+
+def azure_id(args: pulumi_mocks.MockResourceArgs) -> str:
+    """The ARM resource id Azure would give the resource (what `cloud_ids` recorders return)."""
+    inputs, kind = args.inputs, args.typ
+    group = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{inputs.get('resourceGroupName')}"
+    if kind == "azure-native:resources:ResourceGroup":
+        return f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{args.name}"
+    if kind == "azure-native:network:Subnet":
+        vnet = f"{group}/providers/Microsoft.Network/virtualNetworks/{inputs['virtualNetworkName']}"
+        return f"{vnet}/subnets/{args.name}"
+    if kind in _BLOB_SERVICE_PARTS:
+        account = f"{group}/providers/Microsoft.Storage/storageAccounts/{inputs['accountName']}"
+        return account + _BLOB_SERVICE_PARTS[kind] + inputs.get("containerName", "")
+    if kind == "azure-native:consumption:Budget":
+        return f"{inputs['scope']}/providers/Microsoft.Consumption/budgets/{inputs['budgetName']}"
+    if kind == "azure-native:authorization:RoleAssignment":
+        name = inputs["roleAssignmentName"]
+        return f"{inputs['scope']}/providers/Microsoft.Authorization/roleAssignments/{name}"
+    if kind in _ARM_TYPES:
+        name = inputs.get("vmName") or inputs.get("name") or args.name
+        return f"{group}/providers/{_ARM_TYPES[kind]}/{name}"
+    return f"{kind}/{args.name}"  # a dynamic resource: its id is its provider's own
+
+
+def azure_recorder(token: str = USER_TOKEN, *, cloud_ids: bool = False) -> Recorder:
+    """Mocks answering as Azure would; `token` is the deployer's ARM access token;
+    `cloud_ids` gives ARM resource ids instead of `<type>/<name>`."""
     return Recorder(
+        ids=azure_id if cloud_ids else None,
         outputs={
             VM: lambda a: {
                 "name": a.inputs["vmName"],

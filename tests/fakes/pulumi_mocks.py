@@ -28,6 +28,7 @@ from tests.paths import PULUMI_DIR
 
 PROGRAM = PULUMI_DIR / "__main__.py"
 OutputsHook = Callable[[pulumi_mocks.MockResourceArgs], dict[str, Any]]
+IdHook = Callable[[pulumi_mocks.MockResourceArgs], str]
 CallHook = Callable[[pulumi_mocks.MockCallArgs], dict[str, Any]]
 
 
@@ -82,22 +83,25 @@ class Recorder(pulumi.runtime.Mocks):
 
     A provider computes some outputs (a public IP's address, a registry's login
     server); `outputs` maps a resource type to a function returning those. The id of
-    every resource is `<type>/<name>`, unique per program and easy to assert on.
+    every resource is `<type>/<name>`, unique per program and easy to assert on, unless
+    `ids` says otherwise (the cloud's own id formats, where a reference checks them).
     """
 
     def __init__(
         self,
         outputs: dict[str, OutputsHook] | None = None,
         calls: dict[str, CallHook] | None = None,
+        ids: IdHook | None = None,
     ) -> None:
         self._outputs = outputs or {}
         self._calls = calls or {}
+        self._ids = ids or (lambda args: f"{args.typ}/{args.name}")
         self.resources: list[Recorded] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self._pending_options: dict[tuple[str, str], dict[str, Any]] = {}
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict]:
-        resource_id = f"{args.typ}/{args.name}" if args.custom else None
+        resource_id = self._ids(args) if args.custom else None
         state = {"name": args.name, **args.inputs}
         if args.typ in self._outputs:
             state.update(self._outputs[args.typ](args))

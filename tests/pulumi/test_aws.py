@@ -23,6 +23,7 @@ from stack.config import validate
 from tests.fakes.aws_program import (
     ACCOUNT_ID,
     AMI_ID,
+    AMI_ROOT_GB,
     GOOD_CONFIG,
     REGION,
     aws_recorder,
@@ -155,6 +156,16 @@ def test_ami_is_the_newest_deep_learning_base_ami_looked_up_by_owner_and_name(bo
         "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
     ]
     assert box.one(INSTANCE).inputs["ami"] == AMI_ID
+
+
+def test_a_disk_smaller_than_the_looked_up_amis_root_snapshot_fails_before_any_box():
+    with pytest.raises(Exception, match="osDiskSizeGb: 64 GB is smaller than the root snapshot"):
+        run_stack(osDiskSizeGb="64")
+
+
+def test_a_disk_as_big_as_the_amis_root_snapshot_boots_it():
+    box = run_stack(osDiskSizeGb=str(AMI_ROOT_GB))
+    assert box.one(INSTANCE).inputs["rootBlockDevice"]["volumeSize"] == AMI_ROOT_GB
 
 
 def test_volta_sizes_boot_canonical_ubuntu_because_the_oss_driver_skips_volta():
@@ -468,7 +479,7 @@ def test_two_boxes_reach_each_other_on_any_tcp_port_and_nothing_else_reaches_box
     assert (nodes.name, ssh.name) == ("glucose-nodes", "glucose-ssh")
     assert nodes.inputs["ingress"] == [
         {
-            "description": "torchrun, NCCL, gloo and SSH between the stack's boxes",
+            "description": "torchrun, NCCL, gloo and SSH between the boxes of this stack",
             "protocol": "tcp",
             "fromPort": 0,
             "toPort": 65535,
@@ -570,6 +581,10 @@ BAD_CONFIGS = {
     "no nodes": {"nodeCount": "0"},
     "private key": {"sshPublicKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nabc"},
     "typo key": {"idleShutdownMinute": "30"},
+    "more alert addresses than a budget takes": {
+        "alertEmails": json.dumps([f"a{n}@example.org" for n in range(12)])
+    },
+    "a system file for a time zone": {"autoShutdownTimeZone": "posix/Europe/Berlin"},
 }
 
 

@@ -11,6 +11,7 @@ import yaml
 
 from box import packing
 from box.cloud_init import BOOTSTRAP_PATH, SOURCE_PATH
+from infra.azure.names import bounded
 from infra.azure.training_box import AzureTrainingBox, security_profile
 from stack import catalog, storage_layout
 from stack.config import validate
@@ -416,6 +417,18 @@ def test_budget_watches_the_resource_group_monthly(on_demand):
     assert "timePeriod" in budget.ignore_changes
 
 
+def test_budget_is_named_for_the_project_and_stack(on_demand):
+    budget = on_demand.one("azure-native:consumption:Budget")
+    assert budget.inputs["budgetName"] == "glucose-training-test-monthly"
+
+
+def test_a_budget_name_too_long_is_cut_to_63_characters_and_stays_unique():
+    long_a, long_b = (f"glucose-training-{'s' * 99}{end}-monthly" for end in "ab")
+    assert len(bounded(long_a, 63)) == 63 and bounded(long_a, 63) != bounded(long_b, 63)
+    assert bounded(long_a, 63) == bounded(long_a, 63)
+    assert bounded("glucose-training-dev-monthly", 63) == "glucose-training-dev-monthly"
+
+
 def test_budget_alerts_on_actual_50_80_100_and_forecast_100(on_demand):
     notifications = on_demand.one("azure-native:consumption:Budget").inputs["notifications"]
     seen = sorted((n["thresholdType"], n["threshold"]) for n in notifications.values())
@@ -514,7 +527,7 @@ def test_utc_shutdown_uses_the_windows_utc_id():
         ({"alertEmails": None}, "alertEmails is missing"),
         ({"budgetAmount": None}, "budgetAmount is missing"),
         ({"autoShutdownTime": "11pm"}, "expected HH:MM"),
-        ({"vmSize": "Standard_NC40ads_H100_v5"}, "not known to be offered in westeurope"),
+        ({"vmSize": "Standard_NC40ads_H100_v5"}, "is not sold in westeurope"),
     ],
 )
 def test_bad_config_fails_cleanly_before_any_resource(overrides, needle):
@@ -571,8 +584,11 @@ def test_every_size_offering_trusted_launch_gets_it_with_secure_boot_off(size):
     assert profile["uefi_settings"]["secure_boot_enabled"] is False
 
 
-def test_nd_a100_v4_without_trusted_launch_boots_the_standard_way():
-    assert security_profile("Standard_ND96asr_v4") is None
+@pytest.mark.parametrize("size", ["Standard_ND96asr_v4", "Standard_NC8ads_A10_v4"])
+def test_a_size_not_listed_with_trusted_launch_boots_the_standard_way(size):
+    # Unlisted means unknown (a size new to the catalog) or without it (ND A100 v4): an
+    # unset security type cannot fail at create time, a TrustedLaunch one can.
+    assert security_profile(size) is None
 
 
 def test_custom_data_changes_never_replace_a_running_vm(on_demand):

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from box.watchdog_config import ARM_API_VERSION
 from infra.aws import guard_rails as aws_guard_rails
 from infra.azure import guard_rails as azure_guard_rails
 from tests.fakes import aws_program, azure_program
@@ -144,7 +145,8 @@ def test_azure_logic_app_deallocates_every_box_with_its_own_identity(azure_pair)
     calls = [action["inputs"] for action in definition["actions"].values()]
     vm_ids = _sorted_ids(azure_pair, "azure-native:compute:VirtualMachine")
     assert sorted(call["uri"] for call in calls) == sorted(
-        f"https://management.azure.com{vm}/deallocate?api-version=2024-07-01" for vm in vm_ids
+        f"https://management.azure.com{vm}/deallocate?api-version={ARM_API_VERSION}"
+        for vm in vm_ids
     )
     assert all(call["method"] == "POST" for call in calls)
     assert all(call["authentication"]["type"] == "ManagedServiceIdentity" for call in calls)

@@ -1,4 +1,5 @@
 import dataclasses
+import json
 
 import pulumi
 import pytest
@@ -112,7 +113,19 @@ def test_ipv6_cidr_is_refused():
 
 def test_size_not_offered_in_region_names_the_known_regions():
     (problem,) = problems_of({**GOOD, "vmSize": "Standard_NC40ads_H100_v5"}, "northeurope")
-    assert "not known to be offered in northeurope" in problem and "swedencentral" in problem
+    assert "is not sold in northeurope" in problem and "swedencentral" in problem
+
+
+def test_the_aws_default_size_in_a_region_without_g6_is_refused_in_one_line():
+    (problem,) = problems_of({**GOOD, "cloud": "aws"}, "eu-west-1")
+    assert problem.startswith("vmSize: g6.xlarge is not sold in eu-west-1 (offerings of 20")
+    assert "g5.xlarge" in problem and "\n" not in problem
+
+
+def test_a_region_no_size_is_sold_in_is_refused_with_the_closest_region():
+    (problem,) = problems_of({**GOOD, "cloud": "aws"}, "us-eats-1")
+    assert problem.startswith("aws:region: no GPU size of the catalog is sold in 'us-eats-1'")
+    assert problem.endswith("did you mean us-east-1?")
 
 
 def test_size_of_the_other_cloud_is_refused():
@@ -167,11 +180,11 @@ def test_bad_value_is_reported_with_what_was_expected(key, value, needle):
 
 
 def test_iana_zone_without_a_windows_id_is_refused_for_azure_only():
-    raw = {**GOOD, "autoShutdownTimeZone": "America/Caracas"}
+    raw = {**GOOD, "autoShutdownTimeZone": "Antarctica/Troll"}
     (problem,) = problems_of(raw)
     assert "no Windows time-zone id" in problem
-    aws = validate({**raw, "cloud": "aws"}, "us-east-1")
-    assert aws.auto_shutdown_time_zone == "America/Caracas"
+    aws = validate({**raw, "cloud": "aws", "vmSize": "g5.xlarge"}, "us-east-1")
+    assert aws.auto_shutdown_time_zone == "Antarctica/Troll"
 
 
 def test_constructing_a_bad_stack_config_directly_also_fails():
@@ -299,3 +312,26 @@ def test_loader_reports_unknown_keys_in_the_namespace(stack_config):
     )
     with pytest.raises(ConfigError, match="did you mean glucose-training:budgetAmount"):
         load_stack_config()
+
+
+@pytest.mark.parametrize(
+    ("cloud", "region", "most"), [("aws", "us-east-1", 11), ("azure", "eastus", 50)]
+)
+def test_more_alert_addresses_than_the_cloud_budget_takes_are_refused_in_one_line(
+    cloud, region, most
+):
+    emails = json.dumps([f"alerts-{n}@example.org" for n in range(most + 1)])
+    (problem,) = problems_of({**GOOD, "cloud": cloud, "alertEmails": emails}, region)
+    assert problem == (
+        f"alertEmails: got {most + 1} addresses, {cloud} budget alerts take at most {most}; "
+        f"keep {most} or fewer (a mailing list counts as one)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cloud", "region", "most"), [("aws", "us-east-1", 11), ("azure", "eastus", 50)]
+)
+def test_as_many_alert_addresses_as_the_cloud_budget_takes_are_accepted(cloud, region, most):
+    emails = json.dumps([f"alerts-{n}@example.org" for n in range(most)])
+    config = validate({**GOOD, "cloud": cloud, "alertEmails": emails}, region)
+    assert len(config.alert_emails) == most

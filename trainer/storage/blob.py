@@ -16,6 +16,7 @@ from trainer.storage.store import (
     READ_TIMEOUT_SECONDS,
     SDK_RETRY_ATTEMPTS,
     TRANSFER_THREADS,
+    ObjectInfo,
     ObjectNotFound,
     Progress,
     StorageError,
@@ -109,11 +110,16 @@ class BlobStore:
         self._blob(key).upload_blob(data, overwrite=True)
 
     def list(self, prefix: str = "") -> list[str]:
+        return sorted(self.list_info(prefix))
+
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
         full = (
             full_key(self.prefix, prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
         )
-        names = (blob.name for blob in self._container.list_blobs(name_starts_with=full))
-        return sorted(relative_key(self.prefix, name) for name in names)
+        return {
+            relative_key(self.prefix, blob.name): ObjectInfo(blob.size, blob.etag)
+            for blob in self._container.list_blobs(name_starts_with=full)
+        }
 
     def delete(self, key: str) -> None:
         from azure.core.exceptions import ResourceNotFoundError

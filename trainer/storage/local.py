@@ -6,9 +6,16 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from stat import S_ISREG
 from typing import BinaryIO
 
-from trainer.storage.store import FILE_COPY_CHUNK_BYTES, ObjectNotFound, Progress, StorageError
+from trainer.storage.store import (
+    FILE_COPY_CHUNK_BYTES,
+    ObjectInfo,
+    ObjectNotFound,
+    Progress,
+    StorageError,
+)
 
 
 class FileStore:
@@ -58,15 +65,24 @@ class FileStore:
         self._atomic_write(self._path(key), lambda out: out.write(data))
 
     def list(self, prefix: str = "") -> list[str]:
+        return sorted(self.list_info(prefix))
+
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
         if not self.root.is_dir():
-            return []
-        # A symlink in the store is no object: it would read a file outside the root.
-        keys = (
-            path.relative_to(self.root).as_posix()
-            for path in self.root.rglob("*")
-            if path.is_file() and not path.is_symlink() and not path.name.endswith(".tmp")
-        )
-        return sorted(key for key in keys if key.startswith(prefix.lstrip("/")))
+            return {}
+        listed = {}
+        for path in self.root.rglob("*"):
+            key = path.relative_to(self.root).as_posix()
+            if path.name.endswith(".tmp") or not key.startswith(prefix.lstrip("/")):
+                continue
+            try:
+                # lstat: a symlink in the store is no object (it would read a file outside).
+                stat = path.lstat()
+            except FileNotFoundError:  # replaced or deleted while listed
+                continue
+            if S_ISREG(stat.st_mode):
+                listed[key] = ObjectInfo(stat.st_size, f"{stat.st_ino}-{stat.st_mtime_ns}")
+        return listed
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)

@@ -11,6 +11,7 @@ from trainer.storage.store import (
     READ_TIMEOUT_SECONDS,
     SDK_RETRY_ATTEMPTS,
     TRANSFER_THREADS,
+    ObjectInfo,
     ObjectNotFound,
     Progress,
     StoreLocation,
@@ -89,12 +90,18 @@ class S3Store:
         self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
 
     def list(self, prefix: str = "") -> list[str]:
+        return sorted(self.list_info(prefix))
+
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
         full = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
         pages = self._client.get_paginator("list_objects_v2").paginate(
             Bucket=self.bucket, Prefix=full
         )
-        keys = (item["Key"] for page in pages for item in page.get("Contents", []))
-        return sorted(relative_key(self.prefix, key) for key in keys)
+        items = (item for page in pages for item in page.get("Contents", []))
+        return {
+            relative_key(self.prefix, item["Key"]): ObjectInfo(item["Size"], item["ETag"])
+            for item in items
+        }
 
     def delete(self, key: str) -> None:
         self._client.delete_object(Bucket=self.bucket, Key=self._key(key))

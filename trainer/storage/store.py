@@ -53,6 +53,16 @@ class InvalidStorageUri(StorageError, ValueError):
     """The URI is not one of the supported forms."""
 
 
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What a store's listing says of one object: enough to tell it from a rewrite."""
+
+    size: int
+    version: str
+    """Changes whenever the object is written again: S3's and Blob's ETag; for a file,
+    its inode and modification time (a rewrite is a new file renamed over the old)."""
+
+
 class ObjectStore(Protocol):
     """What every backend offers; keys are relative to the store's URI."""
 
@@ -63,6 +73,7 @@ class ObjectStore(Protocol):
     def read_bytes(self, key: str) -> bytes: ...
     def write_bytes(self, key: str, data: bytes) -> None: ...
     def list(self, prefix: str = "") -> list[str]: ...
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]: ...
     def delete(self, key: str) -> None: ...
     def exists(self, key: str) -> bool: ...
 

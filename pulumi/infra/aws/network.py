@@ -29,7 +29,10 @@ ANYWHERE_CIDR = "0.0.0.0/0"
 SSH_PORT = 22
 
 
-NODES_DESCRIPTION = "glucose-training boxes: all TCP between the stack's boxes, all egress"
+# EC2 takes only a-zA-Z0-9, spaces and ._-:/()#,@[]+=&;{}!$* in a group's description, and
+# no & in a rule's (tests/pulumi/test_cloud_references.py checks both against the API).
+NODES_DESCRIPTION = "glucose-training boxes: all TCP between the boxes of this stack, all egress"
+NODES_RULE_DESCRIPTION = "torchrun, NCCL, gloo and SSH between the boxes of this stack"
 ALL_EGRESS = [{"protocol": "-1", "from_port": 0, "to_port": 0, "cidr_blocks": [ANYWHERE_CIDR]}]
 
 
@@ -107,7 +110,7 @@ def declare_network(
             vpc_id=vpc.id,
             ingress=[
                 {
-                    "description": "torchrun, NCCL, gloo and SSH between the stack's boxes",
+                    "description": NODES_RULE_DESCRIPTION,
                     "protocol": "tcp",
                     "from_port": 0,
                     "to_port": 65535,

@@ -179,7 +179,10 @@ class AwsTrainingBox(TrainingBox):
         ]
 
     def _ami_id(self) -> pulumi.Output[str]:
-        """The newest matching AMI today; kept on existing boxes by ignore_changes."""
+        """The newest matching AMI today; kept on existing boxes by ignore_changes. Its
+        root snapshot must fit the disk: no reference says how big an AMI's snapshot is
+        before the look-up, and EC2 refuses a smaller root volume at launch (a pinned
+        `amiId` is the one the boxes already booted, so it is not looked up)."""
         major, minor = (int(p) for p in self._config.size.gpu.compute_capability.split("."))
         owner, pattern = (
             (DLAMI_OWNER, DLAMI_NAME)
@@ -195,4 +198,19 @@ class AwsTrainingBox(TrainingBox):
                 {"name": "state", "values": ["available"]},
             ],
             opts=pulumi.InvokeOutputOptions(parent=self),
-        ).id
+        ).apply(self._fitting_disk)
+
+    def _fitting_disk(self, image: aws.ec2.GetAmiResult) -> str:
+        """`image`'s id, once its root snapshot fits `osDiskSizeGb`."""
+        root = next(
+            (m for m in image.block_device_mappings if m.device_name == image.root_device_name),
+            None,
+        )
+        snapshot_gb = int((root.ebs if root else {}).get("volume_size") or 0)
+        if snapshot_gb > self._config.os_disk_size_gb:
+            raise ValueError(
+                f"osDiskSizeGb: {self._config.os_disk_size_gb} GB is smaller than the root "
+                f"snapshot of {image.id} ({image.name}), {snapshot_gb} GB; set "
+                f"glucose-training:osDiskSizeGb to {snapshot_gb} or more"
+            )
+        return image.id

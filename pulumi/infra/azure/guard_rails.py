@@ -20,17 +20,21 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import compute, consumption, devtestlab, logic, monitor, resources
 
+from box.watchdog_config import ARM_API_VERSION
 from infra.azure.access import POWER_ON_OFF, SERVICE_PRINCIPAL, builtin_role, grant
+from infra.azure.names import bounded
 from stack.config import StackConfig
 from stack.time_zones import windows_time_zone
 
 SHUTDOWN_NOTICE_MINUTES = 15
+# No reference states how long a budget's name may be (the 2024-08-01 model and its
+# request builder leave it open): kept within 63, which other ARM names share, so a
+# long stack name cannot be the one thing Azure refuses after the boxes exist.
+BUDGET_NAME_MAX = 63
 ACTUAL_ALERT_PERCENTS = (50, 80, 100)
 FORECAST_ALERT_PERCENTS = (100,)
 STOP_PERCENT = 100
 STOP_TRIGGER = "budget_exceeded"
-# What the Logic App calls; the same operation the idle watchdog uses on the box.
-DEALLOCATE_API_VERSION = "2024-07-01"
 ARM_AUDIENCE = "https://management.azure.com/"
 ACTION_GROUP_SHORT_NAME = "glucosestop"  # at most 12 characters
 MAIL_GROUP_SHORT_NAME = "glucosemail"
@@ -97,7 +101,7 @@ def declare_budget(
         notifications[f"actual{STOP_PERCENT}"]["contact_groups"] = [stop_group.id]
     return consumption.Budget(
         name,
-        budget_name=f"{config.project}-{config.stack}-monthly",
+        budget_name=bounded(f"{config.project}-{config.stack}-monthly", BUDGET_NAME_MAX),
         scope=group.id,
         amount=config.budget_amount,
         category="Cost",
@@ -236,7 +240,7 @@ def deallocate_workflow(vm_ids: list[str]) -> dict:
             "inputs": {
                 "method": "POST",
                 "uri": f"{ARM_AUDIENCE.rstrip('/')}{vm_id}/deallocate"
-                f"?api-version={DEALLOCATE_API_VERSION}",
+                f"?api-version={ARM_API_VERSION}",
                 "authentication": {"type": "ManagedServiceIdentity", "audience": ARM_AUDIENCE},
             },
         }

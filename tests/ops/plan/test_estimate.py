@@ -13,7 +13,7 @@ from ops.plan import estimate as plan
 from ops.plan import throughput
 from ops.plan.pricing import HourlyPrice
 from ops.plan.throughput import MeasuredThroughput
-from stack import catalog
+from stack import catalog, offerings
 from stack.catalog import VmSize
 from tests.paths import REPO
 
@@ -254,6 +254,14 @@ def test_fab_plan_table_marks_one_row_and_names_retired_sizes():
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("✔") == 2  # the marked row and the caption explaining it
     assert "Standard_NC6s_v3 (retired 2025-09-30" in done.stdout
+
+
+def test_fab_plan_footer_dates_which_regions_sell_which_size():
+    done = _fab("plan", "--milestone", "M1", "--epochs", "1")
+    assert done.returncode == 0, done.stderr
+    footer = " ".join(done.stdout.split())  # rich wraps long lines
+    for cloud in catalog.CLOUDS:
+        assert f"{cloud}: {offerings.of(cloud).date} (" in footer
 
 
 @pytest.mark.parametrize(

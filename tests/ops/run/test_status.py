@@ -5,6 +5,7 @@ import time
 
 from ops.run.on_box import ContainerState
 from ops.run.status import describe_state
+from tests.ops.conftest import assert_one_line_error
 from trainer.reports.status import RunRecord
 
 
@@ -60,10 +61,10 @@ def test_status_shows_progress_speed_and_money(local_box):
     assert "projected:  $3.00" in out  # plus the one-hour ETA
 
 
-def test_stop_of_a_run_that_is_not_running_says_so(local_box):
+def test_stop_of_a_run_the_box_does_not_hold_says_so(local_box):
     result = local_box.fab("stop", "--run", "never-started")
     assert result.returncode == 1
-    assert "run never-started is not running" in result.stderr
+    assert_one_line_error(result, "no run never-started on", "nothing to stop")
 
 
 def test_status_shows_the_watchdog_countdown_of_an_idle_box(local_box):

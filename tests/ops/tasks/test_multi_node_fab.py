@@ -198,6 +198,27 @@ def test_a_box_that_is_down_holds_up_neither_status_nor_the_stop_of_box_0(stack:
     assert (stack.boxes.roots[0] / "runs" / "r3" / "STOPPED_BY_USER").exists()
 
 
+def test_stop_of_a_waiting_run_with_a_box_down_says_which_boxes_got_the_record(
+    stack: Stack,
+) -> None:
+    _ok(stack.fab("train", "--dataset", "tiny", "--run", "r4", "--image-name", "img:t"))
+    for node in (0, 1):  # both parts exited 75: the resume units would start them again
+        state_file = stack.bins[node] / "containers.json"
+        containers = json.loads(state_file.read_text())
+        containers["glucose-train-r4"].update(running=False, exit=75)
+        state_file.write_text(json.dumps(containers))
+    stack.boxes.box_1.stop()  # box 1 evicted
+
+    stopped = stack.fab("stop", "--run", "r4", timeout=3 * OTHER_BOX_WAIT_SECONDS)
+
+    assert "run r4 was not running (exited 75" in _ok(stopped)
+    assert re.search(r"stop recorded on box 0 \(\S+@127\.0\.0\.1:\d+\):", stopped.stderr)
+    assert re.search(
+        r"box 1: stop NOT recorded \(unreachable: box \S+@127\.0\.0\.2", stopped.stderr
+    )
+    assert (stack.boxes.roots[0] / "runs" / "r4" / "STOPPED_BY_USER").exists()
+
+
 def test_one_box_of_two_gpus_runs_torchrun_with_docker_s_own_network(tmp_path, recording_tool):
     recording_tool("docker")
     bin_dir = _box_docker(tmp_path / "box-bin", 0)

@@ -46,6 +46,19 @@ def test_bytes_list_exists_and_delete(store_uri: str) -> None:
     assert not store.exists("z.txt")
 
 
+def test_a_listing_gives_sizes_and_a_version_that_a_rewrite_changes(store_uri: str) -> None:
+    store = open_store(store_uri)
+    store.write_bytes("checkpoints/LATEST", b"step-000000100-epoch-0001.pt")
+    store.write_bytes("metrics.jsonl", b"{}\n")
+    before = store.list_info()
+    store.write_bytes("checkpoints/LATEST", b"step-000000225-epoch-0002.pt")  # same size
+    after = store.list_info()
+    assert sorted(after) == store.list() == ["checkpoints/LATEST", "metrics.jsonl"]
+    assert after["checkpoints/LATEST"].size == len(b"step-000000225-epoch-0002.pt")
+    assert after["checkpoints/LATEST"].version != before["checkpoints/LATEST"].version
+    assert after["metrics.jsonl"] == before["metrics.jsonl"]
+
+
 def test_write_replaces_an_object_whole(store_uri: str) -> None:
     store = open_store(store_uri)
     store.write_bytes("LATEST", b"step-000000001")

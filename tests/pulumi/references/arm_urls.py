@@ -1,0 +1,153 @@
+"""The ARM calls the project writes by hand, built again by the references' own builders.
+
+Each call is a URL the project sends (method, path, api-version and query); the
+reference is the azure-mgmt request builder of that operation. The builder is called
+with the values parsed out of our path and must produce the same request: same method,
+same path, same query, so the same api-version. A path no builder's template matches,
+or a version the builder's package does not send, fails.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import urllib.parse
+from dataclasses import dataclass
+
+from box.watchdog_config import WatchdogConfig
+from stack.arm import API_VERSIONS, ArmClient
+from tests.pulumi.references.azure import SUBSCRIPTION
+
+_TEMPLATE = re.compile(r'(?:"template_url",\s*|_url = )"(/[^"]*)"')
+RESOURCE_GROUP = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/glucose-rg"
+VM_ID = f"{RESOURCE_GROUP}/providers/Microsoft.Compute/virtualMachines/glucose-0-vm"
+
+
+@dataclass(frozen=True)
+class Builder:
+    """An azure-mgmt request builder: `function` of module `operations`."""
+
+    operations: str
+    function: str
+
+    def __call__(self, **arguments: object) -> tuple[str, str]:
+        """(method, URL) of the request the builder makes."""
+        request = getattr(importlib.import_module(self.operations), self.function)(**arguments)
+        return request.method, request.url
+
+    @property
+    def template(self) -> str:
+        source = inspect.getsource(getattr(importlib.import_module(self.operations), self.function))
+        return _TEMPLATE.search(source).group(1)
+
+    def arguments_for(self, path: str) -> dict[str, str] | None:
+        """The builder's arguments that make `path`, or None when its template cannot."""
+        names = re.findall(r"\{(\w+)\}", self.template)
+        pattern = re.escape(self.template)
+        for name in names:
+            part = f"(?P<{name}>.+)" if name == "scope" else f"(?P<{name}>[^/]+)"
+            pattern = pattern.replace(re.escape(f"{{{name}}}"), part, 1)
+        match = re.fullmatch(pattern, path)
+        if match is None:
+            return None
+        return {_snake(k): urllib.parse.unquote(v) for k, v in match.groupdict().items()}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def problems(method: str, url: str, builder: Builder, where: str) -> list[str]:
+    """Our call against the builder's: one line per difference."""
+    ours = urllib.parse.urlsplit(url)
+    arguments = builder.arguments_for(ours.path)
+    if arguments is None:
+        return [f"{where}: {ours.path} is not the form {builder.template} ({builder.function})"]
+    query = dict(urllib.parse.parse_qsl(ours.query))
+    ours_version = query.pop("api-version", None)
+    arguments.update({key.lstrip("$"): value for key, value in query.items()})
+    their_method, their_url = builder(**arguments)
+    theirs = urllib.parse.urlsplit(their_url)
+    their_query = dict(urllib.parse.parse_qsl(theirs.query))
+    found = []
+    if their_method != method:
+        found.append(f"{where}: {method}, the reference sends {their_method}")
+    if their_query.pop("api-version") != ours_version:
+        found.append(
+            f"{where}: api-version {ours_version}, the reference ({builder.operations}) "
+            f"builds {builder.function} with {theirs.query}"
+        )
+    if (theirs.path, their_query) != (ours.path, query):
+        found.append(f"{where}: {ours.path}?{query}, the reference builds {their_url}")
+    return found
+
+
+_COMPUTE = "azure.mgmt.compute.operations"
+DEALLOCATE = Builder(f"{_COMPUTE}._virtual_machines_operations", "build_deallocate_request")
+
+# stack/arm.py's reads (what `pulumi up` and `fab preflight` ask ARM), each with a path
+# of the form ops/preflight/azure.py and stack/arm.py send.
+_BASE = f"/subscriptions/{SUBSCRIPTION}"
+ARM_READS: dict[str, tuple[str, dict[str, str], Builder]] = {
+    "providers": (
+        f"{_BASE}/providers/Microsoft.Compute",
+        {},
+        Builder("azure.mgmt.resource.resources.v2021_04_01.operations._operations",
+                "build_providers_get_request"),
+    ),
+    "skus": (
+        f"{_BASE}/providers/Microsoft.Compute/skus",
+        {"$filter": "location eq 'eastus'"},
+        Builder(f"{_COMPUTE}._resource_skus_operations", "build_list_request"),
+    ),
+    "usages": (
+        f"{_BASE}/providers/Microsoft.Compute/locations/eastus/usages",
+        {},
+        Builder(f"{_COMPUTE}._usage_operations", "build_list_request"),
+    ),
+    "budgets": (
+        f"{_BASE}/providers/Microsoft.Consumption/budgets",
+        {},
+        Builder("azure.mgmt.consumption.operations._operations", "build_budgets_list_request"),
+    ),
+    "subscriptions": (
+        "/subscriptions",
+        {},
+        Builder("azure.mgmt.resource.subscriptions.v2022_12_01.operations._operations",
+                "build_subscriptions_list_request"),
+    ),
+}  # fmt: skip
+# Not in any version of the Authorization spec at subscription scope (only resource
+# group and resource): the version is checked against the resource-group form's.
+PERMISSIONS_AT_SUBSCRIPTION = (
+    f"{_BASE}/providers/Microsoft.Authorization/permissions",
+    Builder("azure.mgmt.authorization.v2022_04_01.operations._permissions_operations",
+            "build_list_for_resource_group_request"),
+)  # fmt: skip
+
+
+def arm_read_urls() -> dict[str, str]:
+    """The URL of each of stack/arm.py's reads, as ArmClient makes it."""
+    client = ArmClient("token")
+    paths = {**{k: (p, q) for k, (p, q, _) in ARM_READS.items()},
+             "permissions": (PERMISSIONS_AT_SUBSCRIPTION[0], {})}  # fmt: skip
+    assert set(paths) == set(API_VERSIONS), "a read of stack/arm.py has no reference here"
+    return {api: client.url(path, api, **query) for api, (path, query) in paths.items()}
+
+
+def watchdog_deallocate_url() -> str:
+    """What the box's watchdog sends (tests/box/test_watchdog_billing_stop.py proves the
+    form: `<arm_url><VM id>/deallocate?api-version=<arm_api_version>`)."""
+    config = WatchdogConfig("azure", 30)
+    return f"{config.arm_url}{VM_ID}/deallocate?api-version={config.arm_api_version}"
+
+
+def permissions_version_problems() -> list[str]:
+    ours = urllib.parse.parse_qs(urllib.parse.urlsplit(arm_read_urls()["permissions"]).query)
+    builder = PERMISSIONS_AT_SUBSCRIPTION[1]
+    _, url = builder(resource_group_name="rg", subscription_id=SUBSCRIPTION)
+    theirs = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    if ours["api-version"] == theirs["api-version"]:
+        return []
+    return [f"permissions: api-version {ours['api-version']}, the reference's {theirs}"]
