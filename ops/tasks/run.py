@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json as jsonlib
 import shlex
 import time
 
@@ -14,19 +15,16 @@ from ops.image.shipping import image_on_boxes
 from ops.remote import lease as box_lease
 from ops.remote import update as box_update
 from ops.remote.ssh import Box, nodes
-from ops.run import launch, on_box
-from ops.run import status as run_status
+from ops.run import launch, look, on_box
 from ops.run import stop as run_stop
 from ops.run.container import Launch
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP
+from ops.tasks.power import start_boxes
 from stack import storage_layout
 
 console = Console(stderr=True, soft_wrap=True)
 RUN_HELP = "run id (default: the newest run on the box)"
-# A look at a run, or its stop, waits this long for boxes 1..N-1: one of them down (a
-# spot box evicted) must not hold up box 0, where the run is, for the 10-minute boot wait.
-OTHER_BOX_WAIT_SECONDS = 20
 
 
 def _box(target: str, stack: str, node: int = 0) -> Box:
@@ -148,24 +146,27 @@ def _lost_box_message(box: Box, run_id: str, why) -> str:
     )
 
 
-@task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
-def status(c, run="", target="", stack=""):
-    """Show a run's state, progress, cost, and the box's idle guard."""
-    box, *others = _boxes(target, stack, OTHER_BOX_WAIT_SECONDS)
-    run_id = run or next(iter(on_box.run_ids(box)), None)
-    if run_id is None:
-        lines = run_status.box_lines(run_status.box_snapshot(box), time.time())
-        header = f"run:        none on {box.address} (start one with `fab train`)"
-        print("\n".join([header, *lines]))
+@task(
+    help={
+        "run": RUN_HELP,
+        "start": "start the stack's stopped boxes first (`fab start`), then look",
+        "watch": "look again every --every seconds, in place, until Ctrl-C",
+        "every": "seconds between looks with --watch (default 10)",
+        "json": "print one JSON object: the boxes' power, the run, its cost",
+        "target": TARGET_HELP,
+        "stack": STACK_HELP,
+    }
+)
+def status(c, run="", start=False, watch=False, every=10, json=False, target="", stack=""):
+    """Show a run's state, progress, cost, and the box's power and idle guard."""
+    where = resolve_target(target or None, stack or None)
+    if start:
+        start_boxes(where)
+    if watch:
+        look.watch(lambda: look.look(where, run), float(every))
         return
-    # Rank 0's box holds the run's status; the others say how their part goes.
-    snap = run_status.snapshot(box, run_id)
-    print(run_status.render(snap, box.target.hourly_price_usd, box.target.spot))
-    for other in others:
-        try:
-            print(run_status.node_line(other, run_id))
-        except Exit as error:
-            print(f"node {other.node}:     unreachable: {error.message}")
+    view = look.look(where, run)
+    print(jsonlib.dumps(view.to_json(), indent=2) if json else view.render())
 
 
 @task(
@@ -197,7 +198,7 @@ def hold(c, duration, target="", stack=""):
 @task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
 def stop(c, run="", target="", stack=""):
     """Stop a run gracefully: checkpoint, upload, exit; it stays down (every box of the run)."""
-    boxes = _boxes(target, stack, OTHER_BOX_WAIT_SECONDS)
+    boxes = _boxes(target, stack, look.OTHER_BOX_WAIT_SECONDS)
     run_id = on_box.resolve_run_id(boxes[0], run)
     stops = run_stop.stop_run(boxes, run_id)
     run_stop.tell(stops, run_id, storage_layout.run_uri(boxes[0].target.storage_uri, run_id))

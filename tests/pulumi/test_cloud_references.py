@@ -19,7 +19,9 @@ import re
 import botocore.session
 import pytest
 
+from ops.power import azure as power_azure
 from stack import catalog, cloud_limits
+from stack.arm import ArmClient
 from stack.config import ConfigError, validate
 from tests.fakes import aws_program
 from tests.paths import REPO
@@ -67,6 +69,11 @@ def test_the_logic_app_deallocates_each_box_as_the_compute_reference_does(stack)
 def test_the_watchdog_deallocates_its_vm_as_the_compute_reference_does():
     url = arm_urls.watchdog_deallocate_url()
     assert arm_urls.problems("POST", url, arm_urls.DEALLOCATE, "watchdog") == []
+
+
+def test_fab_start_starts_a_vm_as_the_compute_reference_does():
+    url = ArmClient("token").url(f"{arm_urls.VM_ID}/start", power_azure.API)
+    assert arm_urls.problems("POST", url, arm_urls.START, "fab start") == []
 
 
 @pytest.mark.parametrize("api", sorted(arm_urls.ARM_READS))

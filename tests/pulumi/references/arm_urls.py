@@ -85,6 +85,7 @@ def problems(method: str, url: str, builder: Builder, where: str) -> list[str]:
 
 _COMPUTE = "azure.mgmt.compute.operations"
 DEALLOCATE = Builder(f"{_COMPUTE}._virtual_machines_operations", "build_deallocate_request")
+START = Builder(f"{_COMPUTE}._virtual_machines_operations", "build_start_request")
 
 # stack/arm.py's reads (what `pulumi up` and `fab preflight` ask ARM), each with a path
 # of the form ops/preflight/azure.py and stack/arm.py send.
@@ -110,6 +111,11 @@ ARM_READS: dict[str, tuple[str, dict[str, str], Builder]] = {
         f"{_BASE}/providers/Microsoft.Consumption/budgets",
         {},
         Builder("azure.mgmt.consumption.operations._operations", "build_budgets_list_request"),
+    ),
+    "virtual_machines": (
+        f"{VM_ID}/instanceView",
+        {},
+        Builder(f"{_COMPUTE}._virtual_machines_operations", "build_instance_view_request"),
     ),
     "subscriptions": (
         "/subscriptions",
