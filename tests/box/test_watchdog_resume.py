@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.fakes.fake_box import FakeBox
+from tests.fakes.fake_box import DEEPLY_NESTED_JSON, FakeBox
 
 T0 = 1_800_000_000.0
 MINUTE = 60.0
@@ -30,6 +30,14 @@ def test_preempted_run_starts_again(box):
     done = _resume(box)
     assert _started(box) == [container]
     assert "starting run run-1 again" in done.stdout
+
+
+def test_a_deeply_nested_status_json_does_not_stop_a_resume(box):
+    # Written by the container, so anything: it reads as no status, and exit 75 decides.
+    container = box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=PREEMPTED)
+    (box.box_root / "runs" / "run-1" / "status.json").write_text(DEEPLY_NESTED_JSON)
+    _resume(box)
+    assert _started(box) == [container]
 
 
 def test_run_killed_with_the_host_starts_again_after_the_boot(box):

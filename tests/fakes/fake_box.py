@@ -31,6 +31,9 @@ BOOT_TIME = 1_700_000_000.0
 # glibc's struct utmp (box/ssh_sessions.py reads the same layout).
 UTMP_RECORD = struct.Struct("=hxxi32s4s32s256shhiii4i20s")
 USER_PROCESS, DEAD_PROCESS = 7, 8
+# What a hostile container can write into its run dir: 60 KB (under the 64 KB the box
+# reads), nested 30,000 deep (past the recursion limit of Python's JSON parser).
+DEEPLY_NESTED_JSON = '{"step": 5, "x": ' + "[" * 30_000 + "]" * 30_000 + "}"
 
 FAKE_TOOL = """\
 import json, os, sys, time
