@@ -6,8 +6,9 @@ watchdog appends its record before it stops billing. Run as a program (the
 glucose-stop-record unit's ExecStop, at every OS shutdown) it records a shutdown
 that no watchdog record of this boot explains: the daily stop, a spot eviction,
 a reboot, or something outside the box (the AWS alarm, the console, a CLI).
-A record that cannot be written (a full disk) is logged and skipped: it never
-holds up a stop. Standard library only.
+A record that cannot be written (a full disk) or is not written within a few
+seconds (a stalled one) is logged and skipped: it never holds up a stop. Standard
+library only.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import contract
 import instance_metadata
 import user_files
 from bounded_command import CommandTimeout, run_bounded
+from bounded_write import write_within
 from box_time import now_seconds, read_boot_id
 from watchdog_config import WatchdogConfig, load_config_or_say_why
 
@@ -35,13 +37,19 @@ def log(message: str) -> None:
 
 
 def append(config: WatchdogConfig, record: dict, log: Callable[[str], None]) -> None:
+    """Add `record`, waiting at most bounded_write.WRITE_TIMEOUT_SECONDS for the disk."""
     path = config.stops_path
-    try:
+    line = json.dumps(record, sort_keys=True) + "\n"
+
+    def write() -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, sort_keys=True) + "\n")
+            handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
+
+    try:
+        write_within(write)
     except OSError as error:
         log(f"WARNING: stop not recorded in {path}: {error}")
 
