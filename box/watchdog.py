@@ -36,10 +36,11 @@ import contract
 import docker_cli
 import stop_records
 import verdict_metric
-from box_time import boot_time, now_seconds, read_boot_id
+from box_time import boot_time, now_seconds, read_boot_id, uptime_seconds
 from idle_decision import (
     decide,
     fail_closed,
+    rebased,
     should_request_stop,
     stop_backoff_seconds,
 )
@@ -165,11 +166,12 @@ def main(argv: list[str]) -> int:
     config = load_config_or_say_why("glucose-watchdog")
     if config is None:
         return 2
-    now = now_seconds()
+    now, uptime = now_seconds(), uptime_seconds(config.proc_root)
+    boot_id = read_boot_id(config.boot_id_path)
     state_path = Path(config.state_path)
-    previous = load_state(state_path)
+    previous = rebased(load_state(state_path), now=now, uptime=uptime, boot_id=boot_id)
     signals = busy_signals.read_signals(config, now)
-    state = decide(config, signals, previous, now=now, boot_id=read_boot_id(config.boot_id_path))
+    state = decide(config, signals, previous, now=now, uptime=uptime, boot_id=boot_id)
     if "--explain" in argv:
         state["would_request_stop"] = should_request_stop(state, now=now)
         print(json.dumps(state, indent=2, sort_keys=True))

@@ -2,8 +2,9 @@
 
 Fake `docker`, `nvidia-smi`, `shutdown`, `aws` and `systemctl` go first on PATH: one
 Python script (FAKE_TOOL) linked under each name, reading and recording into one
-JSON file. A fake /proc holds processes and the boot time, a fake utmp the login
-records sshd would write, a file the boot id; the clock is $GLUCOSE_WATCHDOG_NOW.
+JSON file. A fake /proc holds processes and the boot time, a fake utmp the login records sshd
+would write, a file the boot id; the wall clock is $GLUCOSE_WATCHDOG_NOW, and the boot's
+own clock ($GLUCOSE_WATCHDOG_UPTIME) follows it (`step_clock` makes them part).
 The programs themselves run unchanged from box/ in a subprocess, as
 systemd runs them on the VM.
 """
@@ -299,6 +300,12 @@ class FakeBox:
         self.boot_id_file.write_text(boot_id + "\n")
         if at is not None:
             (self.proc_dir / "stat").write_text(f"cpu  1 2 3 4\nbtime {int(at)}\n")
+            self._booted_at, self._clock_step = at, 0.0
+
+    def step_clock(self, seconds: float) -> None:
+        """The wall clock jumps by `seconds` (NTP, a person), the boot's own does not:
+        from now on the uptime is `now - seconds` since the boot."""
+        self._clock_step += seconds
 
     def calls(self, tool: str) -> list[list[str]]:
         return [call[1:] for call in self._load()["calls"] if call[0] == tool]
@@ -336,6 +343,7 @@ class FakeBox:
         }
         if now is not None:
             env["GLUCOSE_WATCHDOG_NOW"] = str(now)
+            env["GLUCOSE_WATCHDOG_UPTIME"] = str(now - self._clock_step - self._booted_at)
         return subprocess.run(
             # -S: no site-packages, which also proves the box programs need none.
             [python, "-S", str(box_dir / program), *args],
