@@ -104,7 +104,11 @@ def decide(
     """The new state from the last one (`rebased` first); `decision` is `busy`, `idle` or
     `stop`."""
     previous = carried_state(previous, boot_id=boot_id, now=now)
-    jobs = [*signals.trainers, *signals.preparations]
+    # A finished run's container that only retries its uploads is no work: the countdown
+    # runs (the resume unit's retries fit in it, and the next boot retries again), or
+    # storage that stays down would keep the box up for every retry.
+    trainers = [trainer for trainer in signals.trainers if not trainer.uploading]
+    jobs = [*trainers, *signals.preparations]
     progress = track_progress(jobs, previous.get("progress") or {}, now)
     hung_limit_seconds = config.hung_trainer_minutes * 60
     live, hung = [], []

@@ -36,6 +36,7 @@ def test_the_trainer_writes_the_files_the_box_reads():
     assert status.STATUS_FILE == contract.STATUS_FILE
     assert rank_outputs.HEARTBEAT_FILE == contract.HEARTBEAT_FILE
     assert (prepare.WORK_DIR, prepare.HEARTBEAT) == contract.PREPARE_HEARTBEAT
+    assert status.UPLOAD_PENDING == contract.UPLOAD_PENDING_STATE
     # What the box programs read of them.
     assert {"step", "updated_at", "state", "exit_code"} <= set(status.STATUS_KEYS)
 

@@ -70,9 +70,12 @@ elif tool == "docker" and args[0] == "ps":
 elif tool == "docker" and args[0] == "inspect":
     print(json.dumps([item for item in box["containers"] if item["Id"] in args[1:]]))
 elif tool == "docker" and args[0] == "start":
+    # StartedAt as docker writes it, at the caller's clock.
+    now = float(os.environ.get("GLUCOSE_WATCHDOG_NOW") or time.time())
+    started = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + ".000000123Z"
     for item in box["containers"]:
         if item["Id"] == args[1]:
-            item["State"]["Running"] = True
+            item["State"].update(Running=True, StartedAt=started)
 with open(path, "w") as handle:
     json.dump(box, handle)
 sys.exit(status)
