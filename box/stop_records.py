@@ -13,9 +13,11 @@ library only.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import sys
+import zoneinfo
 from collections.abc import Callable
 
 import contract
@@ -104,19 +106,25 @@ def _rebooting() -> bool:
 
 
 def _at_daily_stop(config: WatchdogConfig, now: float) -> bool:
+    """Whether `now` is at most DAILY_STOP_WINDOW_SECONDS after a daily stop.
+
+    The stop that explains a shutdown may fall on the day before in the stack's zone (a
+    23:50 stop, a shutdown at 00:05), so yesterday's counts as much as today's; compared
+    as instants, so a DST change in the window does not move it.
+    """
     if not config.daily_stop_time:
         return False
-    import datetime
-    import zoneinfo
-
     try:
         zone = zoneinfo.ZoneInfo(config.daily_stop_time_zone)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         zone = datetime.timezone.utc
-    local = datetime.datetime.fromtimestamp(now, zone)
+    today = datetime.datetime.fromtimestamp(now, zone).date()
     hours, minutes = (int(part) for part in config.daily_stop_time.split(":"))
-    stop = local.replace(hour=hours, minute=minutes, second=0, microsecond=0)
-    return 0 <= (local - stop).total_seconds() < DAILY_STOP_WINDOW_SECONDS
+    for day in (today - datetime.timedelta(days=1), today):
+        stop = datetime.datetime.combine(day, datetime.time(hours, minutes), tzinfo=zone)
+        if 0 <= now - stop.timestamp() < DAILY_STOP_WINDOW_SECONDS:
+            return True
+    return False
 
 
 def _preempted_run(config: WatchdogConfig, now: float) -> str | None:

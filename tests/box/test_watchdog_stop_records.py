@@ -86,6 +86,15 @@ def test_the_daily_stop_is_named(tmp_path):
     )
 
 
+def test_a_daily_stop_before_midnight_is_named_after_midnight(tmp_path):
+    box = FakeBox(tmp_path, daily_stop_time="23:50", daily_stop_time_zone="Europe/Berlin")
+    next_day = datetime.datetime(
+        2027, 1, 16, 0, 5, tzinfo=datetime.timezone(datetime.timedelta(hours=1))
+    )
+    _shutdown(box, next_day.timestamp())
+    assert box.stops()[-1]["summary"] == "by the daily stop (23:50 Europe/Berlin)"
+
+
 def test_a_spot_eviction_is_named(box):
     box.write_status("run-1", state="preempted", updated_at=T0 - 30)
     _shutdown(box, T0)
