@@ -6,12 +6,17 @@ and the packer import it as `box.contract`. The trainer image cannot import it a
 keeps its own copies of the few names it needs (exit codes, the status and heartbeat
 files, the user's stop marker): tests/box/test_contract.py proves each copy equal.
 
-Standard library only, Python 3.8+, and no import of ours.
+Standard library only, Python 3.10+ (MIN_PYTHON), and no import of ours.
 """
 
 from __future__ import annotations
 
 import re
+
+MIN_PYTHON = (3, 10)
+"""The oldest python3 the box programs run on (they use zoneinfo, 3.9+): Ubuntu 22.04's,
+the oldest of the images the stacks boot (the AWS Deep Learning AMI and plain Ubuntu
+22.04, Azure's ubuntu-hpc 2204). install.py refuses an older one."""
 
 # Where a box keeps things.
 BOX_ROOT = "/var/lib/glucose-training"

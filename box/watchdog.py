@@ -18,7 +18,8 @@ seconds, never holds it up), and their sum fits its unit's TimeoutStartSec.
 `watchdog.py --explain` prints the decision it would take now, as JSON, and acts
 on nothing. Settings: $GLUCOSE_WATCHDOG_CONFIG (default
 /etc/glucose-training/watchdog.json); $GLUCOSE_WATCHDOG_NOW (unix seconds)
-replaces the clock, for tests. Standard library only, Python 3.8+.
+replaces the clock, for tests. Standard library only, Python 3.10+
+(contract.MIN_PYTHON).
 """
 
 from __future__ import annotations

@@ -97,3 +97,10 @@ def test_setup_box_makes_the_boxes_directories_and_markers():
 def test_the_packer_never_ships_the_contract_without_the_programs_that_read_it():
     shipped = {path.name for path in packing.shipped_sources()}
     assert {"contract.py", "watchdog_config.py", "install.py"} <= shipped
+
+
+def test_every_box_file_names_the_python_the_contract_does():
+    minimum = ".".join(map(str, contract.MIN_PYTHON))
+    for path in BOX_DIR.glob("*.py"):
+        for claimed in re.findall(r"Python (3\.\d+)\+", path.read_text()):
+            assert claimed == minimum, path.name

@@ -82,15 +82,24 @@ sys.exit(status)
 """
 
 
-def box_python() -> str | None:
-    """Ubuntu 22.04's python3.10, the oldest python3 our images boot with, if here."""
-    candidates = [shutil.which("python3.10"), *glob.glob("/root/.pyenv/versions/3.10.*/bin/python")]
+def python_3(minor: int) -> str | None:
+    """A python3.<minor> interpreter, if this machine has one."""
+    candidates = [
+        shutil.which(f"python3.{minor}"),
+        *glob.glob(f"/root/.pyenv/versions/3.{minor}.*/bin/python"),
+    ]
     for python in filter(None, candidates):
         # pyenv's shims exist even where they refuse to run.
-        probe = [python, "-c", "import sys; assert sys.version_info[:2] == (3, 10)"]
+        probe = [python, "-c", f"import sys; assert sys.version_info[:2] == (3, {minor})"]
         if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
             return python
     return None
+
+
+def box_python() -> str | None:
+    """Ubuntu 22.04's python3.10, the oldest python3 the box programs run on
+    (box/contract.py MIN_PYTHON), if here."""
+    return python_3(10)
 
 
 def docker_time(unix_s: float) -> str:
