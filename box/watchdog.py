@@ -17,9 +17,9 @@ seconds, never holds it up), and their sum fits its unit's TimeoutStartSec.
 
 `watchdog.py --explain` prints the decision it would take now, as JSON, and acts
 on nothing. Settings: $GLUCOSE_WATCHDOG_CONFIG (default
-/etc/glucose-training/watchdog.json); $GLUCOSE_WATCHDOG_NOW (unix seconds)
-replaces the clock, for tests. Standard library only, Python 3.10+
-(contract.MIN_PYTHON).
+/etc/glucose-training/watchdog.json); $GLUCOSE_WATCHDOG_NOW (unix seconds) and
+$GLUCOSE_WATCHDOG_UPTIME (seconds since the boot) replace the clocks, for tests.
+Standard library only, Python 3.10+ (contract.MIN_PYTHON).
 """
 
 from __future__ import annotations
