@@ -14,7 +14,8 @@ had the box says why in BOX_ROOT/failed (what `fab` shows) and retries; after
 deallocate through ARM, OS shutdown as the last resort). glucose-bootstrap.service runs
 this again at every boot until the programs are installed.
 
-Standard library only, Python 3.8+.
+Standard library only, Python 3.10+ (contract.MIN_PYTHON): on an older one the
+archive's install.py refuses, and the box says so and stops itself.
 """
 
 from __future__ import annotations

@@ -39,6 +39,9 @@ class Trainer:
     """The furthest step any progress file of the run reports."""
     updated_at: float | None
     """The newest plausible `updated_at` of those files."""
+    uploading: bool = False
+    """Its status says the run finished while storage was down: this start of its
+    container only uploads what the store lacks (contract.UPLOAD_PENDING_STATE)."""
 
     @property
     def key(self) -> str:
@@ -163,11 +166,19 @@ def running_jobs(
                 Preparation(container.run_id, started_at, *progress([heartbeat], now))
             )
         else:
-            files = [
+            status, heartbeat = (
                 user_files.read_json(config.runs_dir, container.run_id, name)
                 for name in PROGRESS_FILES
-            ]
-            trainers.append(Trainer(container.run_id, started_at, *progress(files, now)))
+            )
+            uploading = (status or {}).get("state") == contract.UPLOAD_PENDING_STATE
+            trainers.append(
+                Trainer(
+                    container.run_id,
+                    started_at,
+                    *progress([status, heartbeat], now),
+                    uploading=uploading,
+                )
+            )
     return trainers, preparations
 
 

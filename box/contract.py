@@ -6,12 +6,17 @@ and the packer import it as `box.contract`. The trainer image cannot import it a
 keeps its own copies of the few names it needs (exit codes, the status and heartbeat
 files, the user's stop marker): tests/box/test_contract.py proves each copy equal.
 
-Standard library only, Python 3.8+, and no import of ours.
+Standard library only, Python 3.10+ (MIN_PYTHON), and no import of ours.
 """
 
 from __future__ import annotations
 
 import re
+
+MIN_PYTHON = (3, 10)
+"""The oldest python3 the box programs run on (they use zoneinfo, 3.9+): Ubuntu 22.04's,
+the oldest of the images the stacks boot (the AWS Deep Learning AMI and plain Ubuntu
+22.04, Azure's ubuntu-hpc 2204). install.py refuses an older one."""
 
 # Where a box keeps things.
 BOX_ROOT = "/var/lib/glucose-training"
@@ -50,6 +55,9 @@ STATUS_FILE = "status.json"
 """Rank 0's record of the run (trainer.reports.status)."""
 HEARTBEAT_FILE = "heartbeat.json"
 """`{"step", "updated_at"}` of a box whose ranks write no status.json."""
+UPLOAD_PENDING_STATE = "finished-upload-pending"
+"""status.json's `state` of a run that finished while storage was down: its container,
+started again, only uploads what the store lacks (trainer.reports.status' copy)."""
 LAUNCH_FILE = "launch.json"
 """Written by `fab train`: the first start, the image, the dataset, the price."""
 STOPPED_BY_USER = "STOPPED_BY_USER"

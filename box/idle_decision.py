@@ -21,6 +21,44 @@ STOP_RETRY_SECONDS = 5 * 60
 MAX_STOP_BACKOFF_SECONDS = 30 * 60
 # Carried over from the last state while a stop is pending.
 STOP_KEYS = ("stop_requested_at", "stop_method", "stop_failures", "stop_error", "stop_recorded")
+# The wall-clock times a state remembers (and each run's progress `changed_at`).
+WALL_TIMES = ("checked_at", "idle_since", "stop_at", "last_busy_at", "stop_requested_at")
+# /proc/uptime has 10 ms resolution and is read apart from the wall clock: a smaller
+# difference between the two clocks is noise, not a step.
+CLOCK_STEP_SECONDS = 1.0
+
+
+def rebased(previous: dict, *, now: float, uptime: float | None, boot_id: str) -> dict:
+    """`previous` with its times moved by as far as the wall clock stepped since it was
+    saved, measured against the boot's own clock (uptime), which never steps.
+
+    NTP or a person may step the wall clock by minutes or hours: without this, a step
+    back looked like a state from the future and a step forward like a long silence, and
+    either restarted the countdown. Unchanged where either uptime is unknown, or the
+    state is from another boot.
+    """
+    saved_uptime, checked_at = previous.get("checked_uptime"), previous.get("checked_at")
+    if uptime is None or previous.get("boot_id") != boot_id:
+        return previous
+    if not _is_number(saved_uptime) or not _is_number(checked_at):
+        return previous
+    step = (now - checked_at) - (uptime - saved_uptime)
+    if abs(step) < CLOCK_STEP_SECONDS:
+        return previous
+    moved = {key: previous[key] + step for key in WALL_TIMES if _is_number(previous.get(key))}
+    progress = previous.get("progress")
+    if isinstance(progress, dict):
+        moved["progress"] = {
+            key: {**seen, "changed_at": seen["changed_at"] + step}
+            if isinstance(seen, dict) and _is_number(seen.get("changed_at"))
+            else seen
+            for key, seen in progress.items()
+        }
+    return {**previous, **moved}
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def carried_state(previous: dict, *, boot_id: str, now: float) -> dict:
@@ -55,11 +93,22 @@ def track_progress(jobs: list[Trainer | Preparation], memory: dict, now: float) 
 
 
 def decide(
-    config: WatchdogConfig, signals: Signals, previous: dict, *, now: float, boot_id: str
+    config: WatchdogConfig,
+    signals: Signals,
+    previous: dict,
+    *,
+    now: float,
+    uptime: float | None,
+    boot_id: str,
 ) -> dict:
-    """The new state; `decision` is `busy`, `idle` or `stop`."""
+    """The new state from the last one (`rebased` first); `decision` is `busy`, `idle` or
+    `stop`."""
     previous = carried_state(previous, boot_id=boot_id, now=now)
-    jobs = [*signals.trainers, *signals.preparations]
+    # A finished run's container that only retries its uploads is no work: the countdown
+    # runs (the resume unit's retries fit in it, and the next boot retries again), or
+    # storage that stays down would keep the box up for every retry.
+    trainers = [trainer for trainer in signals.trainers if not trainer.uploading]
+    jobs = [*trainers, *signals.preparations]
     progress = track_progress(jobs, previous.get("progress") or {}, now)
     hung_limit_seconds = config.hung_trainer_minutes * 60
     live, hung = [], []
@@ -91,6 +140,7 @@ def decide(
         "version": STATE_VERSION,
         "boot_id": boot_id,
         "checked_at": now,
+        "checked_uptime": uptime,
         "decision": decision,
         "busy_reasons": sorted(reasons),
         "hung_run_ids": sorted(hung_runs),

@@ -7,7 +7,8 @@ ARCHIVE is the programs' tar (box/packing.py: flat names, plain files), SETTINGS
 watchdog.json to run them with. The first boot (bootstrap.py) and `fab box-update`
 both install this way:
 
-1. refuse, before touching anything, when the file system lacks the room for the
+1. refuse, before touching anything, when the python3 running it is older than the
+   programs need (contract.MIN_PYTHON), or the file system lacks the room for the
    release and its copies (a box-update on a nearly full disk must not leave half a
    set behind);
 2. unpack into PROGRAM_DIR/releases/<programs' sha256>-<settings' sha256> (each cut
@@ -22,7 +23,7 @@ both install this way:
    hand), remove older ones.
 
 Then `setup-box.sh` (from the new set) turns the guard on. $GLUCOSE_BOX_FS_ROOT puts
-everything under another root (the tests' boxes). Standard library only, Python 3.8+.
+everything under another root (the tests' boxes). Standard library only, Python 3.10+.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def install(archive: bytes, settings: str, root: Path) -> Path:
     }
     program_dir = root / contract.PROGRAM_DIR.lstrip("/")
     release = program_dir / RELEASES / f"{version['programs'][:16]}-{version['settings'][:16]}"
+    _check_python()
     _check_room(program_dir, len(archive) + len(settings))
     if not release.is_dir():
         _unpack(archive, settings, version, release)
@@ -74,6 +76,18 @@ def install(archive: bytes, settings: str, root: Path) -> Path:
     _copy_units(root, release)
     _prune(program_dir, release)
     return release
+
+
+def _check_python() -> None:
+    # The units run the programs with this same python3.
+    if sys.version_info < contract.MIN_PYTHON:
+        have = ".".join(map(str, sys.version_info[:3]))
+        need = ".".join(map(str, contract.MIN_PYTHON))
+        raise InstallError(
+            f"{sys.executable} is Python {have}, the box programs need {need} or later "
+            "(Ubuntu 22.04's); nothing was changed: boot the box from an image the stack "
+            "names"
+        )
 
 
 def _check_room(program_dir: Path, size: int) -> None:

@@ -41,9 +41,6 @@ from watchdog_config import WatchdogConfig, load_config_or_say_why
 USER_ERROR_EXIT_CODE = 2
 # The trainer never got to write its final state: the host went down under it.
 UNFINISHED_STATES = ("running", "preempted")
-# Finished, but its last uploads did not land (storage was down): a start only
-# uploads them (trainer/checkpoints/final_upload.py) and exits 0.
-UPLOAD_PENDING_STATE = "finished-upload-pending"
 DOCKER_POLL_SECONDS = 2
 # Pause before the 1st, 2nd and 3rd start of a run in one boot, after its last exit.
 RETRY_DELAYS_SECONDS = (0, 60, 180)
@@ -65,7 +62,9 @@ def why_not_resume(
         or {}
     )
     state = str(status.get("state") or "")
-    if state == UPLOAD_PENDING_STATE:
+    if state == contract.UPLOAD_PENDING_STATE:
+        # Its last uploads did not land: a start only uploads them
+        # (trainer/checkpoints/final_upload.py) and exits 0.
         return ""
     if state == "finished" or container.exit_code == 0:
         return "finished"

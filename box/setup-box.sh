@@ -17,8 +17,9 @@
 # after writing new programs, so a box it updates has what a new box has.
 # Every tool is called by name, so the tests run this script for real with fakes
 # first on PATH; GLUCOSE_PCI_ROOT points the GPU probe at a fake sysfs,
-# GLUCOSE_APT_ROOT the apt files into a temp dir, GLUCOSE_SETUP_RETRY_SECONDS
-# shortens the pauses between retries.
+# GLUCOSE_APT_ROOT the apt files into a temp dir, GLUCOSE_BOX_FS_ROOT the sshd
+# drop-in under another root, GLUCOSE_SETUP_RETRY_SECONDS shortens the pauses between
+# retries.
 set -euo pipefail
 
 ssh_user="$1"
@@ -47,6 +48,11 @@ TOOLKIT_LIST_URL=https://nvidia.github.io/libnvidia-container/stable/deb/nvidia-
 TOOLKIT_KEYRING="$apt_root/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
 TOOLKIT_SOURCES="$apt_root/etc/apt/sources.list.d/nvidia-container-toolkit.list"
 UPGRADE_HOLD="$apt_root/etc/apt/apt.conf.d/51glucose-training-hold"
+# sshd takes the first value it reads and reads its drop-ins in name order (Ubuntu's
+# sshd_config includes them first): a low number wins over the image's own.
+SSHD_KEEPALIVE="${GLUCOSE_BOX_FS_ROOT:-}/etc/ssh/sshd_config.d/10-glucose-training-keepalive.conf"
+SSHD_ALIVE_INTERVAL_SECONDS=60
+SSHD_ALIVE_COUNT_MAX=3
 setup_log="$box_root/setup.log"
 
 log() { echo "glucose-setup: $*"; }
@@ -100,6 +106,24 @@ turn_guard_on() {
     systemctl enable glucose-resume.service
     systemctl enable glucose-resume.timer
     systemctl restart glucose-resume.timer
+    end_dead_ssh_sessions
+}
+
+# A terminal whose laptop went to sleep is a session (the watchdog's "ssh") until sshd
+# notices the client is gone: by TCP keep-alive, about 2 hours. sshd's own keep-alive
+# ends it after SSHD_ALIVE_COUNT_MAX unanswered probes, SSHD_ALIVE_INTERVAL_SECONDS apart.
+end_dead_ssh_sessions() {
+    mkdir -p "${SSHD_KEEPALIVE%/*}"
+    cat > "$SSHD_KEEPALIVE" <<KEEPALIVE
+# glucose-training: a client that stops answering (a laptop asleep) is logged out
+# within minutes, so its session stops keeping the box busy for the idle watchdog.
+ClientAliveInterval $SSHD_ALIVE_INTERVAL_SECONDS
+ClientAliveCountMax $SSHD_ALIVE_COUNT_MAX
+KEEPALIVE
+    # Ubuntu's unit checks the configuration (sshd -t) before it reloads; new sessions
+    # get the keep-alive, running ones keep what they started with.
+    systemctl try-reload-or-restart ssh.service \
+        || log "WARNING: sshd not reloaded; the keep-alive applies from its next start"
 }
 
 hold_upgrades() {

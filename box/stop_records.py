@@ -6,21 +6,25 @@ watchdog appends its record before it stops billing. Run as a program (the
 glucose-stop-record unit's ExecStop, at every OS shutdown) it records a shutdown
 that no watchdog record of this boot explains: the daily stop, a spot eviction,
 a reboot, or something outside the box (the AWS alarm, the console, a CLI).
-A record that cannot be written (a full disk) is logged and skipped: it never
-holds up a stop. Standard library only.
+A record that cannot be written (a full disk) or is not written within a few
+seconds (a stalled one) is logged and skipped: it never holds up a stop. Standard
+library only.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import sys
+import zoneinfo
 from collections.abc import Callable
 
 import contract
 import instance_metadata
 import user_files
 from bounded_command import CommandTimeout, run_bounded
+from bounded_write import write_within
 from box_time import now_seconds, read_boot_id
 from watchdog_config import WatchdogConfig, load_config_or_say_why
 
@@ -35,13 +39,19 @@ def log(message: str) -> None:
 
 
 def append(config: WatchdogConfig, record: dict, log: Callable[[str], None]) -> None:
+    """Add `record`, waiting at most bounded_write.WRITE_TIMEOUT_SECONDS for the disk."""
     path = config.stops_path
-    try:
+    line = json.dumps(record, sort_keys=True) + "\n"
+
+    def write() -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, sort_keys=True) + "\n")
+            handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
+
+    try:
+        write_within(write)
     except OSError as error:
         log(f"WARNING: stop not recorded in {path}: {error}")
 
@@ -96,19 +106,25 @@ def _rebooting() -> bool:
 
 
 def _at_daily_stop(config: WatchdogConfig, now: float) -> bool:
+    """Whether `now` is at most DAILY_STOP_WINDOW_SECONDS after a daily stop.
+
+    The stop that explains a shutdown may fall on the day before in the stack's zone (a
+    23:50 stop, a shutdown at 00:05), so yesterday's counts as much as today's; compared
+    as instants, so a DST change in the window does not move it.
+    """
     if not config.daily_stop_time:
         return False
-    import datetime
-    import zoneinfo
-
     try:
         zone = zoneinfo.ZoneInfo(config.daily_stop_time_zone)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         zone = datetime.timezone.utc
-    local = datetime.datetime.fromtimestamp(now, zone)
+    today = datetime.datetime.fromtimestamp(now, zone).date()
     hours, minutes = (int(part) for part in config.daily_stop_time.split(":"))
-    stop = local.replace(hour=hours, minute=minutes, second=0, microsecond=0)
-    return 0 <= (local - stop).total_seconds() < DAILY_STOP_WINDOW_SECONDS
+    for day in (today - datetime.timedelta(days=1), today):
+        stop = datetime.datetime.combine(day, datetime.time(hours, minutes), tzinfo=zone)
+        if 0 <= now - stop.timestamp() < DAILY_STOP_WINDOW_SECONDS:
+            return True
+    return False
 
 
 def _preempted_run(config: WatchdogConfig, now: float) -> str | None:

@@ -11,13 +11,15 @@ the signals it saw, and to the state file (config `state_path`, on /run), which
 carries the countdown across runs and which `fab status` reads.
 
 It fails closed: a state file it cannot write makes it count from the last busy
-moment on record; a signal it cannot read never counts as busy; every command and
-request it makes has a time limit, and their sum fits its unit's TimeoutStartSec.
+moment on record; a signal it cannot read never counts as busy; every command,
+request and file write it makes has a time limit (a stalled disk delays a stop by
+seconds, never holds it up), and their sum fits its unit's TimeoutStartSec.
 
 `watchdog.py --explain` prints the decision it would take now, as JSON, and acts
 on nothing. Settings: $GLUCOSE_WATCHDOG_CONFIG (default
-/etc/glucose-training/watchdog.json); $GLUCOSE_WATCHDOG_NOW (unix seconds)
-replaces the clock, for tests. Standard library only, Python 3.8+.
+/etc/glucose-training/watchdog.json); $GLUCOSE_WATCHDOG_NOW (unix seconds) and
+$GLUCOSE_WATCHDOG_UPTIME (seconds since the boot) replace the clocks, for tests.
+Standard library only, Python 3.10+ (contract.MIN_PYTHON).
 """
 
 from __future__ import annotations
@@ -29,15 +31,17 @@ from pathlib import Path
 
 import billing_stop
 import bounded_command
+import bounded_write
 import busy_signals
 import contract
 import docker_cli
 import stop_records
 import verdict_metric
-from box_time import boot_time, now_seconds, read_boot_id
+from box_time import boot_time, now_seconds, read_boot_id, uptime_seconds
 from idle_decision import (
     decide,
     fail_closed,
+    rebased,
     should_request_stop,
     stop_backoff_seconds,
 )
@@ -46,6 +50,8 @@ from watchdog_config import MAX_HTTP_TIMEOUT_SECONDS, WatchdogConfig, load_confi
 REAP = bounded_command.REAP_SECONDS
 # urllib's timeout holds per blocking call: count a connect and a read per request.
 HTTP_WORST_SECONDS = 2 * MAX_HTTP_TIMEOUT_SECONDS
+# The link for `fab`, three saves of the state and the stop record, each bounded.
+FILE_WRITES = 5
 WORST_CASE_SECONDS = (
     busy_signals.NVIDIA_SMI_TIMEOUT_SECONDS + REAP
     + 2 * (docker_cli.DOCKER_TIMEOUT_SECONDS + REAP)  # ps, inspect
@@ -55,6 +61,7 @@ WORST_CASE_SECONDS = (
         billing_stop.AZURE_REQUESTS * HTTP_WORST_SECONDS,
         billing_stop.SHUTDOWN_TIMEOUT_SECONDS + REAP,
     )
+    + FILE_WRITES * bounded_write.WRITE_TIMEOUT_SECONDS
 )  # fmt: skip
 
 
@@ -74,13 +81,19 @@ def load_state(path: Path) -> dict:
 
 
 def save_state(path: Path, state: dict) -> bool:
-    """Write atomically (`fab status` may read it at any moment); False when it failed."""
+    """Write atomically (`fab status` may read it at any moment), waiting for the disk a
+    bounded time; False when it failed."""
     partial = path.with_name(path.name + ".tmp")
-    try:
+    text = json.dumps(state, indent=2, sort_keys=True) + "\n"
+
+    def write() -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+        partial.write_text(text)
         partial.chmod(0o644)
         os.replace(partial, path)
+
+    try:
+        bounded_write.write_within(write)
     except OSError as error:
         log(f"ERROR: cannot save the countdown in {path} ({error}): failing closed")
         return False
@@ -98,11 +111,15 @@ def link_state_for_fab(config: WatchdogConfig) -> None:
     except OSError:
         pass  # missing, or a file from before the state moved to /run
     partial = link.with_name("state.json.link")
-    try:
+
+    def write() -> None:
         if os.path.lexists(partial):
             os.unlink(partial)
         os.symlink(config.state_path, partial)
         os.replace(partial, link)
+
+    try:
+        bounded_write.write_within(write)
     except OSError as error:
         log(f"WARNING: cannot link {link} to the state: {error}")
 
@@ -150,11 +167,12 @@ def main(argv: list[str]) -> int:
     config = load_config_or_say_why("glucose-watchdog")
     if config is None:
         return 2
-    now = now_seconds()
+    now, uptime = now_seconds(), uptime_seconds(config.proc_root)
+    boot_id = read_boot_id(config.boot_id_path)
     state_path = Path(config.state_path)
-    previous = load_state(state_path)
+    previous = rebased(load_state(state_path), now=now, uptime=uptime, boot_id=boot_id)
     signals = busy_signals.read_signals(config, now)
-    state = decide(config, signals, previous, now=now, boot_id=read_boot_id(config.boot_id_path))
+    state = decide(config, signals, previous, now=now, uptime=uptime, boot_id=boot_id)
     if "--explain" in argv:
         state["would_request_stop"] = should_request_stop(state, now=now)
         print(json.dumps(state, indent=2, sort_keys=True))

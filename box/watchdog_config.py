@@ -5,7 +5,8 @@ so the tests point the real programs at fakes on 127.0.0.1 and on PATH. The
 Pulumi side (`box/cloud_init.py`) builds the file through this class too,
 so a bad setting fails at `pulumi preview`, not silently on the box.
 
-Standard library only, Python 3.8+ (the box's own python3 runs it).
+Standard library only, Python 3.10+ (contract.MIN_PYTHON: the box's own python3
+runs it).
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ def test_the_trainer_writes_the_files_the_box_reads():
     assert status.STATUS_FILE == contract.STATUS_FILE
     assert rank_outputs.HEARTBEAT_FILE == contract.HEARTBEAT_FILE
     assert (prepare.WORK_DIR, prepare.HEARTBEAT) == contract.PREPARE_HEARTBEAT
+    assert status.UPLOAD_PENDING == contract.UPLOAD_PENDING_STATE
     # What the box programs read of them.
     assert {"step", "updated_at", "state", "exit_code"} <= set(status.STATUS_KEYS)
 
@@ -101,3 +102,10 @@ def test_setup_box_makes_the_boxes_directories_and_markers():
 def test_the_packer_never_ships_the_contract_without_the_programs_that_read_it():
     shipped = {path.name for path in packing.shipped_sources()}
     assert {"contract.py", "watchdog_config.py", "install.py"} <= shipped
+
+
+def test_every_box_file_names_the_python_the_contract_does():
+    minimum = ".".join(map(str, contract.MIN_PYTHON))
+    for path in BOX_DIR.glob("*.py"):
+        for claimed in re.findall(r"Python (3\.\d+)\+", path.read_text()):
+            assert claimed == minimum, path.name

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from box import contract, packing
+from tests.fakes.fake_box import python_3
 
 PROGRAM_DIR = contract.PROGRAM_DIR.lstrip("/")
 
@@ -41,8 +42,11 @@ def _archive(edit: dict[str, bytes] | None = None) -> bytes:
     return out.getvalue()
 
 
-def install(root: Path, archive: bytes, settings: str) -> subprocess.CompletedProcess:
-    """Unpack install.py (and the contract it reads) beside the archive and run it."""
+def install(
+    root: Path, archive: bytes, settings: str, python: str = sys.executable
+) -> subprocess.CompletedProcess:
+    """Unpack install.py (and the contract it reads) beside the archive and run it with
+    `python`."""
     work = root.parent / f"work-{len(list(root.parent.glob('work-*')))}"
     work.mkdir()
     (work / "programs.tar").write_bytes(archive)
@@ -52,7 +56,7 @@ def install(root: Path, archive: bytes, settings: str) -> subprocess.CompletedPr
             (work / name).write_bytes(tar.extractfile(name).read())
     return subprocess.run(
         [
-            sys.executable,
+            python,
             str(work / "install.py"),
             str(work / "programs.tar"),
             str(work / "watchdog.json"),
@@ -155,3 +159,14 @@ def test_a_box_set_up_before_releases_moves_to_them(root):
     assert not (flat / "watchdog.py").exists()
     assert settings.is_symlink()
     assert json.loads(settings.read_text())["idle_shutdown_minutes"] == 20
+
+
+def test_install_refuses_a_python_older_than_the_programs_need(root):
+    # Python 3.8: the box programs once said they ran on it, and zoneinfo needs 3.9.
+    python = python_3(8)
+    if python is None:
+        pytest.skip("no python3.8 here to be the too-old python3 of a box")
+    done = install(root, _archive(), _settings(), python=python)
+    assert done.returncode == 1
+    assert "the box programs need 3.10 or later" in done.stderr
+    assert not (root / PROGRAM_DIR).exists()

@@ -6,7 +6,10 @@ marker with the log's tail instead of silence.
 """
 
 import json
+import shutil
 import subprocess
+
+import pytest
 
 from tests.fakes.fake_box import FakeBox
 from tests.fakes.system_tools import IMAGE_TOOLS, fake_system
@@ -21,7 +24,11 @@ GUARD_UNITS = [
     "systemctl enable glucose-resume.service",
     "systemctl enable glucose-resume.timer",
     "systemctl restart glucose-resume.timer",
+    "systemctl try-reload-or-restart ssh.service",
 ]
+# A sleeping laptop's terminal must stop counting as a session within minutes, not the
+# ~2 h TCP keep-alive takes (docs/guard-rails.md).
+DEAD_CLIENT_LOGOUT_SECONDS = 5 * 60
 
 
 def _run_setup(
@@ -172,6 +179,33 @@ def test_guard_mode_starts_no_run_and_keeps_a_failed_marker(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert not [call for call in calls if "glucose-resume.service" in call and "enable" not in call]
     assert (tmp_path / "box" / "failed").read_text().startswith("setup failed at ")
+
+
+def _sshd_settings(tmp_path, drop_in_dir):
+    """The settings the real sshd takes from a config that includes `drop_in_dir` the
+    way Ubuntu's /etc/ssh/sshd_config does (`sshd -T`: parse, print, exit)."""
+    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not shutil.which(sshd):
+        pytest.skip("SKIPPED LOUDLY: OpenSSH `sshd` not installed; run tests/system-deps.sh")
+    host_key = tmp_path / "host_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", host_key], check=True)
+    config = tmp_path / "sshd_config"
+    config.write_text(f"Include {drop_in_dir}/*.conf\nHostKey {host_key}\n")
+    done = subprocess.run(
+        [sshd, "-T", "-f", config], capture_output=True, text=True, timeout=30, check=True
+    )
+    return dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+
+
+@pytest.mark.e2e
+def test_sshd_logs_out_a_client_that_stopped_answering_within_minutes(tmp_path):
+    done, calls = _run_setup(tmp_path, mode=["guard"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    settings = _sshd_settings(tmp_path, tmp_path / "fs/etc/ssh/sshd_config.d")
+    interval, count = int(settings["clientaliveinterval"]), int(settings["clientalivecountmax"])
+    # sshd probes after `interval` of silence and gives up when `count` probes went unanswered.
+    assert 0 < interval * (count + 1) <= DEAD_CLIENT_LOGOUT_SECONDS
+    assert "systemctl try-reload-or-restart ssh.service" in calls
 
 
 def test_setup_refuses_an_unknown_mode(tmp_path):

@@ -1,6 +1,7 @@
 """The idle countdown: the real watchdog program, one run per simulated minute."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -93,6 +94,27 @@ def test_a_long_silence_of_the_watchdog_starts_the_countdown_over(box):
     box.tick(T0 + 20 * MINUTE)
     assert box.calls("shutdown") == []
     assert box.watchdog_state()["idle_since"] == T0 + 20 * MINUTE
+
+
+@pytest.mark.parametrize("step_minutes", [-120, 60], ids=["back-2h", "forward-1h"])
+def test_a_clock_step_neither_restarts_nor_hastens_the_countdown(box, step_minutes):
+    box.tick(T0)
+    box.tick(T0 + MINUTE)
+    step = step_minutes * MINUTE
+    box.step_clock(step)
+    box.tick(T0 + 2 * MINUTE + step)
+    assert box.calls("shutdown") == []
+    box.tick(T0 + IDLE_LIMIT_MINUTES * MINUTE + step)
+    assert box.calls("shutdown") == [["-h", "now"]]
+    assert box.watchdog_state()["idle_since"] == T0 + step
+
+
+def test_the_boots_own_clock_is_the_kernels_uptime(tmp_path):
+    box = FakeBox(tmp_path, proc_root="/proc")
+    done = box.run("watchdog.py", "--explain")  # the real clocks
+    assert done.returncode == 0, done.stderr
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    assert uptime - 10 < json.loads(done.stdout)["checked_uptime"] <= uptime
 
 
 def test_a_requested_stop_is_not_repeated_every_minute(box):

@@ -2,11 +2,15 @@
 
 import pytest
 
-from tests.fakes.fake_box import FakeBox
+from tests.fakes.fake_box import DEEPLY_NESTED_JSON, FakeBox
 
 T0 = 1_800_000_000.0
 MINUTE = 60.0
 PREEMPTED = 75
+IDLE_LIMIT_MINUTES = 3  # FakeBox's
+# The trainer's limit on one try to upload when storage does not answer
+# (trainer/checkpoints/final_upload.py SYNC_SECONDS).
+UPLOAD_LIMIT_SECONDS = 300
 
 
 @pytest.fixture
@@ -30,6 +34,14 @@ def test_preempted_run_starts_again(box):
     done = _resume(box)
     assert _started(box) == [container]
     assert "starting run run-1 again" in done.stdout
+
+
+def test_a_deeply_nested_status_json_does_not_stop_a_resume(box):
+    # Written by the container, so anything: it reads as no status, and exit 75 decides.
+    container = box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=PREEMPTED)
+    (box.box_root / "runs" / "run-1" / "status.json").write_text(DEEPLY_NESTED_JSON)
+    _resume(box)
+    assert _started(box) == [container]
 
 
 def test_run_killed_with_the_host_starts_again_after_the_boot(box):
@@ -171,3 +183,26 @@ def test_docker_that_never_answers_fails_the_unit(box):
     done = box.run("resume.py")
     assert done.returncode == 1
     assert "docker did not answer within 1s" in done.stdout
+
+
+def test_uploads_that_keep_failing_keep_the_box_up_no_longer_than_an_idle_one(box):
+    container = box.add_trainer("run-1", running=False, created_at=T0 - 3600, finished_at=T0)
+    box.write_status("run-1", state="finished-upload-pending", updated_at=T0)
+    started_at = None
+
+    def storage_stays_down(now):
+        # Each start tries to upload until its limit and exits 0 (the run itself is done);
+        # the resume unit starts it again, up to 3 times in this boot.
+        nonlocal started_at
+        if started_at is not None and now - started_at >= UPLOAD_LIMIT_SECONDS:
+            box.exit_container(container, exit_code=0, at=now)
+            started_at = None
+        starts = len(_started(box))
+        _resume(box, now)
+        if len(_started(box)) > starts:
+            started_at = now
+
+    bound_minutes = IDLE_LIMIT_MINUTES + 2  # docs/guard-rails.md: idle + 2 min after the exit
+    stopped = box.ticks_until_stop(T0, minutes=bound_minutes, between=storage_stays_down)
+    assert stopped is not None
+    assert _started(box) == [container]  # the upload was tried meanwhile

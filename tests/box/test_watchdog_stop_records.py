@@ -1,6 +1,7 @@
 """Every stop leaves a record on the box's disk that says why (`fab status` shows it)."""
 
 import datetime
+import time
 
 import pytest
 
@@ -9,6 +10,9 @@ from tests.fakes.fake_box import FakeBox
 T0 = 1_800_000_000.0
 MINUTE = 60.0
 IDLE_LIMIT_MINUTES = 3
+# The record's bounded write (5 s) and the rest of one look; blocked, it takes until the
+# disk thaws (tests/fixtures/freezable_disk.py: 60 s here, forever on a dead volume).
+STALLED_DISK_STOP_SECONDS = 15
 
 
 @pytest.fixture
@@ -44,6 +48,19 @@ def test_a_stop_that_cannot_be_recorded_still_happens(box):
     assert box.calls("shutdown") == [["-h", "now"]]
 
 
+def test_a_stalled_disk_does_not_hold_up_the_stop(tmp_path, freezable_disk):
+    disk = freezable_disk(tmp_path / "box")  # the box root, stops.jsonl's disk
+    box = FakeBox(tmp_path, idle_shutdown_minutes=IDLE_LIMIT_MINUTES)
+    for minute in range(IDLE_LIMIT_MINUTES):
+        box.tick(T0 + minute * MINUTE)
+    disk.freeze()
+    began = time.monotonic()
+    done = box.tick(T0 + IDLE_LIMIT_MINUTES * MINUTE)
+    assert time.monotonic() - began < STALLED_DISK_STOP_SECONDS
+    assert box.calls("shutdown") == [["-h", "now"]]
+    assert "stop not recorded" in done.stdout
+
+
 def test_the_shutdown_that_follows_a_watchdog_stop_adds_nothing(box):
     box.ticks_until_stop(T0, minutes=IDLE_LIMIT_MINUTES)
     _shutdown(box, T0 + 4 * MINUTE)
@@ -67,6 +84,15 @@ def test_the_daily_stop_is_named(tmp_path):
         "daily-stop",
         "by the daily stop (23:00 Europe/Berlin)",
     )
+
+
+def test_a_daily_stop_before_midnight_is_named_after_midnight(tmp_path):
+    box = FakeBox(tmp_path, daily_stop_time="23:50", daily_stop_time_zone="Europe/Berlin")
+    next_day = datetime.datetime(
+        2027, 1, 16, 0, 5, tzinfo=datetime.timezone(datetime.timedelta(hours=1))
+    )
+    _shutdown(box, next_day.timestamp())
+    assert box.stops()[-1]["summary"] == "by the daily stop (23:50 Europe/Berlin)"
 
 
 def test_a_spot_eviction_is_named(box):

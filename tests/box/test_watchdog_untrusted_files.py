@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.fakes.fake_box import FakeBox
+from tests.fakes.fake_box import DEEPLY_NESTED_JSON, FakeBox
 
 T0 = 1_800_000_000.0
 MINUTE = 60.0
@@ -65,6 +65,17 @@ def test_an_oversized_status_json_is_not_read(box):
     padding = "x" * 100_000
     box.write_status("run-1", step=5, updated_at=T0, padding=padding)
     assert _trainer(box.explain(T0))["step"] is None
+
+
+def test_a_deeply_nested_heartbeat_costs_only_its_own_run(box):
+    box.add_trainer("run-2", running=True, created_at=T0 - 3600)
+    box.write_status("run-2", step=7, updated_at=T0)
+    (box.box_root / "runs" / "run-1" / "heartbeat.json").write_text(DEEPLY_NESTED_JSON)
+    explained = box.explain(T0)
+    trainers = {trainer["run_id"]: trainer for trainer in explained["signals"]["trainers"]}
+    assert (trainers["run-1"]["step"], trainers["run-2"]["step"]) == (None, 7)
+    assert explained["busy_reasons"] == ["trainer"]
+    assert explained["signals"]["problems"] == []
 
 
 def test_the_run_id_comes_from_the_container_name_not_its_label(box):

@@ -2,8 +2,9 @@
 
 Fake `docker`, `nvidia-smi`, `shutdown`, `aws` and `systemctl` go first on PATH: one
 Python script (FAKE_TOOL) linked under each name, reading and recording into one
-JSON file. A fake /proc holds processes and the boot time, a fake utmp the login
-records sshd would write, a file the boot id; the clock is $GLUCOSE_WATCHDOG_NOW.
+JSON file. A fake /proc holds processes and the boot time, a fake utmp the login records sshd
+would write, a file the boot id; the wall clock is $GLUCOSE_WATCHDOG_NOW, and the boot's
+own clock ($GLUCOSE_WATCHDOG_UPTIME) follows it (`step_clock` makes them part).
 The programs themselves run unchanged from box/ in a subprocess, as
 systemd runs them on the VM.
 """
@@ -31,6 +32,9 @@ BOOT_TIME = 1_700_000_000.0
 # glibc's struct utmp (box/ssh_sessions.py reads the same layout).
 UTMP_RECORD = struct.Struct("=hxxi32s4s32s256shhiii4i20s")
 USER_PROCESS, DEAD_PROCESS = 7, 8
+# What a hostile container can write into its run dir: 60 KB (under the 64 KB the box
+# reads), nested 30,000 deep (past the recursion limit of Python's JSON parser).
+DEEPLY_NESTED_JSON = '{"step": 5, "x": ' + "[" * 30_000 + "]" * 30_000 + "}"
 
 FAKE_TOOL = """\
 import json, os, sys, time
@@ -66,24 +70,36 @@ elif tool == "docker" and args[0] == "ps":
 elif tool == "docker" and args[0] == "inspect":
     print(json.dumps([item for item in box["containers"] if item["Id"] in args[1:]]))
 elif tool == "docker" and args[0] == "start":
+    # StartedAt as docker writes it, at the caller's clock.
+    now = float(os.environ.get("GLUCOSE_WATCHDOG_NOW") or time.time())
+    started = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + ".000000123Z"
     for item in box["containers"]:
         if item["Id"] == args[1]:
-            item["State"]["Running"] = True
+            item["State"].update(Running=True, StartedAt=started)
 with open(path, "w") as handle:
     json.dump(box, handle)
 sys.exit(status)
 """
 
 
-def box_python() -> str | None:
-    """Ubuntu 22.04's python3.10, the oldest python3 our images boot with, if here."""
-    candidates = [shutil.which("python3.10"), *glob.glob("/root/.pyenv/versions/3.10.*/bin/python")]
+def python_3(minor: int) -> str | None:
+    """A python3.<minor> interpreter, if this machine has one."""
+    candidates = [
+        shutil.which(f"python3.{minor}"),
+        *glob.glob(f"/root/.pyenv/versions/3.{minor}.*/bin/python"),
+    ]
     for python in filter(None, candidates):
         # pyenv's shims exist even where they refuse to run.
-        probe = [python, "-c", "import sys; assert sys.version_info[:2] == (3, 10)"]
+        probe = [python, "-c", f"import sys; assert sys.version_info[:2] == (3, {minor})"]
         if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
             return python
     return None
+
+
+def box_python() -> str | None:
+    """Ubuntu 22.04's python3.10, the oldest python3 the box programs run on
+    (box/contract.py MIN_PYTHON), if here."""
+    return python_3(10)
 
 
 def docker_time(unix_s: float) -> str:
@@ -296,6 +312,12 @@ class FakeBox:
         self.boot_id_file.write_text(boot_id + "\n")
         if at is not None:
             (self.proc_dir / "stat").write_text(f"cpu  1 2 3 4\nbtime {int(at)}\n")
+            self._booted_at, self._clock_step = at, 0.0
+
+    def step_clock(self, seconds: float) -> None:
+        """The wall clock jumps by `seconds` (NTP, a person), the boot's own does not:
+        from now on the uptime is `now - seconds` since the boot."""
+        self._clock_step += seconds
 
     def calls(self, tool: str) -> list[list[str]]:
         return [call[1:] for call in self._load()["calls"] if call[0] == tool]
@@ -333,6 +355,7 @@ class FakeBox:
         }
         if now is not None:
             env["GLUCOSE_WATCHDOG_NOW"] = str(now)
+            env["GLUCOSE_WATCHDOG_UPTIME"] = str(now - self._clock_step - self._booted_at)
         return subprocess.run(
             # -S: no site-packages, which also proves the box programs need none.
             [python, "-S", str(box_dir / program), *args],

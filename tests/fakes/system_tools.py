@@ -105,6 +105,8 @@ def fake_system(
         "FAKE_DOCKER_RUNTIMES": runtimes,
         "GLUCOSE_PCI_ROOT": str(pci),
         "GLUCOSE_APT_ROOT": str(apt_root),
+        # Where the box's own files go (the sshd drop-in): never this machine's /etc.
+        "GLUCOSE_BOX_FS_ROOT": str(tmp_path / "fs"),
         "GLUCOSE_SETUP_RETRY_SECONDS": "0",
     }
     return FakeSystem(env, log)

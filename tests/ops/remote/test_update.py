@@ -111,6 +111,7 @@ def test_box_update_turns_the_guard_on_as_a_first_boot_does(cloud_box):
         "enable glucose-resume.service",
         "enable glucose-resume.timer",
         "restart glucose-resume.timer",
+        "try-reload-or-restart ssh.service",
     ]
 
 
