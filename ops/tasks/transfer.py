@@ -12,6 +12,7 @@ from rich.console import Console
 from box import contract
 from ops.data import download_verdict
 from ops.data import transfer as storage_sync
+from ops.power import state as power
 from ops.remote.ssh import Box
 from ops.run import names, on_box
 from ops.target.resolve import resolve_target
@@ -85,6 +86,7 @@ def download(c, run="", to="", offline=False, target="", stack=""):
     where = resolve_target(target or None, stack or None)
     box_hashes, box_state, box_dir = {}, "", ""
     if not offline:
+        power.require_up(where, [0], "`fab download --offline` fetches the run from storage alone")
         box = Box(where)
         run = on_box.resolve_run_id(box, run)
         box_hashes, box_state = _box_hashes(box, run)

@@ -1,9 +1,10 @@
-"""A fake of the few Azure Resource Manager reads that preflight makes, on 127.0.0.1.
+"""A fake of the few Azure Resource Manager calls `fab` and the program make, on 127.0.0.1.
 
 Not a plugin: the Azure program tests start one for the whole session (the program
 reads compute usages before declaring anything) and the preflight tests their own.
 State is plain data a test edits: which providers are registered, which SKUs a region
-offers, the usages, the deployer's permissions, whether budgets are allowed. Every
+offers, the usages, the deployer's permissions, whether budgets are allowed, and the
+VMs' power (`GET <vm>/instanceView`, `POST <vm>/start`, as `fab start` uses them). Every
 request is recorded with its bearer token, so a test can see what was asked and as whom.
 """
 
@@ -70,6 +71,8 @@ class ArmState:
     )
     permissions: list[dict] = field(default_factory=lambda: list(OWNER))
     budgets_error: tuple[int, str] | None = None
+    vms: dict[str, str] = field(default_factory=dict)
+    """VM resource id -> its power code (`PowerState/deallocated`, ...)."""
     requests: list[tuple[str, str]] = field(default_factory=list)
     """(path, bearer token) of every request, in order."""
 
@@ -91,6 +94,11 @@ class FakeArm(LocalHttpServer):
         if not match or match.group(1) not in state.subscriptions:
             return 404, {"error": {"code": "SubscriptionNotFound", "message": path}}
         rest = match.group(2)
+        if vm := re.fullmatch(r"(.*/virtualMachines/[^/]+)/instanceView", path):
+            if vm.group(1) not in state.vms:
+                return 404, {"error": {"code": "ResourceNotFound", "message": vm.group(1)}}
+            codes = ["ProvisioningState/succeeded", state.vms[vm.group(1)]]
+            return 200, {"statuses": [{"code": code} for code in codes]}
         if provider := re.fullmatch(r"/providers/(Microsoft\.[A-Za-z]+)", rest):
             namespace = provider.group(1)
             registered = namespace in state.registered
@@ -112,6 +120,14 @@ class FakeArm(LocalHttpServer):
             return 200, {"value": []}
         return 404, {"error": {"code": "NotFound", "message": rest}}
 
+    def act(self, path: str) -> tuple[int, Any]:
+        """POST <vm>/start: the VM starts (and is running when next looked at)."""
+        vm = re.fullmatch(r"(.*/virtualMachines/[^/]+)/start", path)
+        if vm is None or vm.group(1) not in self.state.vms:
+            return 404, {"error": {"code": "ResourceNotFound", "message": path}}
+        self.state.vms[vm.group(1)] = "PowerState/running"
+        return 202, {}
+
 
 def _handler(arm: FakeArm) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
@@ -121,6 +137,13 @@ def _handler(arm: FakeArm) -> type[BaseHTTPRequestHandler]:
             arm.state.requests.append((url.path, token))
             status, body = arm.answer(url.path, parse_qs(url.query))
             reply(self, status, json.dumps(body).encode(), "application/json")
+
+        def do_POST(self) -> None:
+            url = urlparse(self.path)
+            token = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            arm.state.requests.append((url.path, token))
+            status, body = arm.act(url.path)
+            reply(self, status, json.dumps(body).encode() if body else b"", "application/json")
 
         def log_message(self, *args) -> None:
             pass

@@ -70,9 +70,7 @@ def test_torn_and_foreign_record_lines_are_skipped():
     assert cost.records(text) == [{"at": 1, "boot_id": "a"}]
 
 
-def test_the_trainer_counts_its_run_from_launch_json_and_its_boxs_records(
-    tmp_path, monkeypatch
-):
+def test_the_trainer_counts_its_run_from_launch_json_and_its_boxs_records(tmp_path, monkeypatch):
     run_dir, records = tmp_path / "run", tmp_path / "box"
     run_dir.mkdir()
     records.mkdir()
