@@ -29,7 +29,7 @@ from rich.console import Console
 
 from box import contract
 from ops import CHECKOUT
-from ops.power import state as power
+from ops.cloud import api as power
 from ops.target.resolve import Target
 
 KNOWN_HOSTS_ENV = "GLUCOSE_KNOWN_HOSTS"

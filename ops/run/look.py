@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from ops.power import state as power
+from ops.cloud import api as power
 from ops.remote.ssh import nodes
 from ops.run import on_box
 from ops.run import status as run_status

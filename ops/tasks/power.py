@@ -6,7 +6,7 @@ from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops.power import state as power
+from ops.cloud import api as power
 from ops.remote.ssh import nodes
 from ops.target.resolve import Target, resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP

@@ -10,9 +10,9 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
+from ops.cloud import api as power
 from ops.data import download_verdict
 from ops.data import transfer as storage_sync
-from ops.power import state as power
 from ops.remote.ssh import Box
 from ops.run import names, on_box
 from ops.target.resolve import resolve_target

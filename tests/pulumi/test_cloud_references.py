@@ -19,7 +19,7 @@ import re
 import botocore.session
 import pytest
 
-from ops.power import azure as power_azure
+from ops.cloud import azure as power_azure
 from stack import catalog, cloud_limits
 from stack.arm import ArmClient
 from stack.config import ConfigError, validate

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from invoke.exceptions import Exit
 
-from ops.power import state as power
+from ops.cloud import api as power
 from ops.target.resolve import from_outputs
 from tests.fakes.arm import SUBSCRIPTION, ArmState, FakeArm
 from tests.ops.conftest import FAB

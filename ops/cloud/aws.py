@@ -9,7 +9,7 @@ from typing import Any
 
 from invoke.exceptions import Exit
 
-from ops.power.state import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
+from ops.cloud.api import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
 from ops.target.resolve import Target
 
 STATES = {

@@ -39,11 +39,11 @@ def cloud_api(target: Target) -> ModuleType:
             "the box is up or start it; start it yourself, then retry"
         )
     if target.cloud == "aws":
-        from ops.power import aws
+        from ops.cloud import aws
 
         return aws
     if target.cloud == "azure":
-        from ops.power import azure
+        from ops.cloud import azure
 
         return azure
     raise Exit(f"{target.source}: cloud {target.cloud!r} has no power API; expected aws or azure")

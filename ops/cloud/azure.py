@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from invoke.exceptions import Exit
 
-from ops.power.state import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
+from ops.cloud.api import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
 from ops.target.resolve import Target
 from stack.arm import ArmClient, ArmError
 
