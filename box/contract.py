@@ -59,11 +59,22 @@ UPLOAD_PENDING_STATE = "finished-upload-pending"
 """status.json's `state` of a run that finished while storage was down: its container,
 started again, only uploads what the store lacks (trainer.reports.status' copy)."""
 LAUNCH_FILE = "launch.json"
-"""Written by `fab train`: the first start, the image, the dataset, the price."""
+"""Written by `fab train`: the first start, the image, the dataset, the price, and the
+run's deadline (LAUNCH_DEADLINE)."""
+LAUNCH_DEADLINE = "deadline"
+"""launch.json's key: unix seconds after which nothing starts the run again (the
+boxes' cloud-side hard stop is then)."""
 STOPPED_BY_USER = "STOPPED_BY_USER"
 """Written by `fab stop`: nothing restarts this run."""
 PREPARE_HEARTBEAT = (".prepare", "heartbeat.json")
 """Under BOX_ROOT/datasets/<name>: a `fab prepare-data` container's progress."""
+
+# On the cloud.
+DEADLINE_TAG = "glucose-deadline"
+"""Azure VM tag: the run's deadline as `YYYY-MM-DDTHH:MM:SSZ`. Until then the stack's
+keeper workflow starts an evicted VM again; at it, the keeper deallocates the VM. Who
+stops a box on purpose (the idle watchdog, `fab stop`, the budget stop) deletes it
+first, so the keeper never undoes a stop that was asked for."""
 
 # Containers.
 TRAIN_CONTAINER_PREFIX = "glucose-train-"
