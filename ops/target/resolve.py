@@ -65,6 +65,11 @@ class Target:
     auto_shutdown_time: str = ""
     """HH:MM of the daily hard stop, in `auto_shutdown_time_zone` ("" when unknown)."""
     auto_shutdown_time_zone: str = "UTC"
+    auto_recover: bool = False
+    """Whether the cloud starts a box again after an interruption until the deadline."""
+    daily_stop_schedules: tuple[str, ...] = ()
+    """The daily hard stop's schedules (AWS: one EventBridge schedule's name; Azure: each
+    VM's DevTestLab schedule id), which `fab train --hours` moves."""
 
     def __post_init__(self) -> None:
         target_schema.check(self)
@@ -139,6 +144,8 @@ def from_outputs(outputs: dict[str, Any], source: str, base_dir: Path | None = N
         max_run_hours=int(outputs.get("maxRunHours") or 0),
         auto_shutdown_time=str(outputs.get("autoShutdownTime") or ""),
         auto_shutdown_time_zone=str(outputs.get("autoShutdownTimeZone") or "UTC"),
+        auto_recover=bool(outputs.get("autoRecover")),
+        daily_stop_schedules=tuple(outputs.get("dailyStopSchedules") or ()),
     )
 
 

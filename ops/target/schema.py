@@ -35,6 +35,11 @@ BOX_ID = re.compile(
     r"^(?:i-[0-9a-f]{8,17}|/subscriptions/[A-Za-z0-9-]{1,64}/resourceGroups/[\w.()-]{1,90}"
     r"/providers/Microsoft\.Compute/virtualMachines/[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$"
 )
+# An EventBridge schedule's name, or an Azure VM's DevTestLab shutdown schedule id.
+SCHEDULE = re.compile(
+    r"^(?:[A-Za-z0-9_.-]{1,64}|/subscriptions/[A-Za-z0-9-]{1,64}/resourceGroups/[\w.()-]{1,90}"
+    r"/providers/Microsoft\.DevTestLab/schedules/shutdown-computevm-[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$"
+)
 
 # JSON types per key; None marks a key that may be null (absent).
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -57,6 +62,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "boxIds": (list, type(None)),
     "region": (str, type(None)),
     "maxRunHours": (int, type(None)),
+    "autoRecover": (bool, type(None)),
+    "dailyStopSchedules": (list, type(None)),
     "autoShutdownTime": (str, type(None)),
     "autoShutdownTimeZone": (str, type(None)),
 }
@@ -84,6 +91,9 @@ def json_fields(outputs: dict[str, Any], source: str) -> dict[str, Any]:
     for box_id in outputs.get("boxIds") or []:
         if not isinstance(box_id, str):
             raise Exit(f"{source}: boxIds holds {box_id!r}; expected a list of cloud ids")
+    for schedule in outputs.get("dailyStopSchedules") or []:
+        if not isinstance(schedule, str):
+            raise Exit(f"{source}: dailyStopSchedules holds {schedule!r}; expected schedule ids")
     for name, value in (outputs.get("containerEnv") or {}).items():
         if isinstance(value, dict | list) or value is None:
             raise Exit(f'{source}: containerEnv.{name} is not a string; expected KEY: "value"')
@@ -138,6 +148,10 @@ def problems(target) -> list[str]:
         ("boxIds", len(target.box_ids),
          not target.box_ids or len(target.box_ids) == target.node_count,
          f"an id for each of the {target.node_count} boxes"),
+        ("dailyStopSchedules entry",
+         next((s for s in target.daily_stop_schedules if not SCHEDULE.match(s)), ""),
+         all(SCHEDULE.match(schedule) for schedule in target.daily_stop_schedules),
+         "an EventBridge schedule name or an Azure schedule resource id (/subscriptions/...)"),
         ("region", target.region, not target.region or bool(TOKEN.match(target.region)),
          "a region name"),
         ("privateHosts", len(target.private_hosts),
