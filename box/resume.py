@@ -17,7 +17,8 @@ minute (glucose-resume.timer) and starts the newest trainer container again
 
 Never: a run stopped by the user (`fab stop` writes runs/<id>/STOPPED_BY_USER),
 one that finished (exit 0), one that failed (exit 2 is a user error; anything else
-a crash). At most RETRY_DELAYS_SECONDS' length starts per run and boot, the later
+a crash), nor one past its deadline (launch.json's `deadline`: the cloud's hard stop is
+then, so a box the cloud brought back late idles into its stop instead of training). At most RETRY_DELAYS_SECONDS' length starts per run and boot, the later
 ones after a pause, counted in the config's `resume_state_path` (on /run, so a boot
 starts the count over).
 
@@ -51,7 +52,7 @@ def log(message: str) -> None:
 
 
 def why_not_resume(
-    container: docker_cli.TrainerContainer, run_dir: Path, booted_at: float | None
+    container: docker_cli.TrainerContainer, run_dir: Path, booted_at: float | None, now: float
 ) -> str:
     """Empty when the container should be started again, else the reason it stays down."""
     if os.path.lexists(run_dir / contract.STOPPED_BY_USER):
@@ -64,8 +65,12 @@ def why_not_resume(
     state = str(status.get("state") or "")
     if state == contract.UPLOAD_PENDING_STATE:
         # Its last uploads did not land: a start only uploads them
-        # (trainer/checkpoints/final_upload.py) and exits 0.
+        # (trainer/checkpoints/final_upload.py) and exits 0, whatever the hour.
         return ""
+    launch = user_files.read_json(run_dir.parent, run_dir.name, contract.LAUNCH_FILE) or {}
+    deadline = launch.get(contract.LAUNCH_DEADLINE)
+    if isinstance(deadline, (int, float)) and not isinstance(deadline, bool) and now >= deadline:
+        return "past its deadline (`fab train --run ID --hours H` gives it another)"
     if state == "finished" or container.exit_code == 0:
         return "finished"
     if container.exit_code == USER_ERROR_EXIT_CODE:
@@ -121,7 +126,8 @@ def resume(config: WatchdogConfig) -> int:
     if newest.running:
         log(f"run {newest.run_id} is running ({newest.name})")
         return 0
-    reason = why_not_resume(newest, config.runs_dir / newest.run_id, boot_time(config.proc_root))
+    run_dir = config.runs_dir / newest.run_id
+    reason = why_not_resume(newest, run_dir, boot_time(config.proc_root), now_seconds())
     if reason:
         log(f"run {newest.run_id} stays down: {reason}")
         return 0

@@ -1,6 +1,6 @@
-"""Reads from Azure Resource Manager with a bearer token: what `pulumi up` and `fab
-preflight` both ask ARM before anything is declared (quotas; preflight also providers,
-SKUs, rights and budgets).
+"""Azure Resource Manager with a bearer token: what `pulumi up` and `fab preflight` both
+ask ARM before anything is declared (quotas; preflight also providers, SKUs, rights and
+budgets), and what `fab` changes on a running stack (power, deadline tags, schedules).
 
 Plain HTTPS through the standard library, so the Pulumi program needs no Azure SDK for
 it; whoever calls brings the token (the program's provider, or azure-identity in `fab`).
@@ -34,6 +34,10 @@ API_VERSIONS = {
     "subscriptions": "2022-12-01",
     # What azure-native uses for Microsoft.Compute/virtualMachines.
     "virtual_machines": "2024-11-01",
+    # Microsoft.Resources/tags (a resource's tags alone, without writing the resource).
+    "tags": "2021-04-01",
+    # Microsoft.DevTestLab/schedules: the VMs' daily stop, as azure-native declares it.
+    "schedules": "2018-09-15",
 }
 
 
@@ -68,12 +72,20 @@ class ArmClient:
         """An action (`.../start`): ARM answers 200 or 202 Accepted, often with no body."""
         return self._call("POST", path, api, query)
 
-    def _call(self, method: str, path: str, api: str, query: dict[str, str]) -> Any:
+    def patch(self, path: str, api: str, body: dict[str, Any]) -> Any:
+        """Change part of a resource: only what `body` names."""
+        return self._call("PATCH", path, api, {}, body)
+
+    def _call(
+        self, method: str, path: str, api: str, query: dict[str, str], body: Any = None
+    ) -> Any:
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        data = b"" if method == "POST" else None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
         request = urllib.request.Request(
-            self.url(path, api, **query),
-            method=method,
-            data=b"" if method == "POST" else None,
-            headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"},
+            self.url(path, api, **query), method=method, data=data, headers=headers
         )
         try:
             with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as response:

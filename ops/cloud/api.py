@@ -1,7 +1,9 @@
-"""What a box's power is, the same on both clouds, and the module that asks its cloud."""
+"""What a box's power and a run's deadline are, the same on both clouds, and the module
+that asks its cloud."""
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -57,6 +59,22 @@ def states(target: Target) -> list[BoxPower]:
 def start(target: Target) -> list[BoxPower]:
     """Ask the cloud to start every stopped box; their power afterwards."""
     return cloud_api(target).start(target)
+
+
+def set_deadline(target: Target, until: datetime.datetime, past_daily_stop: bool) -> None:
+    """The cloud stops the boxes at `until` (moving the daily stop when `past_daily_stop`)
+    and, where the stack recovers, brings an interrupted box back until then."""
+    cloud_api(target).set_deadline(target, until, past_daily_stop)
+
+
+def clear_deadline(target: Target) -> None:
+    """No run's deadline any more: the daily stop as the stack declares it."""
+    cloud_api(target).clear_deadline(target)
+
+
+def deadline(target: Target) -> datetime.datetime | None:
+    """The deadline the cloud enforces now (UTC), or None: the daily stop holds."""
+    return cloud_api(target).deadline(target)
 
 
 def stopped_message(box: BoxPower, target: Target, task_hint: str = "") -> str:

@@ -1,10 +1,18 @@
-"""AWS: the boxes' power from EC2 (DescribeInstances, StartInstances), your credentials.
+"""AWS: the boxes' power from EC2 (DescribeInstances, StartInstances), and the run's
+deadline on EventBridge Scheduler, with your credentials.
 
 EC2 says what stopped an instance: its state reason code, and the transition's time.
+A deadline past the daily stop is two changes to the stack's schedules: the daily stop
+starts only at the deadline (its StartDate; `pulumi up` leaves it), and a one-time
+schedule `<daily>-deadline` stops the same boxes then, with the daily stop's own role,
+and deletes itself after. Both are AWS's: a dead watchdog or a closed laptop changes
+nothing. Recovery is EC2's own: a persistent spot request starts an interrupted box
+again when capacity returns (until its ValidUntil).
 """
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from invoke.exceptions import Exit
@@ -33,10 +41,19 @@ REASONS = {
 }
 
 
-def _ec2(target: Target):
+# A schedule's name is at most 64 characters.
+DEADLINE_SUFFIX = "-deadline"
+AT_FORMAT = "%Y-%m-%dT%H:%M:%S"
+
+
+def _client(target: Target, service: str):
     import boto3
 
-    return boto3.session.Session(region_name=target.region or None).client("ec2")
+    return boto3.session.Session(region_name=target.region or None).client(service)
+
+
+def _ec2(target: Target):
+    return _client(target, "ec2")
 
 
 def _errors() -> tuple[type[Exception], ...]:
@@ -94,3 +111,80 @@ def _refused(doing: str, target: Target, error: Exception) -> str:
         f"AWS would not {doing} of {target.source} ({error}); check your credentials "
         f"(`aws sts get-caller-identity`, AWS_PROFILE) and region {target.region or '(unset)'}"
     )
+
+
+def set_deadline(target: Target, until: datetime.datetime, past_daily_stop: bool) -> None:
+    """The boxes' hard stop is `until` (UTC): moved there when it is past the daily
+    stop, else the daily stop as declared (and any earlier run's move undone)."""
+    if not past_daily_stop:
+        clear_deadline(target)
+        return
+    scheduler = _client(target, "scheduler")
+    try:
+        daily = _daily(scheduler, target)
+        fields = {
+            "Name": _deadline_name(target),
+            "ScheduleExpression": f"at({until.astimezone(datetime.timezone.utc):{AT_FORMAT}})",
+            "ScheduleExpressionTimezone": "UTC",
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "Target": daily["Target"],
+            "ActionAfterCompletion": "DELETE",
+            "Description": f"Stop the boxes of {daily['Name']} at the run's deadline",
+        }
+        if deadline(target) is None:
+            scheduler.create_schedule(**fields)
+        else:
+            scheduler.update_schedule(**fields)
+        # Created first: a daily stop moved without its replacement would leave no stop.
+        _update_daily(scheduler, daily, StartDate=until)
+    except _errors() as error:
+        raise Exit(_refused("move the daily stop", target, error)) from None
+
+
+def clear_deadline(target: Target) -> None:
+    """The daily stop as declared again, and no one-time stop."""
+    scheduler = _client(target, "scheduler")
+    try:
+        daily = _daily(scheduler, target)
+        if daily.get("StartDate") is not None:
+            _update_daily(scheduler, daily)
+        if deadline(target) is not None:
+            scheduler.delete_schedule(Name=_deadline_name(target))
+    except _errors() as error:
+        raise Exit(_refused("restore the daily stop", target, error)) from None
+
+
+def deadline(target: Target) -> datetime.datetime | None:
+    """When the one-time stop a deadline set fires (UTC), or None when there is none."""
+    from botocore.exceptions import ClientError
+
+    try:
+        schedule = _client(target, "scheduler").get_schedule(Name=_deadline_name(target))
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            return None
+        raise Exit(_refused("read the deadline", target, error)) from None
+    at = schedule["ScheduleExpression"].removeprefix("at(").removesuffix(")")
+    return datetime.datetime.strptime(at, AT_FORMAT).replace(tzinfo=datetime.timezone.utc)
+
+
+def _deadline_name(target: Target) -> str:
+    return target.daily_stop_schedules[0][: 64 - len(DEADLINE_SUFFIX)] + DEADLINE_SUFFIX
+
+
+def _daily(scheduler: Any, target: Target) -> dict[str, Any]:
+    if not target.daily_stop_schedules:
+        raise Exit(
+            f"{target.source} names no daily stop schedule (dailyStopSchedules): run "
+            "`pulumi up` with this version, then retry"
+        )
+    return scheduler.get_schedule(Name=target.daily_stop_schedules[0])
+
+
+def _update_daily(scheduler: Any, daily: dict[str, Any], **changes: Any) -> None:
+    """UpdateSchedule resets what it is not given: send every field back, and `changes`."""
+    kept = ("Name", "GroupName", "ScheduleExpression", "ScheduleExpressionTimezone",
+            "FlexibleTimeWindow", "Target", "State", "Description", "EndDate", "KmsKeyArn",
+            "ActionAfterCompletion")  # fmt: skip
+    fields = {key: daily[key] for key in kept if daily.get(key) is not None}
+    scheduler.update_schedule(**fields, **changes)

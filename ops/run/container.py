@@ -43,6 +43,8 @@ class Launch:
     trainer_args: tuple[str, ...] = ()
     distributed: DistributedLaunch | None = None
     """This box's part of a run on several GPUs or boxes (torchrun); None: `train` alone."""
+    deadline: float | None = None
+    """Unix seconds: the boxes' hard stop, after which nothing starts the run again."""
 
     def __post_init__(self) -> None:
         problem = contract.name_problem(self.run_id, "run id")

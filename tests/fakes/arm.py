@@ -4,8 +4,9 @@ Not a plugin: the Azure program tests start one for the whole session (the progr
 reads compute usages before declaring anything) and the preflight tests their own.
 State is plain data a test edits: which providers are registered, which SKUs a region
 offers, the usages, the deployer's permissions, whether budgets are allowed, and the
-VMs' power (`GET <vm>/instanceView`, `POST <vm>/start`, as `fab start` uses them). Every
-request is recorded with its bearer token, so a test can see what was asked and as whom.
+VMs' power (`GET <vm>/instanceView`, `POST <vm>/start`, as `fab start` uses them), and
+what a deadline changes (a resource's tags, a schedule's status: PATCH). Every request
+is recorded with its bearer token, so a test can see what was asked and as whom.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tests.fakes.local_http import LocalHttpServer, reply
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000sub1"
 OWNER = [{"actions": ["*"], "notActions": []}]
+TAGS = "/providers/Microsoft.Resources/tags/default"
 
 
 def sku(name: str, family: str, vcpus: int, restricted: bool = False) -> dict[str, Any]:
@@ -73,6 +75,10 @@ class ArmState:
     budgets_error: tuple[int, str] | None = None
     vms: dict[str, str] = field(default_factory=dict)
     """VM resource id -> its power code (`PowerState/deallocated`, ...)."""
+    tags: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Resource id -> its tags (Microsoft.Resources/tags)."""
+    schedules: dict[str, str] = field(default_factory=dict)
+    """DevTestLab schedule id -> its status (`Enabled`, `Disabled`)."""
     requests: list[tuple[str, str]] = field(default_factory=list)
     """(path, bearer token) of every request, in order."""
 
@@ -94,6 +100,8 @@ class FakeArm(LocalHttpServer):
         if not match or match.group(1) not in state.subscriptions:
             return 404, {"error": {"code": "SubscriptionNotFound", "message": path}}
         rest = match.group(2)
+        if resource := re.fullmatch(r"(.*)" + re.escape(TAGS), path):
+            return 200, {"properties": {"tags": state.tags.get(resource.group(1), {})}}
         if vm := re.fullmatch(r"(.*/virtualMachines/[^/]+)/instanceView", path):
             if vm.group(1) not in state.vms:
                 return 404, {"error": {"code": "ResourceNotFound", "message": vm.group(1)}}
@@ -128,6 +136,28 @@ class FakeArm(LocalHttpServer):
         self.state.vms[vm.group(1)] = "PowerState/running"
         return 202, {}
 
+    def change(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """PATCH a resource's tags (Merge, Replace, Delete by name or name and value) or a
+        schedule's status."""
+        state = self.state
+        if resource := re.fullmatch(r"(.*)" + re.escape(TAGS), path):
+            tags = state.tags.setdefault(resource.group(1), {})
+            given = body["properties"]["tags"]
+            if body["operation"] == "Merge":
+                tags.update(given)
+            elif body["operation"] == "Replace":
+                tags.clear()
+                tags.update(given)
+            else:
+                for key, value in given.items():
+                    if value in ("", tags.get(key)):
+                        tags.pop(key, None)
+            return 200, {"properties": {"tags": tags}}
+        if path in state.schedules:
+            state.schedules[path] = body["properties"]["status"]
+            return 200, {"id": path, "properties": {"status": state.schedules[path]}}
+        return 404, {"error": {"code": "ResourceNotFound", "message": path}}
+
 
 def _handler(arm: FakeArm) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
@@ -144,6 +174,14 @@ def _handler(arm: FakeArm) -> type[BaseHTTPRequestHandler]:
             arm.state.requests.append((url.path, token))
             status, body = arm.act(url.path)
             reply(self, status, json.dumps(body).encode() if body else b"", "application/json")
+
+        def do_PATCH(self) -> None:
+            url = urlparse(self.path)
+            token = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            arm.state.requests.append((url.path, token))
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            status, answer = arm.change(url.path, body)
+            reply(self, status, json.dumps(answer).encode(), "application/json")
 
         def log_message(self, *args) -> None:
             pass

@@ -16,51 +16,17 @@ from invoke.exceptions import Exit
 
 from ops.cloud import api as power
 from ops.target.resolve import from_outputs
-from tests.fakes.arm import SUBSCRIPTION, ArmState, FakeArm
+from tests.ops.cloud.conftest import VM, instances, target_outputs
 from tests.ops.conftest import FAB
 from tests.paths import REPO
 
 pytestmark = pytest.mark.e2e  # moto
-GROUP = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/glucose-rg"
-VM = GROUP + "/providers/Microsoft.Compute/virtualMachines/glucose-{}-vm"
-FAKE_AZ = """#!/bin/sh
-echo '{"accessToken": "deployer-token", "expiresOn": "2099-01-01 00:00:00.000000",
- "expires_on": 4070908800, "tokenType": "Bearer"}'
-"""
-
-
-def _target(cloud: str, box_ids: list[str], **more) -> dict:
-    return {
-        "cloud": cloud,
-        "hosts": ["127.0.0.1"],
-        "privateHosts": [f"10.42.0.{4 + n}" for n in range(len(box_ids))],
-        "boxIds": box_ids,
-        "region": "us-east-1" if cloud == "aws" else "eastus",
-        "sshUser": "ubuntu",
-        "storageUri": "s3://bucket",
-        **more,
-    }
-
-
-@pytest.fixture
-def ec2(empty_aws_account):
-    import boto3
-
-    return boto3.client("ec2", region_name="us-east-1")
-
-
-def _instances(ec2, count: int) -> list[str]:
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-    found = ec2.run_instances(
-        ImageId=image, InstanceType="g5.xlarge", MinCount=count, MaxCount=count
-    )
-    return [instance["InstanceId"] for instance in found["Instances"]]
 
 
 def test_aws_says_which_box_is_stopped_and_what_stopped_it(ec2):
-    running, stopped = _instances(ec2, 2)
+    running, stopped = instances(ec2, 2)
     ec2.stop_instances(InstanceIds=[stopped])
-    boxes = power.states(from_outputs(_target("aws", [running, stopped]), "stack test"))
+    boxes = power.states(from_outputs(target_outputs("aws", [running, stopped]), "stack test"))
     assert [(box.node, box.box_id, box.state) for box in boxes] == [
         (0, running, power.RUNNING),
         (1, stopped, power.STOPPED),
@@ -69,37 +35,21 @@ def test_aws_says_which_box_is_stopped_and_what_stopped_it(ec2):
 
 
 def test_aws_start_starts_every_stopped_box(ec2):
-    ids = _instances(ec2, 2)
+    ids = instances(ec2, 2)
     ec2.stop_instances(InstanceIds=ids)
-    after = power.start(from_outputs(_target("aws", ids), "stack test"))
+    after = power.start(from_outputs(target_outputs("aws", ids), "stack test"))
     assert {box.state for box in after} <= {power.RUNNING, power.STARTING}
 
 
 def test_an_aws_box_that_is_gone_says_so(ec2):
-    (instance,) = _instances(ec2, 1)
+    (instance,) = instances(ec2, 1)
     ec2.terminate_instances(InstanceIds=[instance])
-    (box,) = power.states(from_outputs(_target("aws", [instance]), "stack test"))
+    (box,) = power.states(from_outputs(target_outputs("aws", [instance]), "stack test"))
     assert box.state == power.GONE
 
 
-@pytest.fixture
-def azure(tmp_path, monkeypatch):
-    """The fake ARM, and a logged-in Azure CLI on PATH."""
-    az = tmp_path / "bin" / "az"
-    az.parent.mkdir()
-    az.write_text(FAKE_AZ)
-    az.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{az.parent}{os.pathsep}{os.environ['PATH']}")
-    arm = FakeArm(
-        ArmState(vms={VM.format(0): "PowerState/running", VM.format(1): "PowerState/deallocated"})
-    )
-    monkeypatch.setenv("GLUCOSE_ARM_ENDPOINT", arm.endpoint)
-    yield arm
-    arm.close()
-
-
 def test_azure_reads_each_vms_power_with_the_deployers_token(azure):
-    target = from_outputs(_target("azure", [VM.format(0), VM.format(1)]), "stack test")
+    target = from_outputs(target_outputs("azure", [VM.format(0), VM.format(1)]), "stack test")
     boxes = power.states(target)
     assert [box.state for box in boxes] == [power.RUNNING, power.STOPPED]
     assert "deallocated" in boxes[1].why
@@ -107,14 +57,14 @@ def test_azure_reads_each_vms_power_with_the_deployers_token(azure):
 
 
 def test_azure_start_starts_the_deallocated_vm_and_leaves_the_running_one(azure):
-    target = from_outputs(_target("azure", [VM.format(0), VM.format(1)]), "stack test")
+    target = from_outputs(target_outputs("azure", [VM.format(0), VM.format(1)]), "stack test")
     assert [box.state for box in power.start(target)] == [power.RUNNING, power.RUNNING]
     posts = [path for path, _ in azure.state.requests if path.endswith("/start")]
     assert posts == [f"{VM.format(1)}/start"]
 
 
 def test_a_box_no_cloud_knows_of_cannot_be_started_and_says_so():
-    target = from_outputs({**_target("aws", []), "boxIds": None}, "target file box.json")
+    target = from_outputs({**target_outputs("aws", []), "boxIds": None}, "target file box.json")
     with pytest.raises(Exit, match=r"names no cloud boxes \(no boxIds\): `fab` cannot ask"):
         power.start(target)
 
@@ -134,18 +84,18 @@ def _fab(tmp_path: Path, target: dict, *args: str) -> subprocess.CompletedProces
 
 
 def test_a_task_that_needs_a_stopped_box_says_so_at_once_and_how_to_start_it(ec2, tmp_path):
-    (instance,) = _instances(ec2, 1)
+    (instance,) = instances(ec2, 1)
     ec2.stop_instances(InstanceIds=[instance])
-    result = _fab(tmp_path, _target("aws", [instance]), "logs")
+    result = _fab(tmp_path, target_outputs("aws", [instance]), "logs")
     assert result.returncode == 1
     assert f"box 0 ({instance}): stopped" in result.stderr
     assert "`fab start` starts every box" in result.stderr
 
 
 def test_status_of_a_stopped_stack_shows_each_boxs_power_and_what_to_do(ec2, tmp_path):
-    (instance,) = _instances(ec2, 1)
+    (instance,) = instances(ec2, 1)
     ec2.stop_instances(InstanceIds=[instance])
-    result = _fab(tmp_path, _target("aws", [instance]), "status", "--json")
+    result = _fab(tmp_path, target_outputs("aws", [instance]), "status", "--json")
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)
     assert [box["state"] for box in shown["power"]] == ["stopped"]
@@ -153,8 +103,8 @@ def test_status_of_a_stopped_stack_shows_each_boxs_power_and_what_to_do(ec2, tmp
 
 
 def test_download_from_a_stopped_box_points_to_offline(ec2, tmp_path):
-    (instance,) = _instances(ec2, 1)
+    (instance,) = instances(ec2, 1)
     ec2.stop_instances(InstanceIds=[instance])
-    result = _fab(tmp_path, _target("aws", [instance]), "download", "--run", "r1")
+    result = _fab(tmp_path, target_outputs("aws", [instance]), "download", "--run", "r1")
     assert result.returncode == 1
     assert "fab download --offline" in result.stderr
