@@ -18,8 +18,9 @@ minute (glucose-resume.timer) and starts the newest trainer container again
 Never: a run stopped by the user (`fab stop` writes runs/<id>/STOPPED_BY_USER),
 one that finished (exit 0), one that failed (exit 2 is a user error; anything else
 a crash), nor one past its deadline (launch.json's `deadline`: the cloud's hard stop is
-then, so a box the cloud brought back late idles into its stop instead of training). At most RETRY_DELAYS_SECONDS' length starts per run and boot, the later
-ones after a pause, counted in the config's `resume_state_path` (on /run, so a boot
+then, so a box the cloud brought back late idles into its stop instead of training).
+At most RETRY_DELAYS_SECONDS' length starts per run and boot, the later ones after a
+pause, counted in the config's `resume_state_path` (on /run, so a boot
 starts the count over).
 
 Settings: $GLUCOSE_WATCHDOG_CONFIG (the watchdog's). Standard library only.
