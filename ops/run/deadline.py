@@ -17,7 +17,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from invoke.exceptions import Exit
 
+from ops.cloud import api as cloud
+from ops.plan.estimate import PlanRequest, make_plan, stored_dataset_size
+from ops.plan.throughput import load_measured
 from ops.target.resolve import Target
+from stack import catalog
+from trainer.config import TrainConfig
 
 AUTO = "auto"
 # `--hours auto`: the plan's hours times this, plus this many, rounded up to whole hours.
@@ -39,11 +44,11 @@ class Deadline:
         return self.daily_stop is not None and self.until > self.daily_stop
 
     def line(self, now: datetime.datetime) -> str:
-        """`deadline 2026-11-25 06:00 (in 28.0 h); the daily stop moves there`."""
+        """`2026-11-25 06:00 CET (in 28.0 h), a run's deadline past the daily stop`."""
         local = self.until.astimezone()
-        moved = "; the daily stop moves there" if self.past_daily_stop else ""
         hours = (self.until - now).total_seconds() / 3600
-        return f"deadline {local:%Y-%m-%d %H:%M %Z} (in {hours:.1f} h){moved}"
+        what = "a run's deadline past the daily stop" if self.past_daily_stop else "the daily stop"
+        return f"{local:%Y-%m-%d %H:%M %Z} (in {hours:.1f} h), {what}"
 
 
 def next_daily_stop(target: Target, now: datetime.datetime) -> datetime.datetime | None:
@@ -82,6 +87,26 @@ def parse_hours(text: str) -> float | str | None:
     return hours
 
 
+def planned_hours(target: Target, data_uri: str, epochs: int) -> float | None:
+    """`fab plan`'s hours for this run on the target's size over its boxes; None when the
+    dataset's size or the size is unknown (a target file's box, a retired size)."""
+    from trainer.storage import StorageError
+
+    sizes = [size for size in catalog.sizes(target.cloud) if size.name == target.vm_size]
+    if not sizes:
+        return None
+    try:
+        windows, length = stored_dataset_size(data_uri)
+        request = PlanRequest(
+            windows=windows, epochs=epochs, window_length=length, cloud=target.cloud,
+            spot=target.spot,
+        )  # fmt: skip
+        rows = make_plan(request, sizes, None, load_measured()).rows
+    except (StorageError, OSError, ValueError):
+        return None
+    return rows[0].hours / target.node_count
+
+
 def auto_hours(plan_hours: float) -> float:
     """`--hours auto`: the plan's estimate with room to spare, in whole hours."""
     return float(math.ceil(plan_hours * AUTO_FACTOR + AUTO_EXTRA_HOURS))
@@ -103,6 +128,17 @@ def run_deadline(target: Target, now: datetime.datetime, hours: float | None) ->
     return Deadline(now + datetime.timedelta(hours=hours), daily)
 
 
+def hard_stop(
+    target: Target, now: datetime.datetime, moved_to: datetime.datetime | None
+) -> Deadline | None:
+    """What stops the boxes next: a run's deadline still ahead (`moved_to`, as the cloud
+    holds it), else the daily stop; None when the target names neither."""
+    daily = next_daily_stop(target, now)
+    if moved_to is not None and moved_to > now:
+        return Deadline(moved_to, daily)
+    return Deadline(daily, daily) if daily is not None else None
+
+
 def crossing_warning(
     target: Target, now: datetime.datetime, plan_hours: float | None
 ) -> str | None:
@@ -118,3 +154,35 @@ def crossing_warning(
         f"it resumes only when someone starts them. `--hours {suggested:g}` (or "
         "`--hours auto`) moves the stop to the run's end"
     )
+
+
+def set_for_run(
+    target: Target, data_uri: str, epochs: int, hours_text: str, warn
+) -> Deadline | None:
+    """Decide a new start's deadline and have the cloud hold it; None for a box no cloud
+    knows of (it has no cloud-side stop). `warn` says a run would outlast the stop."""
+    hours = parse_hours(hours_text)
+    if not target.box_ids:
+        if hours is not None:
+            raise Exit(f"{target.source} names no cloud boxes: no cloud stop to move; drop --hours")
+        return None
+    now = datetime.datetime.now(datetime.timezone.utc)
+    planned = None
+    if hours in (None, AUTO):
+        planned = planned_hours(target, data_uri, epochs or TrainConfig.epochs)
+    if hours == AUTO:
+        if planned is None:
+            raise Exit(
+                f"--hours auto: `fab plan` cannot estimate this run (the size of {data_uri} or "
+                f"the throughput of {target.vm_size or 'this box'} is unknown); pass --hours H"
+            )
+        hours = min(auto_hours(planned), target.max_run_hours or math.inf)
+    elif hours is None and (warning := crossing_warning(target, now, planned)):
+        warn(warning)
+    found = run_deadline(target, now, hours)
+    if not target.daily_stop_schedules:  # a stack from before deadlines
+        if hours is not None:
+            raise Exit(f"{target.source} exports no dailyStopSchedules: `pulumi up`, then retry")
+        return found
+    cloud.set_deadline(target, found.until, found.past_daily_stop)
+    return found

@@ -7,6 +7,7 @@ with what stopped it and how to start it; a box that answers gives the run's sna
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from rich.text import Text
 
 from ops.cloud import api as power
 from ops.remote.ssh import nodes
-from ops.run import on_box
+from ops.run import deadline, on_box
 from ops.run import status as run_status
 from ops.target.resolve import Target
 
@@ -33,12 +34,17 @@ class StatusView:
 
     target: Target
     powers: list[power.BoxPower] = field(default_factory=list)
+    hard_stop: deadline.Deadline | None = None
+    """What stops the boxes next, cloud-side: a run's deadline or the daily stop."""
     snapshot: run_status.RunSnapshot | None = None
     lines: list[str] = field(default_factory=list)
     """What else to say: the other boxes' part of the run, or why there is no run."""
 
     def render(self) -> str:
         parts = [box.line() for box in self.powers]
+        if self.hard_stop is not None:
+            now = datetime.datetime.now(datetime.timezone.utc)
+            parts.append(f"hard stop:  {self.hard_stop.line(now)}")
         if self.snapshot is not None:
             parts.append(
                 run_status.render(self.snapshot, self.target.hourly_price_usd, self.target.spot)
@@ -50,6 +56,8 @@ class StatusView:
         found = {
             "target": self.target.source,
             "power": [vars(box) for box in self.powers],
+            "hard_stop": self.hard_stop.until.isoformat() if self.hard_stop else None,
+            "past_daily_stop": bool(self.hard_stop and self.hard_stop.past_daily_stop),
             "notes": self.lines,
             "run": None,
         }
@@ -74,6 +82,7 @@ def look(target: Target, run: str = "") -> StatusView:
     view = StatusView(target)
     if target.box_ids:
         view.powers = power.states(target)
+        view.hard_stop = _hard_stop(target)
         if view.powers[0].state not in (power.RUNNING, power.STARTING):
             view.lines.append(
                 "box 0 is not running, and with it the run's files: `fab status --start` "
@@ -93,6 +102,11 @@ def look(target: Target, run: str = "") -> StatusView:
     finally:
         for each in (box, *others):
             each.close()
+
+
+def _hard_stop(target: Target) -> deadline.Deadline | None:
+    moved_to = power.deadline(target) if target.daily_stop_schedules else None
+    return deadline.hard_stop(target, datetime.datetime.now(datetime.timezone.utc), moved_to)
 
 
 def _node_line(box, run_id: str) -> str:

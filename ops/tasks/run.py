@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json as jsonlib
 import shlex
 import time
@@ -11,11 +12,12 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
+from ops.cloud import api as cloud
 from ops.image.shipping import image_on_boxes
 from ops.remote import lease as box_lease
 from ops.remote import update as box_update
 from ops.remote.ssh import Box, nodes
-from ops.run import launch, look, on_box
+from ops.run import deadline, launch, look, on_box
 from ops.run import stop as run_stop
 from ops.run.container import Launch
 from ops.target.resolve import resolve_target
@@ -56,6 +58,10 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str) -> tuple[str, 
         "max-steps": "stop after this many steps (default: no limit)",
         "trainer-args": "more `python -m trainer train` flags, quoted as one string",
         "allow-concurrent": "start even though another run is busy on the box",
+        "hours": "the run's deadline, H hours from now (at most the stack's maxRunHours): "
+        "past the daily stop, the cloud's hard stop moves there; `auto`: fab plan's "
+        "estimate with room. Default: tonight's daily stop",
+        "start": "start the stack's stopped boxes first (`fab start`)",
         **BUILD_HELP,
         "image-name": IMAGE_HELP,
         "target": TARGET_HELP,
@@ -71,6 +77,8 @@ def train(
     max_steps=0,
     trainer_args="",
     allow_concurrent=False,
+    hours="",
+    start=False,
     base_image="",
     build_arg=None,
     extra_ca="",
@@ -79,7 +87,10 @@ def train(
     stack="",
 ):
     """Ship the image and start (or resume) a run on the box (every box of the stack)."""
-    boxes = _boxes(target, stack)
+    where = resolve_target(target or None, stack or None)
+    if start:
+        start_boxes(where)
+    boxes = nodes(where)
     box = boxes[0]
     for each in boxes:
         box_update.warn_if_behind(each)
@@ -95,12 +106,19 @@ def train(
                 "first, or pass --allow-concurrent to share it"
             )
     launch.refuse_if_running(boxes, run_id)
+    until = deadline.set_for_run(
+        where, data_uri, epochs, str(hours or ""), lambda line: console.print(f"warning: {line}")
+    )
+    if until is not None:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        console.print(f"hard stop: {until.line(now)}")
     with launch.start_up_leases(boxes, run_id) as renew_leases:
         image = image_on_boxes(boxes, image_name, base_image, build_arg or [], extra_ca)
         renew_leases()
         dataset_name = launch.fetch_dataset_on_boxes(boxes, image, data_uri)
         args = _trainer_args(epochs, max_steps, trainer_args)
-        launch.start_run(boxes, Launch(run_id, image, dataset_name, args))
+        stop_at = until.until.timestamp() if until else None
+        launch.start_run(boxes, Launch(run_id, image, dataset_name, args, deadline=stop_at))
     print(run_id)
     console.print(
         f"run {run_id} started on {box.address}; checkpoints go to "
@@ -202,3 +220,8 @@ def stop(c, run="", target="", stack=""):
     run_id = on_box.resolve_run_id(boxes[0], run)
     stops = run_stop.stop_run(boxes, run_id)
     run_stop.tell(stops, run_id, storage_layout.run_uri(boxes[0].target.storage_uri, run_id))
+    where = boxes[0].target
+    # Its deadline ends with it, unless another run on the boxes still counts on it.
+    if where.daily_stop_schedules and not launch.busy_runs(boxes[0], run_id):
+        cloud.clear_deadline(where)
+        console.print("hard stop: the daily stop again, as the stack declares it")

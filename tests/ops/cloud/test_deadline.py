@@ -12,35 +12,12 @@ import pytest
 from box import contract
 from ops.cloud import api
 from ops.target.resolve import from_outputs
-from tests.ops.cloud.conftest import GROUP, VM, target_outputs
+from tests.fixtures.clouds import DAILY, GROUP, STOP_TARGET, VM, target_outputs
 
 pytestmark = pytest.mark.e2e  # moto
 UTC = datetime.timezone.utc
 UNTIL = datetime.datetime(2026, 11, 25, 6, 30, tzinfo=UTC)
-DAILY = "glucose-daily-stop-0a1b2c3"
-STOP_TARGET = {
-    "Arn": "arn:aws:scheduler:::aws-sdk:ec2:stopInstances",
-    "RoleArn": "arn:aws:iam::123456789012:role/glucose-daily-stop-role",
-    "Input": '{"InstanceIds": ["i-0123456789abcdef0"]}',
-    "RetryPolicy": {"MaximumRetryAttempts": 5},
-}
 SCHEDULE = GROUP + "/providers/Microsoft.DevTestLab/schedules/shutdown-computevm-glucose-{}-vm"
-
-
-@pytest.fixture
-def scheduler(empty_aws_account):
-    import boto3
-
-    client = boto3.client("scheduler", region_name="us-east-1")
-    client.create_schedule(
-        Name=DAILY,
-        ScheduleExpression="cron(0 20 * * ? *)",
-        ScheduleExpressionTimezone="Europe/Berlin",
-        FlexibleTimeWindow={"Mode": "OFF"},
-        State="ENABLED",
-        Target=STOP_TARGET,
-    )
-    return client
 
 
 def _aws():

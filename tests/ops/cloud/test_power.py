@@ -16,7 +16,7 @@ from invoke.exceptions import Exit
 
 from ops.cloud import api as power
 from ops.target.resolve import from_outputs
-from tests.ops.cloud.conftest import VM, instances, target_outputs
+from tests.fixtures.clouds import VM, instances, target_outputs
 from tests.ops.conftest import FAB
 from tests.paths import REPO
 
