@@ -280,6 +280,11 @@ def render(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> str:
     ]
     if s.updated_at is not None:
         lines.append(f"updated:    {snap.now - s.updated_at:.0f} s ago")
+    if s.recoveries:
+        lines.append(
+            f"recovered:  {s.recoveries} time(s) after a stop it did not ask for "
+            f"(eviction, host failure, a daily stop); {_hours(s.time_lost_s or 0)} lost"
+        )
     if snap.last_metrics:
         shown = {k: v for k, v in snap.last_metrics.items() if not isinstance(v, (dict, list))}
         lines.append(f"last log:   {json.dumps(shown)}")
