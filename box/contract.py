@@ -91,6 +91,9 @@ NAME_RULE = "letters, digits, '.', '_' or '-' (at most 64, starting with a lette
 # Exit codes of `python -m trainer` (trainer.exit_codes is the trainer's copy).
 EXIT_FINISHED = 0
 EXIT_USER_ERROR = 2
+EXIT_BOXES_AWAY = 69
+"""A multi-node run's boxes did not all meet in the rendezvous's time: the resume unit
+starts it again, a minute apart, until the run's deadline."""
 EXIT_UNWRITABLE = 74
 EXIT_STOPPED = 75
 """Stopped with a checkpoint written: the box's resume unit starts it again."""

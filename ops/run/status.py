@@ -105,6 +105,11 @@ def describe_state(
         if stopped_by_user:
             return "stopped by `fab stop` (checkpoint saved; `fab train --run ID` resumes)"
         return "preempted-waiting (resumes when the box is back)"
+    if container.exit_code == contract.EXIT_BOXES_AWAY:
+        return (
+            "waiting for its other boxes (they did not meet in time: one is away, evicted "
+            "or stopped; the box tries again every minute until the deadline)"
+        )
     if container.exit_code == contract.EXIT_USER_ERROR:
         return "failed (exit 2: bad flags or dataset; see `fab logs`)"
     return f"failed (exit {container.exit_code}; see `fab logs`)"

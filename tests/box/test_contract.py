@@ -30,6 +30,7 @@ def test_the_trainers_exit_codes_are_the_boxes():
     assert exit_codes.EXIT_USER_ERROR == contract.EXIT_USER_ERROR
     assert exit_codes.EXIT_UNWRITABLE == contract.EXIT_UNWRITABLE
     assert exit_codes.EXIT_STOPPED == contract.EXIT_STOPPED
+    assert exit_codes.EXIT_UNAVAILABLE == contract.EXIT_BOXES_AWAY
 
 
 def test_the_trainer_writes_the_files_the_box_reads():

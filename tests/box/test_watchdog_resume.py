@@ -135,6 +135,39 @@ def test_a_run_past_its_deadline_still_uploads_what_storage_lacked(box):
     assert _started(box) == [container]
 
 
+BOXES_AWAY = 69
+
+
+def test_a_box_whose_peers_are_away_tries_again_every_minute_until_the_deadline(box):
+    # Box 0 of a two-box run; box 1 was evicted and is not back: each rendezvous times out.
+    container = box.add_trainer(
+        "run-1", running=False, created_at=T0 - 600, exit_code=BOXES_AWAY, finished_at=T0
+    )
+    _deadline(box, "run-1", T0 + 10 * MINUTE)
+    starts = []
+    for minute in range(0, 15):
+        now = T0 + minute * MINUTE
+        _resume(box, now=now)
+        if box.containers()[0]["State"]["Running"]:
+            starts.append(minute)
+            box.exit_container(container, exit_code=BOXES_AWAY, at=now + 1)
+    # More than the three starts a boot allows a run that keeps exiting 75, none past
+    # the deadline.
+    assert starts == [1, 3, 5, 7, 9]
+
+
+def test_a_box_whose_peers_are_away_and_no_deadline_is_bounded_like_a_stop(box):
+    container = box.add_trainer(
+        "run-1", running=False, created_at=T0 - 600, exit_code=BOXES_AWAY, finished_at=T0
+    )
+    for minute in range(0, 30):
+        now = T0 + minute * MINUTE
+        _resume(box, now=now)
+        if box.containers()[0]["State"]["Running"]:
+            box.exit_container(container, exit_code=BOXES_AWAY, at=now + 1)
+    assert _started(box) == [container] * 3
+
+
 def test_finished_run_whose_uploads_are_pending_starts_again_to_upload(box):
     container = box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=0)
     box.write_status("run-1", state="finished-upload-pending")

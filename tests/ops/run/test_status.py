@@ -21,6 +21,7 @@ def test_states_follow_the_trainer_exit_codes():
     assert describe_state(_container(0), pending, False).startswith("finished, last uploads pend")
     assert describe_state(_container(75), nothing, False).startswith("preempted-waiting")
     assert describe_state(_container(75), nothing, True).startswith("stopped by `fab stop`")
+    assert describe_state(_container(69), nothing, False).startswith("waiting for its other boxes")
     assert describe_state(_container(2), nothing, False).startswith("failed (exit 2")
     assert describe_state(_container(137), nothing, False).startswith("failed (exit 137")
     assert describe_state(None, RunRecord(state="finished"), False) == "finished"
