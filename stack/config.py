@@ -414,4 +414,10 @@ def _schedule_problems(v: dict[str, Any]) -> list[str]:
         value = v.get(field)
         if value is not None and not low <= value <= high:
             problems.append(f"{key}: got {value}, expected {low} to {high}")
+    if v.get("cloud") == "aws" and v.get("spot") and v.get("auto_recover") is False:
+        problems.append(
+            "autoRecover: false cannot hold on an AWS spot stack: the box's persistent spot "
+            "request (what lets it stop, not terminate, when interrupted) has EC2 start it "
+            "again by itself; remove autoRecover, or set spot: false"
+        )
     return problems

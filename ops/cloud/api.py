@@ -77,6 +77,11 @@ def deadline(target: Target) -> datetime.datetime | None:
     return cloud_api(target).deadline(target)
 
 
+def recovery_gaps(target: Target, until: datetime.datetime) -> list[str]:
+    """What would keep an interrupted box from coming back before `until`, one line each."""
+    return cloud_api(target).recovery_gaps(target, until)
+
+
 def stopped_message(box: BoxPower, target: Target, task_hint: str = "") -> str:
     """One line for a task that needs `box` up: what it is, and what starts it."""
     also = f"; {task_hint}" if task_hint else ""

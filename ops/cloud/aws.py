@@ -19,6 +19,7 @@ from invoke.exceptions import Exit
 
 from ops.cloud.api import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
 from ops.target.resolve import Target
+from stack.spot_requests import LIVE_STATES
 
 STATES = {
     "pending": STARTING,
@@ -166,6 +167,44 @@ def deadline(target: Target) -> datetime.datetime | None:
         raise Exit(_refused("read the deadline", target, error)) from None
     at = schedule["ScheduleExpression"].removeprefix("at(").removesuffix(")")
     return datetime.datetime.strptime(at, AT_FORMAT).replace(tzinfo=datetime.timezone.utc)
+
+
+def recovery_gaps(target: Target, until: datetime.datetime) -> list[str]:
+    """Boxes EC2 would not bring back after an interruption before `until`: a spot box
+    needs a live persistent request that stops it, valid past the deadline (an
+    on-demand box's host failure is EC2's automatic recovery, on by default)."""
+    if not target.spot:
+        return []
+    try:
+        pages = (
+            _ec2(target)
+            .get_paginator("describe_spot_instance_requests")
+            .paginate(Filters=[{"Name": "instance-id", "Values": list(target.box_ids)}])
+        )
+        requests = {
+            request.get("InstanceId"): request
+            for page in pages
+            for request in page["SpotInstanceRequests"]
+            if request["State"] in LIVE_STATES
+        }
+    except _errors() as error:
+        raise Exit(_refused("describe the spot requests", target, error)) from None
+    gaps = []
+    for node, box_id in enumerate(target.box_ids):
+        request = requests.get(box_id)
+        lapses = (request or {}).get("ValidUntil")
+        if request is None or request.get("Type") != "persistent":
+            gaps.append(f"box {node} ({box_id}) has no live persistent spot request")
+        elif lapses is not None and lapses < until:
+            gaps.append(
+                f"box {node} ({box_id})'s spot request lapses {lapses:%Y-%m-%d %H:%M} UTC, "
+                "before the deadline"
+            )
+    return [
+        f"{gap}: an interruption then is not brought back; replace the box (`pulumi up "
+        "--replace` on it) to renew its request for a year"
+        for gap in gaps
+    ]
 
 
 def _deadline_name(target: Target) -> str:

@@ -116,6 +116,13 @@ def deadline(target: Target) -> datetime.datetime | None:
         ) from None
 
 
+def recovery_gaps(target: Target, until: datetime.datetime) -> list[str]:
+    """The keeper starts evicted VMs again only where the stack recovers."""
+    if target.spot and not target.auto_recover:
+        return ["autoRecover is off for this spot stack: an evicted box waits for `fab start`"]
+    return []
+
+
 def _tag(arm: ArmClient, box_id: str) -> str | None:
     return (arm.get(box_id + TAGS, "tags").get("properties", {}).get("tags") or {}).get(
         contract.DEADLINE_TAG

@@ -185,4 +185,6 @@ def set_for_run(
             raise Exit(f"{target.source} exports no dailyStopSchedules: `pulumi up`, then retry")
         return found
     cloud.set_deadline(target, found.until, found.past_daily_stop)
+    for gap in cloud.recovery_gaps(target, found.until):
+        warn(gap)
     return found

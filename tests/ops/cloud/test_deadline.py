@@ -107,3 +107,45 @@ def test_azure_clearing_the_deadline_untags_the_vms_and_enables_the_schedules(az
     assert azure.state.tags[VM.format(1)] == {}
     assert set(azure.state.schedules.values()) == {"Enabled"}
     assert api.deadline(target) is None
+
+
+def _spot_box(ec2, valid_until: datetime.datetime, kind: str = "persistent") -> str:
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    (request,) = ec2.request_spot_instances(
+        Type=kind,
+        InstanceInterruptionBehavior="stop",
+        ValidUntil=valid_until,
+        LaunchSpecification={"ImageId": image, "InstanceType": "g5.xlarge"},
+    )["SpotInstanceRequests"]
+    return ec2.describe_spot_instance_requests(
+        SpotInstanceRequestIds=[request["SpotInstanceRequestId"]]
+    )["SpotInstanceRequests"][0]["InstanceId"]
+
+
+def _spot_target(box_id: str):
+    return from_outputs(target_outputs("aws", [box_id], spot=True), "stack test")
+
+
+def test_aws_a_persistent_request_valid_past_the_deadline_brings_the_box_back(ec2):
+    box_id = _spot_box(ec2, UNTIL + datetime.timedelta(days=300))
+    assert api.recovery_gaps(_spot_target(box_id), UNTIL) == []
+
+
+def test_aws_a_request_that_lapses_before_the_deadline_is_named_with_the_fix(ec2):
+    # A box from before the stack set ValidUntil: EC2's default, a week after launch.
+    box_id = _spot_box(ec2, UNTIL - datetime.timedelta(hours=3))
+    (gap,) = api.recovery_gaps(_spot_target(box_id), UNTIL)
+    assert gap.startswith(f"box 0 ({box_id})'s spot request lapses 2026-11-25 03:30 UTC")
+    assert "`pulumi up --replace`" in gap
+
+
+def test_aws_a_one_time_request_brings_nothing_back(ec2):
+    box_id = _spot_box(ec2, UNTIL + datetime.timedelta(days=300), kind="one-time")
+    (gap,) = api.recovery_gaps(_spot_target(box_id), UNTIL)
+    assert "has no live persistent spot request" in gap
+
+
+def test_azure_a_spot_stack_without_recovery_says_an_eviction_waits(azure):
+    outputs = target_outputs("azure", [VM.format(0)], spot=True, autoRecover=False)
+    (gap,) = api.recovery_gaps(from_outputs(outputs, "stack test"), UNTIL)
+    assert "an evicted box waits for `fab start`" in gap
