@@ -125,7 +125,8 @@ def run_deadline(target: Target, now: datetime.datetime, hours: float | None) ->
             f"--hours {hours:g} is past this stack's maxRunHours ({cap}): ask for less, or set "
             f"glucose-training:maxRunHours (at most 168) and `pulumi up`"
         )
-    return Deadline(now + datetime.timedelta(hours=hours), daily)
+    # Whole seconds: what the clouds' schedules and tags can say.
+    return Deadline((now + datetime.timedelta(hours=hours)).replace(microsecond=0), daily)
 
 
 def hard_stop(
