@@ -168,6 +168,22 @@ def _metrics_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def cost_line(summary: dict[str, Any]) -> str:
+    """What the run cost and what its interruptions took (summary.json's keys)."""
+    cost = summary.get("cost")
+    spent = (
+        f"Cost ${summary['cost_usd']:.2f}: {sum(cost['box_hours']):.2f} box-hours up at "
+        f"${cost['hourly_price_usd']:.2f}/h (the boxes' own boot and stop records)."
+        if cost
+        else "Cost: not counted (no box records: a run outside `fab train`)."
+    )
+    recoveries = summary.get("recoveries") or 0
+    if not recoveries:
+        return spent
+    lost_h = (summary.get("time_lost_s") or 0.0) / 3600
+    return f"{spent} Came back {recoveries} time(s) after a stop it did not ask for; {lost_h:.2f} h lost."
+
+
 def write_report(
     run_dir: Path, summary: dict[str, Any], test_ref: np.ndarray, test_pred: np.ndarray
 ) -> Path:
@@ -186,6 +202,8 @@ def write_report(
         f"{summary['wall_s']:.0f} s. Best epoch {summary['best_epoch']} (by validation MAE).",
         "",
         _data_line(summary["data"]),
+        "",
+        cost_line(summary),
         "",
         f"## Test cases ({test['n']} windows, cases never seen in training)",
         "",

@@ -106,3 +106,26 @@ def test_a_start_after_a_box_died_under_a_running_run_is_a_recovery():
 def test_a_start_after_a_stop_the_run_asked_for_is_no_recovery():
     stopped = RunRecord(state="stopped", updated_at=MONDAY, recoveries=1, time_lost_s=5.0)
     assert stopped.after_restart(MONDAY + 3600) == {"recoveries": 1, "time_lost_s": 5.0}
+
+
+def test_the_report_says_what_the_boxes_billed_and_what_recoveries_took():
+    from trainer.reports.report import cost_line
+
+    summary = {
+        "cost_usd": 12.6,
+        "cost": {"usd": 12.6, "box_hours": [10.5], "hourly_price_usd": 1.2},
+        "recoveries": 1,
+        "time_lost_s": 2700.0,
+    }
+    assert cost_line(summary) == (
+        "Cost $12.60: 10.50 box-hours up at $1.20/h (the boxes' own boot and stop records). "
+        "Came back 1 time(s) after a stop it did not ask for; 0.75 h lost."
+    )
+
+
+def test_the_report_of_a_run_off_a_box_says_its_cost_was_not_counted():
+    from trainer.reports.report import cost_line
+
+    assert cost_line({"cost_usd": None, "cost": None, "recoveries": 0}).startswith(
+        "Cost: not counted"
+    )
