@@ -181,7 +181,8 @@ def cost_line(summary: dict[str, Any]) -> str:
     if not recoveries:
         return spent
     lost_h = (summary.get("time_lost_s") or 0.0) / 3600
-    return f"{spent} Came back {recoveries} time(s) after a stop it did not ask for; {lost_h:.2f} h lost."
+    came_back = f"Came back {recoveries} time(s) after a stop it did not ask for"
+    return f"{spent} {came_back}; {lost_h:.2f} h lost."
 
 
 def write_report(
