@@ -16,11 +16,10 @@ import time
 
 import pytest
 
-from ops.run import deadline
 from ops.target.resolve import from_outputs
 from tests.fakes.fake_box import FakeBox
 from tests.fakes.long_run import HOUR, MINUTE, Eviction, LongRunWorld, StandInRun, schedule_fires
-from tests.fixtures.clouds import DAILY, target_outputs
+from tests.fixtures.clouds import DAILY, set_deadline_as_fab_train_does, target_outputs
 from trainer.reports import cost
 
 pytestmark = pytest.mark.e2e  # moto, and a few hundred runs of the box's programs
@@ -55,7 +54,9 @@ def _world(tmp_path, scheduler, hours: float, first_stop_in: float, steps: int, 
     set_at = time.time()
     # The box is a stand-in, not one of moto's: the warning that EC2 has no request for
     # it is moot here.
-    found = deadline.set_for_run(target, "s3://unused/datasets/d", 0, str(hours), list().append)
+    found = set_deadline_as_fab_train_does(
+        target, "s3://unused/datasets/d", 0, str(hours), list().append
+    )
     box = FakeBox(tmp_path, idle_shutdown_minutes=IDLE_MINUTES, hung_trainer_minutes=30)
     world = LongRunWorld(box, StandInRun("long", steps), _schedules(scheduler), evictions)
     world.power_on(set_at - MINUTE)

@@ -157,11 +157,10 @@ def crossing_warning(
     )
 
 
-def set_for_run(
-    target: Target, data_uri: str, epochs: int, hours_text: str, warn
-) -> Deadline | None:
-    """Decide a new start's deadline and have the cloud hold it; None for a box no cloud
-    knows of (it has no cloud-side stop). `warn` says a run would outlast the stop."""
+def for_run(target: Target, data_uri: str, epochs: int, hours_text: str, warn) -> Deadline | None:
+    """A new start's deadline from `fab train`'s flags, before anything changes; None for
+    a box no cloud knows of (it has no cloud-side stop). `warn` says a run would outlast
+    the stop."""
     hours = parse_hours(hours_text)
     if not target.box_ids:
         if hours is not None:
@@ -180,12 +179,16 @@ def set_for_run(
         hours = min(auto_hours(planned), target.max_run_hours or math.inf)
     elif hours is None and (warning := crossing_warning(target, now, planned)):
         warn(warning)
-    found = run_deadline(target, now, hours)
-    if not target.daily_stop_schedules:  # a stack from before deadlines
-        if hours is not None:
-            raise Exit(f"{target.source} exports no dailyStopSchedules: `pulumi up`, then retry")
-        return found
+    if hours is not None and not target.daily_stop_schedules:  # a stack from before deadlines
+        raise Exit(f"{target.source} exports no dailyStopSchedules: `pulumi up`, then retry")
+    return run_deadline(target, now, hours)
+
+
+def hold(target: Target, found: Deadline, warn) -> None:
+    """Have the cloud stop the boxes at `found`'s deadline (and bring them back until
+    then); `warn` names each box it would not bring back."""
+    if not target.daily_stop_schedules:  # a stack from before deadlines: the daily stop
+        return
     cloud.set_deadline(target, found.until, found.past_daily_stop)
     for gap in cloud.recovery_gaps(target, found.until):
         warn(gap)
-    return found

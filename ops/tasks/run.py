@@ -48,6 +48,10 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str) -> tuple[str, 
     return (*args, *shlex.split(trainer_args))
 
 
+def _warn(line: str) -> None:
+    console.print(f"warning: {line}", highlight=False)
+
+
 @task(
     iterable=["build_arg"],
     help={
@@ -88,15 +92,16 @@ def train(
 ):
     """Ship the image and start (or resume) a run on the box (every box of the stack)."""
     where = resolve_target(target or None, stack or None)
+    if not (data_uri or dataset):
+        raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
+    data_uri = data_uri or storage_layout.dataset_uri(where.storage_uri, dataset)
+    until = deadline.for_run(where, data_uri, epochs, str(hours or ""), _warn)
     if start:
         start_boxes(where)
     boxes = nodes(where)
     box = boxes[0]
     for each in boxes:
         box_update.warn_if_behind(each)
-    if not (data_uri or dataset):
-        raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
-    data_uri = data_uri or storage_layout.dataset_uri(box.target.storage_uri, dataset)
     run_id = run or time.strftime("%Y%m%d-%H%M%S")
     for each in boxes:
         busy = launch.busy_runs(each, run_id)
@@ -106,10 +111,8 @@ def train(
                 "first, or pass --allow-concurrent to share it"
             )
     launch.refuse_if_running(boxes, run_id)
-    until = deadline.set_for_run(
-        where, data_uri, epochs, str(hours or ""), lambda line: console.print(f"warning: {line}")
-    )
     if until is not None:
+        deadline.hold(where, until, _warn)
         now = datetime.datetime.now(datetime.timezone.utc)
         console.print(f"hard stop: {until.line(now)}")
     with launch.start_up_leases(boxes, run_id) as renew_leases:

@@ -11,7 +11,7 @@ from invoke.exceptions import Exit
 from ops.cloud import api
 from ops.run import deadline
 from ops.target.resolve import from_outputs
-from tests.fixtures.clouds import DAILY, target_outputs
+from tests.fixtures.clouds import DAILY, set_deadline_as_fab_train_does, target_outputs
 
 pytestmark = pytest.mark.e2e  # moto
 UTC = datetime.timezone.utc
@@ -48,20 +48,20 @@ def _target(stop_in_hours: float = 1.0, **more):
 
 def test_a_run_that_outlasts_tonights_stop_is_warned_and_the_stop_stays(scheduler, data_uri):
     said = []
-    found = deadline.set_for_run(_target(), data_uri, 0, "", said.append)
+    found = set_deadline_as_fab_train_does(_target(), data_uri, 0, "", said.append)
     assert "needs about" in said[0] and "--hours" in said[0]
     assert not found.past_daily_stop
     assert api.deadline(_target()) is None
 
 
 def test_hours_move_the_clouds_stop_to_the_deadline(scheduler, data_uri):
-    found = deadline.set_for_run(_target(), data_uri, 0, "30", print)
+    found = set_deadline_as_fab_train_does(_target(), data_uri, 0, "30", print)
     assert found.past_daily_stop
     assert api.deadline(_target()) == found.until.replace(microsecond=0)
 
 
 def test_hours_auto_take_the_plans_estimate_capped_by_max_run_hours(scheduler, data_uri):
-    found = deadline.set_for_run(_target(), data_uri, 0, "auto", print)
+    found = set_deadline_as_fab_train_does(_target(), data_uri, 0, "auto", print)
     hours = (found.until - datetime.datetime.now(UTC)).total_seconds() / 3600
     planned = deadline.planned_hours(_target(), data_uri, 20)
     assert hours == pytest.approx(min(deadline.auto_hours(planned), 72), abs=0.01)
@@ -69,11 +69,11 @@ def test_hours_auto_take_the_plans_estimate_capped_by_max_run_hours(scheduler, d
 
 def test_hours_auto_without_a_known_dataset_size_say_to_pass_hours(scheduler, data_uri):
     with pytest.raises(Exit, match="--hours auto: `fab plan` cannot estimate this run"):
-        deadline.set_for_run(_target(), data_uri + "-missing", 0, "auto", print)
+        set_deadline_as_fab_train_does(_target(), data_uri + "-missing", 0, "auto", print)
 
 
 def test_a_box_no_cloud_knows_of_has_no_deadline_and_refuses_hours():
     box = from_outputs({**target_outputs("aws", []), "boxIds": None}, "target file box.json")
-    assert deadline.set_for_run(box, "s3://b/datasets/d", 0, "", print) is None
+    assert set_deadline_as_fab_train_does(box, "s3://b/datasets/d", 0, "", print) is None
     with pytest.raises(Exit, match="names no cloud boxes: no cloud stop to move"):
-        deadline.set_for_run(box, "s3://b/datasets/d", 0, "5", print)
+        set_deadline_as_fab_train_does(box, "s3://b/datasets/d", 0, "5", print)
