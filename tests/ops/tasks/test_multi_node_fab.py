@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.tasks.run import OTHER_BOX_WAIT_SECONDS
+from ops.run.look import OTHER_BOX_WAIT_SECONDS
 from tests.fixtures.sshd import start_sshd
 from tests.ops.conftest import LocalBox, TwoBoxes, make_local_box, start_two_boxes
 
