@@ -32,6 +32,9 @@ ACR_PUSH = "8311e382-0749-4cb8-b61a-304f252e45ec"
 # and deallocate VMs. Assigned on one VM, it is what the idle watchdog (deallocating
 # its own VM: an OS shutdown keeps billing on Azure) and the budget stop need.
 POWER_ON_OFF = "40c5ff49-9181-41f8-ae61-143b0e78555e"
+# "Tag Contributor": the tags of what it is assigned on, not the thing itself. Whoever
+# stops a box on purpose deletes its run deadline tag (box.contract.DEADLINE_TAG) first.
+TAG_CONTRIBUTOR = "4a9ae827-6dc8-4573-8ac7-8239d42aa03f"
 SERVICE_PRINCIPAL = "ServicePrincipal"
 USER = "User"
 _GUID_NAMESPACE = uuid.UUID("5b0f3c1e-8a52-4a4e-9d0c-6f1f2a7c9e31")
@@ -124,13 +127,16 @@ def declare_box_access(
     client: pulumi.Output,
     parent: pulumi.Resource,
 ) -> None:
-    """Each box: data (checkpoints, datasets, its programs), image pulls, deallocating itself."""
+    """Each box: data (checkpoints, datasets, its programs), image pulls, deallocating itself
+    (its run deadline tag deleted first)."""
     blob_role = builtin_role(client.subscription_id, STORAGE_BLOB_DATA_CONTRIBUTOR)
     power_role = builtin_role(client.subscription_id, POWER_ON_OFF)
     pull_role = builtin_role(client.subscription_id, ACR_PULL)
+    tag_role = builtin_role(client.subscription_id, TAG_CONTRIBUTOR)
     for index, vm in enumerate(vms):
         box = vm.identity.apply(lambda identity: identity.principal_id)
         prefix = f"{name}-{index}"
         grant(f"{prefix}-blob", box, container.id, blob_role, parent, SERVICE_PRINCIPAL)
         grant(f"{prefix}-acrpull", box, registry.id, pull_role, parent, SERVICE_PRINCIPAL)
         grant(f"{prefix}-deallocate", box, vm.id, power_role, parent, SERVICE_PRINCIPAL)
+        grant(f"{prefix}-untag", box, vm.id, tag_role, parent, SERVICE_PRINCIPAL)
