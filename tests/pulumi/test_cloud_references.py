@@ -62,8 +62,10 @@ def _logic_app_calls(stack) -> list[tuple[str, dict]]:
 @pytest.mark.parametrize("stack", [s for s in STACKS if s.cloud == "azure"], **by_id)
 def test_every_call_of_the_logic_apps_is_the_one_its_reference_builds(stack):
     calls = _logic_app_calls(stack)
-    # Per box: the budget stop's read, untag and deallocate.
-    assert len(calls) == stack.nodes * 3 * stack.budget_stops_boxes
+    # Per box: the keeper's two reads, deallocate, untag, two schedule PUTs and, on a
+    # stack that recovers (spot), a start; the budget stop's read, untag and deallocate.
+    per_box = 6 + stack.spot + 3 * stack.budget_stops_boxes
+    assert len(calls) == stack.nodes * per_box
     assert [p for name, inputs in calls for p in arm_urls.call_problems(inputs, name)] == []
 
 

@@ -1,4 +1,5 @@
-"""Who may do what on Azure: the roles a training box, the budget stop and the deployer get.
+"""Who may do what on Azure: the roles a training box, the budget stop, the keeper and the
+deployer get.
 
 Only built-in roles, each assigned on the narrowest scope that works (one VM, one
 container, one registry). A custom role would be narrower still, but ARM replicates a
@@ -35,6 +36,12 @@ POWER_ON_OFF = "40c5ff49-9181-41f8-ae61-143b0e78555e"
 # "Tag Contributor": the tags of what it is assigned on, not the thing itself. Whoever
 # stops a box on purpose deletes its run deadline tag (box.contract.DEADLINE_TAG) first.
 TAG_CONTRIBUTOR = "4a9ae827-6dc8-4573-8ac7-8239d42aa03f"
+# "Virtual Machine Contributor": a built-in role that holds
+# Microsoft.DevTestLab/schedules/write (as `Microsoft.DevTestLab/schedules/*`: a VM's
+# auto-shutdown is one). Assigned only on one daily-stop schedule, where its VM, disk
+# and network actions have nothing to act on, it grants that schedule and nothing else:
+# as narrow there as a custom role would be.
+VM_CONTRIBUTOR = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
 SERVICE_PRINCIPAL = "ServicePrincipal"
 USER = "User"
 _GUID_NAMESPACE = uuid.UUID("5b0f3c1e-8a52-4a4e-9d0c-6f1f2a7c9e31")

@@ -16,6 +16,7 @@ status`.
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,6 +53,9 @@ WORKFLOW_SCHEMA = (
     "https://schema.management.azure.com/providers/Microsoft.Logic/schemas/"
     "2016-06-01/workflowdefinition.json#"
 )
+# What azure-native sends for the schedule (GlobalSchedule); the keeper's calls to it
+# use the same (tests/pulumi/test_cloud_references.py checks both).
+SCHEDULES_API_VERSION = "2018-09-15"
 # A Logic App action runs after the one before it only if that one ended so; an action
 # that must run whatever came before names every end.
 ANY_END = ["Succeeded", "Failed", "Skipped", "TimedOut"]
@@ -71,20 +75,38 @@ def declare_daily_stop(
         name=vm.name.apply(lambda vm_name: f"shutdown-computevm-{vm_name}"),
         resource_group_name=group.name,
         location=group.location,
-        status="Enabled",  # the SDK's default is Disabled
-        task_type="ComputeVmShutdownTask",
-        daily_recurrence={"time": config.auto_shutdown_time.replace(":", "")},  # HHmm
-        time_zone_id=windows_time_zone(config.auto_shutdown_time_zone),
-        target_resource_id=vm.id,
-        notification_settings={
-            "status": "Enabled",
-            "time_in_minutes": SHUTDOWN_NOTICE_MINUTES,
-            "email_recipient": ";".join(config.alert_emails),
-            "notification_locale": "en",
-        },
         tags=config.tags,
         opts=pulumi.ResourceOptions(parent=parent),
+        **_python_names(daily_stop_properties(config, vm.id)),
     )
+
+
+def daily_stop_properties(config: StackConfig, vm_id: pulumi.Input[str]) -> dict[str, Any]:
+    """The daily stop's `properties` as ARM has them: what `declare_daily_stop` declares
+    and what the keeper puts back when it enables a stop a long run turned off."""
+    return {
+        "status": "Enabled",  # the SDK's default is Disabled
+        "taskType": "ComputeVmShutdownTask",
+        "dailyRecurrence": {"time": config.auto_shutdown_time.replace(":", "")},  # HHmm
+        "timeZoneId": windows_time_zone(config.auto_shutdown_time_zone),
+        "targetResourceId": vm_id,
+        "notificationSettings": {
+            "status": "Enabled",
+            "timeInMinutes": SHUTDOWN_NOTICE_MINUTES,
+            "emailRecipient": ";".join(config.alert_emails),
+            "notificationLocale": "en",
+        },
+    }
+
+
+def _python_names(properties: dict[str, Any]) -> dict[str, Any]:
+    """ARM's camelCase keys, nested ones too, as the Python SDK's arguments take them."""
+    return {
+        re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower(): (
+            _python_names(value) if isinstance(value, dict) else value
+        )
+        for key, value in properties.items()
+    }
 
 
 def declare_budget(
