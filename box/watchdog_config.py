@@ -30,6 +30,10 @@ MAX_HTTP_TIMEOUT_SECONDS = 10
 # The deallocate the watchdog and the budget stop's Logic App call: the
 # Microsoft.Compute version azure-native declares the VMs with, one a reference knows.
 ARM_API_VERSION = "2024-11-01"
+# ARM's tags of a resource, where whoever stops a box on purpose (the watchdog, the
+# budget stop's and the keeper's Logic Apps) deletes its run deadline tag.
+ARM_TAGS_PATH = "/providers/Microsoft.Resources/tags/default"
+ARM_TAGS_API_VERSION = "2021-04-01"
 DAILY_TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
 
 

@@ -51,24 +51,37 @@ def test_every_type_of_the_tables_is_declared_by_some_stack():
     assert set(AWS) | set(AZURE) | set(DYNAMIC) == declared
 
 
-@pytest.mark.parametrize(
-    "stack", [s for s in STACKS if s.cloud == "azure" and s.budget_stops_boxes], **by_id
-)
-def test_the_logic_app_deallocates_each_box_as_the_compute_reference_does(stack):
-    (workflow,) = stack.run().of_type(WORKFLOW)
-    calls = [action["inputs"] for action in workflow.inputs["definition"]["actions"].values()]
-    assert len(calls) == stack.nodes
-    found = [
-        problem
-        for call in calls
-        for problem in arm_urls.problems(call["method"], call["uri"], arm_urls.DEALLOCATE, stack.id)
+def _logic_app_calls(stack) -> list[tuple[str, dict]]:
+    return [
+        call
+        for workflow in stack.run().of_type(WORKFLOW)
+        for call in arm_urls.workflow_calls(workflow.inputs["definition"])
     ]
-    assert found == []
+
+
+@pytest.mark.parametrize("stack", [s for s in STACKS if s.cloud == "azure"], **by_id)
+def test_every_call_of_the_logic_apps_is_the_one_its_reference_builds(stack):
+    calls = _logic_app_calls(stack)
+    # Per box: the keeper's two reads, deallocate, untag, two schedule PUTs and, on a
+    # stack that recovers (spot), a start; the budget stop's read, untag and deallocate.
+    per_box = 6 + stack.spot + 3 * stack.budget_stops_boxes
+    assert len(calls) == stack.nodes * per_box
+    assert [p for name, inputs in calls for p in arm_urls.call_problems(inputs, name)] == []
 
 
 def test_the_watchdog_deallocates_its_vm_as_the_compute_reference_does():
     url = arm_urls.watchdog_deallocate_url()
     assert arm_urls.problems("POST", url, arm_urls.DEALLOCATE, "watchdog") == []
+
+
+@pytest.mark.parametrize(
+    ("method", "builder"),
+    [("GET", arm_urls.TAGS_GET), ("PATCH", arm_urls.TAGS_UPDATE)],
+    ids=["read", "delete"],
+)
+def test_the_watchdog_reaches_its_vms_tags_as_the_resources_reference_does(method, builder):
+    url = arm_urls.watchdog_tags_url()
+    assert arm_urls.problems(method, url, builder, "watchdog") == []
 
 
 def test_fab_start_starts_a_vm_as_the_compute_reference_does():
