@@ -76,6 +76,10 @@ class ArmClient:
         """Change part of a resource: only what `body` names."""
         return self._call("PATCH", path, api, {}, body)
 
+    def put(self, path: str, api: str, body: dict[str, Any]) -> Any:
+        """Write a whole resource as `body` says it."""
+        return self._call("PUT", path, api, {}, body)
+
     def _call(
         self, method: str, path: str, api: str, query: dict[str, str], body: Any = None
     ) -> Any:

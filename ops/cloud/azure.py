@@ -23,6 +23,7 @@ from stack.arm import ArmClient, ArmError
 
 API = "virtual_machines"
 TAGS = "/providers/Microsoft.Resources/tags/default"
+SCHEDULE_READ_ONLY = ("createdDate", "provisioningState", "uniqueIdentifier")
 TAG_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 STATES = {
     "PowerState/starting": STARTING,
@@ -136,5 +137,14 @@ def _tags(arm: ArmClient, box_id: str, operation: str, tags: dict[str, str]) -> 
 
 def _daily_stops(arm: ArmClient, target: Target, *, enabled: bool) -> None:
     status = "Enabled" if enabled else "Disabled"
-    for schedule in target.daily_stop_schedules:
-        arm.patch(schedule, "schedules", {"properties": {"status": status}})
+    for schedule_id in target.daily_stop_schedules:
+        # A schedule's PATCH changes its tags alone (GlobalSchedules_Update, 2018-09-15):
+        # the status goes in a PUT of the schedule as it is, read-only parts left out.
+        schedule = arm.get(schedule_id, "schedules")
+        properties = {
+            key: value
+            for key, value in schedule.get("properties", {}).items()
+            if key not in SCHEDULE_READ_ONLY
+        }
+        body = {"location": schedule["location"], "tags": schedule.get("tags") or {}}
+        arm.put(schedule_id, "schedules", {**body, "properties": {**properties, "status": status}})

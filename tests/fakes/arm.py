@@ -102,6 +102,8 @@ class FakeArm(LocalHttpServer):
         rest = match.group(2)
         if resource := re.fullmatch(r"(.*)" + re.escape(TAGS), path):
             return 200, {"properties": {"tags": state.tags.get(resource.group(1), {})}}
+        if path in state.schedules:
+            return 200, schedule_as_arm_answers(path, state.schedules[path])
         if vm := re.fullmatch(r"(.*/virtualMachines/[^/]+)/instanceView", path):
             if vm.group(1) not in state.vms:
                 return 404, {"error": {"code": "ResourceNotFound", "message": vm.group(1)}}
@@ -137,8 +139,7 @@ class FakeArm(LocalHttpServer):
         return 202, {}
 
     def change(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        """PATCH a resource's tags (Merge, Replace, Delete by name or name and value) or a
-        schedule's status."""
+        """PATCH a resource's tags (Merge, Replace, Delete by name or name and value)."""
         state = self.state
         if resource := re.fullmatch(r"(.*)" + re.escape(TAGS), path):
             tags = state.tags.setdefault(resource.group(1), {})
@@ -154,9 +155,40 @@ class FakeArm(LocalHttpServer):
                         tags.pop(key, None)
             return 200, {"properties": {"tags": tags}}
         if path in state.schedules:
-            state.schedules[path] = body["properties"]["status"]
-            return 200, {"id": path, "properties": {"status": state.schedules[path]}}
+            # GlobalSchedules_Update (2018-09-15) changes a schedule's tags alone.
+            return 200, schedule_as_arm_answers(path, state.schedules[path])
         return 404, {"error": {"code": "ResourceNotFound", "message": path}}
+
+    def replace(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """PUT a schedule: its status is the body's."""
+        if path not in self.state.schedules:
+            return 404, {"error": {"code": "ResourceNotFound", "message": path}}
+        self.state.schedules[path] = body["properties"]["status"]
+        return 200, schedule_as_arm_answers(path, self.state.schedules[path])
+
+
+def schedule_as_arm_answers(schedule_id: str, status: str) -> dict[str, Any]:
+    """A VM's daily-stop schedule as GET answers it, read-only properties included."""
+    vm = schedule_id.replace("/providers/Microsoft.DevTestLab/schedules/shutdown-computevm-",
+                             "/providers/Microsoft.Compute/virtualMachines/")  # fmt: skip
+    return {
+        "id": schedule_id,
+        "name": schedule_id.rsplit("/", 1)[-1],
+        "type": "microsoft.devtestlab/schedules",
+        "location": "eastus",
+        "tags": {"project": "glucose-training"},
+        "properties": {
+            "status": status,
+            "taskType": "ComputeVmShutdownTask",
+            "dailyRecurrence": {"time": "1900"},
+            "timeZoneId": "UTC",
+            "notificationSettings": {"status": "Disabled", "timeInMinutes": 30},
+            "targetResourceId": vm,
+            "createdDate": "2026-11-20T10:00:00.0000000+00:00",
+            "provisioningState": "Succeeded",
+            "uniqueIdentifier": "6d3b0f55-1f6c-4c2b-9a57-0a5d3c1f2e11",
+        },
+    }
 
 
 def _handler(arm: FakeArm) -> type[BaseHTTPRequestHandler]:
@@ -176,11 +208,17 @@ def _handler(arm: FakeArm) -> type[BaseHTTPRequestHandler]:
             reply(self, status, json.dumps(body).encode() if body else b"", "application/json")
 
         def do_PATCH(self) -> None:
+            self._write(arm.change)
+
+        def do_PUT(self) -> None:
+            self._write(arm.replace)
+
+        def _write(self, action) -> None:
             url = urlparse(self.path)
             token = self.headers.get("Authorization", "").removeprefix("Bearer ")
             arm.state.requests.append((url.path, token))
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            status, answer = arm.change(url.path, body)
+            status, answer = action(url.path, body)
             reply(self, status, json.dumps(answer).encode(), "application/json")
 
         def log_message(self, *args) -> None:

@@ -114,6 +114,14 @@ BODIES = {
     TAGS_UPDATE: (f"{_RESOURCES}.models", "TagsPatchResource"),
     SCHEDULE_PUT: ("azure.mgmt.devtestlabs.models", "Schedule"),
 }
+# The calls of ops/cloud/azure.py (`fab train --hours`, `fab stop`) beside the reads
+# above: (method, API_VERSIONS name) -> the builder of that request.
+OPS_CALLS = {
+    ("GET", "tags"): TAGS_GET,
+    ("PATCH", "tags"): TAGS_UPDATE,
+    ("GET", "schedules"): SCHEDULE_GET,
+    ("PUT", "schedules"): SCHEDULE_PUT,
+}
 ARM = "https://management.azure.com"
 
 # stack/arm.py's reads (what `pulumi up` and `fab preflight` ask ARM), each with a path
@@ -167,7 +175,9 @@ def arm_read_urls() -> dict[str, str]:
     client = ArmClient("token")
     paths = {**{k: (p, q) for k, (p, q, _) in ARM_READS.items()},
              "permissions": (PERMISSIONS_AT_SUBSCRIPTION[0], {})}  # fmt: skip
-    assert set(paths) == set(API_VERSIONS), "a read of stack/arm.py has no reference here"
+    assert set(paths) | {api for _, api in OPS_CALLS} == set(API_VERSIONS), (
+        "a call of stack/arm.py has no reference here"
+    )
     return {api: client.url(path, api, **query) for api, (path, query) in paths.items()}
 
 
@@ -223,6 +233,21 @@ def _body_problems(builder: Builder, body: dict[str, Any], where: str) -> list[s
         # The model flattens `properties` (as azure-native's inputs do): so must the body.
         body = {**{k: v for k, v in body.items() if k != "properties"}, **body["properties"]}
     return body_problems(model, body, where, {})
+
+
+def ops_call_problems(calls: list[tuple[str, str, str, Any]]) -> list[str]:
+    """Each recorded (method, path, api, body) of ops' calls against its reference, a
+    body against the operation's model."""
+    client, found = ArmClient("token"), []
+    for method, path, api, body in calls:
+        builder = OPS_CALLS.get((method, api))
+        if builder is None:
+            found.append(f"{method} {path} ({api}): no reference in OPS_CALLS")
+            continue
+        found += problems(method, client.url(path, api), builder, api)
+        if body is not None:
+            found += _body_problems(builder, body, api)
+    return found
 
 
 def permissions_version_problems() -> list[str]:
