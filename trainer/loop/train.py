@@ -301,14 +301,17 @@ def train_epoch(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> s
                 run.checkpoints.last_saved_at,
                 run.choice.peak_memory_gib(),
             )
-        # No device sync: an Event read, rank 0's save policy and, under DDP, a vote.
-        stop_code, save_due = group.agree(stop.code, run.checkpoints.due(pos.step))
+        # No device sync: an Event read and, under DDP, a vote every rank acts on at once.
+        (stop_code,) = group.agree(stop.code)
         if stop_code:
             stop.adopt(stop_code)
             return "stopped"
         if tc.max_steps is not None and pos.step >= tc.max_steps:
             return "max_steps"
-        if save_due:
+        # Rank 0's own call, as on one process: it alone saves, and no other rank takes
+        # part. (Voted, the answer came a step late, after the next vote had asked
+        # again: every checkpoint was written twice.)
+        if run.checkpoints.due(pos.step):
             run.checkpoints.save_last(run.state(pos))
     return None
 
