@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 # storage this long (an outage at start-up), then refuse rather than guess.
 STORE_WAIT_SECONDS = 60.0
 STORE_RETRY_MAX_SECONDS = 10.0
-# Files of the run dir a restore from the store never writes: the box's own records.
+# Names at the top of the run dir a restore from the store never writes, as a file or
+# as a directory (a key `STOPPED_BY_USER/x` would make one): the box's own records.
 NOT_RESTORED = (layout.LAUNCH_RECORD, layout.STOP_MARKER)
 
 Check = Callable[[dict[str, Any]], str | None]
@@ -240,7 +241,7 @@ def _restore_run_files(run_dir: Path, store: ObjectStore) -> None:
     restored, refused = 0, []
     try:
         for key in store.list():
-            if key.startswith(layout.CHECKPOINTS_PREFIX) or key in NOT_RESTORED:
+            if key.startswith(layout.CHECKPOINTS_PREFIX) or key.split("/")[0] in NOT_RESTORED:
                 continue
             try:
                 path = local_path(run_dir, key)
