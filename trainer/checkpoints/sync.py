@@ -247,19 +247,22 @@ class RunSync:
         if job.best:
             layout.set_pointer(self.store, layout.BEST_KEY, job.name)
             self._best = job.name
-        layout.set_pointer(self.store, layout.LATEST_KEY, job.name)
+        layout.advance_latest(self.store, job.name)
         if job.name not in self._uploaded_names:
             self._uploaded_names.append(job.name)
         self.status.last_uploaded_at = time.time()
         self._prune()
 
     def _prune(self) -> None:
-        keep = set(self._uploaded_names[-self.config.keep_last :])
+        """Keep the last K this uploader sent, LATEST (an older one sent late leaves it
+        where it was) and BEST; early in a resumed run, the newest at or before LATEST
+        count towards K. The rest go, names past LATEST too: no run's, as LATEST moves
+        after every upload."""
+        resumable = layout.candidates(self.store)  # LATEST, then the older ones
+        keep = set(self._uploaded_names[-self.config.keep_last :]) | set(resumable[:1])
         keep.add(self._best or layout.read_pointer(self.store, layout.BEST_KEY) or "")
-        if len(self._uploaded_names) < self.config.keep_last:
-            # Early in a resumed run, older checkpoints still count towards K.
-            older = [n for n in layout.remote_names(self.store) if n not in keep]
-            keep.update(older[-(self.config.keep_last - len(self._uploaded_names)) :])
+        missing = self.config.keep_last - len(self._uploaded_names)
+        keep.update([name for name in resumable if name not in keep][: max(0, missing)])
         layout.prune(self.store, keep)
 
     def _mirror_pass(self) -> None:
