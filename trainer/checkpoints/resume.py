@@ -74,6 +74,8 @@ class Found:
     """False: the store lacks it (killed before the upload), so it must be sent."""
     why: str = ""
     """Which one was taken and why, as logged."""
+    fetched: bool = False
+    """Taken from the store: newer than anything in the run dir."""
 
 
 @dataclass
@@ -166,7 +168,7 @@ def _first_accepted(search: _Search) -> Found | None:
                 continue
             _restore_run_files(search.directory.parent, search.store)
             _fetch_best(search)
-            return Found(path, state, True, search.why_remote(name))
+            return Found(path, state, True, search.why_remote(name), fetched=True)
     return None
 
 

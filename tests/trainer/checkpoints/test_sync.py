@@ -183,7 +183,7 @@ def test_waiting_checkpoints_are_bounded_while_storage_is_down(tmp_path: Path) -
         sync.publish_checkpoint(*_checkpoint(run_dir, step), best=step == 3)
     assert not sync.close(1)
     assert sync.status.pending_checkpoints == 3
-    outbox = sorted(p.name for p in (run_dir / "checkpoints" / OUTBOX_DIR_NAME).iterdir())
+    outbox = sorted(p.name for p in (run_dir / "checkpoints" / OUTBOX_DIR_NAME).glob("*.pt"))
     assert outbox == [
         "step-000000003-epoch-0000.pt",
         "step-000000009-epoch-0000.pt",
