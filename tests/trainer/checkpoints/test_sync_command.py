@@ -35,6 +35,8 @@ pytestmark = pytest.mark.e2e
 STEPS = {"run-a": 6, "run-b": 3}
 LONG_RUN = ("--batch-size", "8", "--epochs", "50", "--patience", "100")
 FIRST_EXIT_SECONDS = 60
+# The run dir's uploader lock names its holder (ARCHITECTURE.md, "Run directory additions").
+UPLOADER_LOCK = ".uploader.lock"
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +169,42 @@ def test_of_two_syncs_at_once_one_uploads_and_the_other_is_refused_with_75(
     best = run_dir / "checkpoints" / "best.pt"
     best_name = next(p.name for p in best.parent.glob("step-*.pt") if p.samefile(best))
     assert layout.read_pointer(store, layout.BEST_KEY) == best_name
+
+
+def _holds_the_lock(run_dir: Path, process: subprocess.Popen) -> bool:
+    lock = run_dir / UPLOADER_LOCK
+    return lock.is_file() and f'"pid": {process.pid},' in lock.read_text()
+
+
+def test_a_run_started_while_a_sync_uploads_its_run_dir_exits_75_writing_nothing(
+    trained: dict[str, Path],
+    tiny_data: Path,
+    tmp_path: Path,
+    private_moto_server: S3Emulator,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    # The box's resume unit starts the run's container while its user's sync is at
+    # work (the store hangs): the run leaves the run dir to it and is started again later.
+    run_dir, uri = _copy(trained["run-a"], tmp_path), f"{private_moto_server.create_bucket()}/a"
+    command = ["-m", "trainer", "sync", "--run-dir", str(run_dir), "--checkpoint-uri", uri]
+    private_moto_server.stall()
+    sync = start_process(command, tmp_path / "sync.log", private_moto_server.env)
+    try:
+        deadline = time.monotonic() + FIRST_EXIT_SECONDS
+        while not _holds_the_lock(run_dir, sync):
+            assert time.monotonic() < deadline and sync.poll() is None, "the sync took no lock"
+            time.sleep(0.1)
+        status = (run_dir / "status.json").read_bytes()
+        flags = ["--model", "resnet18", "--epochs", "2", "--batch-size", "32", "--max-steps", "6"]
+        train_args = ["--data", str(tiny_data), "--run-dir", str(run_dir), "--checkpoint-uri", uri]
+        assert main(["train", *train_args, *flags]) == EXIT_STOPPED
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1 and error.startswith(
+            f"error: another process uploads {run_dir}"
+        )
+        assert (run_dir / "status.json").read_bytes() == status
+        private_moto_server.unstall()
+        assert sync.wait(FIRST_EXIT_SECONDS) == 0
+    finally:
+        private_moto_server.unstall()
+        sync.kill()
