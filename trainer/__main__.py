@@ -3,7 +3,8 @@ prepare-vitaldb|bench-prepare|dataset-fetch|dataset-publish` (also the image's E
 
 Exit codes (ARCHITECTURE.md, `trainer.exit_codes`): 0 done, 2 user error and 74 run
 dir not writable (one line on stderr each), 75 stopped or preempted with a
-checkpoint written (restart me; for `sync`: storage still down, try again).
+checkpoint written (restart me; for `sync`: storage still down, try again), or
+another process uploads the run dir (one line; try again once it has ended).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 
+from trainer.checkpoints.uploader_lock import UploaderBusy
 from trainer.config import (
     ARCHS,
     FORMULATIONS,
@@ -35,6 +37,7 @@ from trainer.data.vitaldb.config import (
     PrepareConfig,
 )
 from trainer.exit_codes import (
+    EXIT_STOPPED,
     EXIT_UNWRITABLE,
     EXIT_USER_ERROR,
     exit_code_for,
@@ -350,6 +353,9 @@ def _run(args: argparse.Namespace) -> int:
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except UploaderBusy as error:  # before anything was written: try again later
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_STOPPED
     except OSError as error:  # a full disk, a read-only run dir: one line, exit 74
         if exit_code_for(error) != EXIT_UNWRITABLE:
             raise

@@ -16,6 +16,7 @@ a split, and only rank 0 writes (the others hold `trainer.loop.rank_outputs` ins
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import random
@@ -34,6 +35,7 @@ from trainer.checkpoints import checkpoint_file
 from trainer.checkpoints.final_upload import finish_pending
 from trainer.checkpoints.manager import CheckpointConfig, CheckpointManager
 from trainer.checkpoints.resume import misfit
+from trainer.checkpoints.uploader_lock import uploader_lock
 from trainer.config import RunConfig, UserError
 from trainer.data.dataset import load_dataset, split_cases
 from trainer.data.pipeline import Normalisation, WindowPipeline, micro_batch_seed, norm_to_state
@@ -301,14 +303,17 @@ def train_epoch(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> s
                 run.checkpoints.last_saved_at,
                 run.choice.peak_memory_gib(),
             )
-        # No device sync: an Event read, rank 0's save policy and, under DDP, a vote.
-        stop_code, save_due = group.agree(stop.code, run.checkpoints.due(pos.step))
+        # No device sync: an Event read and, under DDP, a vote every rank acts on at once.
+        (stop_code,) = group.agree(stop.code)
         if stop_code:
             stop.adopt(stop_code)
             return "stopped"
         if tc.max_steps is not None and pos.step >= tc.max_steps:
             return "max_steps"
-        if save_due:
+        # Rank 0's own call, as on one process: it alone saves, and no other rank takes
+        # part. (Voted, the answer came a step late, after the next vote had asked
+        # again: every checkpoint was written twice.)
+        if run.checkpoints.due(pos.step):
             run.checkpoints.save_last(run.state(pos))
     return None
 
@@ -390,7 +395,9 @@ def train(config: RunConfig) -> int:
     exit code (0 finished, 75 stopped).
 
     Every way out ends through `RunEnding` (on rank 0, the rank that writes):
-    status.json says how, the outbox is flushed.
+    status.json says how, the outbox is flushed. Rank 0 uploads, so it holds the run
+    dir's uploader lock throughout, taken before anything is written
+    (`trainer.checkpoints.uploader_lock`: another uploader there is exit 75).
     """
     info = RankInfo.from_env()
     config = config.with_world_size(info.world_size)  # the global batch must split
@@ -399,18 +406,20 @@ def train(config: RunConfig) -> int:
         pending = finish_pending(run_dir, config.checkpoint_uri)
         if pending is not None:  # finished before; its last uploads are done now (or not)
             return pending
-    # Another box's local rank 0 keeps that box's heartbeat (trainer.loop.rank_outputs).
-    heartbeat = Heartbeat(run_dir) if info.local_rank == 0 and not info.is_main else None
-    ending = RunEnding(run_dir, config.train.run_id, writes=info.is_main, heartbeat=heartbeat)
-    group = Group.start(info)
-    try:
-        code = _train(config, group, ending)
-    except BaseException as error:
-        ending.failed(error)
-        group.close(clean=False)  # this rank may have failed alone: wait for nobody
-        raise
-    group.close()
-    return code
+    uploads = info.is_main and config.checkpoint_uri is not None
+    with uploader_lock(run_dir, "train") if uploads else contextlib.nullcontext():
+        # Another box's local rank 0 keeps that box's heartbeat (trainer.loop.rank_outputs).
+        heartbeat = Heartbeat(run_dir) if info.local_rank == 0 and not info.is_main else None
+        ending = RunEnding(run_dir, config.train.run_id, writes=info.is_main, heartbeat=heartbeat)
+        group = Group.start(info)
+        try:
+            code = _train(config, group, ending)
+        except BaseException as error:
+            ending.failed(error)
+            group.close(clean=False)  # this rank may have failed alone: wait for nobody
+            raise
+        group.close()
+        return code
 
 
 def _train(config: RunConfig, group: Group, ending: RunEnding) -> int:
