@@ -1,4 +1,4 @@
-"""`python -m trainer synth|train|launch|evaluate|sync|bench|bench-checkpoint|
+"""`python -m trainer synth|train|launch|sweep|evaluate|sync|bench|bench-checkpoint|
 prepare-vitaldb|bench-prepare|dataset-fetch|dataset-publish` (also the image's ENTRYPOINT).
 
 Exit codes (ARCHITECTURE.md, `trainer.exit_codes`): 0 done, 2 user error and 74 run
@@ -91,6 +91,11 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--checkpoint-uri", default=None)
     train.add_argument("--checkpoint-every", type=float, default=600.0, metavar="SECONDS")
     train.add_argument("--checkpoint-every-steps", type=int, default=None, metavar="N")
+
+    sweep = commands.add_parser(
+        "sweep", help="run (or resume) the sweep in DIR (its sweep.json; see `fab sweep`)"
+    )
+    sweep.add_argument("--dir", type=Path, required=True, help="the sweep's folder")
 
     launch = commands.add_parser(
         "launch",
@@ -307,6 +312,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return train(_run_config(args))
     if args.command == "launch":
         return _launch(args.torchrun_args)
+    if args.command == "sweep":
+        from trainer.sweep.driver import run_sweep
+
+        return run_sweep(args.dir)
     if args.command == "evaluate":
         from trainer.loop.evaluate import evaluate_checkpoint
 
