@@ -122,7 +122,8 @@ def table(rows: list[RunRow], keys: list[str], *, rank: bool = False) -> Table:
         values = [_value(row.settings.get(k, "-")) for k in keys]
         cells = [str(place)] * rank + [row.run_id, row.name or "-", _state(row)]
         cells += [row.dataset or "-"]
-        cells += values if rank else [" ".join(f"{short(k)}={v}" for k, v in zip(keys, values))]
+        pairs = zip(keys, values, strict=True)
+        cells += values if rank else [" ".join(f"{short(k)}={v}" for k, v in pairs)]
         cells += [
             _number(row.epochs, "d"),
             _number(row.best_val_mae, ".2f"),
