@@ -211,9 +211,7 @@ class Driver:
                 self.stop_reason = self.stop_reason or f"trial {trial.number} stopped by itself"
             else:
                 self.study.tell(asked, state=optuna.trial.TrialState.FAIL)
-                self._say(
-                    f"trial {trial.number} failed (exit {code}; see {trial.run_dir}/train.log)"
-                )
+                self._say(f"trial {trial.number} failed (exit {code}): {trial.last_line()}")
 
     def _report_epochs(self) -> None:
         for trial in self.pool.running.values():

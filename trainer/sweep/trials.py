@@ -75,6 +75,16 @@ class TrialProcess:
             self.epochs_seen = max(epoch for epoch, _ in fresh)
         return fresh
 
+    def last_line(self) -> str:
+        """The last line the trial printed (a failure's one-line reason), and where the
+        rest is."""
+        path = self.run_dir / LOG_FILE
+        try:
+            lines = path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            lines = []
+        return f"{lines[-1][:300] if lines else 'no output'} (all of it: {path})"
+
     def stop(self) -> None:
         """SIGTERM: the trainer checkpoints, uploads and exits 75."""
         if self.process.poll() is None:
