@@ -42,13 +42,34 @@ def _launch(started_at: float, dataset: str = "synth", **more) -> dict:
     return {"started_at": started_at, "dataset": dataset, "hourly_price_usd": 1.5, **more}
 
 
-@pytest.fixture
-def stack(moto_server, tmp_path, monkeypatch) -> dict:
-    """A target whose storage holds runs in several states, and an environment for fab."""
-    for name, value in moto_server.env.items():
-        monkeypatch.setenv(name, value)
-    uri = moto_server.create_bucket(prefix="stack")
-    store = open_store(uri)
+def _target(path, uri: str) -> None:
+    path.write_text(json.dumps({
+        "cloud": "local", "hosts": ["127.0.0.1"], "sshUser": "nobody", "sshPort": 22,
+        "sshKeyPath": str(path.parent / "no-key"), "storageUri": uri, "registry": "",
+        "imageRepository": "glucose-training", "vmSize": "local", "gpuCount": 0,
+        "hourlyPriceUsd": 1.5, "spot": False,
+    }))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def stack(moto_server, tmp_path_factory) -> dict:
+    """A target whose storage holds runs in several states; `fab runs` run against it once
+    as a table and once as JSON (the tests read those)."""
+    tmp = tmp_path_factory.mktemp("fab-runs")
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in moto_server.env.items():
+            patch.setenv(name, value)
+        uri = moto_server.create_bucket(prefix="stack")
+        _store_runs(open_store(uri))
+    _target(tmp / "target.json", uri)
+    found = {"target": tmp / "target.json", "local": tmp / "runs", "tmp": tmp,
+             "env": moto_server.env, "moto": moto_server}  # fmt: skip
+    table = _fab_runs(found)
+    assert table.returncode == 0, table.stderr
+    return {**found, "table": table.stdout, "listed": _json(found)}
+
+
+def _store_runs(store) -> None:
     _put(store, "r-finished", launch_json=_launch(T0, name="baseline"),
          config_json=_config(2e-3),
          status_json={"state": "finished", "epoch": 5, "step": 50, "updated_at": T0 + 2 * HOUR},
@@ -64,29 +85,21 @@ def stack(moto_server, tmp_path, monkeypatch) -> dict:
     # Killed mid-upload: half a summary and no status at all.
     _put(store, "r-torn", launch_json=_launch(T0 + 6 * HOUR), summary_json='{"epochs": 3, "va')
     store.write_bytes("runs/not a run id/status.json", b'{"state": "finished"}')
-    target = tmp_path / "target.json"
-    target.write_text(json.dumps({
-        "cloud": "local", "hosts": ["127.0.0.1"], "sshUser": "nobody", "sshPort": 22,
-        "sshKeyPath": str(tmp_path / "no-key"), "storageUri": uri, "registry": "",
-        "imageRepository": "glucose-training", "vmSize": "local", "gpuCount": 0,
-        "hourlyPriceUsd": 1.5, "spot": False,
-    }))  # fmt: skip
-    return {"target": target, "store": store, "local": tmp_path / "runs", "tmp": tmp_path}
 
 
-def _fab_runs(stack: dict, *args: str, target: bool = True) -> subprocess.CompletedProcess:
+def _fab_runs(stack: dict, *args: str, target: bool = True, local=None):
     env = {key: value for key, value in os.environ.items() if key != "GLUCOSE_TARGET"}
+    env.update(stack["env"], COLUMNS="250")
     if target:
         env["GLUCOSE_TARGET"] = str(stack["target"])
-    env["COLUMNS"] = "250"
     return subprocess.run(
-        [str(FAB), "runs", "--local", str(stack["local"]), *args],
+        [str(FAB), "runs", "--local", str(local or stack["local"]), *args],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
 
 
-def _json(stack: dict, *args: str, target: bool = True) -> dict:
-    done = _fab_runs(stack, "--json", *args, target=target)
+def _json(stack: dict, *args: str, **where) -> dict:
+    done = _fab_runs(stack, "--json", *args, **where)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -96,9 +109,7 @@ def _by_id(listed: dict) -> dict:
 
 
 def test_every_stored_run_is_one_line_newest_first(stack):
-    done = _fab_runs(stack)
-    assert done.returncode == 0, done.stderr
-    lines = [line for line in done.stdout.splitlines() if line.lstrip().startswith("r-")]
+    lines = [line for line in stack["table"].splitlines() if line.lstrip().startswith("r-")]
     assert [line.split()[0] for line in lines] == ["r-torn", "r-failed", "r-running", "r-finished"]
     finished = next(line for line in lines if line.startswith("r-finished"))
     for shown in ("baseline", "finished", "synth", "12.34", "2.00 h", "3.25"):
@@ -106,7 +117,7 @@ def test_every_stored_run_is_one_line_newest_first(stack):
 
 
 def test_a_finished_run_shows_its_validation_mae_wall_time_dollars_and_recoveries(stack):
-    row = _by_id(_json(stack))["r-finished"]
+    row = _by_id(stack["listed"])["r-finished"]
     assert (row["name"], row["state"], row["dataset"], row["epochs"]) == (
         "baseline", "finished", "synth", 5
     )  # fmt: skip
@@ -116,33 +127,31 @@ def test_a_finished_run_shows_its_validation_mae_wall_time_dollars_and_recoverie
 
 
 def test_a_running_run_shows_its_best_epoch_so_far_and_no_dollars_yet(stack):
-    row = _by_id(_json(stack))["r-running"]
+    row = _by_id(stack["listed"])["r-running"]
     assert (row["state"], row["epochs"], row["best_val_mae"]) == ("running", 2, 15.25)
     assert row["cost_usd"] is None and row["recoveries"] is None
-    assert "- " in next(
-        line for line in _fab_runs(stack).stdout.splitlines() if line.startswith("r-running")
-    )
+    shown = next(line for line in stack["table"].splitlines() if line.startswith("r-running"))
+    assert [cell.strip() for cell in shown.split("│")][-2:] == ["-", "-"]
 
 
 def test_a_torn_run_shows_as_torn_naming_what_is_broken(stack):
-    row = _by_id(_json(stack))["r-torn"]
+    row = _by_id(stack["listed"])["r-torn"]
     assert row["state"] == "torn"
     assert any("summary.json: not JSON" in problem for problem in row["problems"])
-    assert "torn: summary.json: not JSON" in _fab_runs(stack).stdout
+    assert "torn: summary.json: not JSON" in stack["table"]
 
 
 def test_a_failed_run_shows_its_exit_code(stack):
-    assert _by_id(_json(stack))["r-failed"]["state"] == "failed (exit 1)"
+    assert _by_id(stack["listed"])["r-failed"]["state"] == "failed (exit 1)"
 
 
 def test_a_folder_that_is_no_run_id_is_not_listed(stack):
-    assert "not a run id" not in _by_id(_json(stack))
+    assert "not a run id" not in _by_id(stack["listed"])
 
 
 def test_the_settings_column_shows_only_what_differs_between_runs(stack):
-    listed = _json(stack)
-    assert listed["differing"] == ["optim.lr"]
-    assert "lr=0.004" in _fab_runs(stack).stdout
+    assert stack["listed"]["differing"] == ["optim.lr"]
+    assert "lr=0.004" in stack["table"]
 
 
 def test_filters_by_state_and_by_dataset(stack):
@@ -150,26 +159,33 @@ def test_filters_by_state_and_by_dataset(stack):
     assert list(_by_id(_json(stack, "--dataset", "vitaldb-m1"))) == ["r-failed"]
 
 
-def test_after_pulumi_destroy_the_downloaded_runs_are_listed_with_a_note(stack):
-    downloaded = stack["local"] / "r-finished"
-    downloaded.mkdir(parents=True)
-    (downloaded / "summary.json").write_text(json.dumps({"epochs": 5, "val": {"mae": 12.34}}))
-    done = _fab_runs(stack, target=False)
+def _downloaded(local) -> None:
+    """What `fab download --run r-finished` left in `local`."""
+    (local / "r-finished").mkdir(parents=True)
+    (local / "r-finished" / "summary.json").write_text(json.dumps({"val": {"mae": 12.34}}))
+
+
+def test_after_pulumi_destroy_the_downloaded_runs_are_listed_with_a_note(stack, tmp_path):
+    _downloaded(tmp_path)
+    done = _fab_runs(stack, target=False, local=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "storage not read" in done.stderr
     assert [line.split()[0] for line in done.stdout.splitlines() if "r-" in line] == ["r-finished"]
 
 
-def test_a_run_both_stored_and_downloaded_is_one_row(stack):
-    downloaded = stack["local"] / "r-finished"
-    downloaded.mkdir(parents=True)
-    (downloaded / "summary.json").write_text(json.dumps({"epochs": 5, "val": {"mae": 12.34}}))
-    rows = _json(stack)["runs"]
+def test_a_run_both_stored_and_downloaded_is_one_row(stack, tmp_path):
+    _downloaded(tmp_path)
+    rows = _json(stack, local=tmp_path)["runs"]
     assert [row["where"] for row in rows if row["run_id"] == "r-finished"] == ["storage+local"]
 
 
-def test_a_sweep_ranks_its_trials_by_validation_mae_and_plots_them(stack):
-    store, sweep = stack["store"], "sweep-a"
+def test_a_sweep_ranks_its_trials_by_validation_mae_and_plots_them(stack, monkeypatch):
+    for name, value in stack["env"].items():
+        monkeypatch.setenv(name, value)
+    uri = stack["moto"].create_bucket(prefix="stack")  # a stack of its own: only the sweep
+    store, sweep = open_store(uri), "sweep-a"
+    _target(stack["tmp"] / "sweep-target.json", uri)
+    stack = {**stack, "target": stack["tmp"] / "sweep-target.json"}
     for number, (lr, mae) in enumerate([(1e-3, 14.0), (3e-3, 11.0), (1e-2, None)]):
         run_id = f"{sweep}-t{number:03d}"
         summary = {"summary_json": {"epochs": 2, "val": {"mae": mae}, "test": None}} if mae else {}
