@@ -81,7 +81,7 @@ def open_study(spec: SweepSpec, params: list[Param], sweep_dir: Path):
         load_if_exists=True,
     )
     if spec.method == "grid" and not study.get_trials(deepcopy=False):
-        for values in grid_points(params):
+        for values in grid_points(params)[: spec.trials]:
             study.enqueue_trial(values)
     return study
 
