@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from trainer.atomic_write import write_json_atomic
-from trainer.reports.status import RunRecord
 from trainer.sweep.space import trial_flags
 from trainer.sweep.spec import SweepSpec
 
@@ -52,9 +51,6 @@ class TrialProcess:
 
     def exit_code(self) -> int | None:
         return self.process.poll()
-
-    def step(self) -> int:
-        return RunRecord.read(self.run_dir).step or 0
 
     def new_epochs(self) -> list[tuple[int, float]]:
         """(epoch, validation MAE) of the epochs finished since the last look."""
