@@ -157,6 +157,9 @@ def sweep(
         name=name,
     )  # fmt: skip
     existing = on_box_sweep.existing_spec(box, sweep_id) if sweep else None
+    running = existing and on_box_sweep.inspect(box, sweep_id)
+    if running and (running.running or running.restarting):
+        raise Exit(f"sweep {sweep_id} is already running on {box.address}; see `fab runs --sweep`")
     try:
         spec = _resumed(existing, flags) if existing else _spec(box, sweep_id, flags)
     except UserError as error:
