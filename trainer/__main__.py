@@ -1,4 +1,4 @@
-"""`python -m trainer synth|train|launch|evaluate|sync|bench|bench-checkpoint|
+"""`python -m trainer synth|train|launch|sweep|evaluate|sync|bench|bench-checkpoint|
 prepare-vitaldb|bench-prepare|dataset-fetch|dataset-publish` (also the image's ENTRYPOINT).
 
 Exit codes (ARCHITECTURE.md, `trainer.exit_codes`): 0 done, 2 user error and 74 run
@@ -87,12 +87,18 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--model", choices=ARCHS, default="resnet34")
     train.add_argument("--grad-accum", type=int, default=1)
+    _add_tunables(train)
     train.add_argument("--patience", type=int, default=5)
     train.add_argument("--max-steps", type=int, default=None)
     train.add_argument("--log-every", type=int, default=10, help="optimizer steps per log line")
     train.add_argument("--checkpoint-uri", default=None)
     train.add_argument("--checkpoint-every", type=float, default=600.0, metavar="SECONDS")
     train.add_argument("--checkpoint-every-steps", type=int, default=None, metavar="N")
+
+    sweep = commands.add_parser(
+        "sweep", help="run (or resume) the sweep in DIR (its sweep.json; see `fab sweep`)"
+    )
+    sweep.add_argument("--dir", type=Path, required=True, help="the sweep's folder")
 
     launch = commands.add_parser(
         "launch",
@@ -147,6 +153,38 @@ def _parser() -> argparse.ArgumentParser:
     bench_checkpoint.add_argument("--json", action="store_true", help="print one JSON object")
     _add_prepare_commands(commands)
     return parser
+
+
+def _add_tunables(train: argparse.ArgumentParser) -> None:
+    """The rest of what the configs hold (trainer.config: each value's bounds, checked
+    there and named in the error); every default is the config's own."""
+    model, optim, data = ModelConfig(), OptimConfig(), DataConfig(Path())
+    train.add_argument("--kernel-size", type=int, default=model.kernel_size, help="odd, <= 15")
+    train.add_argument("--dropout", type=float, default=model.dropout, help="before the head")
+    train.add_argument("--weight-decay", type=float, default=optim.weight_decay, help="AdamW")
+    train.add_argument(
+        "--warmup-fraction",
+        type=float,
+        default=optim.warmup_fraction,
+        help="share of all steps warming up linearly",
+    )
+    train.add_argument(
+        "--min-lr-fraction",
+        type=float,
+        default=optim.min_lr_fraction,
+        help="cosine decays to this share of the peak",
+    )
+    train.add_argument(
+        "--grad-clip", type=float, default=optim.grad_clip_norm, help="global norm; 0: off"
+    )
+    train.add_argument("--val-fraction", type=float, default=data.val_fraction, help="of cases")
+    train.add_argument("--test-fraction", type=float, default=data.test_fraction, help="of cases")
+    train.add_argument("--name", default="", help="a label for the run (the id stays its key)")
+    train.add_argument(
+        "--skip-test",
+        action="store_true",
+        help="leave the test split unevaluated (a sweep's trial: its sweep evaluates it once)",
+    )
 
 
 def _case_ids(text: str) -> tuple[int, ...]:
@@ -224,7 +262,9 @@ def _prepare(args: argparse.Namespace) -> int:
 
 def _run_config(args: argparse.Namespace) -> RunConfig:
     return RunConfig(
-        data=DataConfig(data_dir=args.data),
+        data=DataConfig(
+            data_dir=args.data, val_fraction=args.val_fraction, test_fraction=args.test_fraction
+        ),
         train=TrainConfig(
             run_dir=args.run_dir,
             epochs=args.epochs,
@@ -237,9 +277,18 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
             formulation=args.formulation,
             deterministic=args.deterministic,
             compile=args.compile,
+            name=args.name,
+            skip_test=args.skip_test,
         ),
-        model=ModelConfig(arch=args.model),
-        optim=OptimConfig(lr=args.lr, grad_accum=args.grad_accum),
+        model=ModelConfig(arch=args.model, kernel_size=args.kernel_size, dropout=args.dropout),
+        optim=OptimConfig(
+            lr=args.lr,
+            grad_accum=args.grad_accum,
+            weight_decay=args.weight_decay,
+            warmup_fraction=args.warmup_fraction,
+            min_lr_fraction=args.min_lr_fraction,
+            grad_clip_norm=args.grad_clip,
+        ),
         checkpoint_every_seconds=args.checkpoint_every,
         checkpoint_every_steps=args.checkpoint_every_steps,
         checkpoint_uri=args.checkpoint_uri,
@@ -266,6 +315,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return train(_run_config(args))
     if args.command == "launch":
         return _launch(args.torchrun_args)
+    if args.command == "sweep":
+        from trainer.sweep.driver import run_sweep
+
+        return run_sweep(args.dir)
     if args.command == "evaluate":
         from trainer.loop.evaluate import evaluate_checkpoint
 

@@ -25,9 +25,10 @@ def plan_table(plan: Plan) -> Table:
     """Every size's row, cheapest first, the pick marked."""
     r = plan.request
     deadline = f", deadline {r.deadline_hours:g} h" if r.deadline_hours else ""
+    sweep = f"a sweep of {r.sweep_trials} trials, each " if r.sweep_trials else ""
     table = Table(
         title=(
-            f"{r.windows:,} windows x {r.epochs} epochs (L={r.window_length}), "
+            f"{sweep}{r.windows:,} windows x {r.epochs} epochs (L={r.window_length}), "
             f"sorted by {plan.price_basis} total{deadline}"
         ),
         caption="✔ = cheapest that meets the deadline"

@@ -89,6 +89,8 @@ def _warn(message: str) -> None:
         "live": "fetch current prices (Azure Retail Prices, AWS Price List); snapshot if offline",
         "milestone": "the seeds' dataset sizes: M1 = 0.6M, M2 = 2.4M, M3 = 12M windows",
         "dataset": "a dataset in the stack's storage: its real window count and length",
+        "sweep": "price a sweep of N trials instead (each a run of --epochs on one GPU, as many "
+        "at once as the size has GPUs)",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
     }
@@ -106,10 +108,11 @@ def plan(
     live: bool = False,
     milestone: str | None = None,
     dataset: str = "",
+    sweep: int = 0,
     target: str = "",
     stack: str = "",
 ) -> None:
-    """Estimate hours and dollars of a training run on every GPU size."""
+    """Estimate hours and dollars of a training run (or a sweep) on every GPU size."""
     if dataset and (windows or milestone):
         raise Exit("fab plan: --dataset counts the windows itself; drop --windows/--milestone")
     if dataset:
@@ -124,6 +127,7 @@ def plan(
             region=region,
             spot=spot,
             deadline_hours=_deadline(deadline),
+            sweep_trials=int(sweep),
         )
         every_size = catalog.sizes(include_retired=True)
         prices = None

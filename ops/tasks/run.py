@@ -21,6 +21,7 @@ from ops.run.container import Launch
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP
 from stack import storage_layout
+from trainer.config import UserError, check_run_name
 
 console = Console(stderr=True, soft_wrap=True)
 RUN_HELP = "run id (default: the newest run on the box)"
@@ -39,12 +40,14 @@ def _boxes(target: str, stack: str, others_wait_s: float | None = None) -> list[
     return nodes(resolve_target(target or None, stack or None), others_wait_s)
 
 
-def _trainer_args(epochs: int, max_steps: int, trainer_args: str) -> tuple[str, ...]:
+def _trainer_args(epochs: int, max_steps: int, trainer_args: str, name: str) -> tuple[str, ...]:
     args = []
     if epochs:
         args += ["--epochs", str(epochs)]
     if max_steps:
         args += ["--max-steps", str(max_steps)]
+    if name:
+        args += ["--name", name]
     return (*args, *shlex.split(trainer_args))
 
 
@@ -58,6 +61,7 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str) -> tuple[str, 
         "max-steps": "stop after this many steps (default: no limit)",
         "trainer-args": "more `python -m trainer train` flags, quoted as one string",
         "allow-concurrent": "start even though another run is busy on the box",
+        "name": "a label for the run, kept in launch.json, config.json and summary.json",
         **BUILD_HELP,
         "image-name": IMAGE_HELP,
         "target": TARGET_HELP,
@@ -73,6 +77,7 @@ def train(
     max_steps=0,
     trainer_args="",
     allow_concurrent=False,
+    name="",
     base_image="",
     build_arg=None,
     extra_ca="",
@@ -89,6 +94,10 @@ def train(
         raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
     data_uri = data_uri or storage_layout.dataset_uri(box.target.storage_uri, dataset)
     run_id = run or time.strftime("%Y%m%d-%H%M%S")
+    try:
+        check_run_name(name)
+    except UserError as error:
+        raise Exit(str(error)) from None
     for each in boxes:
         busy = launch.busy_runs(each, run_id)
         if busy and not allow_concurrent:
@@ -101,8 +110,8 @@ def train(
         image = image_on_boxes(boxes, image_name, base_image, build_arg or [], extra_ca)
         renew_leases()
         dataset_name = launch.fetch_dataset_on_boxes(boxes, image, data_uri)
-        args = _trainer_args(epochs, max_steps, trainer_args)
-        launch.start_run(boxes, Launch(run_id, image, dataset_name, args))
+        args = _trainer_args(epochs, max_steps, trainer_args, name)
+        launch.start_run(boxes, Launch(run_id, image, dataset_name, args, name=name))
     print(run_id)
     console.print(
         f"run {run_id} started on {box.address}; checkpoints go to "

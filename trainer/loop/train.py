@@ -349,10 +349,15 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
     best_state = run.group.broadcast_state(run.checkpoints.load_best())
     run.model.load_state_dict(best_state["model"])
     val, _, _ = run.report(run.val_data)
-    test, test_ref, test_pred = run.report(run.pipeline(run.splits.test))
     tc = run.config.train
+    # A sweep's trial leaves the test split alone: the sweep evaluates it once, for the
+    # trial it chooses by validation MAE, so no trial is picked by its test score.
+    test, test_ref, test_pred = (
+        (None, None, None) if tc.skip_test else run.report(run.pipeline(run.splits.test))
+    )
     summary = {
         "run_id": run.config.train.run_id,
+        "name": tc.name,
         "best_epoch": int(best_state["epoch"]),
         "best_step": int(best_state["step"]),
         "steps": pos.step,
@@ -383,9 +388,11 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
         eta_s=0,
         last_checkpoint_at=run.checkpoints.last_saved_at,
     )
+    scored = test or val
     run.say(
-        f"done: test MAE {test['mae']:.2f} mg/dL vs constant-median baseline "
-        f"{test['baseline']['mae']:.2f}; report in {run.run_dir / 'report.md'}"
+        f"done: {'test' if test else 'validation'} MAE {scored['mae']:.2f} mg/dL vs "
+        f"constant-median baseline {scored['baseline']['mae']:.2f}; report in "
+        f"{run.run_dir / 'report.md'}"
     )
     return summary
 

@@ -168,18 +168,39 @@ def _metrics_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _test_section(test: dict[str, Any] | None) -> list[str]:
+    if test is None:
+        return [
+            "## Test cases: not evaluated",
+            "",
+            "This run is a sweep's trial (`--skip-test`): trials are compared on validation "
+            "MAE only, and the sweep evaluates the test split once, for the trial it chooses.",
+        ]
+    return [
+        f"## Test cases ({test['n']} windows, cases never seen in training)",
+        "",
+        *_metrics_table(test),
+    ]
+
+
 def write_report(
-    run_dir: Path, summary: dict[str, Any], test_ref: np.ndarray, test_pred: np.ndarray
+    run_dir: Path,
+    summary: dict[str, Any],
+    test_ref: np.ndarray | None,
+    test_pred: np.ndarray | None,
 ) -> Path:
-    """Write plots/*.png and report.md into the run dir; return report.md's path."""
+    """Write plots/*.png and report.md into the run dir; return report.md's path. No
+    test predictions (a sweep's trial): no Clarke grid, and the report says why."""
     run_dir = Path(run_dir)
     plots = run_dir / "plots"
     plots.mkdir(exist_ok=True)
     plot_learning_curve(read_metrics(run_dir), plots / "learning_curve.png")
-    plot_clarke_grid(test_ref, test_pred, plots / "clarke_grid.png")
     test, val = summary["test"], summary["val"]
+    if test is not None:
+        plot_clarke_grid(test_ref, test_pred, plots / "clarke_grid.png")
+    name = f" ({summary['name']})" if summary.get("name") else ""
     lines = [
-        f"# Run {summary['run_id']}",
+        f"# Run {summary['run_id']}{name}",
         "",
         f"{summary['parameters']:,}-parameter model, {summary['steps']} optimizer steps over "
         f"{summary['epochs']} epochs on {summary['device']} ({summary['precision']}), "
@@ -187,15 +208,13 @@ def write_report(
         "",
         _data_line(summary["data"]),
         "",
-        f"## Test cases ({test['n']} windows, cases never seen in training)",
-        "",
-        *_metrics_table(test),
+        *_test_section(test),
         "",
         f"Validation ({val['n']} windows): MAE {val['mae']:.2f} mg/dL vs baseline "
         f"{val['baseline']['mae']:.2f}.",
         "",
         "![learning curve](plots/learning_curve.png)",
-        "![Clarke error grid](plots/clarke_grid.png)",
+        *(["![Clarke error grid](plots/clarke_grid.png)"] if test is not None else []),
         "",
     ]
     path = run_dir / "report.md"

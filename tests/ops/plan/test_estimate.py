@@ -365,3 +365,40 @@ def test_the_fitted_share_is_the_median_over_measured_gpus_newest_row_each():
     )
     fraction, gpus = throughput.fitted_peak_fraction(rows, 100)
     assert gpus == 3 and fraction == pytest.approx(0.20)
+
+
+# --- fab plan --sweep N: trials one GPU each -----------------------------------------
+
+# Four A10Gs on one box (the per-GPU measurement above: 10k windows/s).
+A10G_X4 = VmSize("test.a10g.x4", "aws", "A10G", 4, 96, 48, 192, 6.0, 2.0, "us-east-1",
+                 ("us-east-1",), gpu_link="PCIe 4.0")  # fmt: skip
+
+
+def _sweep_plan(trials: int):
+    request = plan.PlanRequest(windows=1_000_000, epochs=36, sweep_trials=trials)
+    return plan.make_plan(request, (*FIXED_CATALOG, A10G_X4), measured=MEASURED)
+
+
+def test_a_sweep_on_one_gpu_runs_its_trials_one_after_another():
+    # 8 trials x 1 h (36M window-passes at 10k/s), plus setup once.
+    assert _row(_sweep_plan(8), "Test_T4").hours == pytest.approx(8.0 + plan.SETUP_HOURS)
+
+
+def test_a_sweep_on_four_gpus_runs_four_trials_at_once_each_on_one_gpu():
+    row = _row(_sweep_plan(8), "test.a10g.x4")
+    assert row.hours == pytest.approx(2 * 1.0 + plan.SETUP_HOURS)
+    assert row.windows_per_s == pytest.approx(10_000)
+    assert row.on_demand_usd == pytest.approx(row.hours * 6.0)
+
+
+def test_a_sweeps_storage_keeps_every_trials_checkpoints():
+    one, eight = (plan.storage_egress_usd("aws", 1_000_000, 100, runs) for runs in (1, 8))
+    results_gb = 3 * 7_218_753 * 12 / 1e9 + 0.05
+    assert eight - one == pytest.approx(7 * results_gb * 0.023)
+
+
+def test_fab_plan_sweep_prices_the_trials_on_every_size_and_says_how():
+    done = _fab("plan", "--milestone", "M2", "--epochs", "20", "--sweep", "8")
+    assert done.returncode == 0, done.stderr
+    assert "a sweep of 8 trials, each 2,400,000 windows x 20 epochs" in done.stdout
+    assert "Two trials sharing one GPU is not assumed" in " ".join(done.stdout.split())
