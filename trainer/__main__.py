@@ -17,6 +17,7 @@ from pathlib import Path
 
 from trainer.config import (
     ARCHS,
+    DEFAULT_EPOCHS,
     FORMULATIONS,
     PRECISIONS,
     DataConfig,
@@ -56,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="train (resumes from the run dir by itself)")
     train.add_argument("--data", type=Path, required=True)
     train.add_argument("--run-dir", type=Path, required=True)
-    train.add_argument("--epochs", type=int, default=20)
+    train.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS)
     train.add_argument(
         "--batch-size",
         type=int,

@@ -18,6 +18,8 @@ PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 ARCHS = ("resnet34", "resnet18")
 # trainer.model.FORMULATIONS, and "auto"; spelled here so the CLI parses without torch.
 FORMULATIONS = ("auto", "gemm", "torch", "nhwc")
+# `train --epochs` left out; `fab plan` costs a run of this many too.
+DEFAULT_EPOCHS = 20
 
 
 class UserError(Exception):
@@ -114,7 +116,7 @@ class OptimConfig:
 class TrainConfig:
     run_dir: Path
     """Everything the run writes goes here; its name is the run id."""
-    epochs: int = 20
+    epochs: int = DEFAULT_EPOCHS
     """Passes over the training cases' windows."""
     batch_size: int | None = None
     """Windows per micro-batch over all ranks (the global batch; each rank takes

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shlex
 import time
 
-from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
@@ -18,7 +17,7 @@ from ops.run import launch, on_box
 from ops.run import status as run_status
 from ops.run.container import Launch
 from ops.target.resolve import resolve_target
-from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP
+from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
 from stack import storage_layout
 
 console = Console(stderr=True, soft_wrap=True)
