@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 
 ## The main job on the local target: synthetic data -> train -> evaluate -> report + cost plan.
 demo: $(STAMP)
-	$(PY) -m trainer synth --out $(DEMO)/data --cases 24 --windows-per-case 400 --seed 0
+	$(PY) -m trainer synth --out $(DEMO)/data --cases 24 --windows-per-case 400 --seed 0 --force
 	$(PY) -m trainer train --data $(DEMO)/data --run-dir $(DEMO)/run --epochs 4 --batch-size 256 --seed 0
 	$(PY) -m trainer evaluate --data $(DEMO)/data --checkpoint $(DEMO)/run/checkpoints/best.pt --split test > $(DEMO)/run/test_metrics.json
 	.venv/bin/fab plan --milestone M1 --epochs 100 > $(DEMO)/cost_plan.txt

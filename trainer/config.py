@@ -43,6 +43,8 @@ class SynthConfig:
     """Samples per window."""
     seed: int = 0
     """Everything generated is a pure function of this seed."""
+    force: bool = False
+    """Replace a dataset already in `out` (without it, one there is refused)."""
 
     def __post_init__(self) -> None:
         _require(self.cases >= 3, f"--cases {self.cases}: need at least 3 (train/val/test)")

@@ -395,6 +395,7 @@ def train(config: RunConfig) -> int:
     info = RankInfo.from_env()
     config = config.with_world_size(info.world_size)  # the global batch must split
     run_dir = Path(config.train.run_dir)
+    _refuse_a_run_dir_under_a_file(run_dir)
     if info.world_size == 1:  # under DDP every rank must take part: a resume re-finishes
         pending = finish_pending(run_dir, config.checkpoint_uri)
         if pending is not None:  # finished before; its last uploads are done now (or not)
@@ -411,6 +412,17 @@ def train(config: RunConfig) -> int:
         raise
     group.close()
     return code
+
+
+def _refuse_a_run_dir_under_a_file(run_dir: Path) -> None:
+    """A run dir at or under a regular file can never be made: a user error in one line
+    before anything is written (mkdir's NotADirectoryError is no exit code's)."""
+    existing = next((path for path in (run_dir, *run_dir.parents) if path.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise UserError(
+            f"--run-dir {run_dir}: {existing} is a file, not a directory; pass a directory "
+            "path (it is made if missing)"
+        )
 
 
 def _train(config: RunConfig, group: Group, ending: RunEnding) -> int:

@@ -156,6 +156,17 @@ def test_bad_flag_error_names_the_flag_and_the_value_seen(tiny_data, tmp_path, c
     assert code == 2 and err.count("\n") == 1 and f"{flags[0]} {flags[1]}:" in err
 
 
+@pytest.mark.parametrize("run_dir", ["a-file/run", "a-file"])
+def test_a_run_dir_at_or_under_a_regular_file_is_one_line_and_exit_2(
+    tiny_data, tmp_path, capsys, run_dir
+):
+    (tmp_path / "a-file").write_text("not a directory")
+    code = main(["train", "--data", str(tiny_data), "--run-dir", str(tmp_path / run_dir)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert f"{tmp_path / 'a-file'} is a file, not a directory" in err
+
+
 def test_missing_data_dir_error_names_the_data_flag(tmp_path, capsys):
     missing = tmp_path / "nowhere"
     code = main(["train", "--data", str(missing), "--run-dir", str(tmp_path / "run")])
