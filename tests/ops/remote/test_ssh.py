@@ -78,7 +78,7 @@ def test_a_stacks_box_without_ready_marker_gives_up_naming_cloud_init(box_env, m
     monkeypatch.setenv("GLUCOSE_BOOT_WAIT_SECONDS", "1")
     outputs = json.loads(box_env.target_file.read_text())
     box = Box(from_outputs(outputs, "stack test"))
-    with pytest.raises(Exit, match="cloud-init still running.*pulumi stack output hosts"):
+    with pytest.raises(Exit, match=r"cloud-init still running.*pulumi stack output hosts"):
         box.run("true")
 
 
