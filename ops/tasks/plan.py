@@ -128,7 +128,8 @@ def plan(
     if json:
         print(jsonlib.dumps(result.to_json(), indent=2))
         return
-    out = Console(width=None if sys.stdout.isatty() else _WIDE_COLUMNS)
-    out.print(plan_table(result))
+    terminal = sys.stdout.isatty()
+    out = Console(width=None if terminal else _WIDE_COLUMNS)
+    out.print(plan_table(result, out.width if terminal else None))
     for line in footer_lines(result):
         out.print(line, highlight=False)
