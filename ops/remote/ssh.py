@@ -244,16 +244,16 @@ def _wait_or_give_up(
 
 
 def _down_message(box: Box, waiting_for: str) -> str:
-    waited = f"after {box.boot_wait_s:.0f} s"
     if box.target.target_file is None:  # a stack's box: booting, stopped or replaced
-        return (
-            f"box {box.address} is down or not ready ({waiting_for}) {waited}; "
-            f"check `pulumi stack output hosts` and that the VM is running (a stopped "
-            f"box is started with `pulumi up` or the cloud console), then retry"
+        fix = (
+            "check `pulumi stack output hosts` and that the VM is running (a stopped box is "
+            "started with `pulumi up` or the cloud console), then retry"
         )
+    else:
+        fix = f"start it and its sshd, or fix hosts/sshPort in {box.target.source}"
     return (
-        f"box {box.address} is down or not ready ({waiting_for}) {waited}; start it and "
-        f"its sshd, or fix hosts/sshPort in {box.target.source}"
+        f"box {box.address} is down or not ready ({waiting_for}) after "
+        f"{box.boot_wait_s:.0f} s; {fix}"
     )
 
 
