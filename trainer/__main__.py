@@ -19,6 +19,7 @@ from pathlib import Path
 from trainer.checkpoints.uploader_lock import UploaderBusy
 from trainer.config import (
     ARCHS,
+    DEFAULT_EPOCHS,
     FORMULATIONS,
     PRECISIONS,
     DataConfig,
@@ -55,11 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     synth.add_argument("--windows-per-case", type=int, required=True)
     synth.add_argument("--window-length", type=int, default=100)
     synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--force", action="store_true", help="replace a dataset already in --out")
 
     train = commands.add_parser("train", help="train (resumes from the run dir by itself)")
     train.add_argument("--data", type=Path, required=True)
     train.add_argument("--run-dir", type=Path, required=True)
-    train.add_argument("--epochs", type=int, default=20)
+    train.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS)
     train.add_argument(
         "--batch-size",
         type=int,
@@ -110,6 +112,11 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", type=Path, required=True)
     evaluate.add_argument("--checkpoint", required=True, metavar="PATH_OR_URI")
     evaluate.add_argument("--split", default="test", choices=("train", "val", "test"))
+    evaluate.add_argument(
+        "--allow-other-data",
+        action="store_true",
+        help="score the checkpoint on a dataset it was not trained on (its split's case ids)",
+    )
 
     sync = commands.add_parser(
         "sync", help="upload what a run dir's store lacks (a finished run's pending uploads)"
@@ -214,7 +221,10 @@ def _add_prepare_commands(commands) -> None:
         help="the first 50/200/1000 cases with PLETH and a glucose draw, fetched over HTTP",
     )
     prepare.add_argument(
-        "--labs", type=Path, metavar="FILE.csv", help="caseid,dt,name,result (default: fetched)"
+        "--labs",
+        type=Path,
+        metavar="FILE.csv",
+        help="caseid,dt,name,result (default: fetched from --source-url, --vital-dir too)",
     )
     prepare.add_argument("--window-seconds", type=float, default=1.0)
     prepare.add_argument("--sample-rate", type=float, default=100.0, metavar="HZ")
@@ -301,7 +311,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from trainer.data.synth import synthesize
 
         config = SynthConfig(
-            args.out, args.cases, args.windows_per_case, args.window_length, args.seed
+            args.out, args.cases, args.windows_per_case, args.window_length, args.seed, args.force
         )
         out = synthesize(config)
         print(
@@ -322,7 +332,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "evaluate":
         from trainer.loop.evaluate import evaluate_checkpoint
 
-        print(json.dumps(evaluate_checkpoint(args.data, args.checkpoint, args.split), indent=2))
+        metrics = evaluate_checkpoint(
+            args.data, args.checkpoint, args.split, other_data=args.allow_other_data
+        )
+        print(json.dumps(metrics, indent=2))
         return 0
     if args.command == "sync":
         from trainer.checkpoints.final_upload import sync_and_mark

@@ -18,6 +18,8 @@ PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 ARCHS = ("resnet34", "resnet18")
 # trainer.model.FORMULATIONS, and "auto"; spelled here so the CLI parses without torch.
 FORMULATIONS = ("auto", "gemm", "torch", "nhwc")
+# `train --epochs` left out; `fab plan` costs a run of this many too.
+DEFAULT_EPOCHS = 20
 
 
 # The residual blocks of a 100-sample window see 25 samples at most (the stem and its
@@ -56,6 +58,8 @@ class SynthConfig:
     """Samples per window."""
     seed: int = 0
     """Everything generated is a pure function of this seed."""
+    force: bool = False
+    """Replace a dataset already in `out` (without it, one there is refused)."""
 
     def __post_init__(self) -> None:
         _require(self.cases >= 3, f"--cases {self.cases}: need at least 3 (train/val/test)")
@@ -148,7 +152,7 @@ class OptimConfig:
 class TrainConfig:
     run_dir: Path
     """Everything the run writes goes here; its name is the run id."""
-    epochs: int = 20
+    epochs: int = DEFAULT_EPOCHS
     """Passes over the training cases' windows."""
     batch_size: int | None = None
     """Windows per micro-batch over all ranks (the global batch; each rank takes

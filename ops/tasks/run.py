@@ -5,11 +5,11 @@ from __future__ import annotations
 import shlex
 import time
 
-from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
+from ops.data import transfer as storage_sync
 from ops.image.shipping import image_on_boxes
 from ops.remote import lease as box_lease
 from ops.remote import update as box_update
@@ -19,7 +19,7 @@ from ops.run import status as run_status
 from ops.run import stop as run_stop
 from ops.run.container import Launch
 from ops.target.resolve import resolve_target
-from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP
+from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
 from stack import storage_layout
 from trainer.config import UserError, check_run_name
 
@@ -88,11 +88,12 @@ def train(
     """Ship the image and start (or resume) a run on the box (every box of the stack)."""
     boxes = _boxes(target, stack)
     box = boxes[0]
-    for each in boxes:
-        box_update.warn_if_behind(each)
     if not (data_uri or dataset):
         raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
     data_uri = data_uri or storage_layout.dataset_uri(box.target.storage_uri, dataset)
+    for each in boxes:
+        box_update.warn_if_behind(each)
+    storage_sync.require_dataset(data_uri, box.target.storage_uri)  # before any image work
     run_id = run or time.strftime("%Y%m%d-%H%M%S")
     try:
         check_run_name(name)

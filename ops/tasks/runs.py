@@ -13,14 +13,13 @@ import json as jsonlib
 import sys
 from pathlib import Path
 
-from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
 from ops.run import listing
 from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
-from ops.tasks.flags import STACK_HELP, TARGET_HELP
+from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 from stack import storage_layout
 from trainer.sweep.spec import RESULT_FILE, TRIALS_FILE
 

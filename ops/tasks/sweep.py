@@ -13,7 +13,6 @@ import dataclasses
 import shlex
 import time
 
-from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
@@ -26,7 +25,7 @@ from ops.run import launch, on_box
 from ops.run import sweep as on_box_sweep
 from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
-from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP
+from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
 from stack import storage_layout
 from trainer.config import UserError, check_run_name
 from trainer.sweep import space

@@ -15,7 +15,9 @@ from ops.plan.pricing import HourlyPrice
 from ops.plan.throughput import MeasuredThroughput
 from stack import catalog, offerings
 from stack.catalog import VmSize
+from tests.ops.conftest import assert_one_line_error
 from tests.paths import REPO
+from trainer.config import DEFAULT_EPOCHS
 
 FAB = str(Path(sys.executable).with_name("fab"))
 
@@ -268,6 +270,9 @@ def test_fab_plan_footer_dates_which_regions_sell_which_size():
     ("args", "message"),
     [
         (["--epochs", "10"], "pass --windows N, --milestone M1|M2|M3 or --dataset NAME"),
+        (["--windows", "0"], "--windows is 0, expected a positive count"),
+        (["--windows", "-5"], "--windows is -5, expected a positive count"),
+        (["--milestone", "M1", "--epochs", "0"], "--epochs is 0, expected a positive count"),
         (["--milestone", "M9", "--epochs", "10"], "--milestone is 'M9'"),
         (["--windows", "5", "--epochs", "10", "--deadline", "soon"], "--deadline is 'soon'"),
         (["--windows", "5", "--epochs", "10", "--cloud", "gcp"], "--cloud is 'gcp'"),
@@ -276,8 +281,15 @@ def test_fab_plan_footer_dates_which_regions_sell_which_size():
 def test_fab_plan_user_errors_are_one_line_without_traceback(args, message):
     done = _fab("plan", *args)
     assert done.returncode == 1
-    assert message in done.stderr
-    assert "Traceback" not in done.stderr
+    assert_one_line_error(done, message)
+
+
+def test_fab_plan_without_epochs_costs_the_trainers_default_epochs():
+    done = _fab("plan", "--milestone", "M1", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["request"]["epochs"] == DEFAULT_EPOCHS
+    help_words = " ".join(_fab("--help", "plan").stdout.split())  # unwrapped
+    assert f"(default: the trainer's, {DEFAULT_EPOCHS})" in help_words
 
 
 @pytest.mark.parametrize(
