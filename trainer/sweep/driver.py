@@ -196,6 +196,10 @@ class Driver:
 
         for trial, code in self.pool.finished():
             asked = self.asked.pop(trial.number)
+            # Epochs it finished since the last look: without them the pruner compares
+            # later trials at those epochs against fewer finished ones, or none.
+            for epoch, mae in trial.new_epochs():
+                asked.report(mae, epoch)
             if code == EXIT_OK:
                 mae = selection.val_mae(trial.run_dir)
                 state = optuna.trial.TrialState.COMPLETE if mae is not None else None
