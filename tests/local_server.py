@@ -6,6 +6,7 @@ stop the server mid-run and bring it back on the same port.
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import time
@@ -69,6 +70,17 @@ class ServerProcess:
         deadline = time.monotonic() + SERVER_STOP_TIMEOUT_SECONDS
         while port_open(self.port) and time.monotonic() < deadline:
             time.sleep(READY_POLL_SECONDS)
+
+    def stall(self) -> None:
+        """Freeze the server (SIGSTOP): connections still open, no request is answered,
+        as with a store that hangs rather than refuses."""
+        assert self._process is not None, f"{self.name} is not running"
+        self._process.send_signal(signal.SIGSTOP)
+
+    def unstall(self) -> None:
+        """Let a stalled server answer again (SIGCONT), requests in flight included."""
+        assert self._process is not None, f"{self.name} is not running"
+        self._process.send_signal(signal.SIGCONT)
 
     @property
     def running(self) -> bool:

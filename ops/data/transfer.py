@@ -33,8 +33,10 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from stack.storage_layout import DATASETS_PREFIX
 from trainer.checkpoints.layout import HASH_SUFFIX, parse_hash_line
 from trainer.config import UserError
+from trainer.data.dataset import load_dataset
 from trainer.data.manifest import MANIFEST, build_manifest, sha256_file
 
 LOCAL_MANIFEST = "manifest.json"
@@ -63,12 +65,13 @@ def _store(uri: str):
 
 
 def upload_dataset(data_dir: Path, uri: str) -> dict:
-    """Upload every file of `data_dir` to `uri`, then the manifest; returns the manifest."""
-    if not (data_dir / "windows.npy").is_file():
-        raise Exit(
-            f"{data_dir} has no windows.npy; expected a dataset directory "
-            "(make one with `python -m trainer synth --out DIR ...`)"
-        )
+    """Upload every file of `data_dir` to `uri`, then the manifest; returns the manifest.
+    The directory is first checked as the trainer checks its --data: a set it would
+    refuse is refused here, before a byte travels."""
+    try:
+        load_dataset(data_dir)
+    except UserError as error:
+        raise Exit(f"{error} (the trainer's check; nothing uploaded)") from None
     try:
         manifest = build_manifest(data_dir, data_dir.name)
     except UserError as error:  # a symlink out of the directory
@@ -96,6 +99,25 @@ version of the object the file was fetched as: the store's copy, as it is now)."
 # A sha256sum line is ~100 bytes: anything much bigger is no sidecar of ours, and is
 # not read into memory to find out.
 SIDECAR_MAX_BYTES = 1024
+
+
+def require_dataset(data_uri: str, storage_uri: str) -> None:
+    """Exit unless `data_uri` holds a dataset (its manifest, which is written last),
+    naming the datasets `storage_uri` does hold: a typo found before any image work."""
+    from trainer.storage import StorageError
+
+    try:
+        if _store(data_uri).exists(MANIFEST):
+            return
+        keys = _store(f"{storage_uri}/{DATASETS_PREFIX}").list()
+    except StorageError as error:
+        raise Exit(f"cannot read {data_uri}: {error}") from None
+    names = sorted(key.split("/")[0] for key in keys if key.endswith(f"/{MANIFEST}"))
+    there = f"datasets there: {', '.join(names)}" if names else "no datasets there yet"
+    raise Exit(
+        f"no dataset at {data_uri} (no {MANIFEST}; {there}); upload one with `fab "
+        "upload-data --data DIR` or prepare one on the box with `fab prepare-data`"
+    )
 
 
 @dataclass

@@ -11,7 +11,8 @@ The first connection to a box records its host key in a project-local known_host
 is refused, because a box whose key changed under the same address is either a
 re-created VM (forget the old line) or someone else's machine. While a fresh box is
 still booting, connecting is retried with a visible wait until cloud-init has
-written BOX_ROOT/ready.
+written BOX_ROOT/ready. A target file's box (a lab server) boots no cloud-init when
+`fab` is run: it gets a short wait, then a line that says what is missing there.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ DEFAULT_KNOWN_HOSTS = CHECKOUT / ".known_hosts"
 # A fresh cloud VM takes 1-3 minutes to answer SSH and a few more for cloud-init
 # (docker, NVIDIA toolkit); `fab train` right after `pulumi up` should just wait.
 BOOT_WAIT_SECONDS = 600
+# A target file's box is up or not: a retry or two covers a restarting sshd.
+TARGET_FILE_WAIT_SECONDS = 15
 CONNECT_TIMEOUT_SECONDS = 10
 RETRY_PAUSE_SECONDS = 5
 # Once SSH answers, checking for the marker is one cheap command: poll it faster.
@@ -55,8 +58,10 @@ def known_hosts_path(via: str | None = None) -> Path:
     return path.with_name(f"{path.name}.via-{via}") if via else path
 
 
-def boot_wait_seconds() -> float:
-    return float(os.environ.get(BOOT_WAIT_ENV) or BOOT_WAIT_SECONDS)
+def boot_wait_seconds(target: Target) -> float:
+    """How long to wait for a box that does not answer yet, or lacks its ready marker."""
+    default = BOOT_WAIT_SECONDS if target.target_file is None else TARGET_FILE_WAIT_SECONDS
+    return float(os.environ.get(BOOT_WAIT_ENV) or default)
 
 
 class Box:
@@ -67,7 +72,7 @@ class Box:
         self.target = target
         self.node = node
         # How long to wait for a box that does not answer yet (booting) before giving up.
-        self.boot_wait_s = boot_wait_seconds() if boot_wait_s is None else boot_wait_s
+        self.boot_wait_s = boot_wait_seconds(target) if boot_wait_s is None else boot_wait_s
         self.host, self.gateway_host = target.ssh_route(node)
         self.root = target.box_root
         self._connection: Connection | None = None
@@ -134,10 +139,13 @@ class Box:
         with console.status(f"connecting to {self.address}") as status:
             connection = _open_with_retries(self, deadline, status)
             ready = f"{self.root}/{contract.READY_MARKER}"
+            # Only a stack's box is made by cloud-init, which may still be running.
+            cloud_init = self.target.target_file is None
+            waiting_for = f"{ready} (cloud-init still running)" if cloud_init else ready
+            gave_up = None if cloud_init else _no_marker_message(self)
             while not _remote_exists(connection, ready):
                 _raise_if_setup_failed(connection, self)
-                waiting_for = f"{ready} (cloud-init still running)"
-                _wait_or_give_up(deadline, waiting_for, self, status, READY_POLL_SECONDS)
+                _wait_or_give_up(deadline, waiting_for, self, status, READY_POLL_SECONDS, gave_up)
         return connection
 
 
@@ -223,17 +231,46 @@ def _close(connection: Connection) -> None:
 
 
 def _wait_or_give_up(
-    deadline: float, waiting_for: str, box: Box, status, pause_seconds: float = RETRY_PAUSE_SECONDS
+    deadline: float,
+    waiting_for: str,
+    box: Box,
+    status,
+    pause_seconds: float = RETRY_PAUSE_SECONDS,
+    gave_up: str | None = None,
 ) -> None:
+    """Pause before the next try, or Exit with `gave_up` (default: the box is down)."""
     left_seconds = deadline - time.monotonic()
     if left_seconds <= 0:
-        raise Exit(
-            f"box {box.address} is down or not ready ({waiting_for}); "
-            f"check `pulumi stack output hosts` and that the VM is running (a stopped "
-            f"box is started with `pulumi up` or the cloud console), then retry"
-        )
+        raise Exit(gave_up or _down_message(box, waiting_for))
     status.update(f"waiting for {box.address}: {waiting_for}; giving up in {left_seconds:.0f} s")
     time.sleep(min(pause_seconds, max(left_seconds, 0.1)))
+
+
+def _down_message(box: Box, waiting_for: str) -> str:
+    if box.target.target_file is None:  # a stack's box: booting, stopped or replaced
+        fix = (
+            "check `pulumi stack output hosts` and that the VM is running (a stopped box is "
+            "started with `pulumi up` or the cloud console), then retry"
+        )
+    else:
+        fix = f"start it and its sshd, or fix hosts/sshPort in {box.target.source}"
+    return (
+        f"box {box.address} is down or not ready ({waiting_for}) after "
+        f"{box.boot_wait_s:.0f} s; {fix}"
+    )
+
+
+def _no_marker_message(box: Box) -> str:
+    """A target file's box that answers SSH without the marker a cloud box's setup
+    writes (box/setup-box.sh): what to make, once, on a lab box."""
+    root, user = box.root, box.target.ssh_user
+    return (
+        f"box {box.address} ({box.target.source}) has no {root}/{contract.READY_MARKER} "
+        f"after {box.boot_wait_s:.0f} s (what a box's setup writes when docker and {root} "
+        f"are ready); on a lab box with docker, make it once there: `sudo install -d -o "
+        f"{user} {root}/runs {root}/datasets {root}/leases && sudo touch "
+        f"{root}/{contract.READY_MARKER}`"
+    )
 
 
 def _raise_if_setup_failed(connection: Connection, box: Box) -> None:

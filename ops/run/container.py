@@ -45,6 +45,8 @@ class Launch:
     """This box's part of a run on several GPUs or boxes (torchrun); None: `train` alone."""
     deadline: float | None = None
     """Unix seconds: the boxes' hard stop, after which nothing starts the run again."""
+    name: str = ""
+    """`fab train --name`: a label for the run (the trainer records it too)."""
 
     def __post_init__(self) -> None:
         problem = contract.name_problem(self.run_id, "run id")

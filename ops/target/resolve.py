@@ -70,6 +70,8 @@ class Target:
     daily_stop_schedules: tuple[str, ...] = ()
     """The daily hard stop's schedules (AWS: one EventBridge schedule's name; Azure: each
     VM's DevTestLab schedule id), which `fab train --hours` moves."""
+    target_file: Path | None = None
+    """The target file this came from; None for a Pulumi stack's outputs."""
 
     def __post_init__(self) -> None:
         target_schema.check(self)
@@ -108,8 +110,9 @@ class Target:
         return self.image_repository
 
 
-def from_outputs(outputs: dict[str, Any], source: str, base_dir: Path | None = None) -> Target:
-    """Build a Target from stack outputs / target-file keys (camelCase)."""
+def from_outputs(outputs: dict[str, Any], source: str, target_file: Path | None = None) -> Target:
+    """Build a Target from stack outputs / target-file keys (camelCase); a relative
+    sshKeyPath is relative to the target file."""
     missing = [key for key in REQUIRED_KEYS if not outputs.get(key)]
     if missing:
         raise Exit(f"{source}: missing {', '.join(missing)}; expected the keys in ARCHITECTURE.md")
@@ -119,8 +122,8 @@ def from_outputs(outputs: dict[str, Any], source: str, base_dir: Path | None = N
     key_path = outputs.get("sshKeyPath")
     if key_path:
         key_path = Path(os.path.expanduser(key_path))
-        if not key_path.is_absolute() and base_dir is not None:
-            key_path = base_dir / key_path
+        if not key_path.is_absolute() and target_file is not None:
+            key_path = target_file.parent / key_path
     return Target(
         cloud=str(outputs.get("cloud") or "local"),
         hosts=tuple([hosts] if isinstance(hosts, str) else hosts),
@@ -146,6 +149,7 @@ def from_outputs(outputs: dict[str, Any], source: str, base_dir: Path | None = N
         auto_shutdown_time_zone=str(outputs.get("autoShutdownTimeZone") or "UTC"),
         auto_recover=bool(outputs.get("autoRecover")),
         daily_stop_schedules=tuple(outputs.get("dailyStopSchedules") or ()),
+        target_file=target_file,
     )
 
 
@@ -160,7 +164,8 @@ def load_target_file(path: Path) -> Target:
         raise Exit(f"{source} is not valid JSON ({error}); fix it or unset {TARGET_ENV}") from None
     if not isinstance(outputs, dict):
         raise Exit(f"{source} holds {type(outputs).__name__}; expected a JSON object")
-    return from_outputs(outputs, source, base_dir=path.parent)
+    target_schema.refuse_unknown_keys(outputs, source)
+    return from_outputs(outputs, source, target_file=path)
 
 
 def stack_outputs(stack: str | None) -> dict[str, Any]:

@@ -2,7 +2,19 @@
 
 from invoke import Collection
 
-from ops.tasks import access, box, image, plan, power, preflight, prepare, run, transfer
+from ops.tasks import (
+    access,
+    box,
+    image,
+    plan,
+    power,
+    preflight,
+    prepare,
+    run,
+    runs,
+    sweep,
+    transfer,
+)
 
 namespace = Collection(
     image.build,
@@ -12,6 +24,8 @@ namespace = Collection(
     run.status,
     run.stop,
     run.hold,
+    runs.runs,
+    sweep.sweep,
     transfer.download,
     transfer.upload_data,
     prepare.prepare_data,

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
 from ops.cloud import api as power
 from ops.remote.ssh import nodes
 from ops.target.resolve import Target, resolve_target
-from ops.tasks.flags import STACK_HELP, TARGET_HELP
+from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 
 console = Console(stderr=True, soft_wrap=True)
 

@@ -7,12 +7,12 @@ import json as jsonlib
 import shlex
 import time
 
-from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
 from ops.cloud import api as cloud
+from ops.data import transfer as storage_sync
 from ops.image.shipping import image_on_boxes
 from ops.remote import lease as box_lease
 from ops.remote import update as box_update
@@ -21,9 +21,10 @@ from ops.run import deadline, launch, look, on_box
 from ops.run import stop as run_stop
 from ops.run.container import Launch
 from ops.target.resolve import resolve_target
-from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP
+from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
 from ops.tasks.power import start_boxes
 from stack import storage_layout
+from trainer.config import UserError, check_run_name
 
 console = Console(stderr=True, soft_wrap=True)
 RUN_HELP = "run id (default: the newest run on the box)"
@@ -39,12 +40,14 @@ def _boxes(target: str, stack: str, others_wait_s: float | None = None) -> list[
     return nodes(resolve_target(target or None, stack or None), others_wait_s)
 
 
-def _trainer_args(epochs: int, max_steps: int, trainer_args: str) -> tuple[str, ...]:
+def _trainer_args(epochs: int, max_steps: int, trainer_args: str, name: str) -> tuple[str, ...]:
     args = []
     if epochs:
         args += ["--epochs", str(epochs)]
     if max_steps:
         args += ["--max-steps", str(max_steps)]
+    if name:
+        args += ["--name", name]
     return (*args, *shlex.split(trainer_args))
 
 
@@ -66,6 +69,7 @@ def _warn(line: str) -> None:
         "past the daily stop, the cloud's hard stop moves there; `auto`: fab plan's "
         "estimate with room. Default: tonight's daily stop",
         "start": "start the stack's stopped boxes first (`fab start`)",
+        "name": "a label for the run, kept in launch.json, config.json and summary.json",
         **BUILD_HELP,
         "image-name": IMAGE_HELP,
         "target": TARGET_HELP,
@@ -83,6 +87,7 @@ def train(
     allow_concurrent=False,
     hours="",
     start=False,
+    name="",
     base_image="",
     build_arg=None,
     extra_ca="",
@@ -95,6 +100,11 @@ def train(
     if not (data_uri or dataset):
         raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
     data_uri = data_uri or storage_layout.dataset_uri(where.storage_uri, dataset)
+    storage_sync.require_dataset(data_uri, where.storage_uri)  # before any box or image work
+    try:
+        check_run_name(name)
+    except UserError as error:
+        raise Exit(str(error)) from None
     until = deadline.for_run(where, data_uri, epochs, str(hours or ""), _warn)
     if start:
         start_boxes(where)
@@ -119,9 +129,11 @@ def train(
         image = image_on_boxes(boxes, image_name, base_image, build_arg or [], extra_ca)
         renew_leases()
         dataset_name = launch.fetch_dataset_on_boxes(boxes, image, data_uri)
-        args = _trainer_args(epochs, max_steps, trainer_args)
+        args = _trainer_args(epochs, max_steps, trainer_args, name)
         stop_at = until.until.timestamp() if until else None
-        launch.start_run(boxes, Launch(run_id, image, dataset_name, args, deadline=stop_at))
+        launch.start_run(
+            boxes, Launch(run_id, image, dataset_name, args, deadline=stop_at, name=name)
+        )
     print(run_id)
     console.print(
         f"run {run_id} started on {box.address}; checkpoints go to "

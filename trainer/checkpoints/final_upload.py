@@ -2,7 +2,7 @@
 
 `train` ends with that status when storage was down at the end (`trainer.loop.run_ending`).
 The run dir then holds everything: the last checkpoints, summary.json, report.md,
-plots. `sync_run` sends what the store lacks, in the store's order (object, record,
+plots. `sync_and_mark` sends what the store lacks, in the store's order (object, record,
 pointers; run files after), and `finish_pending` marks the run `finished` once all
 landed. Two ways in: `train` itself, when its container starts again on a run dir
 in that state (the box's resume unit starts such a run again), and
@@ -12,14 +12,16 @@ in that state (the box's resume unit starts such a run again), and
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.checkpoints import layout
 from trainer.checkpoints.sync import RunSync
+from trainer.checkpoints.uploader_lock import uploader_lock
 from trainer.config import UserError
 from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
 from trainer.reports.status import STATUS_FILE, UPLOAD_PENDING, RunRecord, StatusWriter
-from trainer.storage import ObjectStore, StorageError, open_store
+from trainer.storage import ObjectNotFound, ObjectStore, StorageError, open_store
 
 log = logging.getLogger(__name__)
 
@@ -39,47 +41,100 @@ def finish_pending(run_dir: Path, uri: str | None, timeout_s: float = SYNC_SECON
 
 def sync_and_mark(run_dir: Path, uri: str, timeout_s: float = SYNC_SECONDS) -> int:
     """`python -m trainer sync`: 0 when the store holds the whole run dir, 75 when storage
-    did not answer (try again); UserError for a URI no store answers to."""
+    did not answer or another process uploads the run dir (try again); UserError for a
+    run dir that is none, a URI no store answers to, or another run's store."""
     run_dir = Path(run_dir)
+    run_id = _run_id(run_dir)
     try:
         store = open_store(uri)
     except (StorageError, ImportError) as error:  # a wrong URI or a missing SDK: no retry helps
         raise UserError(f"--checkpoint-uri: {error}") from None
-    status = RunRecord.read(run_dir)
-    sync = RunSync(store, run_dir).start()
+    with uploader_lock(run_dir, "sync"):
+        try:
+            owner = RunRecord.parse(_read_or_none(store, STATUS_FILE)).run_id
+            stored = _Stored.read(store)
+        except Exception as error:  # storage down
+            log.warning("cannot reach %s (%s); try again when it answers", uri, error)
+            return EXIT_STOPPED
+        if owner not in (None, run_id):
+            raise UserError(
+                f"--checkpoint-uri {uri} holds run {owner!r} (its status.json), not "
+                f"{run_id!r} of {run_dir}; nothing was uploaded: pass run {run_id!r}'s own "
+                f"URI (<storageUri>/runs/{run_id})"
+            )
+        status = RunRecord.read(run_dir)  # now: another uploader may have just marked it
+        sync = RunSync(store, run_dir).start()
+        directory = run_dir / "checkpoints"
+        newest = max((p.name for p in _step_files(directory)), default=None)
+        adopted = sync.resume_outbox(directory / "best.pt", newest)
+        queued = len(adopted) + _queue_unpublished(sync, stored, directory, set(adopted))
+        if not sync.close(timeout_s):
+            log.warning("uploads to %s not finished after %.0f s; try again", uri, timeout_s)
+            return EXIT_STOPPED
+        log.info("%s: %d checkpoints and the run's files uploaded", uri, queued)
+        if status.state == UPLOAD_PENDING:
+            return _mark_finished(run_dir, store, status, sync)
+        return EXIT_OK
+
+
+def _run_id(run_dir: Path) -> str:
+    """The run id a run dir's status.json records; UserError when it is no run dir."""
+    if not run_dir.is_dir():
+        raise UserError(
+            f"--run-dir {run_dir}: no such directory; pass the run dir `train` wrote "
+            "(on the box: /var/lib/glucose-training/runs/<run_id>)"
+        )
+    run_id = RunRecord.read(run_dir).run_id
+    if run_id is None:
+        raise UserError(
+            f"--run-dir {run_dir} holds no {STATUS_FILE} naming its run: not a run dir "
+            "`train` wrote; pass the run's own directory"
+        )
+    return run_id
+
+
+def _read_or_none(store: ObjectStore, key: str) -> bytes | None:
     try:
-        queued = _queue_unpublished(sync, store, run_dir / "checkpoints")
-    except Exception as error:  # storage down: the listing failed
-        log.warning("cannot list %s (%s); try again when it answers", uri, error)
-        sync.close(0)
-        return EXIT_STOPPED
-    if not sync.close(timeout_s):
-        log.warning("uploads to %s not finished after %.0f s; try again", uri, timeout_s)
-        return EXIT_STOPPED
-    log.info("%s: %d checkpoints and the run's files uploaded", uri, queued)
-    if status.state == UPLOAD_PENDING:
-        return _mark_finished(run_dir, store, status, sync)
-    return EXIT_OK
+        return store.read_bytes(key)
+    except ObjectNotFound:
+        return None
 
 
-def _queue_unpublished(sync: RunSync, store: ObjectStore, directory: Path) -> int:
+@dataclass(frozen=True)
+class _Stored:
+    """What the store holds of the run's checkpoints."""
+
+    names: frozenset[str]
+    latest: str
+    best: str | None
+
+    @classmethod
+    def read(cls, store: ObjectStore) -> _Stored:
+        return cls(
+            frozenset(layout.remote_names(store)),
+            layout.read_pointer(store, layout.LATEST_KEY) or "",
+            layout.read_pointer(store, layout.BEST_KEY),
+        )
+
+
+def _step_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.glob("step-*.pt") if layout.is_checkpoint_name(p.name))
+
+
+def _queue_unpublished(sync: RunSync, stored: _Stored, directory: Path, queued: set[str]) -> int:
     """Hand `sync` the step files the store lacks (or holds past its LATEST), oldest
-    first, best.pt's as the best; how many."""
-    stored = set(layout.remote_names(store))
-    latest = layout.read_pointer(store, layout.LATEST_KEY) or ""
-    stored_best = layout.read_pointer(store, layout.BEST_KEY)
+    first, best.pt's as the best, bar those `queued` already; how many."""
     best = directory / "best.pt"
-    steps = sorted(p for p in directory.glob("step-*.pt") if layout.is_checkpoint_name(p.name))
-    queued = 0
-    for path in steps:
+    count = 0
+    for path in _step_files(directory):
         is_best = best.exists() and best.samefile(path)
-        landed = path.name in stored and path.name <= latest
-        if landed and (not is_best or stored_best == path.name):
+        landed = path.name in stored.names and path.name <= stored.latest
+        if path.name in queued or (landed and (not is_best or stored.best == path.name)):
             continue
         record = path.with_name(path.name + layout.HASH_SUFFIX)
         sync.publish_checkpoint(path, layout.parse_hash_line(record.read_text()), best=is_best)
-        queued += 1
-    return queued
+        count += 1
+    return count
 
 
 def _mark_finished(run_dir: Path, store: ObjectStore, status: RunRecord, sync: RunSync) -> int:

@@ -10,7 +10,9 @@ Under a run's URI (``<storageUri>/runs/<run_id>``, see ARCHITECTURE.md)::
 A writer puts ``<name>``, then ``<name>.sha256``, then the pointers: a single-object
 write is atomic on every backend, so a pointer never names an object that is not
 all there, and a reader that checks the hash never takes a damaged or half-replaced
-object for a good one. Torch-free: `fab download` reads the same layout.
+object for a good one. LATEST never moves back (`advance_latest`): an older
+checkpoint uploaded late, a best that waited out an outage, lands beside it.
+Torch-free: `fab download` reads the same layout.
 """
 
 from __future__ import annotations
@@ -75,6 +77,15 @@ def upload_checkpoint(store: ObjectStore, name: str, path: Path, sha256: str) ->
 
 def set_pointer(store: ObjectStore, key: str, name: str) -> None:
     store.write_bytes(key, name.encode())
+
+
+def advance_latest(store: ObjectStore, name: str) -> None:
+    """Point LATEST at `name` unless it names a later checkpoint already: a resume
+    takes LATEST and the names before it, so moving it back would hide the newer ones
+    (and a resume from there would go back in time)."""
+    latest = read_pointer(store, LATEST_KEY)
+    if latest is None or name > latest:
+        set_pointer(store, LATEST_KEY, name)
 
 
 def read_pointer(store: ObjectStore, key: str) -> str | None:

@@ -28,7 +28,7 @@ from trainer.checkpoints.checkpoint_file import (
     save,
     sidecar_path,
 )
-from trainer.checkpoints.resume import Check, find_newest
+from trainer.checkpoints.resume import Check, Found, find_newest
 from trainer.checkpoints.sync import RunSync, SyncConfig
 from trainer.checkpoints.writer import BackgroundWriter, snapshot
 from trainer.config import UserError
@@ -147,18 +147,28 @@ class CheckpointManager:
         """The checkpoint to resume from, here or in the store (`trainer.checkpoints.resume`), or
         None for a fresh run; `check` says why a state cannot continue this run."""
         found = find_newest(self.directory, self.store, check)
+        if self.sync is not None:
+            self._resume_uploads(found)
         if found is None:
             return None
         self._newest = found.path
         if found.path.name.startswith("step-"):
             link_atomic(found.path, self.last_path)
         self._mend_record(self.best_path)
-        if self.sync is not None and not found.in_store:
-            # Killed before its upload finished: send it now.
-            self.sync.publish_checkpoint(found.path, layout.sha256_of(found.path))
-            self._published.add(found.path.name)
         self._mark_saved(int(found.state["step"]))
         return found.state
+
+    def _resume_uploads(self, found: Found | None) -> None:
+        """Now that the store is known to be this run's: upload what an earlier process
+        left waiting (a best whose step file is gone may be only in the outbox) and the
+        checkpoint the run goes on from if the store lacks it (killed before its upload)."""
+        ours = found is not None and not found.fetched  # else the store's history won
+        upto = checkpoint_name(found.state) if ours else None
+        queued = self.sync.resume_outbox(self.best_path, upto)
+        if found is not None and not found.in_store:
+            if found.path.name not in queued:
+                self.sync.publish_checkpoint(found.path, layout.sha256_of(found.path))
+            self._published.add(found.path.name)
 
     def _mend_record(self, link: Path) -> None:
         """A kill inside `link_atomic`, between its rename and its record, leaves `link`

@@ -47,7 +47,8 @@ log = logging.getLogger(__name__)
 # storage this long (an outage at start-up), then refuse rather than guess.
 STORE_WAIT_SECONDS = 60.0
 STORE_RETRY_MAX_SECONDS = 10.0
-# Files of the run dir a restore from the store never writes: the box's own records.
+# Names at the top of the run dir a restore from the store never writes, as a file or
+# as a directory (a key `STOPPED_BY_USER/x` would make one): the box's own records.
 NOT_RESTORED = (box_files.LAUNCH_RECORD, box_files.STOP_MARKER)
 
 Check = Callable[[dict[str, Any]], str | None]
@@ -61,6 +62,13 @@ RESUME_MUST_MATCH = (
     "train.seed",
     "train.batch_size",
     "optim.grad_accum",
+    # The optimizer's and schedule's own state come from the checkpoint: a new value
+    # would be recorded in config.json but not trained with.
+    "optim.lr",
+    "optim.weight_decay",
+    "optim.warmup_fraction",
+    "optim.min_lr_fraction",
+    "optim.grad_clip_norm",
     "data.val_fraction",
     "data.test_fraction",
 )
@@ -74,6 +82,8 @@ class Found:
     """False: the store lacks it (killed before the upload), so it must be sent."""
     why: str = ""
     """Which one was taken and why, as logged."""
+    fetched: bool = False
+    """Taken from the store: newer than anything in the run dir."""
 
 
 @dataclass
@@ -166,7 +176,7 @@ def _first_accepted(search: _Search) -> Found | None:
                 continue
             _restore_run_files(search.directory.parent, search.store)
             _fetch_best(search)
-            return Found(path, state, True, search.why_remote(name))
+            return Found(path, state, True, search.why_remote(name), fetched=True)
     return None
 
 
@@ -241,7 +251,7 @@ def _restore_run_files(run_dir: Path, store: ObjectStore) -> None:
     restored, refused = 0, []
     try:
         for key in store.list():
-            if key.startswith(layout.CHECKPOINTS_PREFIX) or key in NOT_RESTORED:
+            if key.startswith(layout.CHECKPOINTS_PREFIX) or key.split("/")[0] in NOT_RESTORED:
                 continue
             try:
                 path = local_path(run_dir, key)

@@ -11,6 +11,13 @@ exponential backoff (capped); when storage returns it catches up. The work is
 bounded: a checkpoint superseded while still waiting is dropped (the newer one
 holds everything it held), so an outage never grows the backlog. `flush` is the
 synchronous path for preemption: it waits until everything recorded is uploaded.
+
+What waits lives in the checkpoint dir's `.outbox/` (a hard link to each checkpoint
+and its `.sha256` record), so it outlives the process: the checkpoint manager may
+prune a step file that never reached the store (a best saved during an outage), and
+a run killed or stopped before the store came back finds it there on its next start
+(`resume_outbox`): a restart loses nothing that waited. The caller holds the run
+dir's uploader lock (`trainer.checkpoints.uploader_lock`).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from stat import S_ISREG
 from typing import Any
 
 from trainer import box_files
+from trainer.atomic_write import fsync_dir, temp_path, write_bytes_atomic
 from trainer.checkpoints import layout
 from trainer.checkpoints.thread_priority import lower_thread_priority
 from trainer.storage import ObjectStore
@@ -112,25 +120,58 @@ class RunSync:
     # -- the training thread's side -------------------------------------------------
 
     def start(self) -> RunSync:
-        shutil.rmtree(self.run_dir / "checkpoints" / OUTBOX_DIR_NAME, ignore_errors=True)
         self._thread.start()
         return self
 
     def publish_checkpoint(self, path: Path, sha256: str, *, best: bool = False) -> None:
         """Queue a finished checkpoint file (named e.g. step-000001200.pt) for upload.
 
-        The file is hard-linked into an outbox first, so the checkpoint manager may
+        The file is hard-linked into the outbox first, so the checkpoint manager may
         rotate or delete its own copy while the upload is still running.
         """
         path = Path(path)
-        staged = _stage(path)
+        self._queue(_Checkpoint(path.name, _stage(path, sha256), sha256, best))
+
+    def resume_outbox(self, best: Path, upto: str | None) -> list[str]:
+        """Queue again what an earlier process left waiting in the outbox (it was killed,
+        or stopped while storage was down): its checkpoints up to `upto`, the one the
+        run goes on from, that still match their records; the one `best` links to is
+        the best. Those after `upto` (all of them when None: a fresh start, or one from
+        the store's newer checkpoint) are not part of the run going on: dropped, with a
+        warning. Returns the names queued."""
+        outbox = self.run_dir / "checkpoints" / OUTBOX_DIR_NAME
+        if not outbox.is_dir():
+            return []
+        queued, dropped = [], []
+        for staged in sorted(outbox.iterdir()):
+            if not layout.is_checkpoint_name(staged.name):
+                continue
+            if upto is None or staged.name > upto:
+                dropped.append(staged.name)
+            elif (sha256 := _verified(staged)) is not None:
+                is_best = best.exists() and best.samefile(staged)
+                self._queue(_Checkpoint(staged.name, staged, sha256, is_best))
+                queued.append(staged.name)
+        for other in outbox.iterdir():  # the dropped, the damaged, stray records, temp files
+            if other.name.removesuffix(layout.HASH_SUFFIX) not in queued:
+                other.unlink(missing_ok=True)
+        if dropped:
+            log.warning(
+                "upload: dropped %s from %s: not part of the run going on from %s",
+                ", ".join(dropped),
+                outbox,
+                upto or "the start",
+            )
+        return queued
+
+    def _queue(self, checkpoint: _Checkpoint) -> None:
         with self._cond:
             pending = self._state.pending
-            pending[path.name] = _Checkpoint(path.name, staged, sha256, best)
+            pending[checkpoint.name] = checkpoint
             for dropped in _superseded(pending, self.config.keep_last):
                 del pending[dropped.name]
                 if dropped is not self._state.current:  # else the worker unlinks it
-                    dropped.staged.unlink(missing_ok=True)
+                    _unstage(dropped.staged)
             self.status.pending_checkpoints = len(pending)
             self._cond.notify_all()
 
@@ -236,7 +277,7 @@ class RunSync:
                     del state.pending[job.name]
                     waiting = None
                 if waiting is None:  # done, or dropped meanwhile; not published anew
-                    job.staged.unlink(missing_ok=True)
+                    _unstage(job.staged)
             if mirrored_ticket is not None:
                 state.mirrors_done = max(state.mirrors_done, mirrored_ticket)
             state.busy = False
@@ -248,19 +289,22 @@ class RunSync:
         if job.best:
             layout.set_pointer(self.store, layout.BEST_KEY, job.name)
             self._best = job.name
-        layout.set_pointer(self.store, layout.LATEST_KEY, job.name)
+        layout.advance_latest(self.store, job.name)
         if job.name not in self._uploaded_names:
             self._uploaded_names.append(job.name)
         self.status.last_uploaded_at = time.time()
         self._prune()
 
     def _prune(self) -> None:
-        keep = set(self._uploaded_names[-self.config.keep_last :])
+        """Keep the last K this uploader sent, LATEST (an older one sent late leaves it
+        where it was) and BEST; early in a resumed run, the newest at or before LATEST
+        count towards K. The rest go, names past LATEST too: no run's, as LATEST moves
+        after every upload."""
+        resumable = layout.candidates(self.store)  # LATEST, then the older ones
+        keep = set(self._uploaded_names[-self.config.keep_last :]) | set(resumable[:1])
         keep.add(self._best or layout.read_pointer(self.store, layout.BEST_KEY) or "")
-        if len(self._uploaded_names) < self.config.keep_last:
-            # Early in a resumed run, older checkpoints still count towards K.
-            older = [n for n in layout.remote_names(self.store) if n not in keep]
-            keep.update(older[-(self.config.keep_last - len(self._uploaded_names)) :])
+        missing = self.config.keep_last - len(self._uploaded_names)
+        keep.update([name for name in resumable if name not in keep][: max(0, missing)])
         layout.prune(self.store, keep)
 
     def _mirror_pass(self) -> None:
@@ -298,17 +342,44 @@ class RunSync:
             self.status.failing_since = None
 
 
-def _stage(path: Path) -> Path:
-    """A private name for the file's current content (a hard link; a copy if need be)."""
+def _stage(path: Path, sha256: str) -> Path:
+    """A private name for the file's current content (a hard link; a copy if need be)
+    in the outbox, its record first: a staged checkpoint never lacks one."""
     outbox = path.parent / OUTBOX_DIR_NAME
     outbox.mkdir(exist_ok=True)
     staged = outbox / path.name
     staged.unlink(missing_ok=True)
+    write_bytes_atomic(_record_of(staged), layout.hash_line(sha256, path.name).encode())
     try:
         os.link(path, staged)
-    except OSError:
-        shutil.copy2(path, staged)
+    except OSError:  # a file system without hard links: a whole copy, or none
+        shutil.copyfile(path, temp_path(staged))
+        os.replace(temp_path(staged), staged)
+    fsync_dir(outbox)  # it may be the only copy once the manager prunes the step file
     return staged
+
+
+def _unstage(staged: Path) -> None:
+    staged.unlink(missing_ok=True)
+    _record_of(staged).unlink(missing_ok=True)
+
+
+def _record_of(staged: Path) -> Path:
+    return staged.with_name(staged.name + layout.HASH_SUFFIX)
+
+
+def _verified(staged: Path) -> str | None:
+    """The staged file's sha256 when it matches its record, else None (warned)."""
+    try:
+        expected = layout.parse_hash_line(_record_of(staged).read_text())
+    except (OSError, ValueError) as error:
+        log.warning("upload: %s has no usable record (%s)", staged, error)
+        return None
+    actual = layout.sha256_of(staged)
+    if actual != expected:
+        log.warning("upload: %s: sha256 %s != recorded %s", staged, actual[:12], expected[:12])
+        return None
+    return actual
 
 
 def _superseded(pending: dict[str, _Checkpoint], keep_last: int) -> list[_Checkpoint]:

@@ -8,7 +8,7 @@ nothing here talks to anything: every method returns its input.
 
 One process group, two backends: tensors on a GPU go through NCCL (rank r drives
 cuda:LOCAL_RANK): DDP's gradient all-reduce and the BatchNorm buffers; tensors on the
-CPU go through gloo: the control traffic (the per-step stop/save vote, evaluation
+CPU go through gloo: the control traffic (the per-step stop vote, evaluation
 predictions, checkpoint states, the barrier). None of that waits on a GPU stream or
 costs a host-device sync, and the vote runs asynchronously, overlapping a step. On
 CPU everything is gloo.

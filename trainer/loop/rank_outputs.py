@@ -102,7 +102,7 @@ class QuietCheckpoints:
     last_saved_at: float | None = None
 
     def due(self, step: int) -> bool:
-        return False  # rank 0's policy decides, through the stop/save vote
+        return False  # only rank 0 saves
 
     def save_last(self, state: dict[str, Any]) -> None:
         pass

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -59,6 +60,22 @@ def test_restore_from_the_store_refuses_keys_that_climb_out(
     assert not (run_dir / "launch.json").exists()
     for key in hostile:
         assert f"refused object key {key!r}" in caplog.text
+
+
+def test_restore_never_makes_the_boxs_own_files_not_even_as_directories(
+    store_uri: str, tmp_path: Path
+) -> None:
+    # A key under STOPPED_BY_USER/ would make a directory of that name, and the box's
+    # resume unit takes any entry of that name for the user's stop: no resume, ever.
+    store = open_store(f"{store_uri}/r1")
+    _upload(store, tiny_state(step=1, run_id="r1"), tmp_path)
+    for key in ("STOPPED_BY_USER/x", "launch.json/x", "metrics.jsonl"):
+        store.write_bytes(key, b"{}\n")
+    run_dir = tmp_path / "box" / "runs" / "r1"
+    assert find_newest(run_dir / "checkpoints", store, _fits).state["step"] == 1
+    assert (run_dir / "metrics.jsonl").is_file()  # the run's own files come back
+    assert not os.path.lexists(run_dir / "STOPPED_BY_USER")
+    assert not os.path.lexists(run_dir / "launch.json")
 
 
 @pytest.mark.parametrize("pointer", ["../../../../escape.pt", "/tmp/x.pt", "step-1.pt\n../x"])

@@ -67,7 +67,7 @@ def test_sigterm_mid_epoch_uploads_exits_75_and_resumes(
     wait_for_step(run_dir, state["step"] + 1, again)
     again.send_signal(signal.SIGTERM)
     assert wait_for_exit(again, run_dir) == EXIT_STOPPED
-    assert f"resume: step {state['step']}, epoch 0" in output_of(run_dir)
+    assert f"resume: step {state['step']}, epoch 1" in output_of(run_dir)
 
 
 def test_aws_spot_notice_checkpoints_uploads_and_exits_75(
@@ -130,3 +130,54 @@ def test_storage_killed_mid_run_catches_up_when_it_returns(
     assert json.loads(store.read_bytes("status.json"))["state"] == "finished"
     assert {"summary.json", "report.md", "metrics.jsonl"} <= set(store.list())
     assert "training goes on" in output_of(run_dir)
+
+
+def _best_only_in_the_outbox(checkpoints: Path, stored_best_sha256: str) -> bool:
+    """best.pt is a checkpoint the store never got, and its step file was pruned."""
+    best = checkpoints / "best.pt"
+    try:
+        if any(best.samefile(step_file) for step_file in checkpoints.glob("step-*.pt")):
+            return False
+        return layout.sha256_of(best) != stored_best_sha256
+    except FileNotFoundError:  # relinked or pruned while we looked
+        return False
+
+
+def test_a_best_saved_while_storage_was_down_reaches_the_store_after_a_kill(
+    tiny_data: Path, tmp_path: Path, private_moto_server: S3Emulator
+) -> None:
+    # The tiny run's val MAE improves at epochs 1 and 4 and not again until its 11th.
+    # S3 dies once the first BEST landed; the better one of epoch 4 waits, its step
+    # file pruned, and the run is killed before S3 returns (empty: moto keeps nothing).
+    uri, run_dir = f"{private_moto_server.create_bucket()}/best", tmp_path / "run"
+    flags = (*LONG_RUN, "--checkpoint-every-steps", "4", "--checkpoint-uri", uri)
+    process = start_training(tiny_data, run_dir, *flags, env=private_moto_server.env)
+    store, checkpoints = open_store(uri), run_dir / "checkpoints"
+    try:
+        _wait_until(lambda: layout.read_pointer(store, layout.BEST_KEY), "a first BEST")
+        stored = layout.read_pointer(store, layout.BEST_KEY)
+        stored_sha256 = store.read_bytes(layout.checkpoint_key(stored) + layout.HASH_SUFFIX)
+        private_moto_server.kill()
+        _wait_until(
+            lambda: _best_only_in_the_outbox(
+                checkpoints, layout.parse_hash_line(stored_sha256.decode())
+            ),
+            "a better checkpoint, its step file pruned",
+        )
+    finally:
+        process.kill()
+    process.wait()
+    private_moto_server.restart()
+
+    # The next start resumes from the run dir's newest and, told to stop there, ends.
+    newest = checkpoint_file.load(max(checkpoints.glob("step-*.pt")))["step"]
+    again = start_training(
+        tiny_data, run_dir, *flags, "--max-steps", str(newest), env=private_moto_server.env
+    )
+    assert wait_for_exit(again, run_dir) == 0, output_of(run_dir)
+    name = layout.read_pointer(store, layout.BEST_KEY)
+    assert name is not None, f"no BEST in the store: {store.list()}"
+    record = store.read_bytes(layout.checkpoint_key(name) + layout.HASH_SUFFIX).decode()
+    assert layout.parse_hash_line(record) == layout.sha256_of(checkpoints / "best.pt")
+    best_step = json.loads((run_dir / "summary.json").read_text())["best_step"]
+    assert name.startswith(f"step-{best_step:09d}-")

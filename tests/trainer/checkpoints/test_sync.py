@@ -140,6 +140,26 @@ def test_store_keeps_last_k_and_best(store_uri: str, tmp_path: Path) -> None:
     assert layout.read_pointer(store, layout.BEST_KEY) == "step-000000002-epoch-0000.pt"
 
 
+def test_an_older_checkpoint_uploaded_late_never_moves_latest_back(
+    store_uri: str, tmp_path: Path
+) -> None:
+    # As a best that waited out an outage, or one `trainer sync` sends, lands after
+    # newer ones: beside them, the resume's candidates intact.
+    run_dir = tmp_path / "run"
+    sync = RunSync(open_store(store_uri), run_dir, FAST_RETRY).start()
+    sync.publish_checkpoint(*_checkpoint(run_dir, 5))
+    assert sync.flush(FLUSH_SECONDS)
+    sync.publish_checkpoint(*_checkpoint(run_dir, 3), best=True)
+    assert sync.close(FLUSH_SECONDS)
+    store = open_store(store_uri)
+    assert layout.read_pointer(store, layout.LATEST_KEY) == "step-000000005-epoch-0000.pt"
+    assert layout.read_pointer(store, layout.BEST_KEY) == "step-000000003-epoch-0000.pt"
+    assert layout.candidates(store) == [
+        "step-000000005-epoch-0000.pt",
+        "step-000000003-epoch-0000.pt",
+    ]
+
+
 def test_changed_files_are_mirrored_again(tmp_path: Path) -> None:
     store = RecordingStore(tmp_path / "store")
     run_dir = tmp_path / "run"
@@ -163,7 +183,7 @@ def test_waiting_checkpoints_are_bounded_while_storage_is_down(tmp_path: Path) -
         sync.publish_checkpoint(*_checkpoint(run_dir, step), best=step == 3)
     assert not sync.close(1)
     assert sync.status.pending_checkpoints == 3
-    outbox = sorted(p.name for p in (run_dir / "checkpoints" / OUTBOX_DIR_NAME).iterdir())
+    outbox = sorted(p.name for p in (run_dir / "checkpoints" / OUTBOX_DIR_NAME).glob("*.pt"))
     assert outbox == [
         "step-000000003-epoch-0000.pt",
         "step-000000009-epoch-0000.pt",

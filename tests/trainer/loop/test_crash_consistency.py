@@ -127,10 +127,11 @@ def _storage_dies_before_finish(monkeypatch: pytest.MonkeyPatch, store_dir: Path
     finish = train_module.finish
 
     def outage_then_finish(*args, **kwargs):
-        # A rename, not rmtree: the uploader may be writing into it right now. On a
-        # loaded machine it may not have made the directory yet.
-        if store_dir.exists():
-            store_dir.rename(store_dir.with_name("store-before-the-outage"))
+        # The low-priority uploader may not have begun its first upload yet (seen on
+        # a loaded machine): the store is down from here either way.
+        store_dir.mkdir(parents=True, exist_ok=True)
+        # A rename, not rmtree: the uploader may be writing into it right now.
+        store_dir.rename(store_dir.with_name("store-before-the-outage"))
         store_dir.write_text("storage is down")
         return finish(*args, **kwargs)
 

@@ -15,7 +15,7 @@ import pytest
 from tests.paths import REPO, TESTS_DIR
 from tests.trainer.conftest import TINY_WINDOW_LENGTH
 from tests.trainer.ddp_process import TORCHRUN, free_port, torchrun
-from tests.trainer.trainer_process import output_of, wait_for_exit
+from tests.trainer.trainer_process import output_of, start_training, wait_for_exit
 from trainer.checkpoints import checkpoint_file
 from trainer.config import DataConfig, ModelConfig, OptimConfig, RunConfig, SynthConfig, TrainConfig
 from trainer.data.synth import synthesize
@@ -111,6 +111,21 @@ def test_two_ranks_reach_one_rank_val_mae_at_the_same_global_batch(tmp_path: Pat
     assert val_two["baseline"] == val_one["baseline"]  # the same split and labels
     assert val_two["mae"] < baseline and val_one["mae"] < baseline
     assert abs(val_two["mae"] - val_one["mae"]) <= VAL_MAE_TOLERANCE_OF_BASELINE * baseline
+
+
+def _saved_steps(run_dir: Path) -> list[int]:
+    steps = (int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("step-*.pt"))
+    return sorted(steps)
+
+
+def test_two_ranks_save_at_the_steps_one_process_saves_at(tiny_data: Path, tmp_path: Path) -> None:
+    # 18 steps an epoch: three saves before the epoch's end, all of them kept.
+    flags = ("--batch-size", "8", "--checkpoint-every-steps", "6", "--max-steps", "14")
+    one, two = tmp_path / "one-rank", tmp_path / "two-ranks"
+    processes = {one: start_training(tiny_data, one, *flags), two: torchrun(tiny_data, two, *flags)}
+    for run_dir, process in processes.items():
+        assert wait_for_exit(process, run_dir) == 0, output_of(run_dir)
+    assert _saved_steps(two) == _saved_steps(one) == [6, 12, 14]
 
 
 def test_two_nodes_meet_over_c10d_rank_0_writes_the_run_the_other_its_heartbeat(
