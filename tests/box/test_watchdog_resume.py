@@ -156,18 +156,6 @@ def test_a_box_whose_peers_are_away_tries_again_every_minute_until_the_deadline(
     assert starts == [1, 3, 5, 7, 9]
 
 
-def test_a_box_whose_peers_are_away_and_no_deadline_is_bounded_like_a_stop(box):
-    container = box.add_trainer(
-        "run-1", running=False, created_at=T0 - 600, exit_code=BOXES_AWAY, finished_at=T0
-    )
-    for minute in range(0, 30):
-        now = T0 + minute * MINUTE
-        _resume(box, now=now)
-        if box.containers()[0]["State"]["Running"]:
-            box.exit_container(container, exit_code=BOXES_AWAY, at=now + 1)
-    assert _started(box) == [container] * 3
-
-
 def test_finished_run_whose_uploads_are_pending_starts_again_to_upload(box):
     container = box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=0)
     box.write_status("run-1", state="finished-upload-pending")
@@ -175,15 +163,17 @@ def test_finished_run_whose_uploads_are_pending_starts_again_to_upload(box):
     assert _started(box) == [container]
 
 
-def test_a_run_that_keeps_exiting_75_is_started_three_times_per_boot(box):
+# 69 with no deadline: a box whose peers are away is bounded like a stop.
+@pytest.mark.parametrize("code", [PREEMPTED, BOXES_AWAY], ids=["stopped-75", "peers-away-69"])
+def test_a_run_that_keeps_exiting_to_be_resumed_is_started_three_times_per_boot(box, code):
     container = box.add_trainer(
-        "run-1", running=False, created_at=T0 - 600, exit_code=PREEMPTED, finished_at=T0
+        "run-1", running=False, created_at=T0 - 600, exit_code=code, finished_at=T0
     )
     for minute in range(0, 30):
         now = T0 + minute * MINUTE
         _resume(box, now=now)
         if box.containers()[0]["State"]["Running"]:
-            box.exit_container(container, exit_code=PREEMPTED, at=now + 1)
+            box.exit_container(container, exit_code=code, at=now + 1)
     assert _started(box) == [container] * 3
 
 
