@@ -1,6 +1,7 @@
 """Moving data between this machine and the stack's storage, through `trainer.storage`.
 
-Upload: a dataset directory to `<storageUri>/datasets/<name>/`, manifest last.
+Upload: a dataset directory to `<storageUri>/datasets/<name>/`, manifest last (`fab
+upload-data`, and `fab train --data-uri DIR`, so the box fetches any dataset the one way).
 Download: a run's mirror `<storageUri>/runs/<run_id>/` to a local directory, resumable
 and verified file by file (CHECKS): checkpoints against their `.sha256` sidecars, other
 files against the box's own copy when the box answers, the rest against the store's
@@ -33,6 +34,8 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from ops.run.names import checked_name
+from stack import storage_layout
 from trainer.checkpoints.layout import HASH_SUFFIX, parse_hash_line
 from trainer.config import UserError
 from trainer.data.manifest import MANIFEST, build_manifest, sha256_file
@@ -87,6 +90,26 @@ def upload_dataset(data_dir: Path, uri: str) -> dict:
         raise Exit(f"upload to {uri} incomplete: {', '.join(missing)} missing; run it again")
     store.write_bytes(MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
     return manifest
+
+
+def dataset_in_storage(data_uri: str, storage_uri: str) -> str:
+    """`data_uri` when it names a store; a dataset directory here (a path) uploaded first
+    to `<storage_uri>/datasets/<its name>` (nothing travels when the store holds it
+    already), and that URI: the box fetches it from there, checked by its manifest."""
+    if "://" in data_uri:
+        return data_uri
+    directory = Path(data_uri)
+    if not directory.is_dir():
+        raise Exit(
+            f"--data-uri {data_uri}: no such directory here; expected a dataset directory or "
+            "a dataset in storage (file://, s3://, az://)"
+        )
+    what = f"--data-uri {data_uri}: the directory's name"
+    name = checked_name(directory.resolve().name, what, "dataset name")
+    uri = storage_layout.dataset_uri(storage_uri, name)
+    upload_dataset(directory, uri)
+    console.print(f"dataset {directory} is {uri} (manifest.json: every file's sha256)")
+    return uri
 
 
 CHECKS = ("sidecar", "box", "listing")

@@ -114,7 +114,7 @@ def ship_image(box: Box, local_name: str, remote_name: str | None) -> str:
     """Make the image present on the box; returns the name the box knows it by."""
     name = remote_name or local_name
     if box_has_image(box, name):
-        console.print(f"the box already has {name}")
+        console.print(f"{box.address} already has {name}")
         return name
     if remote_name is not None:
         with console.status(f"pulling {name} on the box"):

@@ -11,7 +11,7 @@ The first connection to a box records its host key in a project-local known_host
 is refused, because a box whose key changed under the same address is either a
 re-created VM (forget the old line) or someone else's machine. While a fresh box is
 still booting, connecting is retried with a visible wait until cloud-init has
-written BOX_ROOT/ready.
+written BOX_ROOT/ready; a lab box (no cloud-init) gets one try (`ops.remote.lab_box`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from rich.console import Console
 
 from box import contract
 from ops import CHECKOUT
+from ops.remote import lab_box
 from ops.target.resolve import Target
 
 KNOWN_HOSTS_ENV = "GLUCOSE_KNOWN_HOSTS"
@@ -65,7 +66,10 @@ class Box:
     def __init__(self, target: Target, node: int = 0, boot_wait_s: float | None = None) -> None:
         self.target = target
         self.node = node
-        # How long to wait for a box that does not answer yet (booting) before giving up.
+        # How long to wait for a box that does not answer yet (booting) before giving up;
+        # a lab box is not booting because of us: it answers, or it is down.
+        if not target.set_up_by_cloud_init:
+            boot_wait_s = 0.0
         self.boot_wait_s = boot_wait_seconds() if boot_wait_s is None else boot_wait_s
         self.host, self.gateway_host = target.ssh_route(node)
         self.root = target.box_root
@@ -82,17 +86,19 @@ class Box:
             self._connection = self._connect_when_up()
         return self._connection
 
+    @property
+    def dropped(self) -> bool:
+        """The connection was open and is not any more: the box went away mid-command."""
+        connection = self._connection
+        return bool(connection and connection.transport and not connection.is_connected)
+
+    def location(self, path: str) -> str:
+        """`path` on this box, as scp writes it."""
+        return f"{self.target.ssh_user}@{self.host}:{path}"
+
     def run(self, command: str, *, check: bool = True, stdin: str | None = None, **kwargs):
         """Run `command` on the box (output hidden unless `hide=False`); one-line errors."""
-        kwargs.setdefault("hide", True)
-        if stdin is not None:
-            kwargs["in_stream"] = io.StringIO(stdin)
-        else:
-            kwargs.setdefault("in_stream", False)
-        result = self.connection.run(command, warn=True, **kwargs)
-        if check and result.exited != 0:
-            raise_for_remote_failure(self, command, result.exited, result.stderr + result.stdout)
-        return result
+        return run_command(self.connection, self, command, check=check, stdin=stdin, **kwargs)
 
     def run_with_input(self, command: str, data: str, *, check: bool = True) -> tuple[int, str]:
         """Run `command` with `data` on its stdin at the channel's speed (invoke feeds a
@@ -133,17 +139,12 @@ class Box:
             ready = f"{self.root}/{contract.READY_MARKER}"
             while not _remote_exists(connection, ready):
                 _raise_if_setup_failed(connection, self)
+                if not self.target.set_up_by_cloud_init:  # no cloud-init will write it
+                    lab_box.require_docker(connection, self)
+                    break
                 waiting_for = f"{ready} (cloud-init still running)"
                 _wait_or_give_up(deadline, waiting_for, self, status, READY_POLL_SECONDS)
         return connection
-
-
-def nodes(target: Target, others_wait_s: float | None = None) -> list[Box]:
-    """Every box of the target, box 0 first (rank order); `others_wait_s` bounds the
-    wait for boxes 1..N-1 (a stopped spot box need not hold up a look at the run)."""
-    return [Box(target, 0)] + [
-        Box(target, node, others_wait_s) for node in range(1, target.node_count)
-    ]
 
 
 def _new_connection(
@@ -223,6 +224,8 @@ def _wait_or_give_up(
     deadline: float, waiting_for: str, box: Box, status, pause_seconds: float = RETRY_PAUSE_SECONDS
 ) -> None:
     left_seconds = deadline - time.monotonic()
+    if left_seconds <= 0 and not box.target.set_up_by_cloud_init:
+        raise Exit(lab_box.not_answering(box, waiting_for))
     if left_seconds <= 0:
         raise Exit(
             f"box {box.address} is down or not ready ({waiting_for}); "
@@ -270,6 +273,21 @@ def _wrong_key_message(box: Box) -> str:
         f"box {box.address} refused SSH key {key}; expected the key whose public half is "
         f"the stack's sshPublicKey; set sshKeyPath in the target file or load it in ssh-agent"
     )
+
+
+def run_command(runner, box, command: str, *, check: bool, stdin: str | None, **kwargs):
+    """`runner.run(command)` (a Fabric Connection, or an invoke Context on this machine)
+    as every box runs commands: output hidden unless `hide=False`, `stdin` fed as text,
+    never the terminal's; one-line errors when `check`."""
+    kwargs.setdefault("hide", True)
+    if stdin is not None:
+        kwargs["in_stream"] = io.StringIO(stdin)
+    else:
+        kwargs.setdefault("in_stream", False)
+    result = runner.run(command, warn=True, **kwargs)
+    if check and result.exited != 0:
+        raise_for_remote_failure(box, command, result.exited, result.stderr + result.stdout)
+    return result
 
 
 def raise_for_remote_failure(box: Box, command: str, exit_code: int, output: str) -> None:

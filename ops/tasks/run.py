@@ -10,14 +10,16 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
+from ops.data.transfer import dataset_in_storage
 from ops.image.shipping import image_on_boxes
 from ops.remote import lease as box_lease
 from ops.remote import update as box_update
-from ops.remote.ssh import Box, nodes
+from ops.remote.boxes import AnyBox, box_for, nodes
 from ops.run import launch, on_box
 from ops.run import status as run_status
 from ops.run import stop as run_stop
 from ops.run.container import Launch
+from ops.target.guard_rails import none_note
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP
 from stack import storage_layout
@@ -29,12 +31,12 @@ RUN_HELP = "run id (default: the newest run on the box)"
 OTHER_BOX_WAIT_SECONDS = 20
 
 
-def _box(target: str, stack: str, node: int = 0) -> Box:
+def _box(target: str, stack: str, node: int = 0) -> AnyBox:
     """Box `node` of the target (box 0, rank 0's, unless said)."""
-    return Box(resolve_target(target or None, stack or None), node)
+    return box_for(resolve_target(target or None, stack or None), node)
 
 
-def _boxes(target: str, stack: str, others_wait_s: float | None = None) -> list[Box]:
+def _boxes(target: str, stack: str, others_wait_s: float | None = None) -> list[AnyBox]:
     """Every box of the target, box 0 first."""
     return nodes(resolve_target(target or None, stack or None), others_wait_s)
 
@@ -51,7 +53,8 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str) -> tuple[str, 
 @task(
     iterable=["build_arg"],
     help={
-        "data-uri": "dataset in storage, e.g. <storageUri>/datasets/NAME (see upload-data)",
+        "data-uri": "dataset in storage, e.g. <storageUri>/datasets/NAME (see upload-data), "
+        "or a dataset directory here (uploaded there first)",
         "dataset": "short for --data-uri <storageUri>/datasets/DATASET",
         "run": "run id; an existing one resumes from its newest checkpoint (default: a new id)",
         "epochs": "epochs (default: the trainer's)",
@@ -98,6 +101,7 @@ def train(
             )
     launch.refuse_if_running(boxes, run_id)
     with launch.start_up_leases(boxes, run_id) as renew_leases:
+        data_uri = dataset_in_storage(data_uri, box.target.storage_uri)
         image = image_on_boxes(boxes, image_name, base_image, build_arg or [], extra_ca)
         renew_leases()
         dataset_name = launch.fetch_dataset_on_boxes(boxes, image, data_uri)
@@ -111,6 +115,8 @@ def train(
         f"  status:  fab status --run {run_id}\n"
         f"  stop:    fab stop --run {run_id}   (resume: fab train --run {run_id} ...)"
     )
+    if note := none_note(box.target):
+        console.print(f"guard rails: {note}")
 
 
 @task(
@@ -135,13 +141,13 @@ def logs(c, run="", follow=False, tail="all", node=0, target="", stack=""):
         )
     except (OSError, EOFError) as error:
         raise Exit(_lost_box_message(box, run_id, error)) from None
-    if result.exited == -1 or (box.connection.transport and not box.connection.is_connected):
+    if result.exited == -1 or box.dropped:
         raise Exit(_lost_box_message(box, run_id, "connection closed"))
     if result.exited != 0:
         raise Exit(f"no log for run {run_id} on {box.address}: {result.stderr.strip()}")
 
 
-def _lost_box_message(box: Box, run_id: str, why) -> str:
+def _lost_box_message(box: AnyBox, run_id: str, why) -> str:
     return (
         f"lost the connection to {box.address} while showing the log of run {run_id} ({why}); "
         "the run goes on if the box does: `fab status` when it is reachable again"
@@ -152,6 +158,8 @@ def _lost_box_message(box: Box, run_id: str, why) -> str:
 def status(c, run="", target="", stack=""):
     """Show a run's state, progress, cost, and the box's idle guard."""
     box, *others = _boxes(target, stack, OTHER_BOX_WAIT_SECONDS)
+    if note := none_note(box.target):
+        console.print(f"guard rails: {note}")
     run_id = run or next(iter(on_box.run_ids(box)), None)
     if run_id is None:
         lines = run_status.box_lines(run_status.box_snapshot(box), time.time())

@@ -12,7 +12,7 @@ from rich.console import Console
 from box import contract
 from ops.data import download_verdict
 from ops.data import transfer as storage_sync
-from ops.remote.ssh import Box
+from ops.remote.boxes import AnyBox, box_for
 from ops.run import names, on_box
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP
@@ -49,7 +49,7 @@ def upload_data(c, data="", name="", target="", stack=""):
     )
 
 
-def _box_hashes(box: Box, run_id: str) -> tuple[dict[str, str], str]:
+def _box_hashes(box: AnyBox, run_id: str) -> tuple[dict[str, str], str]:
     """sha256 of the box's run files that storage should hold, and the run's state:
     "running" while its container is, else status.json's state ("" when unknown)."""
     state = on_box.inspect_container(box, run_id)
@@ -85,10 +85,10 @@ def download(c, run="", to="", offline=False, target="", stack=""):
     where = resolve_target(target or None, stack or None)
     box_hashes, box_state, box_dir = {}, "", ""
     if not offline:
-        box = Box(where)
+        box = box_for(where)
         run = on_box.resolve_run_id(box, run)
         box_hashes, box_state = _box_hashes(box, run)
-        box_dir = f"{where.ssh_user}@{where.host}:{contract.run_dir(box.root, run)}"
+        box_dir = box.location(contract.run_dir(box.root, run))
     elif not run:
         raise Exit("--offline needs --run ID (the box cannot be asked for the newest run)")
     run = names.checked_name(run, "--run")

@@ -49,10 +49,10 @@ def test_wrong_ssh_key_is_refused_with_the_key_named(box_env):
     assert_one_line_error(result, "refused SSH key", str(wrong))
 
 
-def test_box_that_never_answers_is_reported_down(box_env, sshd_factory):
+def test_cloud_box_that_never_answers_is_reported_down(box_env, sshd_factory):
     gone = sshd_factory()
     gone.stop()
-    box_env.write_target(sshPort=gone.port)
+    box_env.write_target(cloud="aws", sshPort=gone.port)
     box_env.env["GLUCOSE_BOOT_WAIT_SECONDS"] = "2"
     started = time.monotonic()
     result = box_env.fab("status")
@@ -60,7 +60,8 @@ def test_box_that_never_answers_is_reported_down(box_env, sshd_factory):
     assert time.monotonic() - started < 30
 
 
-def test_connection_waits_for_the_ready_marker(box_env):
+def test_connection_to_a_cloud_box_waits_for_the_ready_marker(box_env):
+    box_env.write_target(cloud="aws")
     (box_env.root / "ready").unlink()
     threading.Timer(2.0, (box_env.root / "ready").write_text, args=("{}",)).start()
     box = Box(load_target_file(box_env.target_file))
@@ -69,7 +70,8 @@ def test_connection_waits_for_the_ready_marker(box_env):
     assert time.monotonic() - started >= 2.0
 
 
-def test_box_without_ready_marker_gives_up_with_the_reason(box_env, monkeypatch):
+def test_cloud_box_without_ready_marker_gives_up_with_the_reason(box_env, monkeypatch):
+    box_env.write_target(cloud="aws")
     (box_env.root / "ready").unlink()
     monkeypatch.setenv("GLUCOSE_BOOT_WAIT_SECONDS", "1")
     box = Box(load_target_file(box_env.target_file))
@@ -129,5 +131,5 @@ def test_box_1_is_out_of_reach_without_box_0(two_boxes, monkeypatch):
     monkeypatch.setenv("GLUCOSE_BOOT_WAIT_SECONDS", "2")
     # Box 1 still listens on 127.0.0.2; box 0, the only way in, answers nowhere.
     target = replace(load_target_file(stack.target_file), hosts=("127.0.0.3",))
-    with pytest.raises(Exit, match=r"via 127\.0\.0\.3 is down or not ready"):
+    with pytest.raises(Exit, match=r"via 127\.0\.0\.3 is down or out of reach"):
         Box(target, 1).run("true")

@@ -1,0 +1,67 @@
+"""The local target's box: commands run here, no SSH; the same answers as a box over SSH."""
+
+import json
+import os
+
+import pytest
+from invoke.exceptions import Exit
+
+from ops.remote.boxes import box_for, nodes
+from ops.remote.this_machine import ThisMachine
+from ops.target.resolve import load_target_file
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    """This machine as a target, its box root and storage in a temp dir; no known_hosts."""
+    monkeypatch.setenv("GLUCOSE_KNOWN_HOSTS", str(tmp_path / "known_hosts"))
+    path = tmp_path / "here.json"
+    outputs = {"boxRoot": str(tmp_path / "box"), "storageUri": f"file://{tmp_path / 'store'}"}
+    path.write_text(json.dumps(outputs))
+    return load_target_file(path)
+
+
+def test_the_local_target_is_one_box_this_machine(here):
+    (box,) = nodes(here)
+    assert isinstance(box, ThisMachine)
+    assert (box.address, box.node, box.root) == ("this machine", 0, here.box_root)
+    with pytest.raises(Exit, match="is this machine alone: no node 1"):
+        box_for(here, 1)
+
+
+def test_box_root_and_file_storage_are_made_on_first_use(here, tmp_path):
+    box_for(here)
+    assert {p.name for p in (tmp_path / "box").iterdir()} == {"runs", "datasets", "leases"}
+    assert (tmp_path / "store").is_dir()
+
+
+def test_commands_run_here_as_this_user(here, tmp_path):
+    box = box_for(here)
+    assert box.run("echo $(id -u)").stdout.strip() == str(os.getuid())
+    assert box.run("cat", stdin="fed on stdin").stdout == "fed on stdin"
+    assert not (tmp_path / "known_hosts").exists()  # no SSH was tried
+
+
+def test_a_failed_command_is_one_line_naming_this_machine(here):
+    with pytest.raises(Exit, match=r"^on this machine, `echo \.\.\.` exited 3: boom$"):
+        box_for(here).run("echo boom >&2; exit 3")
+    assert box_for(here).run("exit 4", check=False).exited == 4
+
+
+def test_input_goes_on_stdin_never_on_a_command_line(here, tmp_path):
+    secret = tmp_path / "box" / "secret"
+    code, _ = box_for(here).run_with_input(f"umask 077 && cat > {secret}", "KEY=value\n")
+    assert code == 0 and secret.read_text() == "KEY=value\n"
+    assert oct(secret.stat().st_mode & 0o777) == "0o600"
+    with pytest.raises(Exit, match="exited 1"):
+        box_for(here).run_with_input("cat > /nonexistent/dir/x", "data")
+
+
+def test_files_are_read_here_and_a_missing_one_is_none(here, tmp_path):
+    box = box_for(here)
+    (tmp_path / "box" / "runs" / "status.json").write_text("{}")
+    assert box.exists(f"{here.box_root}/runs/status.json")
+    assert box.read_text(f"{here.box_root}/runs/status.json") == "{}"
+    assert box.read_text(f"{here.box_root}/runs/missing.json") is None
+    assert box.location(f"{here.box_root}/runs") == f"{here.box_root}/runs"
+    assert not box.dropped
