@@ -56,7 +56,7 @@ RUN if [ -n "${EXTRA_CA_CERTS}" ]; then \
         --disable-pip-version-check --cert /etc/ssl/certs/ca-certificates.crt \
         -r /opt/glucose-training/requirements.txt \
     && find /opt/glucose-training/venv/lib -depth -type d -path "*/site-packages/*/tests" -exec rm -rf {} + \
-    && /opt/glucose-training/venv/bin/python -c "import torch, numpy, scipy, vitaldb, matplotlib, tensorboard, rich, boto3, azure.storage.blob, azure.identity" \
+    && /opt/glucose-training/venv/bin/python -c "import torch, numpy, scipy, vitaldb, matplotlib, tensorboard, rich, boto3, azure.storage.blob, azure.identity, optuna" \
     && useradd --create-home --uid 10001 --user-group trainer \
     && mkdir -p /workspace/runs \
     && chown -R trainer:trainer /workspace

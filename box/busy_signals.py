@@ -1,7 +1,7 @@
 """What the watchdog looks at to tell a busy box from an idle one.
 
-Four signals, each read the way a person would check by hand: the trainer and
-`fab prepare-data` containers (`docker ps`) with the progress they report, GPU
+Four signals, each read the way a person would check by hand: the trainer, `fab
+prepare-data` and `fab sweep` containers (`docker ps`) with the progress they report, GPU
 utilisation (`nvidia-smi`), interactive SSH sessions (sshd's login records) and
 leases left by `fab train` / `fab hold`. Whatever a user can write is read through
 user_files.
@@ -63,6 +63,21 @@ class Preparation:
 
 
 @dataclasses.dataclass(frozen=True)
+class Sweep:
+    """A `fab sweep` driver: busy while its status.json's step (every trial's steps
+    added up) moves, as a run."""
+
+    name: str
+    started_at: float
+    step: int | None
+    updated_at: float | None
+
+    @property
+    def key(self) -> str:
+        return f"sweep:{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
 class Lease:
     name: str
     reason: str
@@ -77,6 +92,8 @@ class Signals:
     """Running trainer containers."""
     preparations: list[Preparation]
     """Running `fab prepare-data` containers."""
+    sweeps: list[Sweep]
+    """Running `fab sweep` drivers."""
     ssh_sessions: list[str]
     """`user@pts/N (pid P)` per interactive session."""
     leases: list[Lease]
@@ -89,6 +106,7 @@ class Signals:
             "gpu_utilization": self.gpu_utilization,
             "trainers": [dataclasses.asdict(trainer) for trainer in self.trainers],
             "preparations": [dataclasses.asdict(job) for job in self.preparations],
+            "sweeps": [dataclasses.asdict(job) for job in self.sweeps],
             "ssh_sessions": self.ssh_sessions,
             "leases": [dataclasses.asdict(lease) for lease in self.leases],
             "problems": self.problems,
@@ -107,8 +125,8 @@ def read_signals(config: WatchdogConfig, now: float) -> Signals:
             problems.append(f"{name}: {type(error).__name__}: {error}")
             return default
 
-    trainers, preparations = guarded(
-        "docker", lambda: running_jobs(config, now, problems), ([], [])
+    trainers, preparations, sweeps = guarded(
+        "docker", lambda: running_jobs(config, now, problems), ([], [], [])
     )
     return Signals(
         gpu_utilization=guarded(
@@ -116,6 +134,7 @@ def read_signals(config: WatchdogConfig, now: float) -> Signals:
         ),
         trainers=trainers,
         preparations=preparations,
+        sweeps=sweeps,
         ssh_sessions=guarded(
             "ssh",
             lambda: interactive_ssh_sessions(Path(config.utmp_path), Path(config.proc_root)),
@@ -145,13 +164,13 @@ def gpu_utilization(command: str, problems: list[str]) -> list[int] | None:
 
 def running_jobs(
     config: WatchdogConfig, now: float, problems: list[str]
-) -> tuple[list[Trainer], list[Preparation]]:
+) -> tuple[list[Trainer], list[Preparation], list[Sweep]]:
     try:
         containers = docker_cli.list_containers(config.docker_command, include_stopped=False)
     except docker_cli.DockerError as error:
         problems.append(f"docker: {error}")
-        return [], []
-    trainers, preparations = [], []
+        return [], [], []
+    trainers, preparations, sweeps = [], [], []
     for container in containers:
         if not container.running:
             continue
@@ -165,6 +184,9 @@ def running_jobs(
             preparations.append(
                 Preparation(container.run_id, started_at, *progress([heartbeat], now))
             )
+        elif container.kind == "sweep":
+            status = user_files.read_json(config.sweeps_dir, container.run_id, contract.STATUS_FILE)
+            sweeps.append(Sweep(container.run_id, started_at, *progress([status], now)))
         else:
             status, heartbeat = (
                 user_files.read_json(config.runs_dir, container.run_id, name)
@@ -179,7 +201,7 @@ def running_jobs(
                     uploading=uploading,
                 )
             )
-    return trainers, preparations
+    return trainers, preparations, sweeps
 
 
 def progress(files: list[dict | None], now: float) -> tuple[int | None, float | None]:

@@ -42,10 +42,13 @@ SETUP_LOG = "setup.log"
 RUNS_DIR = "runs"
 DATASETS_DIR = "datasets"
 LEASES_DIR = "leases"
+SWEEPS_DIR = "sweeps"
+"""`fab sweep`'s sweeps, one folder each (the trainer's `trainer.sweep.spec` says what
+is in it; its status.json has a run's keys: state, step, updated_at, exit_code)."""
 WATCHDOG_DIR = "watchdog"
 STOPS_FILE = "stops.jsonl"
 """Under WATCHDOG_DIR: why the box stopped, one JSON object per stop."""
-USER_DIRS = (RUNS_DIR, DATASETS_DIR, LEASES_DIR)
+USER_DIRS = (RUNS_DIR, DATASETS_DIR, LEASES_DIR, SWEEPS_DIR)
 """Owned by the SSH user: `fab` writes them without root."""
 
 # In a run dir (BOX_ROOT/runs/<run_id>).
@@ -68,6 +71,11 @@ TRAIN_CONTAINER_PREFIX = "glucose-train-"
 RUN_ID_LABEL = "glucose-training.run-id"
 PREPARE_CONTAINER_PREFIX = "glucose-prepare-"
 PREPARE_LABEL = "glucose-training.prepare"
+SWEEP_CONTAINER_PREFIX = "glucose-sweep-"
+SWEEP_LABEL = "glucose-training.sweep"
+"""A sweep's driver (`python -m trainer sweep`): restarted by the resume unit as a
+trainer is (exit 75, or killed with the host while its status says running); busy
+while its status.json's step (its trials' steps added up) moves."""
 STOP_TIMEOUT_SECONDS = 120
 """`docker stop`'s grace: longer than the trainer's 100 s to checkpoint and upload."""
 
@@ -107,6 +115,10 @@ def name_problem(value: object, what: str, kind: str = "run id") -> str | None:
 
 def run_dir(box_root: str, run_id: str) -> str:
     return f"{box_root}/{RUNS_DIR}/{run_id}"
+
+
+def sweep_dir(box_root: str, sweep_id: str) -> str:
+    return f"{box_root}/{SWEEPS_DIR}/{sweep_id}"
 
 
 def dataset_dir(box_root: str, name: str) -> str:

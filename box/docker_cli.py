@@ -23,6 +23,7 @@ from bounded_command import CommandTimeout, run_bounded
 KINDS = {
     "train": (contract.RUN_ID_LABEL, contract.TRAIN_CONTAINER_PREFIX),
     "prepare": (contract.PREPARE_LABEL, contract.PREPARE_CONTAINER_PREFIX),
+    "sweep": (contract.SWEEP_LABEL, contract.SWEEP_CONTAINER_PREFIX),
 }
 DOCKER_TIMEOUT_SECONDS = 20
 # 2026-11-22T03:00:00.123456789Z, or with a +01:00 offset on hosts with a local zone
@@ -38,9 +39,9 @@ class TrainerContainer:
     id: str
     name: str
     run_id: str
-    """The run id; a preparation's dataset name."""
+    """The run id; a preparation's dataset name, a sweep's id."""
     kind: str
-    """`train` or `prepare` (KINDS)."""
+    """`train`, `prepare` or `sweep` (KINDS)."""
     running: bool
     """Running and not merely waiting for docker's restart policy."""
     exit_code: int
@@ -52,6 +53,11 @@ class TrainerContainer:
     """Unix seconds of the latest start; 0 when never started."""
     finished_at: float
     """Unix seconds of the latest exit; 0 when it never exited."""
+
+    @property
+    def key(self) -> str:
+        """Unique over kinds (a sweep may have a run's id): `run_id`, or `sweep:<id>`."""
+        return self.run_id if self.kind == "train" else f"{self.kind}:{self.run_id}"
 
 
 def _docker(command: str, *args: str) -> str:

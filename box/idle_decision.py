@@ -7,7 +7,7 @@ and what `fab status` shows as the countdown. Standard library only.
 
 from __future__ import annotations
 
-from busy_signals import Preparation, Signals, Trainer
+from busy_signals import Preparation, Signals, Sweep, Trainer
 from watchdog_config import WatchdogConfig
 
 STATE_VERSION = 2
@@ -71,7 +71,7 @@ def carried_state(previous: dict, *, boot_id: str, now: float) -> dict:
     return previous
 
 
-def track_progress(jobs: list[Trainer | Preparation], memory: dict, now: float) -> dict:
+def track_progress(jobs: list[Trainer | Preparation | Sweep], memory: dict, now: float) -> dict:
     """Per run (or preparation, by its key): the step last seen and when it last moved
     (None: not seen moving).
 
@@ -108,7 +108,7 @@ def decide(
     # runs (the resume unit's retries fit in it, and the next boot retries again), or
     # storage that stays down would keep the box up for every retry.
     trainers = [trainer for trainer in signals.trainers if not trainer.uploading]
-    jobs = [*trainers, *signals.preparations]
+    jobs = [*trainers, *signals.preparations, *signals.sweeps]
     progress = track_progress(jobs, previous.get("progress") or {}, now)
     hung_limit_seconds = config.hung_trainer_minutes * 60
     live, hung = [], []
@@ -128,6 +128,8 @@ def decide(
         reasons.append("trainer")
     if any(isinstance(job, Preparation) for job in live):
         reasons.append("preparation")
+    if any(isinstance(job, Sweep) for job in live):
+        reasons.append("sweep")
     # A hung run's spinning GPU is not work; a GPU busy with no run of ours is.
     if max(signals.gpu_utilization or [0]) >= config.gpu_busy_percent and not hung_runs:
         reasons.append("gpu")
@@ -145,6 +147,7 @@ def decide(
         "busy_reasons": sorted(reasons),
         "hung_run_ids": sorted(hung_runs),
         "hung_preparations": sorted(job.name for job in hung if isinstance(job, Preparation)),
+        "hung_sweeps": sorted(job.name for job in hung if isinstance(job, Sweep)),
         "idle_since": idle_since,
         "stop_at": stop_at,
         "last_busy_at": now if reasons else previous.get("last_busy_at"),

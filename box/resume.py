@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Resume unit: the one thing on the box that starts a trainer container again.
+"""Resume unit: the one thing on the box that starts a trainer container again (and a
+`fab sweep` driver's, judged the same way from its folder under sweeps/).
 
 Trainer containers run with docker's `--restart no`: docker's own policies restart
 a crash loop forever and bring user-stopped runs back at the next daemon start.
@@ -116,14 +117,28 @@ def resume(config: WatchdogConfig) -> int:
     containers = docker_cli.list_trainers(config.docker_command, include_stopped=True)
     if not containers:
         log("no trainer containers: nothing to resume")
-        return 0
-    newest = containers[0]
+    codes = [resume_newest(config, containers[0], config.runs_dir)] if containers else [0]
+    sweeps = docker_cli.list_containers(
+        config.docker_command, include_stopped=True, label=contract.SWEEP_LABEL
+    )
+    sweeps = [container for container in sweeps if container.kind == "sweep"]
+    # A sweep's driver is judged as a run is: its folder holds the same status.json
+    # keys and the user's stop marker.
+    if sweeps:
+        codes.append(resume_newest(config, sweeps[0], config.sweeps_dir))
+    return max(codes)
+
+
+def resume_newest(config: WatchdogConfig, newest: docker_cli.TrainerContainer, home: Path) -> int:
+    """Start `newest` (the newest container of its kind) again if it was interrupted;
+    `home` holds its folder (runs/ or sweeps/)."""
+    what = f"{'sweep' if newest.kind == 'sweep' else 'run'} {newest.run_id}"
     if newest.running:
-        log(f"run {newest.run_id} is running ({newest.name})")
+        log(f"{what} is running ({newest.name})")
         return 0
-    reason = why_not_resume(newest, config.runs_dir / newest.run_id, boot_time(config.proc_root))
+    reason = why_not_resume(newest, home / newest.run_id, boot_time(config.proc_root))
     if reason:
-        log(f"run {newest.run_id} stays down: {reason}")
+        log(f"{what} stays down: {reason}")
         return 0
     return start_within_bounds(config, newest)
 
@@ -132,7 +147,7 @@ def start_within_bounds(config: WatchdogConfig, container: docker_cli.TrainerCon
     boot_id = read_boot_id(config.boot_id_path)
     path = Path(config.resume_state_path)
     runs = load_attempts(path, boot_id)
-    done = int((runs.get(container.run_id) or {}).get("attempts") or 0)
+    done = int((runs.get(container.key) or {}).get("attempts") or 0)
     if done >= len(RETRY_DELAYS_SECONDS):
         log(f"run {container.run_id} stays down: started {done} times in this boot already")
         return 0
@@ -140,7 +155,7 @@ def start_within_bounds(config: WatchdogConfig, container: docker_cli.TrainerCon
     if wait > 0:
         log(f"run {container.run_id}: start {done + 1} in {wait:.0f}s")
         return 0
-    runs[container.run_id] = {"attempts": done + 1, "last_at": now_seconds()}
+    runs[container.key] = {"attempts": done + 1, "last_at": now_seconds()}
     if not save_attempts(path, boot_id, runs):
         log(f"run {container.run_id} stays down: an uncounted start could repeat forever")
         return 1

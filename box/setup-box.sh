@@ -92,9 +92,11 @@ has_nvidia_gpu() {
 
 # The guard, on a new box and on one `fab box-update` brings new programs to.
 turn_guard_on() {
-    mkdir -p "$box_root/runs" "$box_root/datasets" "$box_root/leases" "$box_root/watchdog"
-    # fab (as the SSH user) writes runs/<id>/STOPPED_BY_USER, caches datasets, leaves leases.
-    chown "$ssh_user:$ssh_user" "$box_root/runs" "$box_root/datasets" "$box_root/leases"
+    mkdir -p "$box_root/runs" "$box_root/datasets" "$box_root/leases" "$box_root/sweeps" \
+        "$box_root/watchdog"
+    # fab (as the SSH user) writes runs/<id>/STOPPED_BY_USER, caches datasets, leaves
+    # leases, starts sweeps.
+    chown "$ssh_user:$ssh_user" "$box_root/runs" "$box_root/datasets" "$box_root/leases" "$box_root/sweeps"
     systemctl daemon-reload
     # Timers restarted, not only started: an updated box runs its new schedules at once.
     systemctl enable glucose-watchdog.timer

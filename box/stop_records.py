@@ -87,6 +87,9 @@ def watchdog_record(state: dict, now: float) -> dict:
     elif state.get("hung_preparations"):
         names = ", ".join(state["hung_preparations"])
         why = f"preparation {names} hung (no progress for {hung} min), then {idle_minutes} min idle"
+    elif state.get("hung_sweeps"):
+        names = ", ".join(state["hung_sweeps"])
+        why = f"sweep {names} hung (no trial moved for {hung} min), then {idle_minutes} min idle"
     else:
         why = f"{idle_minutes} min with no trainer"
     return {

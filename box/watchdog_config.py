@@ -152,6 +152,11 @@ class WatchdogConfig:
         return Path(self.box_root) / contract.DATASETS_DIR
 
     @property
+    def sweeps_dir(self) -> Path:
+        """`fab sweep`'s sweeps (written as the SSH user)."""
+        return Path(self.box_root) / contract.SWEEPS_DIR
+
+    @property
     def leases_dir(self) -> Path:
         """`fab train` and `fab hold` leave leases here (written as the SSH user)."""
         return Path(self.box_root) / contract.LEASES_DIR

@@ -245,6 +245,7 @@ def _check(v: dict[str, Any]) -> list[str]:
     """Every problem with parsed values; a None value was already reported by its parser."""
     problems = _cloud_problems(v) + _ssh_problems(v) + _budget_problems(v)
     problems += _schedule_problems(v) + _size_problems(v) + _identity_problems(v)
+    problems += placeholder_problems(v)
     return problems
 
 
@@ -301,8 +302,8 @@ def _size_problems(v: dict[str, Any]) -> list[str]:
 
 def _ssh_problems(v: dict[str, Any]) -> list[str]:
     wanted = (
-        _missing("sshPublicKey", '"$(cat ~/.ssh/id_ed25519.pub)"', v),
-        _missing("sshAllowedCidr", "203.0.113.7/32", v),
+        _missing("sshPublicKey", YOUR_KEY, v),
+        _missing("sshAllowedCidr", YOUR_CIDR, v),
     )
     problems = [p for p in wanted if p]
     key = v.get("ssh_public_key")
@@ -356,7 +357,7 @@ def _is_base64(text: str) -> bool:
 
 
 def _budget_problems(v: dict[str, Any]) -> list[str]:
-    wanted = (_missing("budgetAmount", "200", v), _missing("alertEmails", "you@example.org", v))
+    wanted = (_missing("budgetAmount", "200", v), _missing("alertEmails", YOUR_EMAIL, v))
     problems = [p for p in wanted if p]
     amount = v.get("budget_amount")
     if amount is not None and not (math.isfinite(amount) and amount > 0):
@@ -394,3 +395,64 @@ def _schedule_problems(v: dict[str, Any]) -> list[str]:
         if value is not None and not low <= value <= high:
             problems.append(f"{key}: got {value}, expected {low} to {high}")
     return problems
+
+
+# --- values the example stack files hold for you to change ---------------------------
+# Pulumi.*-example.yaml marks them CHANGE; kept, each breaks the stack without a word:
+# a documentation address (RFC 5737) as sshAllowedCidr shuts you out of the box, an
+# example domain (RFC 2606, RFC 6761) never gets the budget's alerts, and the
+# placeholder key matches no private key of yours.
+DOCUMENTATION_NETWORKS = tuple(
+    ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")
+)
+EXAMPLE_DOMAINS = ("example.com", "example.net", "example.org")
+RESERVED_TOP_LEVEL_DOMAINS = ("example", "test", "invalid", "localhost")
+PLACEHOLDER_KEY_MARK = "ChangeMe"
+# The fixes, as shell lines that fill in your own values.
+YOUR_KEY = '"$(cat ~/.ssh/id_ed25519.pub)"'
+YOUR_CIDR = '"$(curl -s https://checkip.amazonaws.com)/32"'
+YOUR_EMAIL = '"$(git config user.email)"'
+
+
+def placeholder_problems(v: dict[str, Any]) -> list[str]:
+    """The example stack's placeholders still in the parsed values `v`, each with the
+    command that sets your own value."""
+    problems = []
+    key = v.get("ssh_public_key")
+    if isinstance(key, str) and PLACEHOLDER_KEY_MARK in key:
+        problems.append(
+            f"sshPublicKey is the example's placeholder ({PLACEHOLDER_KEY_MARK}...); set "
+            f"yours: `pulumi config set {NAMESPACE}:sshPublicKey {YOUR_KEY}`"
+        )
+    cidr = v.get("ssh_allowed_cidr")
+    if isinstance(cidr, str) and _is_documentation_network(cidr):
+        problems.append(
+            f"sshAllowedCidr {cidr!r} is a documentation address (RFC 5737), no one's: "
+            "SSH from your machine would be refused; set your public address: "
+            f"`pulumi config set {NAMESPACE}:sshAllowedCidr {YOUR_CIDR}`"
+        )
+    if examples := [email for email in v.get("alert_emails") or () if _is_example_address(email)]:
+        problems.append(
+            f"alertEmails {', '.join(examples)}: example domains (RFC 2606) that no mail "
+            "reaches, so budget and shutdown alerts would go nowhere; set yours: "
+            f"`pulumi config set {NAMESPACE}:alertEmails {YOUR_EMAIL}`"
+        )
+    return problems
+
+
+def _is_documentation_network(cidr: str) -> bool:
+    try:
+        network = ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        return False  # _cidr_problems names it
+    return any(
+        network.version == doc.version and network.subnet_of(doc) for doc in DOCUMENTATION_NETWORKS
+    )
+
+
+def _is_example_address(email: str) -> bool:
+    domain = email.rpartition("@")[2].lower().rstrip(".")
+    return (
+        any(domain == d or domain.endswith(f".{d}") for d in EXAMPLE_DOMAINS)
+        or domain.rpartition(".")[2] in RESERVED_TOP_LEVEL_DOMAINS
+    )

@@ -3,6 +3,8 @@
     runs/<run_id>/            one run's mirror and checkpoints: its `--checkpoint-uri`
                               (inside it, trainer.checkpoints.layout decides)
     datasets/<name>/          a dataset, manifest.json last (trainer.data.manifest)
+    sweeps/<sweep_id>/        a sweep's queue, state and report (trainer.sweep.spec); its
+                              trials are runs under runs/
     box/programs-<sha256>.tar
                               the box programs a new box fetches at first boot (box/)
     tmp/                      scratch: both clouds' lifecycle rules delete it after 2 days
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 RUNS_PREFIX = "runs"
 DATASETS_PREFIX = "datasets"
+SWEEPS_PREFIX = "sweeps"
 BOX_PROGRAMS_PREFIX = "box"
 TMP_PREFIX = "tmp"
 STALE_TMP_DAYS = 2
@@ -24,6 +27,11 @@ STALE_TMP_DAYS = 2
 def run_uri(storage_uri: str, run_id: str) -> str:
     """A run's own folder: what `fab train` passes the trainer as `--checkpoint-uri`."""
     return f"{storage_uri.rstrip('/')}/{RUNS_PREFIX}/{run_id}"
+
+
+def sweep_uri(storage_uri: str, sweep_id: str) -> str:
+    """A sweep's folder, which its driver mirrors (trainer.sweep.mirror keeps a copy)."""
+    return f"{storage_uri.rstrip('/')}/{SWEEPS_PREFIX}/{sweep_id}"
 
 
 def dataset_uri(storage_uri: str, name: str) -> str:

@@ -1,8 +1,9 @@
-"""The README and the docs point at things that exist.
+"""The README and the docs point at things that exist, in the repository.
 
 `make docs` (mkdocs --strict) checks the links between docs pages; these check what it
-cannot see: the README's links into docs/, and the repository paths every page names
-(files move, and a page that names the old place misleads its reader).
+cannot see: the README's links into docs/, the repository paths every page names
+(files move, and a page that names the old place misleads its reader), and that no
+page sends its reader outside the repository (the site and a clone hold only it).
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ REPO_PATH = re.compile(
 # `trainer.checkpoints.resume.misfit`, `stack.catalog.VmSize.hourly_price_usd()`: a module,
 # then at most a class and its attribute. `infra` is the package inside pulumi/.
 DOTTED_NAME = re.compile(r"`((?:trainer|ops|infra|box|stack)(?:\.\w+)+)[`(]")
+# A path that climbs out: `../shared/x`, or a link's target, which counts from its page.
+CLIMBING_PATH = re.compile(r"`(\.\./[^`\s]*)`")
+# A document by its name (README.md, DESIGN.md): one of the repository's own, at its root.
+DOCUMENT_NAME = re.compile(r"\b([A-Z][A-Z_]+\.md)\b")
 
 
 def _names_something(path: str) -> bool:
@@ -76,3 +81,32 @@ def test_a_moved_module_named_by_a_page_is_caught():
     assert _names_a_module("trainer.checkpoints.resume.misfit")
     assert _names_a_module("stack.catalog.VmSize.hourly_price_usd")
     assert _names_a_module("stack.config")
+
+
+def _outside_the_repository(page, text: str) -> list[str]:
+    """What `text` (on `page`) names outside the repository."""
+    links = [(page.parent / target).resolve() for target in RELATIVE_LINK.findall(text)]
+    return [
+        *(f"`{path}`" for path in CLIMBING_PATH.findall(text)),
+        *(str(link) for link in links if not link.is_relative_to(REPO.resolve())),
+        *(name for name in DOCUMENT_NAME.findall(text) if not (REPO / name).is_file()),
+    ]
+
+
+def test_no_page_names_a_path_outside_the_repository():
+    outside = [
+        f"{page.relative_to(REPO)}: {found}"
+        for page in PAGES
+        for found in _outside_the_repository(page, page.read_text())
+    ]
+    assert outside == []
+
+
+def test_a_path_outside_the_repository_is_caught():
+    page = REPO / "ARCHITECTURE.md"
+    assert _outside_the_repository(page, "see `../shared/DESIGN.md`") == [
+        "`../shared/DESIGN.md`",
+        "DESIGN.md",
+    ]
+    assert _outside_the_repository(page, "[design](../shared/DESIGN.md)") != []
+    assert _outside_the_repository(REPO / "docs" / "fab.md", "[arch](../ARCHITECTURE.md)") == []

@@ -1,4 +1,4 @@
-"""`python -m trainer synth|train|launch|evaluate|sync|bench|bench-checkpoint|
+"""`python -m trainer synth|train|launch|sweep|evaluate|sync|bench|bench-checkpoint|
 prepare-vitaldb|bench-prepare|dataset-fetch|dataset-publish` (also the image's ENTRYPOINT).
 
 Exit codes (ARCHITECTURE.md, `trainer.exit_codes`): 0 done, 2 user error and 74 run
@@ -19,6 +19,7 @@ from pathlib import Path
 from trainer.checkpoints.uploader_lock import UploaderBusy
 from trainer.config import (
     ARCHS,
+    DEFAULT_EPOCHS,
     FORMULATIONS,
     PRECISIONS,
     DataConfig,
@@ -55,11 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     synth.add_argument("--windows-per-case", type=int, required=True)
     synth.add_argument("--window-length", type=int, default=100)
     synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--force", action="store_true", help="replace a dataset already in --out")
 
     train = commands.add_parser("train", help="train (resumes from the run dir by itself)")
     train.add_argument("--data", type=Path, required=True)
     train.add_argument("--run-dir", type=Path, required=True)
-    train.add_argument("--epochs", type=int, default=20)
+    train.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS)
     train.add_argument(
         "--batch-size",
         type=int,
@@ -87,12 +89,18 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--model", choices=ARCHS, default="resnet34")
     train.add_argument("--grad-accum", type=int, default=1)
+    _add_tunables(train)
     train.add_argument("--patience", type=int, default=5)
     train.add_argument("--max-steps", type=int, default=None)
     train.add_argument("--log-every", type=int, default=10, help="optimizer steps per log line")
     train.add_argument("--checkpoint-uri", default=None)
     train.add_argument("--checkpoint-every", type=float, default=600.0, metavar="SECONDS")
     train.add_argument("--checkpoint-every-steps", type=int, default=None, metavar="N")
+
+    sweep = commands.add_parser(
+        "sweep", help="run (or resume) the sweep in DIR (its sweep.json; see `fab sweep`)"
+    )
+    sweep.add_argument("--dir", type=Path, required=True, help="the sweep's folder")
 
     launch = commands.add_parser(
         "launch",
@@ -104,6 +112,11 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", type=Path, required=True)
     evaluate.add_argument("--checkpoint", required=True, metavar="PATH_OR_URI")
     evaluate.add_argument("--split", default="test", choices=("train", "val", "test"))
+    evaluate.add_argument(
+        "--allow-other-data",
+        action="store_true",
+        help="score the checkpoint on a dataset it was not trained on (its split's case ids)",
+    )
 
     sync = commands.add_parser(
         "sync", help="upload what a run dir's store lacks (a finished run's pending uploads)"
@@ -149,6 +162,38 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_tunables(train: argparse.ArgumentParser) -> None:
+    """The rest of what the configs hold (trainer.config: each value's bounds, checked
+    there and named in the error); every default is the config's own."""
+    model, optim, data = ModelConfig(), OptimConfig(), DataConfig(Path())
+    train.add_argument("--kernel-size", type=int, default=model.kernel_size, help="odd, <= 15")
+    train.add_argument("--dropout", type=float, default=model.dropout, help="before the head")
+    train.add_argument("--weight-decay", type=float, default=optim.weight_decay, help="AdamW")
+    train.add_argument(
+        "--warmup-fraction",
+        type=float,
+        default=optim.warmup_fraction,
+        help="share of all steps warming up linearly",
+    )
+    train.add_argument(
+        "--min-lr-fraction",
+        type=float,
+        default=optim.min_lr_fraction,
+        help="cosine decays to this share of the peak",
+    )
+    train.add_argument(
+        "--grad-clip", type=float, default=optim.grad_clip_norm, help="global norm; 0: off"
+    )
+    train.add_argument("--val-fraction", type=float, default=data.val_fraction, help="of cases")
+    train.add_argument("--test-fraction", type=float, default=data.test_fraction, help="of cases")
+    train.add_argument("--name", default="", help="a label for the run (the id stays its key)")
+    train.add_argument(
+        "--skip-test",
+        action="store_true",
+        help="leave the test split unevaluated (a sweep's trial: its sweep evaluates it once)",
+    )
+
+
 def _case_ids(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(part) for part in text.split(",") if part.strip())
@@ -176,7 +221,10 @@ def _add_prepare_commands(commands) -> None:
         help="the first 50/200/1000 cases with PLETH and a glucose draw, fetched over HTTP",
     )
     prepare.add_argument(
-        "--labs", type=Path, metavar="FILE.csv", help="caseid,dt,name,result (default: fetched)"
+        "--labs",
+        type=Path,
+        metavar="FILE.csv",
+        help="caseid,dt,name,result (default: fetched from --source-url, --vital-dir too)",
     )
     prepare.add_argument("--window-seconds", type=float, default=1.0)
     prepare.add_argument("--sample-rate", type=float, default=100.0, metavar="HZ")
@@ -224,7 +272,9 @@ def _prepare(args: argparse.Namespace) -> int:
 
 def _run_config(args: argparse.Namespace) -> RunConfig:
     return RunConfig(
-        data=DataConfig(data_dir=args.data),
+        data=DataConfig(
+            data_dir=args.data, val_fraction=args.val_fraction, test_fraction=args.test_fraction
+        ),
         train=TrainConfig(
             run_dir=args.run_dir,
             epochs=args.epochs,
@@ -237,9 +287,18 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
             formulation=args.formulation,
             deterministic=args.deterministic,
             compile=args.compile,
+            name=args.name,
+            skip_test=args.skip_test,
         ),
-        model=ModelConfig(arch=args.model),
-        optim=OptimConfig(lr=args.lr, grad_accum=args.grad_accum),
+        model=ModelConfig(arch=args.model, kernel_size=args.kernel_size, dropout=args.dropout),
+        optim=OptimConfig(
+            lr=args.lr,
+            grad_accum=args.grad_accum,
+            weight_decay=args.weight_decay,
+            warmup_fraction=args.warmup_fraction,
+            min_lr_fraction=args.min_lr_fraction,
+            grad_clip_norm=args.grad_clip,
+        ),
         checkpoint_every_seconds=args.checkpoint_every,
         checkpoint_every_steps=args.checkpoint_every_steps,
         checkpoint_uri=args.checkpoint_uri,
@@ -252,7 +311,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from trainer.data.synth import synthesize
 
         config = SynthConfig(
-            args.out, args.cases, args.windows_per_case, args.window_length, args.seed
+            args.out, args.cases, args.windows_per_case, args.window_length, args.seed, args.force
         )
         out = synthesize(config)
         print(
@@ -266,10 +325,17 @@ def _dispatch(args: argparse.Namespace) -> int:
         return train(_run_config(args))
     if args.command == "launch":
         return _launch(args.torchrun_args)
+    if args.command == "sweep":
+        from trainer.sweep.driver import run_sweep
+
+        return run_sweep(args.dir)
     if args.command == "evaluate":
         from trainer.loop.evaluate import evaluate_checkpoint
 
-        print(json.dumps(evaluate_checkpoint(args.data, args.checkpoint, args.split), indent=2))
+        metrics = evaluate_checkpoint(
+            args.data, args.checkpoint, args.split, other_data=args.allow_other_data
+        )
+        print(json.dumps(metrics, indent=2))
         return 0
     if args.command == "sync":
         from trainer.checkpoints.final_upload import sync_and_mark

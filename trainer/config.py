@@ -18,6 +18,14 @@ PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 ARCHS = ("resnet34", "resnet18")
 # trainer.model.FORMULATIONS, and "auto"; spelled here so the CLI parses without torch.
 FORMULATIONS = ("auto", "gemm", "torch", "nhwc")
+# `train --epochs` left out; `fab plan` costs a run of this many too.
+DEFAULT_EPOCHS = 20
+
+
+# The residual blocks of a 100-sample window see 25 samples at most (the stem and its
+# pool halve it twice), 4 in the last stage: wider kernels convolve mostly padding.
+MAX_KERNEL_SIZE = 15
+MAX_NAME_CHARS = 64
 
 
 class UserError(Exception):
@@ -27,6 +35,15 @@ class UserError(Exception):
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise UserError(message)
+
+
+def check_run_name(name: str) -> None:
+    """A run's `--name` is one printable line a table can show (`fab runs`)."""
+    _require(
+        len(name) <= MAX_NAME_CHARS and name.isprintable() and name == name.strip(),
+        f"--name {name!r}: expected at most {MAX_NAME_CHARS} printable characters "
+        "without leading or trailing blanks",
+    )
 
 
 @dataclass(frozen=True)
@@ -41,6 +58,8 @@ class SynthConfig:
     """Samples per window."""
     seed: int = 0
     """Everything generated is a pure function of this seed."""
+    force: bool = False
+    """Replace a dataset already in `out` (without it, one there is refused)."""
 
     def __post_init__(self) -> None:
         _require(self.cases >= 3, f"--cases {self.cases}: need at least 3 (train/val/test)")
@@ -66,7 +85,10 @@ class DataConfig:
     def __post_init__(self) -> None:
         for name in ("val_fraction", "test_fraction"):
             value = getattr(self, name)
-            _require(0 < value < 0.5, f"{name}={value}: expected a share between 0 and 0.5")
+            _require(
+                0 < value < 0.5,
+                f"--{name.replace('_', '-')} {value}: expected a share between 0 and 0.5",
+            )
 
 
 @dataclass(frozen=True)
@@ -74,14 +96,17 @@ class ModelConfig:
     arch: str = "resnet34"
     """resnet34 (the product model, ~7.2M parameters) or resnet18 (quick experiments)."""
     kernel_size: int = 3
-    """Width of the residual blocks' convolutions."""
+    """Width of the residual blocks' convolutions (odd, so the padding stays symmetric)."""
     dropout: float = 0.2
     """Dropout before the linear head."""
 
     def __post_init__(self) -> None:
         _require(self.arch in ARCHS, f"--model {self.arch}: expected one of {', '.join(ARCHS)}")
-        _require(self.kernel_size % 2 == 1, f"kernel_size {self.kernel_size}: must be odd")
-        _require(0 <= self.dropout < 1, f"dropout {self.dropout}: expected 0 <= p < 1")
+        _require(
+            self.kernel_size % 2 == 1 and 1 <= self.kernel_size <= MAX_KERNEL_SIZE,
+            f"--kernel-size {self.kernel_size}: expected an odd width from 1 to {MAX_KERNEL_SIZE}",
+        )
+        _require(0 <= self.dropout < 1, f"--dropout {self.dropout}: expected 0 <= p < 1")
 
 
 @dataclass(frozen=True)
@@ -90,7 +115,7 @@ class OptimConfig:
     """Peak AdamW learning rate, reached after warmup, then cosine decay. None: the
     trainer's, for the global batch (`trainer.loop.defaults.default_lr`)."""
     weight_decay: float = 1e-2
-    """AdamW decoupled weight decay."""
+    """AdamW decoupled weight decay (0 to 1: each step shrinks weights by lr x this)."""
     warmup_fraction: float = 0.05
     """Share of all optimizer steps spent warming up linearly from zero."""
     min_lr_fraction: float = 0.02
@@ -106,15 +131,28 @@ class OptimConfig:
             f"--lr {self.lr}: must be a positive number",
         )
         _require(self.grad_accum >= 1, f"--grad-accum {self.grad_accum}: must be at least 1")
-        _require(0 <= self.warmup_fraction < 1, "warmup_fraction must be in [0, 1)")
-        _require(self.grad_clip_norm >= 0, "grad_clip_norm must be >= 0")
+        _require(
+            0 <= self.weight_decay <= 1, f"--weight-decay {self.weight_decay}: expected 0 to 1"
+        )
+        _require(
+            0 <= self.warmup_fraction < 1,
+            f"--warmup-fraction {self.warmup_fraction}: expected a share from 0 up to (not) 1",
+        )
+        _require(
+            0 <= self.min_lr_fraction <= 1,
+            f"--min-lr-fraction {self.min_lr_fraction}: expected a share from 0 to 1",
+        )
+        _require(
+            math.isfinite(self.grad_clip_norm) and self.grad_clip_norm >= 0,
+            f"--grad-clip {self.grad_clip_norm}: expected a norm >= 0 (0 turns clipping off)",
+        )
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     run_dir: Path
     """Everything the run writes goes here; its name is the run id."""
-    epochs: int = 20
+    epochs: int = DEFAULT_EPOCHS
     """Passes over the training cases' windows."""
     batch_size: int | None = None
     """Windows per micro-batch over all ranks (the global batch; each rank takes
@@ -140,6 +178,12 @@ class TrainConfig:
     only (slower); the CPU is deterministic anyway."""
     compile: bool = False
     """torch.compile the network (minutes of compiling at every start)."""
+    name: str = ""
+    """A person's label for the run (`fab train --name`); the run id stays its key. A
+    resume that gives none keeps the run's."""
+    skip_test: bool = False
+    """Leave the test split unevaluated: a sweep's trial, whose sweep evaluates the test
+    split once, for the trial it chooses (trials are compared on validation only)."""
     world_size: int = 1
     """Ranks training together (torchrun's WORLD_SIZE; 1 without torchrun)."""
     per_rank_batch_size: int | None = field(init=False)
@@ -168,6 +212,7 @@ class TrainConfig:
             self.log_every_steps >= 1, f"--log-every {self.log_every_steps}: must be at least 1"
         )
         _require(self.world_size >= 1, f"WORLD_SIZE {self.world_size}: must be at least 1")
+        check_run_name(self.name)
         if self.batch_size is None:
             object.__setattr__(self, "per_rank_batch_size", None)
             return

@@ -1,7 +1,6 @@
 """Moving data between this machine and the stack's storage, through `trainer.storage`.
 
-Upload: a dataset directory to `<storageUri>/datasets/<name>/`, manifest last (`fab
-upload-data`, and `fab train --data-uri DIR`, so the box fetches any dataset the one way).
+Upload: a dataset directory to `<storageUri>/datasets/<name>/`, manifest last.
 Download: a run's mirror `<storageUri>/runs/<run_id>/` to a local directory, resumable
 and verified file by file (CHECKS): checkpoints against their `.sha256` sidecars, other
 files against the box's own copy when the box answers, the rest against the store's
@@ -34,10 +33,10 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from ops.run.names import checked_name
-from stack import storage_layout
+from stack.storage_layout import DATASETS_PREFIX
 from trainer.checkpoints.layout import HASH_SUFFIX, parse_hash_line
 from trainer.config import UserError
+from trainer.data.dataset import load_dataset
 from trainer.data.manifest import MANIFEST, build_manifest, sha256_file
 
 LOCAL_MANIFEST = "manifest.json"
@@ -66,12 +65,13 @@ def _store(uri: str):
 
 
 def upload_dataset(data_dir: Path, uri: str) -> dict:
-    """Upload every file of `data_dir` to `uri`, then the manifest; returns the manifest."""
-    if not (data_dir / "windows.npy").is_file():
-        raise Exit(
-            f"{data_dir} has no windows.npy; expected a dataset directory "
-            "(make one with `python -m trainer synth --out DIR ...`)"
-        )
+    """Upload every file of `data_dir` to `uri`, then the manifest; returns the manifest.
+    The directory is first checked as the trainer checks its --data: a set it would
+    refuse is refused here, before a byte travels."""
+    try:
+        load_dataset(data_dir)
+    except UserError as error:
+        raise Exit(f"{error} (the trainer's check; nothing uploaded)") from None
     try:
         manifest = build_manifest(data_dir, data_dir.name)
     except UserError as error:  # a symlink out of the directory
@@ -92,26 +92,6 @@ def upload_dataset(data_dir: Path, uri: str) -> dict:
     return manifest
 
 
-def dataset_in_storage(data_uri: str, storage_uri: str) -> str:
-    """`data_uri` when it names a store; a dataset directory here (a path) uploaded first
-    to `<storage_uri>/datasets/<its name>` (nothing travels when the store holds it
-    already), and that URI: the box fetches it from there, checked by its manifest."""
-    if "://" in data_uri:
-        return data_uri
-    directory = Path(data_uri)
-    if not directory.is_dir():
-        raise Exit(
-            f"--data-uri {data_uri}: no such directory here; expected a dataset directory or "
-            "a dataset in storage (file://, s3://, az://)"
-        )
-    what = f"--data-uri {data_uri}: the directory's name"
-    name = checked_name(directory.resolve().name, what, "dataset name")
-    uri = storage_layout.dataset_uri(storage_uri, name)
-    upload_dataset(directory, uri)
-    console.print(f"dataset {directory} is {uri} (manifest.json: every file's sha256)")
-    return uri
-
-
 CHECKS = ("sidecar", "box", "listing")
 """What may vouch for a downloaded file, strongest first: the sha256 in its checkpoint's
 `.sha256` sidecar, the sha256 of the box's own copy, or the store's listing (the size and
@@ -119,6 +99,25 @@ version of the object the file was fetched as: the store's copy, as it is now)."
 # A sha256sum line is ~100 bytes: anything much bigger is no sidecar of ours, and is
 # not read into memory to find out.
 SIDECAR_MAX_BYTES = 1024
+
+
+def require_dataset(data_uri: str, storage_uri: str) -> None:
+    """Exit unless `data_uri` holds a dataset (its manifest, which is written last),
+    naming the datasets `storage_uri` does hold: a typo found before any image work."""
+    from trainer.storage import StorageError
+
+    try:
+        if _store(data_uri).exists(MANIFEST):
+            return
+        keys = _store(f"{storage_uri}/{DATASETS_PREFIX}").list()
+    except StorageError as error:
+        raise Exit(f"cannot read {data_uri}: {error}") from None
+    names = sorted(key.split("/")[0] for key in keys if key.endswith(f"/{MANIFEST}"))
+    there = f"datasets there: {', '.join(names)}" if names else "no datasets there yet"
+    raise Exit(
+        f"no dataset at {data_uri} (no {MANIFEST}; {there}); upload one with `fab "
+        "upload-data --data DIR` or prepare one on the box with `fab prepare-data`"
+    )
 
 
 @dataclass

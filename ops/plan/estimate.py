@@ -8,6 +8,7 @@ Pulumi program (`hourlyPriceUsd`) and `fab status` (spend so far).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 
@@ -17,6 +18,7 @@ from ops.plan.throughput import (
     MODEL_PARAMETERS,
     PER_GPU_BATCH,
     MeasuredThroughput,
+    Throughput,
     ddp_assumptions,
     throughput,
     train_flops_per_window,
@@ -74,6 +76,9 @@ class PlanRequest:
     deadline_hours: float | None = None
     dataset: str = ""
     """The prepared dataset whose real window count `windows` is, if any (for the notes)."""
+    sweep_trials: int = 0
+    """A sweep of this many trials, each a run of `epochs` on one GPU (`fab sweep`: one
+    trial per GPU, a box's GPUs each running one); 0: one run over every GPU."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -85,6 +90,8 @@ class PlanRequest:
             problems.append(f"--window-length is {self.window_length}, the model needs >= 32")
         if self.cloud not in (*CLOUDS, "all"):
             problems.append(f"--cloud is {self.cloud!r}, expected one of azure, aws, all")
+        if self.sweep_trials < 0:
+            problems.append(f"--sweep is {self.sweep_trials}, expected a number of trials")
         if self.deadline_hours is not None and not self.deadline_hours > 0:
             problems.append(f"--deadline is {self.deadline_hours}, expected hours > 0")
         if problems:
@@ -156,25 +163,38 @@ def checkpoint_gb() -> float:
     return MODEL_PARAMETERS * CHECKPOINT_BYTES_PER_PARAMETER / GB
 
 
-def storage_egress_usd(cloud: str, windows: int, window_length: int) -> float:
-    """A month of storage for dataset and checkpoints, plus downloading the results."""
+def storage_egress_usd(cloud: str, windows: int, window_length: int, runs: int = 1) -> float:
+    """A month of storage for dataset and checkpoints (of every run of a sweep), plus
+    downloading one run's results."""
     dataset_gb = windows * window_length * DATASET_BYTES_PER_SAMPLE / GB
     results_gb = KEPT_CHECKPOINTS * checkpoint_gb() + RESULTS_EXTRA_GB
-    stored_gb = dataset_gb + results_gb
+    stored_gb = dataset_gb + runs * results_gb
     return (
         stored_gb * STORAGE_USD_PER_GB_MONTH[cloud] * STORAGE_MONTHS
         + results_gb * EGRESS_USD_PER_GB[cloud]
     )
 
 
+def _compute_hours(request: PlanRequest, size: VmSize, measured) -> tuple[float, Throughput]:
+    """Hours of training on `size` and the throughput they rest on: one run over every
+    GPU, or a sweep's trials one GPU each, as many at once as the box has GPUs."""
+    if not request.sweep_trials:
+        tp = throughput(size.gpu, size.gpu_count, request.window_length, measured, size.gpu_link)
+        return request.window_passes / tp.windows_per_s / 3600, tp
+    tp = throughput(size.gpu, 1, request.window_length, measured)
+    waves = math.ceil(request.sweep_trials / size.gpu_count)
+    return waves * request.window_passes / tp.windows_per_s / 3600, tp
+
+
 def _row(request: PlanRequest, size: VmSize, price: HourlyPrice, measured) -> PlanRow:
-    tp = throughput(size.gpu, size.gpu_count, request.window_length, measured, size.gpu_link)
-    hours = SETUP_HOURS + request.window_passes / tp.windows_per_s / 3600
+    compute_hours, tp = _compute_hours(request, size, measured)
+    hours = SETUP_HOURS + compute_hours
     spot_hourly = price.spot_usd_per_hour
     basis_hourly = (
         spot_hourly if request.spot and spot_hourly is not None else price.on_demand_usd_per_hour
     )
-    extra = storage_egress_usd(size.cloud, request.windows, request.window_length)
+    runs = max(request.sweep_trials, 1)
+    extra = storage_egress_usd(size.cloud, request.windows, request.window_length, runs)
     return PlanRow(
         cloud=size.cloud,
         size=size.name,
@@ -265,7 +285,13 @@ def _notes(request: PlanRequest, rows: list[PlanRow]) -> list[str]:
         notes.append("sizes without a spot figure are costed at on-demand (the spot price cap)")
     if request.spot:
         notes.append("spot prices are volatile and spot runs can be evicted; resume adds time")
-    if any(r.gpu_count > 1 for r in rows):
+    if request.sweep_trials:
+        notes.append(
+            f"a sweep of {request.sweep_trials} trials, each {request.epochs} epochs on one GPU, "
+            "as many at once as the size has GPUs (`fab sweep`); the windows/s column is one "
+            "GPU's. Two trials sharing one GPU is not assumed (unmeasured on a GPU)"
+        )
+    elif any(r.gpu_count > 1 for r in rows):
         notes.append(
             "multi-GPU rows: torchrun DDP at --batch-size "
             f"{PER_GPU_BATCH} x GPUs (`fab train` runs torchrun over every GPU), scaled "

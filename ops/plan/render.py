@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from rich.console import Console
 from rich.table import Table
 
-from ops.plan.estimate import Plan
+from ops.plan.estimate import Plan, PlanRow
 
 
 def _money(usd: float | None) -> str:
@@ -21,57 +24,74 @@ def _hours(hours: float) -> str:
     return f"{hours:,.1f}" if hours >= 10 else f"{hours:.2f}"
 
 
-def plan_table(plan: Plan) -> Table:
-    """Every size's row, cheapest first, the pick marked."""
+# Every column: header, its cell of a row, and whether it is a number (right-aligned).
+COLUMNS: tuple[tuple[str, Callable[[PlanRow], str], bool], ...] = (
+    ("", lambda row: "✔" if row.pick else "", False),
+    ("cloud", lambda row: row.cloud, False),
+    ("size", lambda row: row.size, False),
+    ("GPU", lambda row: row.gpu, False),
+    ("prec", lambda row: row.precision, False),
+    ("windows/s", lambda row: _rate(row.windows_per_s), True),
+    ("source", lambda row: row.throughput_source, False),
+    ("hours", lambda row: _hours(row.hours) + ("" if row.within_deadline else " late"), True),
+    ("on-demand $", lambda row: _money(row.on_demand_usd), True),
+    ("spot $\n(volatile)", lambda row: _money(row.spot_usd), True),
+    ("$ per M\nwindow-passes", lambda row: f"{row.usd_per_million_window_passes:.4f}", True),
+    ("storage +\negress $", lambda row: _money(row.storage_egress_usd), True),
+    ("total $", lambda row: _money(row.total_usd), True),
+)
+# What a narrow terminal does without, first to last; the pick, size, GPU, hours and
+# the total it is sorted by always stay (`--json` and a piped table have them all).
+DROPPED_FIRST = (
+    "$ per M\nwindow-passes",
+    "source",
+    "storage +\negress $",
+    "prec",
+    "windows/s",
+    "cloud",
+    "spot $\n(volatile)",
+    "on-demand $",
+)
+
+
+# Measures a table's natural width (a console's own width would cap the measurement).
+_UNBOUNDED = Console(width=10_000)
+
+
+def plan_table(plan: Plan, width: int | None = None) -> Table:
+    """Every size's row, cheapest first, the pick marked; with every column, or as many
+    as fit in `width` terminal columns (cells never wrap: a cut number misleads)."""
+    for dropped in range(len(DROPPED_FIRST) + 1):
+        table = _table(plan, DROPPED_FIRST[:dropped])
+        if width is None or _UNBOUNDED.measure(table).maximum <= width:
+            break
+    return table
+
+
+def _table(plan: Plan, left_out: tuple[str, ...]) -> Table:
     r = plan.request
     deadline = f", deadline {r.deadline_hours:g} h" if r.deadline_hours else ""
+    sweep = f"a sweep of {r.sweep_trials} trials, each " if r.sweep_trials else ""
+    caption = "✔ = cheapest that meets the deadline" if r.deadline_hours else "✔ = cheapest overall"
+    if left_out:
+        caption += f"; {len(left_out)} columns left out to fit (all: a wider terminal, or --json)"
     table = Table(
         title=(
-            f"{r.windows:,} windows x {r.epochs} epochs (L={r.window_length}), "
+            f"{sweep}{r.windows:,} windows x {r.epochs} epochs (L={r.window_length}), "
             f"sorted by {plan.price_basis} total{deadline}"
         ),
-        caption="✔ = cheapest that meets the deadline"
-        if r.deadline_hours
-        else "✔ = cheapest overall",
+        caption=caption,
     )
-    for name in (
-        "",
-        "cloud",
-        "size",
-        "GPU",
-        "prec",
-        "windows/s",
-        "source",
-        "hours",
-        "on-demand $",
-        "spot $\n(volatile)",
-        "$ per M\nwindow-passes",
-        "storage +\negress $",
-        "total $",
-    ):
-        numeric = "$" in name or name in ("windows/s", "hours")
+    columns = [column for column in COLUMNS if column[0] not in left_out]
+    for name, _, numeric in columns:
         table.add_column(
             name,
             justify="right" if numeric else "left",
-            no_wrap=name == "size",
+            no_wrap=True,
             min_width=max(len(line) for line in name.split("\n")),
         )
     for row in plan.rows:
-        table.add_row(
-            "✔" if row.pick else "",
-            row.cloud,
-            row.size,
-            row.gpu,
-            row.precision,
-            _rate(row.windows_per_s),
-            row.throughput_source,
-            _hours(row.hours) + ("" if row.within_deadline else " late"),
-            _money(row.on_demand_usd),
-            _money(row.spot_usd),
-            f"{row.usd_per_million_window_passes:.4f}",
-            _money(row.storage_egress_usd),
-            _money(row.total_usd),
-        )
+        table.add_row(*(cell(row) for _, cell, _ in columns))
     return table
 
 

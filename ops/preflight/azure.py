@@ -13,6 +13,7 @@ from azure-identity (`az login`), imported only when Azure is checked.
 from __future__ import annotations
 
 import fnmatch
+import logging
 from typing import Any
 
 from ops.preflight.findings import Findings
@@ -51,6 +52,10 @@ REQUIRED_ACTIONS = (
 def deployer_token() -> str:
     """An ARM token for whoever is logged in (`az login`, a service principal's env...)."""
     from azure.identity import DefaultAzureCredential
+
+    # With no login, azure-identity logs every credential it tried (a dozen lines) as a
+    # warning, then raises saying the same: `fab preflight` makes that one finding.
+    logging.getLogger("azure.identity").setLevel(logging.ERROR)
 
     return (
         DefaultAzureCredential(exclude_interactive_browser_credential=True)

@@ -11,7 +11,10 @@ The first connection to a box records its host key in a project-local known_host
 is refused, because a box whose key changed under the same address is either a
 re-created VM (forget the old line) or someone else's machine. While a fresh box is
 still booting, connecting is retried with a visible wait until cloud-init has
-written BOX_ROOT/ready; a lab box (no cloud-init) gets one try (`ops.remote.lab_box`).
+written BOX_ROOT/ready (a target file that copies a stack's outputs gets a short
+wait: its box is up or not). A lab box (a target file with `cloud: local`) has no
+cloud-init and no marker to wait for: one try, ready once its Docker engine answers
+(`ops.remote.lab_box`), else one line naming the target file.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ DEFAULT_KNOWN_HOSTS = CHECKOUT / ".known_hosts"
 # A fresh cloud VM takes 1-3 minutes to answer SSH and a few more for cloud-init
 # (docker, NVIDIA toolkit); `fab train` right after `pulumi up` should just wait.
 BOOT_WAIT_SECONDS = 600
+# A target file's box is up or not: a retry or two covers a restarting sshd.
+TARGET_FILE_WAIT_SECONDS = 15
 CONNECT_TIMEOUT_SECONDS = 10
 RETRY_PAUSE_SECONDS = 5
 # Once SSH answers, checking for the marker is one cheap command: poll it faster.
@@ -55,8 +60,13 @@ def known_hosts_path(via: str | None = None) -> Path:
     return path.with_name(f"{path.name}.via-{via}") if via else path
 
 
-def boot_wait_seconds() -> float:
-    return float(os.environ.get(BOOT_WAIT_ENV) or BOOT_WAIT_SECONDS)
+def boot_wait_seconds(target: Target) -> float:
+    """How long to wait for a box that does not answer yet, or lacks its ready marker;
+    a lab box gets no wait: it is not booting because of us, it answers or it is down."""
+    if not target.set_up_by_cloud_init:
+        return 0.0
+    default = BOOT_WAIT_SECONDS if target.target_file is None else TARGET_FILE_WAIT_SECONDS
+    return float(os.environ.get(BOOT_WAIT_ENV) or default)
 
 
 class Box:
@@ -66,11 +76,8 @@ class Box:
     def __init__(self, target: Target, node: int = 0, boot_wait_s: float | None = None) -> None:
         self.target = target
         self.node = node
-        # How long to wait for a box that does not answer yet (booting) before giving up;
-        # a lab box is not booting because of us: it answers, or it is down.
-        if not target.set_up_by_cloud_init:
-            boot_wait_s = 0.0
-        self.boot_wait_s = boot_wait_seconds() if boot_wait_s is None else boot_wait_s
+        # How long to wait for a box that does not answer yet (booting) before giving up.
+        self.boot_wait_s = boot_wait_seconds(target) if boot_wait_s is None else boot_wait_s
         self.host, self.gateway_host = target.ssh_route(node)
         self.root = target.box_root
         self._connection: Connection | None = None
@@ -137,12 +144,12 @@ class Box:
         with console.status(f"connecting to {self.address}") as status:
             connection = _open_with_retries(self, deadline, status)
             ready = f"{self.root}/{contract.READY_MARKER}"
+            waiting_for = f"{ready} (cloud-init still running)"
             while not _remote_exists(connection, ready):
                 _raise_if_setup_failed(connection, self)
                 if not self.target.set_up_by_cloud_init:  # no cloud-init will write it
-                    lab_box.require_docker(connection, self)
+                    lab_box.require_ready(connection, self)
                     break
-                waiting_for = f"{ready} (cloud-init still running)"
                 _wait_or_give_up(deadline, waiting_for, self, status, READY_POLL_SECONDS)
         return connection
 
@@ -223,17 +230,28 @@ def _close(connection: Connection) -> None:
 def _wait_or_give_up(
     deadline: float, waiting_for: str, box: Box, status, pause_seconds: float = RETRY_PAUSE_SECONDS
 ) -> None:
+    """Pause before the next try, or Exit: the box is down."""
     left_seconds = deadline - time.monotonic()
     if left_seconds <= 0 and not box.target.set_up_by_cloud_init:
         raise Exit(lab_box.not_answering(box, waiting_for))
     if left_seconds <= 0:
-        raise Exit(
-            f"box {box.address} is down or not ready ({waiting_for}); "
-            f"check `pulumi stack output hosts` and that the VM is running (a stopped "
-            f"box is started with `pulumi up` or the cloud console), then retry"
-        )
+        raise Exit(_down_message(box, waiting_for))
     status.update(f"waiting for {box.address}: {waiting_for}; giving up in {left_seconds:.0f} s")
     time.sleep(min(pause_seconds, max(left_seconds, 0.1)))
+
+
+def _down_message(box: Box, waiting_for: str) -> str:
+    if box.target.target_file is None:  # a stack's box: booting, stopped or replaced
+        fix = (
+            "check `pulumi stack output hosts` and that the VM is running (a stopped box is "
+            "started with `pulumi up` or the cloud console), then retry"
+        )
+    else:
+        fix = f"start it and its sshd, or fix hosts/sshPort in {box.target.source}"
+    return (
+        f"box {box.address} is down or not ready ({waiting_for}) after "
+        f"{box.boot_wait_s:.0f} s; {fix}"
+    )
 
 
 def _raise_if_setup_failed(connection: Connection, box: Box) -> None:

@@ -42,6 +42,8 @@ class Launch:
     trainer_args: tuple[str, ...] = ()
     distributed: DistributedLaunch | None = None
     """This box's part of a run on several GPUs or boxes (torchrun); None: `train` alone."""
+    name: str = ""
+    """`fab train --name`: a label for the run (the trainer records it too)."""
 
     def __post_init__(self) -> None:
         problem = contract.name_problem(self.run_id, "run id")

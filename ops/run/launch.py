@@ -158,6 +158,7 @@ def write_launch_record(box: Box, launch: Launch) -> None:
     plan = launch.distributed
     record = {
         "run_id": launch.run_id,
+        "name": launch.name,
         "image": launch.image,
         "dataset": launch.dataset_name,
         "trainer_args": list(launch.trainer_args),

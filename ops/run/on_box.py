@@ -32,7 +32,12 @@ def container_name(run_id: str) -> str:
 
 def inspect_container(box: Box, run_id: str) -> ContainerState | None:
     """The run's container, or None when there is none (never started, or removed)."""
-    result = box.run(f"docker inspect {shlex.quote(container_name(run_id))}", check=False)
+    return inspect_named(box, container_name(run_id), run_id)
+
+
+def inspect_named(box: Box, name: str, run_id: str) -> ContainerState | None:
+    """The container `name` (of run, or sweep, `run_id`), or None when there is none."""
+    result = box.run(f"docker inspect {shlex.quote(name)}", check=False)
     if result.exited != 0:
         return None
     found = json.loads(result.stdout)[0]

@@ -60,6 +60,8 @@ class Target:
     private_hosts: tuple[str, ...] = ()
     """Every box's private IP address, in rank order (box 0 first); () when the stack
     does not say (a target file whose `hosts` are the boxes' own addresses)."""
+    target_file: Path | None = None
+    """The target file this came from; None for a Pulumi stack's outputs."""
 
     def __post_init__(self) -> None:
         target_schema.check(self)
@@ -113,10 +115,11 @@ class Target:
 def from_outputs(
     outputs: dict[str, Any],
     source: str,
-    base_dir: Path | None = None,
+    target_file: Path | None = None,
     required: tuple[str, ...] = REQUIRED_KEYS,
 ) -> Target:
-    """Build a Target from stack outputs / target-file keys (camelCase)."""
+    """Build a Target from stack outputs / target-file keys (camelCase); a relative
+    sshKeyPath is relative to the target file."""
     missing = [key for key in required if not outputs.get(key)]
     if missing:
         raise Exit(f"{source}: missing {', '.join(missing)}; expected the keys in ARCHITECTURE.md")
@@ -126,8 +129,8 @@ def from_outputs(
     key_path = outputs.get("sshKeyPath")
     if key_path:
         key_path = Path(os.path.expanduser(key_path))
-        if not key_path.is_absolute() and base_dir is not None:
-            key_path = base_dir / key_path
+        if not key_path.is_absolute() and target_file is not None:
+            key_path = target_file.parent / key_path
     return Target(
         cloud=str(outputs.get("cloud") or "local"),
         hosts=tuple([hosts] if isinstance(hosts, str) else hosts),
@@ -146,6 +149,7 @@ def from_outputs(
         container_env={str(k): str(v) for k, v in (outputs.get("containerEnv") or {}).items()},
         docker_network=str(outputs.get("dockerNetwork") or ""),
         private_hosts=tuple(private_hosts),
+        target_file=target_file,
     )
 
 
@@ -160,9 +164,11 @@ def load_target_file(path: Path) -> Target:
         raise Exit(f"{source} is not valid JSON ({error}); fix it or unset {TARGET_ENV}") from None
     if not isinstance(outputs, dict):
         raise Exit(f"{source} holds {type(outputs).__name__}; expected a JSON object")
+    target_schema.refuse_unknown_keys(outputs, source)
     if local.is_this_machine(outputs):
-        return from_outputs(local.this_machine_outputs(outputs, source), source, required=())
-    return from_outputs(outputs, source, base_dir=path.parent)
+        outputs = local.this_machine_outputs(outputs, source)
+        return from_outputs(outputs, source, target_file=path, required=())
+    return from_outputs(outputs, source, target_file=path)
 
 
 def stack_outputs(stack: str | None) -> dict[str, Any]:

@@ -12,12 +12,16 @@ root a plain absolute path; none can begin with `-` or hold a shell metacharacte
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import math
 import re
 from typing import Any
 
 from invoke.exceptions import Exit
+
+from box.watchdog_config import GUARD_SETTINGS
+from stack.catalog import CLOUDS
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 HOST_NAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*$")
@@ -50,6 +54,11 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "dockerNetwork": (str, type(None)),
     "privateHosts": (list, type(None)),
 }
+# What a target file may name: the keys above, the guard settings `fab box-update` reads
+# from it, and AWS's `amiId`, which a copy of `pulumi stack output --json` holds.
+TARGET_FILE_KEYS = (*_TYPES, *(setting.stack_key for setting in GUARD_SETTINGS), "amiId")
+# `local`: a box no cloud made (a lab server, this machine's sshd).
+TARGET_CLOUDS = (*CLOUDS, "local")
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
                list: "a list", dict: "an object", type(None): "null"}  # fmt: skip
 
@@ -75,6 +84,20 @@ def json_fields(outputs: dict[str, Any], source: str) -> dict[str, Any]:
         if isinstance(value, dict | list) or value is None:
             raise Exit(f'{source}: containerEnv.{name} is not a string; expected KEY: "value"')
     return outputs
+
+
+def refuse_unknown_keys(outputs: dict[str, Any], source: str) -> None:
+    """Exit on the first key a target file may not hold, with the known key nearest it:
+    a misspelt `sshKeyPaht` would otherwise leave its value unused, silently."""
+    for key in outputs:
+        if key not in TARGET_FILE_KEYS:
+            close = difflib.get_close_matches(key, TARGET_FILE_KEYS, n=1, cutoff=0.6)
+            hint = (
+                f"did you mean {close[0]}?"
+                if close
+                else f"known keys: {', '.join(TARGET_FILE_KEYS)}"
+            )
+            raise Exit(f"{source}: unknown key {key!r}; {hint}")
 
 
 def _shown(key: str, value: Any) -> str:
@@ -108,7 +131,8 @@ def problems(target) -> list[str]:
          "a price in USD (>= 0)"),
         ("boxRoot", target.box_root, _box_root_ok(target.box_root),
          "an absolute path of plain names (letters, digits, '.', '_', '-')"),
-        ("cloud", target.cloud, bool(TOKEN.match(target.cloud)), "a cloud name (aws, azure)"),
+        ("cloud", target.cloud, target.cloud in TARGET_CLOUDS,
+         f"one of {', '.join(TARGET_CLOUDS)}"),
         ("containerEnv key", next((k for k in env if not ENV_NAME.match(k)), ""),
          all(ENV_NAME.match(name) for name in env),
          "an environment variable name (letters, digits, '_')"),

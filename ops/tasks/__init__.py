@@ -2,7 +2,7 @@
 
 from invoke import Collection
 
-from ops.tasks import access, box, image, plan, preflight, prepare, run, transfer
+from ops.tasks import access, box, image, plan, preflight, prepare, run, runs, sweep, transfer
 
 namespace = Collection(
     image.build,
@@ -12,6 +12,8 @@ namespace = Collection(
     run.status,
     run.stop,
     run.hold,
+    runs.runs,
+    sweep.sweep,
     transfer.download,
     transfer.upload_data,
     prepare.prepare_data,

@@ -10,7 +10,6 @@ import shutil
 import socket
 import subprocess
 
-from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
@@ -20,7 +19,7 @@ from ops.remote.ssh import openssh_args
 from ops.run import on_box
 from ops.target.resolve import resolve_target
 from ops.target.schema import image_reference_ok
-from ops.tasks.flags import STACK_HELP, TARGET_HELP
+from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 
 TENSORBOARD_PORT = 6006
 console = Console(stderr=True, soft_wrap=True)

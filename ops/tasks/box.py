@@ -12,13 +12,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from invoke import task
 from rich.console import Console
 
 from box import packing
 from ops.remote import update as updates
 from ops.target.resolve import TARGET_ENV, resolve_target, stack_outputs
-from ops.tasks.flags import STACK_HELP, TARGET_HELP
+from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 
 console = Console(stderr=True, soft_wrap=True)
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from invoke import task
-
 from ops.image import build as image
 from ops.image.shipping import push_image
 from ops.target.resolve import resolve_target
-from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP
+from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
 
 
 @task(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json as jsonlib
 import sys
 
-from invoke import Context, Exit, task
+from invoke import Context, Exit
 from rich.console import Console
 
 from ops.plan.estimate import (
@@ -24,24 +24,25 @@ from ops.plan.pricing import live_prices
 from ops.plan.render import footer_lines, plan_table
 from ops.plan.throughput import load_measured
 from ops.target.resolve import resolve_target
-from ops.tasks.flags import STACK_HELP, TARGET_HELP
+from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 from stack import catalog, storage_layout
+from trainer.config import DEFAULT_EPOCHS
 
 _WIDE_COLUMNS = 170  # when piped (make demo > cost_plan.txt), never squeeze the table
 
 
-def _windows(windows: int, milestone: str | None) -> int:
+def _windows(windows: int | None, milestone: str | None) -> int:
     if milestone is None:
-        if windows <= 0:
+        if windows is None:
             raise Exit(
                 "fab plan: no dataset size given; pass --windows N, --milestone M1|M2|M3 "
                 "or --dataset NAME"
             )
-        return windows
+        return windows  # PlanRequest says what is wrong with 0 or -5
     key = milestone.upper()
     if key not in MILESTONE_WINDOWS:
         raise Exit(f"fab plan: --milestone is {milestone!r}, expected one of M1, M2, M3")
-    if windows and windows != MILESTONE_WINDOWS[key]:
+    if windows is not None and windows != MILESTONE_WINDOWS[key]:
         raise Exit(f"fab plan: --windows {windows} contradicts --milestone {key}; pass only one")
     return MILESTONE_WINDOWS[key]
 
@@ -63,15 +64,6 @@ def _dataset(name: str, target: str, stack: str) -> tuple[int, int]:
         ) from None
 
 
-def _deadline(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise Exit(f"fab plan: --deadline is {text!r}, expected hours such as 12 or 1.5") from None
-
-
 def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
@@ -79,7 +71,7 @@ def _warn(message: str) -> None:
 @task(
     help={
         "windows": "dataset size in windows (or use --milestone)",
-        "epochs": "passes over the dataset",
+        "epochs": f"passes over the dataset (default: the trainer's, {DEFAULT_EPOCHS})",
         "window-length": "samples per window (default 100)",
         "cloud": "azure, aws or all (default all)",
         "region": "only sizes offered in this region (e.g. eastus, us-east-1)",
@@ -89,28 +81,31 @@ def _warn(message: str) -> None:
         "live": "fetch current prices (Azure Retail Prices, AWS Price List); snapshot if offline",
         "milestone": "the seeds' dataset sizes: M1 = 0.6M, M2 = 2.4M, M3 = 12M windows",
         "dataset": "a dataset in the stack's storage: its real window count and length",
+        "sweep": "price a sweep of N trials instead (each a run of --epochs on one GPU, as many "
+        "at once as the size has GPUs)",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
     }
 )
 def plan(
     c: Context,
-    windows: int = 0,
-    epochs: int = 0,
+    windows: int | None = None,
+    epochs: int = DEFAULT_EPOCHS,
     window_length: int = 100,
     cloud: str = "all",
     region: str | None = None,
     spot: bool = False,
-    deadline: str | None = None,
+    deadline: float | None = None,
     json: bool = False,
     live: bool = False,
     milestone: str | None = None,
     dataset: str = "",
+    sweep: int = 0,
     target: str = "",
     stack: str = "",
 ) -> None:
-    """Estimate hours and dollars of a training run on every GPU size."""
-    if dataset and (windows or milestone):
+    """Estimate hours and dollars of a training run (or a sweep) on every GPU size."""
+    if dataset and (windows is not None or milestone):
         raise Exit("fab plan: --dataset counts the windows itself; drop --windows/--milestone")
     if dataset:
         windows, window_length = _dataset(dataset, target, stack)
@@ -123,7 +118,8 @@ def plan(
             cloud=cloud,
             region=region,
             spot=spot,
-            deadline_hours=_deadline(deadline),
+            deadline_hours=deadline,
+            sweep_trials=int(sweep),
         )
         every_size = catalog.sizes(include_retired=True)
         prices = None
@@ -136,7 +132,8 @@ def plan(
     if json:
         print(jsonlib.dumps(result.to_json(), indent=2))
         return
-    out = Console(width=None if sys.stdout.isatty() else _WIDE_COLUMNS)
-    out.print(plan_table(result))
+    terminal = sys.stdout.isatty()
+    out = Console(width=None if terminal else _WIDE_COLUMNS)
+    out.print(plan_table(result, out.width if terminal else None))
     for line in footer_lines(result):
         out.print(line, highlight=False)

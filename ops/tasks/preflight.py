@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import task
 from invoke.exceptions import Exit
 
 from ops.preflight import checks
+from ops.tasks.flags import task
 
 
 @task(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shlex
 
-from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
@@ -14,7 +13,7 @@ from ops.remote.boxes import box_for
 from ops.run import on_box
 from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
-from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP
+from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
 from stack import storage_layout
 
 MILESTONES = ("M1", "M2", "M3")

@@ -5,12 +5,11 @@ from __future__ import annotations
 import shlex
 import time
 
-from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
-from ops.data.transfer import dataset_in_storage
+from ops.data import transfer as storage_sync
 from ops.image.shipping import image_on_boxes
 from ops.remote import lease as box_lease
 from ops.remote import update as box_update
@@ -21,8 +20,9 @@ from ops.run import stop as run_stop
 from ops.run.container import Launch
 from ops.target.guard_rails import none_note
 from ops.target.resolve import resolve_target
-from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP
+from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
 from stack import storage_layout
+from trainer.config import UserError, check_run_name
 
 console = Console(stderr=True, soft_wrap=True)
 RUN_HELP = "run id (default: the newest run on the box)"
@@ -41,26 +41,28 @@ def _boxes(target: str, stack: str, others_wait_s: float | None = None) -> list[
     return nodes(resolve_target(target or None, stack or None), others_wait_s)
 
 
-def _trainer_args(epochs: int, max_steps: int, trainer_args: str) -> tuple[str, ...]:
+def _trainer_args(epochs: int, max_steps: int, trainer_args: str, name: str) -> tuple[str, ...]:
     args = []
     if epochs:
         args += ["--epochs", str(epochs)]
     if max_steps:
         args += ["--max-steps", str(max_steps)]
+    if name:
+        args += ["--name", name]
     return (*args, *shlex.split(trainer_args))
 
 
 @task(
     iterable=["build_arg"],
     help={
-        "data-uri": "dataset in storage, e.g. <storageUri>/datasets/NAME (see upload-data), "
-        "or a dataset directory here (uploaded there first)",
+        "data-uri": "dataset in storage, e.g. <storageUri>/datasets/NAME (see upload-data)",
         "dataset": "short for --data-uri <storageUri>/datasets/DATASET",
         "run": "run id; an existing one resumes from its newest checkpoint (default: a new id)",
         "epochs": "epochs (default: the trainer's)",
         "max-steps": "stop after this many steps (default: no limit)",
         "trainer-args": "more `python -m trainer train` flags, quoted as one string",
         "allow-concurrent": "start even though another run is busy on the box",
+        "name": "a label for the run, kept in launch.json, config.json and summary.json",
         **BUILD_HELP,
         "image-name": IMAGE_HELP,
         "target": TARGET_HELP,
@@ -76,6 +78,7 @@ def train(
     max_steps=0,
     trainer_args="",
     allow_concurrent=False,
+    name="",
     base_image="",
     build_arg=None,
     extra_ca="",
@@ -86,12 +89,17 @@ def train(
     """Ship the image and start (or resume) a run on the box (every box of the stack)."""
     boxes = _boxes(target, stack)
     box = boxes[0]
-    for each in boxes:
-        box_update.warn_if_behind(each)
     if not (data_uri or dataset):
         raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
     data_uri = data_uri or storage_layout.dataset_uri(box.target.storage_uri, dataset)
+    for each in boxes:
+        box_update.warn_if_behind(each)
+    storage_sync.require_dataset(data_uri, box.target.storage_uri)  # before any image work
     run_id = run or time.strftime("%Y%m%d-%H%M%S")
+    try:
+        check_run_name(name)
+    except UserError as error:
+        raise Exit(str(error)) from None
     for each in boxes:
         busy = launch.busy_runs(each, run_id)
         if busy and not allow_concurrent:
@@ -101,12 +109,11 @@ def train(
             )
     launch.refuse_if_running(boxes, run_id)
     with launch.start_up_leases(boxes, run_id) as renew_leases:
-        data_uri = dataset_in_storage(data_uri, box.target.storage_uri)
         image = image_on_boxes(boxes, image_name, base_image, build_arg or [], extra_ca)
         renew_leases()
         dataset_name = launch.fetch_dataset_on_boxes(boxes, image, data_uri)
-        args = _trainer_args(epochs, max_steps, trainer_args)
-        launch.start_run(boxes, Launch(run_id, image, dataset_name, args))
+        args = _trainer_args(epochs, max_steps, trainer_args, name)
+        launch.start_run(boxes, Launch(run_id, image, dataset_name, args, name=name))
     print(run_id)
     console.print(
         f"run {run_id} started on {box.address}; checkpoints go to "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
 
@@ -15,7 +14,7 @@ from ops.data import transfer as storage_sync
 from ops.remote.boxes import AnyBox, box_for
 from ops.run import names, on_box
 from ops.target.resolve import resolve_target
-from ops.tasks.flags import STACK_HELP, TARGET_HELP
+from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 from stack import storage_layout
 from trainer.reports.status import RunRecord
 

@@ -10,12 +10,15 @@ import re
 
 from box import cloud_init, contract, packing
 from box.watchdog_config import WatchdogConfig
+from stack import storage_layout
 from tests.paths import BOX_DIR
 from trainer import exit_codes
 from trainer.checkpoints import layout, resume, sync
 from trainer.data.vitaldb import prepare
 from trainer.loop import rank_outputs
 from trainer.reports import status
+from trainer.sweep import mirror
+from trainer.sweep import spec as sweep_spec
 
 
 def _bootstrap():
@@ -104,3 +107,11 @@ def test_every_box_file_names_the_python_the_contract_does():
     for path in BOX_DIR.glob("*.py"):
         for claimed in re.findall(r"Python (3\.\d+)\+", path.read_text()):
             assert claimed == minimum, path.name
+
+
+def test_a_sweeps_driver_keeps_the_boxes_and_the_stacks_names():
+    assert sweep_spec.STOP_MARKER == contract.STOPPED_BY_USER
+    assert sweep_spec.STATUS_FILE == contract.STATUS_FILE
+    assert mirror.sweep_uri("s3://b/p/", "sw1") == storage_layout.sweep_uri("s3://b/p/", "sw1")
+    # A trial's run id, `<sweep id>-tNNN`, is a name the box takes.
+    assert contract.NAME_PATTERN.fullmatch("s" * sweep_spec.MAX_SWEEP_ID_CHARS + "-t999")

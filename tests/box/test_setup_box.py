@@ -167,9 +167,10 @@ def test_guard_mode_turns_the_guard_on_and_does_nothing_else(tmp_path):
     done, calls = _run_setup(tmp_path, image_has=(), mode=["guard"])
     assert done.returncode == 0, done.stdout + done.stderr
     box = tmp_path / "box"
-    assert calls == [f"chown ubuntu:ubuntu {box}/runs {box}/datasets {box}/leases", *GUARD_UNITS]
+    owned = f"{box}/runs {box}/datasets {box}/leases {box}/sweeps"
+    assert calls == [f"chown ubuntu:ubuntu {owned}", *GUARD_UNITS]
     assert sorted(path.name for path in box.iterdir()) == [
-        "datasets", "leases", "runs", "watchdog"
+        "datasets", "leases", "runs", "sweeps", "watchdog"
     ]  # fmt: skip
 
 
@@ -219,7 +220,7 @@ def test_setup_lets_the_ssh_user_run_docker_and_write_runs_and_leases(tmp_path):
     _, calls = _run_setup(tmp_path)
     box = tmp_path / "box"
     assert "usermod -aG docker ubuntu" in calls
-    assert f"chown ubuntu:ubuntu {box}/runs {box}/datasets {box}/leases" in calls
+    assert f"chown ubuntu:ubuntu {box}/runs {box}/datasets {box}/leases {box}/sweeps" in calls
 
 
 def test_setup_writes_the_ready_marker_last(tmp_path):

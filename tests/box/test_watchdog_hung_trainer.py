@@ -162,3 +162,24 @@ def test_a_container_that_only_looks_like_a_preparation_is_not_one(box):
     box.add_trainer("x", running=True, created_at=T0 - 3600, name=f"glucose-prepare-{NAME}")
     box.write_preparation_heartbeat(NAME, step=1, updated_at=T0)
     assert box.explain(T0)["signals"]["preparations"] == []
+
+
+# --- fab sweep's driver ------------------------------------------------------------
+
+
+def test_a_sweep_whose_trials_make_progress_keeps_the_box_up(box):
+    # The driver's own container trains nothing: its trials' steps, added up, move.
+    box.add_sweep("sweep-1", running=True, created_at=T0 - 3600)
+    for minute in range(0, 3 * HUNG_LIMIT_MINUTES, 4):
+        box.write_sweep_status("sweep-1", step=10 * minute, updated_at=T0 + minute * MINUTE)
+        box.tick(T0 + minute * MINUTE)
+    assert box.calls("shutdown") == []
+    assert box.watchdog_state()["busy_reasons"] == ["sweep"]
+
+
+def test_a_sweep_whose_trials_stall_ends_in_a_stop_that_names_it(box):
+    box.add_sweep("sweep-1", running=True, created_at=T0 - 3600)
+    box.write_sweep_status("sweep-1", step=40, updated_at=T0)
+    assert box.ticks_until_stop(T0, minutes=HUNG_STOP_BOUND_MINUTES) is not None
+    assert box.watchdog_state()["hung_sweeps"] == ["sweep-1"]
+    assert "sweep sweep-1 hung (no trial moved for 10 min)" in box.stops()[-1]["summary"]

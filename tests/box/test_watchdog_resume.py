@@ -206,3 +206,28 @@ def test_uploads_that_keep_failing_keep_the_box_up_no_longer_than_an_idle_one(bo
     stopped = box.ticks_until_stop(T0, minutes=bound_minutes, between=storage_stays_down)
     assert stopped is not None
     assert _started(box) == [container]  # the upload was tried meanwhile
+
+
+def test_a_sweep_stopped_with_its_trials_checkpointed_starts_again(box):
+    container = box.add_sweep("sweep-1", running=False, created_at=T0 - 600, exit_code=PREEMPTED)
+    box.write_sweep_status("sweep-1", state="stopped", exit_code=PREEMPTED)
+    _resume(box)
+    assert _started(box) == [container]
+
+
+def test_a_sweep_stopped_by_the_user_stays_down(box):
+    box.add_sweep("sweep-1", running=False, created_at=T0 - 600, exit_code=PREEMPTED)
+    (box.box_root / "sweeps" / "sweep-1" / "STOPPED_BY_USER").touch()
+    assert "sweep sweep-1 stays down: stopped by the user" in _resume(box).stdout
+    assert _started(box) == []
+
+
+def test_a_run_and_a_sweep_killed_with_the_host_both_start_again(box):
+    run = box.add_trainer("run-1", running=False, created_at=T0 - 900, exit_code=137)
+    box.write_status("run-1", state="running")
+    sweep = box.add_sweep("run-1", running=False, created_at=T0 - 600, exit_code=137)
+    box.write_sweep_status("run-1", state="running")
+    box.reboot("boot-2", at=T0 - 60)
+    _resume(box)
+    # Same id, counted apart: each gets its own three starts.
+    assert _started(box) == [run, sweep]

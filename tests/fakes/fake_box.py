@@ -26,6 +26,7 @@ from tests.paths import BOX_DIR
 
 RUN_ID_LABEL = "glucose-training.run-id"
 PREPARE_LABEL = "glucose-training.prepare"
+SWEEP_LABEL = "glucose-training.sweep"
 FAKE_TOOLS = ("docker", "nvidia-smi", "shutdown", "aws", "systemctl")
 # Long before the tests' clocks (1.8e9): the box has been up all along.
 BOOT_TIME = 1_700_000_000.0
@@ -208,6 +209,20 @@ class FakeBox:
         return self._add_container(
             f"glucose-prepare-{name}", labels, running=running, created_at=created_at
         )
+
+    def add_sweep(self, sweep_id: str, *, created_at: float, **container) -> str:
+        """`fab sweep`'s driver container, its folder BOX_ROOT/sweeps/<id>."""
+        (self.box_root / "sweeps" / sweep_id).mkdir(parents=True, exist_ok=True)
+        labels = {SWEEP_LABEL: sweep_id}
+        return self._add_container(
+            f"glucose-sweep-{sweep_id}", labels, created_at=created_at, **container
+        )
+
+    def write_sweep_status(self, sweep_id: str, **fields) -> None:
+        """The driver's sweeps/<id>/status.json (a run's keys)."""
+        folder = self.box_root / "sweeps" / sweep_id
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "status.json").write_text(json.dumps({"state": "running", **fields}))
 
     def write_preparation_heartbeat(self, name: str, **fields) -> None:
         """prepare-vitaldb's datasets/<name>/.prepare/heartbeat.json."""

@@ -129,7 +129,7 @@ def test_security_group_admits_ssh_only_from_the_allowed_cidr(box):
             "protocol": "tcp",
             "fromPort": 22,
             "toPort": 22,
-            "cidrBlocks": ["203.0.113.7/32"],
+            "cidrBlocks": ["198.18.0.7/32"],
         }
     ]
     assert group.inputs["vpcId"] == box.one("aws:ec2/vpc:Vpc").id
@@ -420,7 +420,7 @@ def test_budget_mails_actual_50_80_100_and_forecast_100_percent(box):
     for notification in notifications:
         assert notification["thresholdType"] == "PERCENTAGE"
         assert notification["comparisonOperator"] == "GREATER_THAN"
-        assert notification["subscriberEmailAddresses"] == ["me@example.org", "lab@example.org"]
+        assert notification["subscriberEmailAddresses"] == ["me@lab.dev", "lab@lab.dev"]
 
 
 def test_budget_counts_only_what_carries_this_projects_stack_tag(box):
@@ -486,7 +486,7 @@ def test_two_boxes_reach_each_other_on_any_tcp_port_and_nothing_else_reaches_box
             "self": True,
         }
     ]
-    assert [rule["cidrBlocks"] for rule in ssh.inputs["ingress"]] == [["203.0.113.7/32"]]
+    assert [rule["cidrBlocks"] for rule in ssh.inputs["ingress"]] == [["198.18.0.7/32"]]
     box_0, box_1 = _by_name(spot_pair.of_type(INSTANCE))
     assert box_0.inputs["vpcSecurityGroupIds"] == [ssh.id, nodes.id]
     assert box_1.inputs["vpcSecurityGroupIds"] == [nodes.id]
@@ -593,12 +593,14 @@ def test_bad_config_fails_before_any_resource_exists(overrides):
     assert recorder.calls == []
 
 
-def test_example_stack_file_is_a_valid_aws_stack():
+def test_example_stack_file_with_its_change_lines_filled_is_a_valid_aws_stack():
     stack = yaml.safe_load((REPO / "Pulumi.aws-example.yaml").read_text())["config"]
     # Pulumi hands structured values to the program as JSON text and scalars as strings.
     settings = {
         key: value if isinstance(value, str) else json.dumps(value) for key, value in stack.items()
     }
+    for key in ("sshPublicKey", "sshAllowedCidr", "alertEmails"):
+        settings[f"glucose-training:{key}"] = GOOD_CONFIG[key]
     result = run_program(main_program(), aws_recorder(), settings)
     assert (result.exports["cloud"], result.exports["vmSize"]) == ("aws", "g6.xlarge")
     assert len(result.of_type(INSTANCE)) == 1

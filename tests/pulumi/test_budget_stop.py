@@ -58,8 +58,8 @@ def test_aws_budget_action_stops_every_box_at_100_percent_of_actual(aws_pair):
     assert sorted(ssm["instanceIds"]) == sorted(_sorted_ids(aws_pair, "aws:ec2/instance:Instance"))
     assert ssm["region"] == aws_program.REGION
     assert action["subscribers"] == [
-        {"address": "me@example.org", "subscriptionType": "EMAIL"},
-        {"address": "lab@example.org", "subscriptionType": "EMAIL"},
+        {"address": "me@lab.dev", "subscriptionType": "EMAIL"},
+        {"address": "lab@lab.dev", "subscriptionType": "EMAIL"},
     ]
 
 
@@ -184,7 +184,7 @@ def test_azure_a_failed_deallocate_mails_the_alert_list(azure_pair):
     [action] = alert["actions"]["actionGroups"]
     (mail,) = [g for g in azure_pair.of_type(ACTION_GROUP) if g.id == action["actionGroupId"]]
     addresses = [r["emailAddress"] for r in mail.inputs["emailReceivers"]]
-    assert addresses == ["ana@example.org", "ben@example.org"]  # the stack's alertEmails
+    assert addresses == ["ana@lab.dev", "ben@lab.dev"]  # the stack's alertEmails
     assert len(mail.inputs["groupShortName"]) <= 12
 
 

@@ -11,9 +11,9 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx1Y29zZS10cmFpbmluZy10ZXN0LWtleQ me
 GOOD = {
     "cloud": "azure",
     "sshPublicKey": KEY,
-    "sshAllowedCidr": "203.0.113.7/32",
+    "sshAllowedCidr": "198.18.0.7/32",
     "budgetAmount": "200",
-    "alertEmails": '["me@example.org"]',
+    "alertEmails": '["me@lab.dev"]',
 }
 
 
@@ -29,7 +29,7 @@ def test_minimal_config_gets_the_documented_defaults():
     assert (config.spot, config.node_count, config.keep_storage_on_destroy) == (False, 1, False)
     assert (config.auto_shutdown_time, config.auto_shutdown_time_zone) == ("23:00", "UTC")
     assert config.idle_shutdown_minutes == 30
-    assert config.alert_emails == ("me@example.org",)
+    assert config.alert_emails == ("me@lab.dev",)
     assert config.budget_amount == 200.0
 
 
@@ -48,8 +48,8 @@ def test_strings_as_pulumi_stores_them_are_parsed_to_types():
 
 
 def test_alert_emails_may_be_a_comma_separated_string():
-    config = validate({**GOOD, "alertEmails": "a@example.org, b@example.org"}, "eastus")
-    assert config.alert_emails == ("a@example.org", "b@example.org")
+    config = validate({**GOOD, "alertEmails": "a@lab.dev, b@lab.dev"}, "eastus")
+    assert config.alert_emails == ("a@lab.dev", "b@lab.dev")
 
 
 def test_vm_size_is_matched_case_insensitively_and_stored_canonically():
@@ -58,8 +58,8 @@ def test_vm_size_is_matched_case_insensitively_and_stored_canonically():
 
 
 def test_bare_address_becomes_a_host_cidr():
-    assert validate({**GOOD, "sshAllowedCidr": "203.0.113.7"}, "eastus").ssh_allowed_cidr == (
-        "203.0.113.7/32"
+    assert validate({**GOOD, "sshAllowedCidr": "198.18.0.7"}, "eastus").ssh_allowed_cidr == (
+        "198.18.0.7/32"
     )
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -50,6 +51,8 @@ STATE_KEYS = (
     "dataset_fingerprint",
 )
 STEP_FILE_GLOB = "step-*.pt"
+# How torch names what a weights-only load refused to unpickle.
+WEIGHTS_ONLY_REFUSAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
 DAMAGED_SUFFIX = ".damaged"
 
 
@@ -135,10 +138,21 @@ def load(path: Path, *, require_record: bool = False) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises a zoo of types for a truncated/foreign file
-        raise CheckpointError(f"{path}: not loadable ({type(error).__name__}: {error})") from None
+        raise CheckpointError(f"{path}: not loadable ({_load_failure(error)})") from None
     if (problem := _structure_problem(state)) is not None:
         raise CheckpointError(f"{path}: not a trainer checkpoint ({problem})")
     return state
+
+
+def _load_failure(error: Exception) -> str:
+    """torch.load's reason in one line, without its advice to load with
+    weights_only=False: that would let the file run code, which the trainer never does."""
+    text = str(error)
+    if "weights_only" in text or "Weights only" in text:
+        needs = WEIGHTS_ONLY_REFUSAL.search(text)
+        what = needs.group(1) if needs else "more than tensors and plain containers"
+        return f"it needs {what} to load, and the trainer loads weights only, never code"
+    return f"{type(error).__name__}: {(text.splitlines() or [''])[0]}"
 
 
 def _structure_problem(state: Any) -> str | None:
@@ -173,39 +187,60 @@ def link_atomic(source: Path, target: Path) -> None:
     fsync_dir(target.parent)
 
 
-def open_run_store(uri: str) -> ObjectStore:
-    """The store for `--checkpoint-uri`, or a one-line UserError."""
+def open_run_store(uri: str, flag: str = "--checkpoint-uri") -> ObjectStore:
+    """The store of a run's URI, or a one-line UserError naming `flag`."""
     try:
         return open_store(uri)
     except (InvalidStorageUri, StorageError, ImportError) as error:
-        raise UserError(f"--checkpoint-uri: {error}") from None
+        raise UserError(f"{flag}: {error}") from None
+
+
+# What `evaluate --checkpoint` takes, in the words of its errors.
+CHECKPOINT_FORMS = (
+    "a local .pt file (a run dir's checkpoints/best.pt), a run's URI (s3://BUCKET/PREFIX/"
+    "runs/ID, az://ACCOUNT/CONTAINER/PREFIX/runs/ID or file:///PATH/runs/ID: its BEST "
+    "checkpoint, else LATEST) or a checkpoint's URI (<run URI>/checkpoints/"
+    "step-NNNNNNNNN-epoch-NNNN.pt)"
+)
 
 
 def resolve_local(path_or_uri: str) -> Path:
-    """A checkpoint argument as a local path, fetching (and verifying) a remote one.
-
-    Remote forms: a run's URI (its BEST checkpoint, else LATEST) or
-    `<run URI>/checkpoints/<name>.pt`.
-    """
-    if path_or_uri.startswith("file://") and path_or_uri.endswith(".pt"):
-        return Path(path_or_uri[len("file://") :])
-    if "://" not in path_or_uri:
-        return Path(path_or_uri)
+    """A checkpoint argument (one of CHECKPOINT_FORMS) as a local path, fetching (and
+    verifying) a remote one."""
+    local = path_or_uri
+    if local.startswith("file://") and local.endswith(layout.CHECKPOINT_SUFFIX):
+        local = local[len("file://") :]
+    if "://" not in local:
+        if not Path(local).is_file():
+            raise UserError(
+                f"--checkpoint {path_or_uri}: no such file; expected {CHECKPOINT_FORMS}"
+            )
+        return Path(local)
     run_uri, name = path_or_uri.rstrip("/"), None
-    if run_uri.endswith(".pt"):
+    if run_uri.endswith(layout.CHECKPOINT_SUFFIX):
         run_uri, _, name = run_uri.rpartition("/" + layout.CHECKPOINTS_PREFIX)
-    store = open_run_store(run_uri)
+        if not run_uri or not layout.is_checkpoint_name(name):
+            raise UserError(
+                f"--checkpoint {path_or_uri} is none of the forms it takes: {CHECKPOINT_FORMS}"
+            )
+    store = open_run_store(run_uri, "--checkpoint")
+    try:
+        return _fetch(store, name, path_or_uri)
+    except StorageError as error:
+        raise UserError(f"--checkpoint {path_or_uri}: {error}") from None
+
+
+def _fetch(store: ObjectStore, name: str | None, path_or_uri: str) -> Path:
+    """Checkpoint `name` of a run's store (None: its BEST, else LATEST), verified."""
     name = (
         name
         or layout.read_pointer(store, layout.BEST_KEY)
         or layout.read_pointer(store, layout.LATEST_KEY)
     )
     if not name:
-        raise UserError(f"--checkpoint {path_or_uri}: no BEST or LATEST checkpoint there")
-    if not layout.is_checkpoint_name(name):
         raise UserError(
-            f"--checkpoint {path_or_uri}: {name!r} is not a checkpoint name "
-            "(step-NNNNNNNNN-epoch-NNNN.pt)"
+            f"--checkpoint {path_or_uri}: no BEST or LATEST checkpoint there; "
+            f"expected {CHECKPOINT_FORMS}"
         )
     # A directory of its own: runs share step names, so a shared cache could mix them.
     dest = Path(tempfile.mkdtemp(prefix="glucose-checkpoint-")) / name

@@ -61,6 +61,13 @@ RESUME_MUST_MATCH = (
     "train.seed",
     "train.batch_size",
     "optim.grad_accum",
+    # The optimizer's and schedule's own state come from the checkpoint: a new value
+    # would be recorded in config.json but not trained with.
+    "optim.lr",
+    "optim.weight_decay",
+    "optim.warmup_fraction",
+    "optim.min_lr_fraction",
+    "optim.grad_clip_norm",
     "data.val_fraction",
     "data.test_fraction",
 )

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.config import SynthConfig
+from trainer.config import SynthConfig, UserError
+from trainer.data.dataset import DATASET_FILES
 
 SAMPLE_RATE_HZ = 50.0
 GLUCOSE_MIN_MG_DL = 40.0
@@ -66,6 +67,12 @@ def _case_windows(rng: np.random.Generator, glucose: np.ndarray, window_length: 
 
 def synthesize(config: SynthConfig) -> Path:
     """Write windows.npy, glucose.npy, case_id.npy and meta.json to `config.out`."""
+    out = Path(config.out)
+    if not config.force and (found := [name for name in DATASET_FILES if (out / name).exists()]):
+        raise UserError(
+            f"--out {out} already holds a dataset ({', '.join(found)}); pass --force to "
+            "replace it, or another --out"
+        )
     rng = np.random.default_rng(config.seed)
     windows, glucose, case_ids = [], [], []
     for case in range(config.cases):
@@ -75,7 +82,6 @@ def synthesize(config: SynthConfig) -> Path:
         glucose.append(case_glucose)
         case_ids.append(np.full(config.windows_per_case, case, dtype=np.int32))
 
-    out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "windows.npy", np.concatenate(windows).astype(np.float32))
     np.save(out / "glucose.npy", np.concatenate(glucose).astype(np.float32))

@@ -46,7 +46,8 @@ def default_lr(global_batch: int) -> float:
 def settle(config: RunConfig, device: torch.device, saved: dict[str, Any] | None) -> RunConfig:
     """`config` with its global batch and learning rate set: the flag's, else the run's
     (`saved`: its checkpoint's config), else the default for `device`. A formulation
-    left to the trainer becomes the run's when it fits the device, else stays auto."""
+    left to the trainer becomes the run's when it fits the device, else stays auto; a
+    name left out is the run's."""
     tc, oc = config.train, config.optim
     saved_train = (saved or {}).get("train", {})
     batch = tc.batch_size or saved_train.get("batch_size")
@@ -56,7 +57,8 @@ def settle(config: RunConfig, device: torch.device, saved: dict[str, Any] | None
     fits = saved_formulation not in UNFIT_FORMULATIONS.get(device.type, ())
     if formulation == "auto" and fits:
         formulation = saved_formulation
-    train = dataclasses.replace(tc, batch_size=batch, formulation=formulation)
+    name = tc.name or saved_train.get("name", "")
+    train = dataclasses.replace(tc, batch_size=batch, formulation=formulation, name=name)
     return dataclasses.replace(config, train=train, optim=dataclasses.replace(oc, lr=lr))
 
 

@@ -61,18 +61,25 @@ def split_report(
     return regression_report(ref, pred, baseline_value=norm.label_median), ref, pred
 
 
-def evaluate_checkpoint(data_dir: Path, checkpoint_arg: str, split: str) -> dict[str, Any]:
-    """Metrics of a checkpoint on one split of a dataset, as a JSON-able dict."""
+def evaluate_checkpoint(
+    data_dir: Path, checkpoint_arg: str, split: str, *, other_data: bool = False
+) -> dict[str, Any]:
+    """Metrics of a checkpoint on one split of a dataset, as a JSON-able dict.
+    `other_data`: score it on a dataset other than the one it was trained on."""
     try:
         state = checkpoint_file.load(checkpoint_file.resolve_local(checkpoint_arg))
     except checkpoint_file.CheckpointError as error:
         raise UserError(f"--checkpoint: {error}") from None
     dataset = load_dataset(data_dir)
     if dataset.fingerprint != state["dataset_fingerprint"]:
-        print(
-            f"warning: {data_dir} is not the dataset this checkpoint was trained on",
-            file=sys.stderr,
-        )
+        # The split's case ids would pick whatever windows carry them here.
+        where = f"{data_dir} is not the dataset this checkpoint was trained on"
+        if not other_data:
+            raise UserError(
+                f"--data {where} (its {split} cases are ids of that one); pass the "
+                "training dataset, or --allow-other-data to score it here anyway"
+            )
+        print(f"warning: {where}", file=sys.stderr)
     splits = Splits(**state["splits"])
     cases = splits.cases(split)
     choice = choose_device("auto")

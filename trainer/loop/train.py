@@ -49,8 +49,8 @@ from trainer.loop.preemption import StopSignal
 from trainer.loop.rank_outputs import Heartbeat, QuietCheckpoints, QuietOutputs
 from trainer.loop.run_ending import RunEnding
 from trainer.model import FORMULATIONS, build_model, count_parameters
-from trainer.reports.progress import RunOutputs
-from trainer.reports.report import data_identity, write_report
+from trainer.reports.progress import RunOutputs, process_spans, read_metrics
+from trainer.reports.report import CONFIG_FILE, data_identity, write_report
 
 
 @dataclass
@@ -297,7 +297,7 @@ def train_epoch(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> s
         pos.step += 1
         if out.meter.due(pos.step):
             out.interval(
-                pos.epoch,
+                pos.epoch + 1,  # `pos.epoch` counts the epochs done
                 pos.step,
                 run.scheduler.get_last_lr()[0],
                 run.checkpoints.last_saved_at,
@@ -345,14 +345,20 @@ def _done(run: Run, pos: Position) -> bool:
 
 
 def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str, Any]:
-    """Best weights on val and test -> summary.json, report.md, plots; status finished."""
+    """Best weights on val and test -> summary.json, report.md, plots; status finished.
+    `wall_s`: this process's time; a resumed run's is the sum over its processes."""
     best_state = run.group.broadcast_state(run.checkpoints.load_best())
     run.model.load_state_dict(best_state["model"])
     val, _, _ = run.report(run.val_data)
-    test, test_ref, test_pred = run.report(run.pipeline(run.splits.test))
     tc = run.config.train
+    # A sweep's trial leaves the test split alone: the sweep evaluates it once, for the
+    # trial it chooses by validation MAE, so no trial is picked by its test score.
+    test, test_ref, test_pred = (
+        (None, None, None) if tc.skip_test else run.report(run.pipeline(run.splits.test))
+    )
     summary = {
         "run_id": run.config.train.run_id,
+        "name": tc.name,
         "best_epoch": int(best_state["epoch"]),
         "best_step": int(best_state["step"]),
         "steps": pos.step,
@@ -360,7 +366,7 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
         "parameters": count_parameters(run.model),
         "device": run.choice.description,
         "precision": run.choice.precision,
-        "wall_s": wall_s,
+        **_wall_time(run, wall_s),
         "data": data_identity(run.dataset),
         "world_size": tc.world_size,
         "per_rank_batch_size": tc.per_rank_batch_size,
@@ -383,9 +389,11 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
         eta_s=0,
         last_checkpoint_at=run.checkpoints.last_saved_at,
     )
+    scored = test or val
     run.say(
-        f"done: test MAE {test['mae']:.2f} mg/dL vs constant-median baseline "
-        f"{test['baseline']['mae']:.2f}; report in {run.run_dir / 'report.md'}"
+        f"done: {'test' if test else 'validation'} MAE {scored['mae']:.2f} mg/dL vs "
+        f"constant-median baseline {scored['baseline']['mae']:.2f}; report in "
+        f"{run.run_dir / 'report.md'}"
     )
     return summary
 
@@ -402,6 +410,7 @@ def train(config: RunConfig) -> int:
     info = RankInfo.from_env()
     config = config.with_world_size(info.world_size)  # the global batch must split
     run_dir = Path(config.train.run_dir)
+    _refuse_a_run_dir_under_a_file(run_dir)
     if info.world_size == 1:  # under DDP every rank must take part: a resume re-finishes
         pending = finish_pending(run_dir, config.checkpoint_uri)
         if pending is not None:  # finished before; its last uploads are done now (or not)
@@ -422,8 +431,27 @@ def train(config: RunConfig) -> int:
         return code
 
 
+def _wall_time(run: Run, this_process_s: float) -> dict[str, Any]:
+    """`wall_s`, summed over the run's processes, and `processes`: what each start took
+    (metrics.jsonl's start records; only rank 0 writes them)."""
+    processes = process_spans(read_metrics(run.run_dir), time.time()) if run.group.is_main else []
+    total_s = sum(span["wall_s"] for span in processes) if processes else this_process_s
+    return {"wall_s": total_s, "processes": processes}
+
+
+def _refuse_a_run_dir_under_a_file(run_dir: Path) -> None:
+    """A run dir at or under a regular file can never be made: a user error in one line
+    before anything is written (mkdir's NotADirectoryError is no exit code's)."""
+    existing = next((path for path in (run_dir, *run_dir.parents) if path.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise UserError(
+            f"--run-dir {run_dir}: {existing} is a file, not a directory; pass a directory "
+            "path (it is made if missing)"
+        )
+
+
 def _train(config: RunConfig, group: Group, ending: RunEnding) -> int:
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     run = Run(config, group)
     ending.checkpoints = run.checkpoints
     resumed = run.start()
@@ -433,9 +461,10 @@ def _train(config: RunConfig, group: Group, ending: RunEnding) -> int:
     # Only now: a refused resume must leave the run's own config.json as it was.
     if group.is_main:
         write_json_atomic(run.run_dir / "splits.json", run.splits.to_dict())
-        write_json_atomic(run.run_dir / "config.json", config.to_dict())
+        write_json_atomic(run.run_dir / CONFIG_FILE, config.to_dict())
     if resumed is not None:
-        run.say(f"resume: step {pos.step}, epoch {pos.epoch}, batch {pos.step_in_epoch}")
+        epoch = pos.epoch + 1  # the one in progress, as the step lines count it
+        run.say(f"resume: step {pos.step}, epoch {epoch}, batch {pos.step_in_epoch}")
 
     stop = StopSignal(watch_notices=group.info.local_rank == 0).install()  # one poller a box
     try:
@@ -449,6 +478,7 @@ def _train(config: RunConfig, group: Group, ending: RunEnding) -> int:
                 device=run.choice.device,
                 log_every_steps=config.train.log_every_steps,
                 uploads=run.checkpoints.uploads,
+                started_at=started_at,
             )
             if group.is_main
             else QuietOutputs(ending.heartbeat)

@@ -24,6 +24,8 @@ from trainer.reports.status import StatusWriter
 
 log = logging.getLogger(__name__)
 METRICS_FILE = "metrics.jsonl"
+# The record each process of a run writes first: a resumed run's time is their sum.
+START_RECORD = "start"
 
 
 def _eta_text(seconds: float | None) -> str:
@@ -54,7 +56,7 @@ class ProgressDisplay:
                 "train",
                 total=total_steps,
                 completed=start_step,
-                epoch=0,
+                epoch="-",
                 loss="-",
                 wps="-",
                 eta="?",
@@ -141,6 +143,22 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     return records
 
 
+def process_spans(records: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+    """Each process of a run (one `start` record each): when it started, from which
+    step, and the seconds it ran: to its last record the run kept (a resume drops those
+    past its checkpoint), `now` for the last one, this process."""
+    spans: list[dict[str, Any]] = []
+    for record in records:
+        if record["kind"] == START_RECORD:
+            spans.append({"started_at": record["time"], "from_step": record["step"]})
+            spans[-1]["wall_s"] = 0.0
+        elif spans and isinstance(record.get("time"), (int, float)):
+            spans[-1]["wall_s"] = record["time"] - spans[-1]["started_at"]
+    if spans:
+        spans[-1]["wall_s"] = now - spans[-1]["started_at"]
+    return spans
+
+
 def _record(line: str) -> dict[str, Any] | None:
     try:
         record = json.loads(line)
@@ -194,9 +212,12 @@ class RunOutputs:
         device: torch.device,
         log_every_steps: int,
         uploads: Callable[[], dict[str, Any] | None] | None = None,
+        started_at: float | None = None,
     ) -> None:
+        """`started_at`: when this process began the run (unix s; default: now)."""
         self.meter = IntervalMeter(device, step, total_steps, log_every_steps)
         self.log = MetricsLog(run_dir, resume_step=step if resumed else None)
+        self.log.record(START_RECORD, step, time=started_at or time.time())
         self.display = ProgressDisplay(total_steps, step)
         self.status = StatusWriter(run_dir, run_id, total_steps, uploads)
         self.status.write(step=step)
@@ -210,8 +231,9 @@ class RunOutputs:
         last_checkpoint_at: float | None,
         gpu_memory_gib: float | None = None,
     ) -> None:
-        """One log line: the only place the loop syncs with the device.
-        `gpu_memory_gib`: the most GPU memory the run's tensors took so far (None: CPU)."""
+        """One log line: the only place the loop syncs with the device. `epoch`: the one
+        in progress, counted from 1 as the validation lines count it. `gpu_memory_gib`:
+        the most GPU memory the run's tensors took so far (None: CPU)."""
         values = self.meter.flush(step)
         if not math.isfinite(values["loss"]):
             raise UserError(

@@ -3,6 +3,7 @@ train-median baseline, and plots/learning_curve.png and plots/clarke_grid.png.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from trainer.metrics import clarke_zones
 from trainer.reports.progress import read_metrics
 
 GRID_MAX_MG_DL = 400.0
+CONFIG_FILE = "config.json"  # the run's resolved settings, written at its start
 # Clarke error grid zone boundaries (reference x, prediction y), mg/dL, as Clarke 1987 draws them.
 CLARKE_LINES = (
     ((0, 175 / 3), (70, 70)),
@@ -168,34 +170,102 @@ def _metrics_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _test_section(test: dict[str, Any] | None) -> list[str]:
+    if test is None:
+        return [
+            "## Test cases: not evaluated",
+            "",
+            "This run is a sweep's trial (`--skip-test`): trials are compared on validation "
+            "MAE only, and the sweep evaluates the test split once, for the trial it chooses.",
+        ]
+    return [
+        f"## Test cases ({test['n']} windows, cases never seen in training)",
+        "",
+        *_metrics_table(test),
+    ]
+
+
+def _wall_time(summary: dict[str, Any]) -> str:
+    """How long the run took; a resumed one's processes each, after the sum."""
+    processes = summary.get("processes") or []
+    total = f"{summary['wall_s']:,.0f} s"
+    if len(processes) < 2:
+        return total
+    each = ", ".join(f"{span['wall_s']:,.0f}" for span in processes)
+    return f"{total} over {len(processes)} starts ({each} s)"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _settings_table(config: dict[str, Any], summary: dict[str, Any]) -> list[str]:
+    """The trainer flags the run trained with, as config.json resolved them."""
+    train, optim = config["train"], config["optim"]
+    batch = f"{train['batch_size']} ({train['per_rank_batch_size']} a rank x {train['world_size']})"
+    rows = (
+        ("--data", config["data"]["data_dir"]),
+        ("--model", config["model"]["arch"]),
+        ("--epochs", train["epochs"]),
+        ("--batch-size", batch),
+        ("--lr", optim["lr"]),
+        ("--grad-accum", optim["grad_accum"]),
+        ("--precision", f"{summary['precision']} (asked: {train['precision']})"),
+        ("--formulation", train["formulation"]),
+        ("--seed", train["seed"]),
+        ("--patience", train["patience"]),
+        ("--max-steps", train["max_steps"]),
+        ("--deterministic", train["deterministic"]),
+        ("--compile", train["compile"]),
+        ("--checkpoint-every", f"{config['checkpoint_every_seconds']:g} s"),
+        ("--checkpoint-every-steps", config["checkpoint_every_steps"]),
+        ("--checkpoint-uri", config["checkpoint_uri"]),
+    )
+    return ["| flag | value |", "|---|---|", *(f"| `{f}` | {_shown(v)} |" for f, v in rows)]
+
+
 def write_report(
-    run_dir: Path, summary: dict[str, Any], test_ref: np.ndarray, test_pred: np.ndarray
+    run_dir: Path,
+    summary: dict[str, Any],
+    test_ref: np.ndarray | None,
+    test_pred: np.ndarray | None,
 ) -> Path:
-    """Write plots/*.png and report.md into the run dir; return report.md's path."""
+    """Write plots/*.png and report.md into the run dir; return report.md's path. No
+    test predictions (a sweep's trial): no Clarke grid, and the report says why."""
     run_dir = Path(run_dir)
     plots = run_dir / "plots"
     plots.mkdir(exist_ok=True)
     plot_learning_curve(read_metrics(run_dir), plots / "learning_curve.png")
-    plot_clarke_grid(test_ref, test_pred, plots / "clarke_grid.png")
-    test, val = summary["test"], summary["val"]
+    if summary["test"] is not None:
+        plot_clarke_grid(test_ref, test_pred, plots / "clarke_grid.png")
+    config = json.loads((run_dir / CONFIG_FILE).read_text())
+    test, val, data = summary["test"], summary["val"], summary["data"]
+    cost = summary.get("cost_usd")
+    name = f" ({summary['name']})" if summary.get("name") else ""
     lines = [
-        f"# Run {summary['run_id']}",
+        f"# Run `{summary['run_id']}`: {config['model']['arch']} on {data['cases']} "
+        f"{data['source']} cases{name}",
         "",
         f"{summary['parameters']:,}-parameter model, {summary['steps']} optimizer steps over "
         f"{summary['epochs']} epochs on {summary['device']} ({summary['precision']}), "
-        f"{summary['wall_s']:.0f} s. Best epoch {summary['best_epoch']} (by validation MAE).",
+        f"{_wall_time(summary)}. Best epoch {summary['best_epoch']} (by validation MAE)."
+        + ("" if cost is None else f" Cost: ${cost:,.2f}."),
         "",
-        _data_line(summary["data"]),
+        _data_line(data),
         "",
-        f"## Test cases ({test['n']} windows, cases never seen in training)",
-        "",
-        *_metrics_table(test),
+        *_test_section(test),
         "",
         f"Validation ({val['n']} windows): MAE {val['mae']:.2f} mg/dL vs baseline "
         f"{val['baseline']['mae']:.2f}.",
         "",
         "![learning curve](plots/learning_curve.png)",
-        "![Clarke error grid](plots/clarke_grid.png)",
+        *(["![Clarke error grid](plots/clarke_grid.png)"] if test is not None else []),
+        "",
+        f"## Settings ({CONFIG_FILE})",
+        "",
+        *_settings_table(config, summary),
         "",
     ]
     path = run_dir / "report.md"

@@ -71,7 +71,20 @@ def test_upload_data_refuses_a_directory_that_is_no_dataset(s3_box, tmp_path):
     (tmp_path / "empty").mkdir()
     result = box.fab("upload-data", "--data", str(tmp_path / "empty"))
     assert result.returncode == 1
-    assert "has no windows.npy" in result.stderr
+    assert_one_line_error(result, "windows.npy: file is missing")
+
+
+def test_upload_data_checks_the_dataset_as_the_trainer_does_and_uploads_nothing(
+    local_box, tmp_path
+):
+    data = _dataset(tmp_path / "no-labels")
+    (data / "glucose.npy").unlink()
+    result = local_box.fab("upload-data", "--data", str(data))
+    assert result.returncode == 1
+    assert_one_line_error(
+        result, f"{data / 'glucose.npy'}: file is missing", "the trainer's check; nothing uploaded"
+    )
+    assert not (local_box.root.parent / "storage").exists()
 
 
 def test_box_side_fetch_verifies_and_caches(s3_box, moto_server, tmp_path, monkeypatch):

@@ -15,7 +15,9 @@ from ops.plan.pricing import HourlyPrice
 from ops.plan.throughput import MeasuredThroughput
 from stack import catalog, offerings
 from stack.catalog import VmSize
+from tests.ops.conftest import assert_one_line_error
 from tests.paths import REPO
+from trainer.config import DEFAULT_EPOCHS
 
 FAB = str(Path(sys.executable).with_name("fab"))
 
@@ -268,6 +270,9 @@ def test_fab_plan_footer_dates_which_regions_sell_which_size():
     ("args", "message"),
     [
         (["--epochs", "10"], "pass --windows N, --milestone M1|M2|M3 or --dataset NAME"),
+        (["--windows", "0"], "--windows is 0, expected a positive count"),
+        (["--windows", "-5"], "--windows is -5, expected a positive count"),
+        (["--milestone", "M1", "--epochs", "0"], "--epochs is 0, expected a positive count"),
         (["--milestone", "M9", "--epochs", "10"], "--milestone is 'M9'"),
         (["--windows", "5", "--epochs", "10", "--deadline", "soon"], "--deadline is 'soon'"),
         (["--windows", "5", "--epochs", "10", "--cloud", "gcp"], "--cloud is 'gcp'"),
@@ -276,8 +281,15 @@ def test_fab_plan_footer_dates_which_regions_sell_which_size():
 def test_fab_plan_user_errors_are_one_line_without_traceback(args, message):
     done = _fab("plan", *args)
     assert done.returncode == 1
-    assert message in done.stderr
-    assert "Traceback" not in done.stderr
+    assert_one_line_error(done, message)
+
+
+def test_fab_plan_without_epochs_costs_the_trainers_default_epochs():
+    done = _fab("plan", "--milestone", "M1", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["request"]["epochs"] == DEFAULT_EPOCHS
+    help_words = " ".join(_fab("--help", "plan").stdout.split())  # unwrapped
+    assert f"(default: the trainer's, {DEFAULT_EPOCHS})" in help_words
 
 
 @pytest.mark.parametrize(
@@ -365,3 +377,40 @@ def test_the_fitted_share_is_the_median_over_measured_gpus_newest_row_each():
     )
     fraction, gpus = throughput.fitted_peak_fraction(rows, 100)
     assert gpus == 3 and fraction == pytest.approx(0.20)
+
+
+# --- fab plan --sweep N: trials one GPU each -----------------------------------------
+
+# Four A10Gs on one box (the per-GPU measurement above: 10k windows/s).
+A10G_X4 = VmSize("test.a10g.x4", "aws", "A10G", 4, 96, 48, 192, 6.0, 2.0, "us-east-1",
+                 ("us-east-1",), gpu_link="PCIe 4.0")  # fmt: skip
+
+
+def _sweep_plan(trials: int):
+    request = plan.PlanRequest(windows=1_000_000, epochs=36, sweep_trials=trials)
+    return plan.make_plan(request, (*FIXED_CATALOG, A10G_X4), measured=MEASURED)
+
+
+def test_a_sweep_on_one_gpu_runs_its_trials_one_after_another():
+    # 8 trials x 1 h (36M window-passes at 10k/s), plus setup once.
+    assert _row(_sweep_plan(8), "Test_T4").hours == pytest.approx(8.0 + plan.SETUP_HOURS)
+
+
+def test_a_sweep_on_four_gpus_runs_four_trials_at_once_each_on_one_gpu():
+    row = _row(_sweep_plan(8), "test.a10g.x4")
+    assert row.hours == pytest.approx(2 * 1.0 + plan.SETUP_HOURS)
+    assert row.windows_per_s == pytest.approx(10_000)
+    assert row.on_demand_usd == pytest.approx(row.hours * 6.0)
+
+
+def test_a_sweeps_storage_keeps_every_trials_checkpoints():
+    one, eight = (plan.storage_egress_usd("aws", 1_000_000, 100, runs) for runs in (1, 8))
+    results_gb = 3 * 7_218_753 * 12 / 1e9 + 0.05
+    assert eight - one == pytest.approx(7 * results_gb * 0.023)
+
+
+def test_fab_plan_sweep_prices_the_trials_on_every_size_and_says_how():
+    done = _fab("plan", "--milestone", "M2", "--epochs", "20", "--sweep", "8")
+    assert done.returncode == 0, done.stderr
+    assert "a sweep of 8 trials, each 2,400,000 windows x 20 epochs" in done.stdout
+    assert "Two trials sharing one GPU is not assumed" in " ".join(done.stdout.split())

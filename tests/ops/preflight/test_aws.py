@@ -26,9 +26,9 @@ STACK = {
     "glucose-training:vmSize": "g5.xlarge",
     "glucose-training:nodeCount": 2,
     "glucose-training:sshPublicKey": KEY,
-    "glucose-training:sshAllowedCidr": "203.0.113.7/32",
+    "glucose-training:sshAllowedCidr": "198.18.0.7/32",
     "glucose-training:budgetAmount": 200,
-    "glucose-training:alertEmails": ["me@example.org"],
+    "glucose-training:alertEmails": ["me@lab.dev"],
 }
 
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 import pytest
+import yaml
 
 from ops.preflight import azure as preflight_azure
-from stack.arm import ArmClient
+from stack.arm import ARM_ENDPOINT_ENV, ArmClient
 from stack.config import validate
 from tests.fakes.arm import SUBSCRIPTION, FakeArm, sku, usage
+from tests.ops.conftest import FAB
+from tests.paths import REPO
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx1Y29zZS10cmFpbmluZy10ZXN0LWtleQ me@laptop"
 STACK = {
@@ -15,9 +22,9 @@ STACK = {
     "glucose-training:cloud": "azure",
     "glucose-training:vmSize": "Standard_NC24ads_A100_v4",
     "glucose-training:sshPublicKey": KEY,
-    "glucose-training:sshAllowedCidr": "203.0.113.7/32",
+    "glucose-training:sshAllowedCidr": "198.18.0.7/32",
     "glucose-training:budgetAmount": 200,
-    "glucose-training:alertEmails": ["me@example.org"],
+    "glucose-training:alertEmails": ["me@lab.dev"],
 }
 TOKEN = "deployer-token"
 
@@ -163,3 +170,48 @@ def test_a_token_arm_refuses_is_a_login_problem(arm):
 )
 def test_arm_permission_wildcards_match_as_azure_matches_them(action, permissions, granted):
     assert preflight_azure.allowed(action, permissions) is granted
+
+
+def _fab_preflight(stack_file: Path, home: Path) -> subprocess.CompletedProcess:
+    """`fab preflight` with nobody logged in to Azure (no AZURE_*, no az login, no
+    token cache) and the ARM endpoint on a port where nothing listens."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "ARM_"))}
+    env.update(HOME=str(home), AZURE_CONFIG_DIR=str(home / ".azure"))
+    env[ARM_ENDPOINT_ENV] = "http://127.0.0.1:9"
+    return subprocess.run(
+        [str(FAB), "preflight", "--config-file", str(stack_file)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_fab_preflight_of_the_example_stack_names_its_placeholders(tmp_path):
+    result = _fab_preflight(REPO / "Pulumi.azure-example.yaml", tmp_path)
+    assert result.returncode == 1
+    problems = [line for line in result.stderr.splitlines() if line.startswith("  ")]
+    assert [problem.split(": ")[1].split()[0] for problem in problems] == [
+        "sshPublicKey",
+        "sshAllowedCidr",
+        "alertEmails",
+    ]
+    assert result.stderr.strip().splitlines()[-1] == (
+        "3 problem(s): `pulumi up` of stack azure-example would fail"
+    )
+
+
+def test_fab_preflight_without_azure_credentials_is_one_finding_without_the_sdks_list(tmp_path):
+    stack = {**STACK, "glucose-training:alertEmails": ["me@lab.dev"]}
+    stack_file = tmp_path / "Pulumi.dev.yaml"
+    stack_file.write_text(yaml.safe_dump({"config": stack}))
+    result = _fab_preflight(stack_file, tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "  1. no Azure credentials (DefaultAzureCredential failed to retrieve a token from the "
+        "included credentials.); fix: run `az login` (or set AZURE_* for a service principal), "
+        "then retry",
+        "1 problem(s): `pulumi up` of stack dev would fail",
+    ]

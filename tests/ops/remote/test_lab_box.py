@@ -46,9 +46,7 @@ def test_lab_box_whose_docker_does_not_answer_fails_in_one_line(lab_box, sshd_fa
     assert time.monotonic() - started < FAILS_FAST_SECONDS
 
 
-def test_lab_box_that_does_not_answer_fails_at_once_naming_the_target_file(
-    lab_box, sshd_factory
-):
+def test_lab_box_that_does_not_answer_fails_at_once_naming_the_target_file(lab_box, sshd_factory):
     gone = sshd_factory()
     gone.stop()
     lab_box.write_target(sshPort=gone.port)

@@ -1,5 +1,6 @@
 """Talking to the box: trust on first use, refusals, waiting for a booting box."""
 
+import json
 import subprocess
 import threading
 import time
@@ -9,7 +10,7 @@ import pytest
 from invoke.exceptions import Exit
 
 from ops.remote.ssh import Box
-from ops.target.resolve import load_target_file
+from ops.target.resolve import from_outputs, load_target_file
 from tests.ops.conftest import assert_one_line_error
 
 
@@ -49,14 +50,17 @@ def test_wrong_ssh_key_is_refused_with_the_key_named(box_env):
     assert_one_line_error(result, "refused SSH key", str(wrong))
 
 
-def test_cloud_box_that_never_answers_is_reported_down(box_env, sshd_factory):
+def test_a_cloud_box_in_a_target_file_that_never_answers_is_reported_down(box_env, sshd_factory):
     gone = sshd_factory()
     gone.stop()
     box_env.write_target(cloud="aws", sshPort=gone.port)
     box_env.env["GLUCOSE_BOOT_WAIT_SECONDS"] = "2"
     started = time.monotonic()
     result = box_env.fab("status")
-    assert_one_line_error(result, "is down or not ready")
+    message = assert_one_line_error(
+        result, "is down or not ready", f"target file {box_env.target_file}", "after 2 s"
+    )
+    assert "pulumi" not in message
     assert time.monotonic() - started < 30
 
 
@@ -70,12 +74,12 @@ def test_connection_to_a_cloud_box_waits_for_the_ready_marker(box_env):
     assert time.monotonic() - started >= 2.0
 
 
-def test_cloud_box_without_ready_marker_gives_up_with_the_reason(box_env, monkeypatch):
-    box_env.write_target(cloud="aws")
+def test_a_stacks_box_without_ready_marker_gives_up_naming_cloud_init(box_env, monkeypatch):
     (box_env.root / "ready").unlink()
     monkeypatch.setenv("GLUCOSE_BOOT_WAIT_SECONDS", "1")
-    box = Box(load_target_file(box_env.target_file))
-    with pytest.raises(Exit, match="cloud-init still running"):
+    outputs = {**json.loads(box_env.target_file.read_text()), "cloud": "aws"}
+    box = Box(from_outputs(outputs, "stack test"))
+    with pytest.raises(Exit, match=r"cloud-init still running.*pulumi stack output hosts"):
         box.run("true")
 
 

@@ -108,3 +108,38 @@ def test_no_pulumi_cli_and_no_target_file_says_what_to_do(tmp_path):
         [str(FAB), "status"], cwd=REPO, env=env, capture_output=True, text=True, check=False
     )
     assert_one_line_error(result, "`pulumi` CLI is not installed", "GLUCOSE_TARGET")
+
+
+def _fab_status(target: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(FAB), "status", "--target", str(target)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+MINIMAL = {"hosts": ["h"], "sshUser": "u", "storageUri": "file:///s"}
+
+
+def test_a_misspelt_target_file_key_is_refused_with_the_key_it_resembles(tmp_path):
+    path = _write(tmp_path / "lab.json", {**MINIMAL, "sshKeyPaht": "~/.ssh/id_ed25519"})
+    result = _fab_status(path)
+    assert result.returncode == 1
+    assert_one_line_error(
+        result, f"target file {path}: unknown key 'sshKeyPaht'; did you mean sshKeyPath?"
+    )
+
+
+def test_a_target_file_may_hold_every_stack_output_fab_box_update_reads(tmp_path):
+    guard = {"idleShutdownMinutes": 45, "autoShutdownTime": "22:00", "amiId": "ami-0123abcd"}
+    assert load_target_file(_write(tmp_path / "t.json", {**MINIMAL, **guard})).hosts == ("h",)
+
+
+def test_a_target_file_cloud_must_be_one_fab_knows(tmp_path):
+    path = _write(tmp_path / "lab.json", {**MINIMAL, "cloud": "gcp"})
+    result = _fab_status(path)
+    assert result.returncode == 1
+    assert_one_line_error(result, "cloud 'gcp' is not one of azure, aws, local")

@@ -26,6 +26,7 @@ from tests.local_server import free_port
 from tests.ops.conftest import FAB, LocalBox, assert_one_line_error, make_local_box
 from tests.paths import REPO
 from trainer.data import manifest as dataset_manifest
+from trainer.reports.status import RunRecord
 
 pytestmark = pytest.mark.e2e
 
@@ -318,3 +319,76 @@ def test_prepare_data_on_the_box_publishes_a_dataset_fab_train_finds_cached(
                       "--image-name", box_has_trainer_image,
                       "--prepare-args", f"--source-url {open_data.url}")  # fmt: skip
     assert_one_line_error(nothing, "prepare-vitaldb on ", "no usable windows in 1 cases")
+
+
+# --- fab sweep: the box runs the queue, a stop and the resume unit bring it back ------
+
+SWEEP_ID = "e2e-sweep"
+SWEEP_TRIALS = (f"{SWEEP_ID}-t000", f"{SWEEP_ID}-t001")
+SWEEP_TRAINER_ARGS = "--model resnet18 --batch-size 16 --epochs 3 --log-every 1 " \
+    "--checkpoint-every-steps 2"  # fmt: skip
+
+
+def _box_program(box: LocalBox, box_engine, program: str, *args: str) -> str:
+    """A box program (box/), as its systemd unit runs it, on this box's root and engine."""
+    config = box.root.parent / "watchdog.json"
+    config.write_text(json.dumps({"cloud": "local", "idle_shutdown_minutes": 30,
+                                  "box_root": str(box.root)}))  # fmt: skip
+    env = {**os.environ, "GLUCOSE_WATCHDOG_CONFIG": str(config),
+           "DOCKER_HOST": box_engine.docker_host}  # fmt: skip
+    done = subprocess.run(
+        ["python3", str(REPO / "box" / program), *args],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _sweep_file(box: LocalBox, name: str) -> dict:
+    try:
+        return json.loads((box.root / "sweeps" / SWEEP_ID / name).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _trial_steps(box: LocalBox) -> list[int]:
+    return [RunRecord.read(box.root / "runs" / run_id).step or 0 for run_id in SWEEP_TRIALS]
+
+
+def _wait_until(check, what: str) -> None:
+    deadline = time.monotonic() + STATUS_WAIT_SECONDS
+    while not check():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(POLL_SECONDS)
+
+
+def test_a_sweep_runs_on_the_box_stops_mid_trial_and_the_resume_unit_finishes_it(
+    e2e_box, built, dataset, box_engine, tmp_path
+):
+    box = e2e_box
+    started = _fab_ok(box, "sweep", "--dataset", dataset, "--sweep", SWEEP_ID,
+                      "--param", "lr=0.001,0.003", "--concurrent", "2",
+                      "--trainer-args", SWEEP_TRAINER_ARGS, "--image-name", built)  # fmt: skip
+    assert started.stdout.strip().splitlines()[-1] == SWEEP_ID
+    # `fab` is gone from here on: the box alone runs the queue.
+    _wait_until(lambda: min(_trial_steps(box)) >= 2, "both trials stepped")
+    explained = json.loads(_box_program(box, box_engine, "watchdog.py", "--explain"))
+    assert "sweep" in explained["busy_reasons"]
+
+    # What an eviction or the nightly stop does to the container: SIGTERM, then waits.
+    name = f"glucose-sweep-{SWEEP_ID}"
+    box_engine.docker("stop", "--time", "120", name)
+    exit_code = box_engine.docker("inspect", "--format", "{{.State.ExitCode}}", name)
+    assert exit_code.stdout.strip() == "75"
+    assert _sweep_file(box, "status.json")["state"] == "stopped"
+
+    assert f"starting run {SWEEP_ID} again" in _box_program(box, box_engine, "resume.py")
+    _wait_until(lambda: _sweep_file(box, "status.json").get("state") == "finished", "finished")
+    for run_id in SWEEP_TRIALS:  # each trial went on from its own checkpoint
+        assert "resume: step" in (box.root / "runs" / run_id / "train.log").read_text()
+
+    ranked = _fab_ok(box, "runs", "--sweep", SWEEP_ID, "--local", str(tmp_path / "runs"),
+                     "--plot", str(tmp_path / "sweep.png")).stdout  # fmt: skip
+    chosen = _sweep_file(box, "result.json")["chosen"]
+    assert f"chosen: {chosen}" in ranked and "evaluated once" in ranked
+    assert (tmp_path / "sweep.png").is_file()

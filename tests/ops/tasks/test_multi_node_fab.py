@@ -95,9 +95,19 @@ def stack(tmp_path: Path, recording_tool) -> Stack:
     server = start_sshd(tmp_path / "sshd-box-0", _path(bins[0]))
     box_0: LocalBox = make_local_box(server, tmp_path)
     boxes = start_two_boxes(box_0, tmp_path, _path(bins[1]))
+    _store_dataset(box_0, "tiny")
     yield Stack(boxes, bins)
     boxes.box_1.stop()
     server.stop()
+
+
+def _store_dataset(box: LocalBox, name: str) -> None:
+    """What `fab train` looks for in storage first: the dataset's manifest (the boxes'
+    docker stand-ins fake its fetch)."""
+    storage = json.loads(box.target_file.read_text())["storageUri"].removeprefix("file://")
+    folder = Path(storage) / "datasets" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "manifest.json").write_text('{"files": {}}\n')
 
 
 def _ok(result) -> str:
@@ -226,6 +236,7 @@ def test_one_box_of_two_gpus_runs_torchrun_with_docker_s_own_network(tmp_path, r
     try:
         box = make_local_box(server, tmp_path)
         box.write_target(gpuCount=2)
+        _store_dataset(box, "tiny")
         _ok(box.fab("train", "--dataset", "tiny", "--run", "g2", "--image-name", "img:t"))
     finally:
         server.stop()

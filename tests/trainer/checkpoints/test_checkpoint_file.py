@@ -2,10 +2,12 @@ import logging
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from tests.trainer.conftest import tiny_state
+from trainer.__main__ import main
 from trainer.checkpoints import checkpoint_file
 from trainer.checkpoints.checkpoint_file import CheckpointError
 from trainer.checkpoints.manager import CheckpointConfig, CheckpointManager
@@ -188,6 +190,43 @@ def test_remote_checkpoint_argument_is_fetched_and_verified(tmp_path):
     assert checkpoint_file.load(checkpoint_file.resolve_local(run_uri))["step"] == 1  # BEST
     named = f"{run_uri}/checkpoints/step-000000002-epoch-0000.pt"
     assert checkpoint_file.load(checkpoint_file.resolve_local(named))["step"] == 2
+
+
+def _evaluate_error(tmp_path, checkpoint: str, capsys) -> str:
+    """`evaluate --checkpoint` refused before it reads --data: its one line of stderr."""
+    assert main(["evaluate", "--data", str(tmp_path), "--checkpoint", checkpoint]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.parametrize(
+    "checkpoint",
+    ["s3://nobucket/x.pt", "s3://b/runs/r1/checkpoints/best.pt", "az://a/c/last.pt"],
+)
+def test_a_checkpoint_uri_of_no_form_it_takes_is_one_line_naming_the_forms(
+    tmp_path, capsys, checkpoint
+):
+    err = _evaluate_error(tmp_path, checkpoint, capsys)
+    assert f"--checkpoint {checkpoint} is none of the forms it takes" in err
+    assert all(form in err for form in ("a local .pt file", "a run's URI", "step-NNNNNNNNN"))
+    assert "--checkpoint-uri" not in err
+
+
+def test_a_run_uri_without_checkpoints_is_one_line_naming_the_forms(tmp_path, capsys):
+    run_uri = f"file://{tmp_path}/store/runs/r1"
+    err = _evaluate_error(tmp_path, run_uri, capsys)
+    assert f"--checkpoint {run_uri}: no BEST or LATEST checkpoint there" in err
+    assert "a checkpoint's URI" in err
+
+
+def test_a_file_that_is_no_checkpoint_is_refused_without_torchs_weights_only_advice(
+    tmp_path, capsys
+):
+    torch.save({"model": np.arange(3)}, tmp_path / "foreign.pt")  # needs numpy to unpickle
+    err = _evaluate_error(tmp_path, str(tmp_path / "foreign.pt"), capsys)
+    assert "not loadable (it needs numpy" in err and "weights only, never code" in err
+    assert "weights_only=False" not in err and "`weights_only`" not in err
 
 
 def test_a_checkpoint_holds_no_rng_state_per_visible_gpu():

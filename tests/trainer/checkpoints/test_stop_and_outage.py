@@ -67,7 +67,7 @@ def test_sigterm_mid_epoch_uploads_exits_75_and_resumes(
     wait_for_step(run_dir, state["step"] + 1, again)
     again.send_signal(signal.SIGTERM)
     assert wait_for_exit(again, run_dir) == EXIT_STOPPED
-    assert f"resume: step {state['step']}, epoch 0" in output_of(run_dir)
+    assert f"resume: step {state['step']}, epoch 1" in output_of(run_dir)
 
 
 def test_aws_spot_notice_checkpoints_uploads_and_exits_75(

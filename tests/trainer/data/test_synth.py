@@ -2,6 +2,7 @@ import json
 
 import numpy as np
 
+from trainer.__main__ import main
 from trainer.config import SynthConfig
 from trainer.data.synth import synthesize
 
@@ -35,3 +36,24 @@ def test_meta_says_synth_and_counts_the_windows(tmp_path):
     meta = json.loads((synthesize(SynthConfig(tmp_path, 4, 25, 80)) / "meta.json").read_text())
     assert meta["source"] == "synth"
     assert meta["windows"] == 100 and meta["window_length"] == 80
+
+
+def _synth(out, *flags) -> int:
+    return main(["synth", "--out", str(out), "--cases", "3", "--windows-per-case", "2", *flags])
+
+
+def test_synth_over_an_existing_dataset_is_refused_naming_force(tmp_path, capsys):
+    assert _synth(tmp_path / "d", "--seed", "1") == 0
+    before = (tmp_path / "d" / "windows.npy").read_bytes()
+    capsys.readouterr()
+    assert _synth(tmp_path / "d", "--seed", "2") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "already holds a dataset" in err and "--force" in err
+    assert (tmp_path / "d" / "windows.npy").read_bytes() == before
+
+
+def test_synth_with_force_replaces_the_dataset(tmp_path):
+    assert _synth(tmp_path / "d", "--seed", "1") == 0
+    before = (tmp_path / "d" / "windows.npy").read_bytes()
+    assert _synth(tmp_path / "d", "--seed", "2", "--force") == 0
+    assert (tmp_path / "d" / "windows.npy").read_bytes() != before

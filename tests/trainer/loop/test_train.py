@@ -69,6 +69,32 @@ def test_resume_from_last_continues_the_step_count(tiny_data, tmp_path):
     assert steps == [1, 2, 3, 4, 5]
 
 
+def test_a_resumed_runs_time_is_the_sum_of_its_processes_each_kept(tiny_data, tmp_path):
+    run_dir = tmp_path / "run"
+    assert train(tiny_run_config(tiny_data, run_dir, max_steps=2)) == 0
+    assert train(tiny_run_config(tiny_data, run_dir, max_steps=5)) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    first, second = summary["processes"]
+    assert (first["from_step"], second["from_step"]) == (0, 2)
+    assert first["started_at"] < second["started_at"]
+    assert first["wall_s"] > 0 and second["wall_s"] > 0
+    assert summary["wall_s"] == pytest.approx(first["wall_s"] + second["wall_s"])
+
+
+def test_step_and_validation_records_count_epochs_alike_from_1(trained_run):
+    records = [
+        json.loads(line) for line in (trained_run / "metrics.jsonl").read_text().splitlines()
+    ]
+    done = 0  # epochs validated so far
+    for record in records:
+        if record["kind"] == "train":
+            assert record["epoch"] == done + 1, record
+        elif record["kind"] == "epoch":
+            done += 1
+            assert record["epoch"] == done, record
+    assert done == 2
+
+
 def test_interrupted_and_resumed_run_ends_with_identical_weights(tiny_data, tmp_path):
     straight, split = tmp_path / "straight", tmp_path / "split"
     assert train(tiny_run_config(tiny_data, straight, max_steps=6)) == 0
@@ -154,6 +180,17 @@ def test_bad_flag_error_names_the_flag_and_the_value_seen(tiny_data, tmp_path, c
     code = main(["train", "--data", str(tiny_data), "--run-dir", str(tmp_path), *flags])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and f"{flags[0]} {flags[1]}:" in err
+
+
+@pytest.mark.parametrize("run_dir", ["a-file/run", "a-file"])
+def test_a_run_dir_at_or_under_a_regular_file_is_one_line_and_exit_2(
+    tiny_data, tmp_path, capsys, run_dir
+):
+    (tmp_path / "a-file").write_text("not a directory")
+    code = main(["train", "--data", str(tiny_data), "--run-dir", str(tmp_path / run_dir)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert f"{tmp_path / 'a-file'} is a file, not a directory" in err
 
 
 def test_missing_data_dir_error_names_the_data_flag(tmp_path, capsys):

@@ -145,11 +145,25 @@ def _table(config: PrepareConfig, work: Workspace, name: str) -> Path:
         try:
             opendata.download(url, path)
         except opendata.DownloadError as error:
+            offline = " pass --labs FILE.csv (caseid,dt,name,result) to work offline, or"
             raise UserError(
-                f"cannot fetch the {name} table ({error}); check --source-url"
-                + (" or pass --labs FILE.csv" if name == "labs" else "")
+                f"cannot fetch the {name} table ({error});"
+                + (offline if name == "labs" else "")
+                + " check --source-url"
             ) from None
     return path
+
+
+def _lab_table(config: PrepareConfig, work: Workspace) -> Path:
+    """--labs, else the API's table: fetched for --vital-dir too, which says so."""
+    if config.labs is not None:
+        return config.labs
+    if not config.online:
+        url = opendata.table_url(config.source_url, "labs")
+        _say(
+            f"--vital-dir without --labs: the lab table comes from {url} (--labs FILE.csv: offline)"
+        )
+    return _table(config, work, "labs")
 
 
 def _local_cases(vital_dir: Path) -> list[int]:
@@ -309,7 +323,7 @@ def prepare_vitaldb(config: PrepareConfig) -> Outcome:
         return Outcome(meta["windows"], len(meta["cases"]), len(meta["cases_skipped"]), True)
     work = Workspace(out)
     _claim(work, request)
-    labs_path = config.labs or _table(config, work, "labs")
+    labs_path = _lab_table(config, work)
     labs = read_glucose_draws(labs_path)
     cases = _cases(config, work, labs)
     pending = [case for case in cases if not summary_path(work.shards, case).is_file()]

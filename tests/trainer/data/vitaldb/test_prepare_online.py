@@ -65,3 +65,24 @@ def test_an_unreachable_source_is_one_line_naming_the_table(tmp_path, capsys, mo
     assert prepare(tmp_path / "out", "--cases", "11", "--source-url", url) == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith("error: cannot fetch the labs table") and "--labs" in error
+
+
+def test_vital_dir_without_labs_says_the_lab_table_comes_from_the_network(
+    open_data, vital_dir, tmp_path, capsys
+):
+    cases = copy_cases(vital_dir, tmp_path / "vital", [11, 12])
+    assert prepare(tmp_path / "out", "--vital-dir", str(cases), "--source-url", open_data.url) == 0
+    said = capsys.readouterr().err
+    assert f"--vital-dir without --labs: the lab table comes from {open_data.url}/labs" in said
+    assert "--labs FILE.csv: offline" in said
+
+
+def test_vital_dir_without_labs_and_no_lab_table_to_fetch_is_one_line_naming_labs(
+    open_data, vital_dir, tmp_path, capsys
+):
+    cases = copy_cases(vital_dir, tmp_path / "vital", [11])
+    offline = f"{open_data.url}/nothing-here"  # answers 404: no retries to wait out
+    assert prepare(tmp_path / "out", "--vital-dir", str(cases), "--source-url", offline) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("error: cannot fetch the labs table")
+    assert "pass --labs FILE.csv (caseid,dt,name,result) to work offline" in error

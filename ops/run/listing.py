@@ -1,0 +1,138 @@
+"""`fab runs`: every run of the stack's storage and of the local `runs/`, in one table.
+
+Storage is read whether the boxes are up or not; the local folder is what `fab
+download` wrote, all that is left after `pulumi destroy`. A run in both is one row:
+the copy with fewer unreadable files, storage on a tie (it is the newer). The
+settings column shows only what differs between the rows shown, so a sweep's table
+reads as its swept values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from ops.run.records import RunRow, read_run, run_ids
+from stack import storage_layout
+
+RUNS_PREFIX = f"{storage_layout.RUNS_PREFIX}/"
+SECONDS_PER_HOUR = 3600
+
+
+@dataclass
+class Listing:
+    rows: list[RunRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What could not be read as a whole (storage down, no stack), one line each."""
+
+
+def _read_all(uri: str, prefix: str, where: str) -> list[RunRow]:
+    from trainer.storage import open_store
+
+    store = open_store(uri)
+    return [read_run(store, run_id, prefix, where) for run_id in run_ids(store, prefix)]
+
+
+def gather(storage_uri: str | None, local_dir: Path) -> Listing:
+    """Rows from storage (when a stack or target names one) and from `local_dir`,
+    newest first."""
+    listing, found = Listing(), {}
+    sources = [(f"file://{local_dir.resolve()}", "", "local")] if local_dir.is_dir() else []
+    if storage_uri:
+        sources.insert(0, (storage_uri, RUNS_PREFIX, "storage"))
+    for uri, prefix, where in sources:
+        try:
+            rows = _read_all(uri, prefix, where)
+        except Exception as error:  # one source down must not hide the other
+            listing.notes.append(f"{where} not read ({uri}): {type(error).__name__}: {error}")
+            continue
+        for row in rows:
+            found[row.run_id] = _merged(found.get(row.run_id), row)
+    listing.rows = sorted(found.values(), key=lambda r: (r.started_at or 0, r.run_id), reverse=True)
+    return listing
+
+
+def _merged(kept: RunRow | None, other: RunRow) -> RunRow:
+    if kept is None:
+        return other
+    better = other if len(other.problems) < len(kept.problems) else kept
+    return replace(better, where="storage+local")
+
+
+def select(
+    rows: Iterable[RunRow], dataset: str = "", state: str = "", sweep: str = ""
+) -> list[RunRow]:
+    """The rows that match every filter given (`state` matches its start: `failed`)."""
+    return [
+        row
+        for row in rows
+        if (not dataset or row.dataset == dataset)
+        and (not state or row.state.startswith(state))
+        and (not sweep or row.sweep == sweep)
+    ]
+
+
+def ranked(rows: Iterable[RunRow]) -> list[RunRow]:
+    """Best validation MAE first; runs without one last (they may still be training)."""
+    return sorted(rows, key=lambda r: (r.best_val_mae is None, r.best_val_mae or 0.0, r.run_id))
+
+
+def differing(rows: list[RunRow]) -> list[str]:
+    """The settings whose values are not the same in every row that has a config."""
+    configured = [row.settings for row in rows if row.settings]
+    keys = sorted({key for settings in configured for key in settings})
+    return [key for key in keys if len({repr(s.get(key)) for s in configured}) > 1]
+
+
+def short(key: str) -> str:
+    """`optim.weight_decay` -> `weight_decay`: the names are unique without the section."""
+    return key.rsplit(".", 1)[-1]
+
+
+def _value(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _hours(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / SECONDS_PER_HOUR:.2f} h"
+
+
+def _state(row: RunRow) -> str:
+    return f"{row.state}: {row.problems[0]}" if row.state == "torn" and row.problems else row.state
+
+
+def table(rows: list[RunRow], keys: list[str], *, rank: bool = False) -> Table:
+    """One line per run: with `rank`, a sweep's trials best first and one column per
+    swept setting; else newest first with the differing settings in one column."""
+    columns = ["#"] * rank + ["run", "name", "state", "dataset"]
+    columns += [short(k) for k in keys] if rank else ["settings"]
+    columns += ["epochs", "best val MAE", "wall", "$", "recoveries"]
+    grid = Table(show_edge=False, pad_edge=False)
+    for name in columns:
+        grid.add_column(name, overflow="fold", justify="right" if name in _NUMERIC else "left")
+    for place, row in enumerate(rows, start=1):
+        values = [_value(row.settings.get(k, "-")) for k in keys]
+        cells = [str(place)] * rank + [row.run_id, row.name or "-", _state(row)]
+        cells += [row.dataset or "-"]
+        pairs = zip(keys, values, strict=True)
+        cells += values if rank else [" ".join(f"{short(k)}={v}" for k, v in pairs)]
+        cells += [
+            _number(row.epochs, "d"),
+            _number(row.best_val_mae, ".2f"),
+            _hours(row.wall_s),
+            _number(row.cost_usd, ".2f"),
+            _number(row.recoveries, "d"),
+        ]
+        grid.add_row(*cells)
+    return grid
+
+
+_NUMERIC = {"#", "epochs", "best val MAE", "wall", "$", "recoveries"}

@@ -1,0 +1,208 @@
+"""Every run's record, read from a store: the stack's storage or the local `runs/`.
+
+A run's folder holds what the trainer mirrors (`summary.json`, `status.json`,
+`config.json`, `metrics.jsonl`) and `fab train`'s `launch.json`. Any of them may be
+missing (a run that just started), torn (a box killed mid-upload) or hostile (the
+bucket is written by the box): each file is read on its own, and what cannot be read
+becomes a problem on the run's row, never an exception. Only run ids that pass the
+box contract's name rule are listed, so a key cannot smuggle a path into a table.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from box import contract
+from trainer.reports.status import RunRecord
+from trainer.storage import ObjectNotFound, ObjectStore
+
+SUMMARY, CONFIG, METRICS = "summary.json", "config.json", "metrics.jsonl"
+# config.json keys that say where a run is or how often it reports, not how it trains.
+NOT_SETTINGS = frozenset(
+    {
+        "data.data_dir",
+        "train.run_dir",
+        "train.name",
+        "train.skip_test",
+        "train.log_every_steps",
+        "train.per_rank_batch_size",
+        "checkpoint_uri",
+        "checkpoint_every_seconds",
+        "checkpoint_every_steps",
+    }
+)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run as `fab runs` shows it; a value nobody recorded is None."""
+
+    run_id: str
+    where: str
+    """`storage`, `local` (a `fab download`ed copy), or `storage+local`."""
+    state: str
+    """status.json's state, `finished` from a summary alone, or `torn`."""
+    name: str = ""
+    dataset: str | None = None
+    sweep: str | None = None
+    """The sweep this run is a trial of (its launch.json says so)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """config.json flattened (`optim.lr`), where and how often left out (NOT_SETTINGS)."""
+    epochs: int | None = None
+    best_val_mae: float | None = None
+    wall_s: float | None = None
+    cost_usd: float | None = None
+    recoveries: int | None = None
+    started_at: float | None = None
+    problems: tuple[str, ...] = ()
+    """Files that are there but could not be read, each with why."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "problems": list(self.problems)}
+
+
+def run_ids(store: ObjectStore, prefix: str = "") -> list[str]:
+    """The run ids with a folder under `prefix` of the store (`runs/` in storage)."""
+    found = set()
+    for key in store.list(prefix):
+        run_id = key[len(prefix) :].split("/", 1)[0]
+        if contract.name_problem(run_id, "run") is None:
+            found.add(run_id)
+    return sorted(found)
+
+
+class _Files:
+    """One run's folder: each JSON file read once, what went wrong kept."""
+
+    def __init__(self, store: ObjectStore, folder: str) -> None:
+        self.store, self.folder, self.problems = store, folder, []
+
+    def text(self, name: str) -> str | None:
+        try:
+            return self.store.read_bytes(f"{self.folder}{name}").decode()
+        except ObjectNotFound:
+            return None
+        except Exception as error:  # an unreadable object is one run's problem
+            self.problems.append(f"{name}: {type(error).__name__}: {error}"[:200])
+            return None
+
+    def json(self, name: str) -> dict[str, Any] | None:
+        text = self.text(name)
+        if text is None:
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError:
+            self.problems.append(f"{name}: not JSON (torn?)")
+            return None
+        if not isinstance(value, dict):
+            self.problems.append(f"{name}: holds {type(value).__name__}, not an object")
+            return None
+        return value
+
+
+def read_run(store: ObjectStore, run_id: str, prefix: str = "", where: str = "storage") -> RunRow:
+    """The row of run `run_id` from its folder `<prefix><run_id>/` in the store."""
+    files = _Files(store, f"{prefix}{run_id}/")
+    summary = files.json(SUMMARY)
+    status_dict = files.json(contract.STATUS_FILE)
+    status = RunRecord.from_dict(status_dict)
+    config = files.json(CONFIG) or {}
+    launch = files.json(contract.LAUNCH_FILE) or {}
+    best = _number(summary, "val", "mae") if summary else _best_val_mae(files)
+    return RunRow(
+        run_id=run_id,
+        where=where,
+        state=_state(status, summary, status_dict, files.problems),
+        name=str(_first(summary, config.get("train"), key="name", kind=str) or ""),
+        dataset=_dataset(launch, config),
+        sweep=_first(launch, key="sweep", kind=str),
+        settings=_flatten(config),
+        epochs=_first(summary, key="epochs", kind=int) if summary else status.epoch,
+        best_val_mae=best,
+        wall_s=_wall_s(launch, status, summary),
+        cost_usd=_first(summary, status_dict, key="cost_usd", kind=float),
+        recoveries=_first(summary, status_dict, key="recoveries", kind=int),
+        started_at=_first(launch, key="started_at", kind=float) or status.updated_at,
+        problems=tuple(files.problems),
+    )
+
+
+def _state(
+    status: RunRecord, summary: dict | None, status_dict: dict | None, problems: list[str]
+) -> str:
+    if status.state == "failed" and status.exit_code is not None:
+        return f"failed (exit {status.exit_code})"
+    if status.state:
+        return status.state
+    if summary is not None:
+        return "finished"
+    if status_dict is None and not any(p.startswith(contract.STATUS_FILE) for p in problems):
+        problems.append(f"{contract.STATUS_FILE}: missing (no record of the run's progress)")
+    return "torn"
+
+
+def _best_val_mae(files: _Files) -> float | None:
+    """The best validation MAE of an unfinished run: its epoch records so far."""
+    text = files.text(METRICS)
+    maes = []
+    for line in (text or "").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a torn last line: the trainer drops it too
+        if isinstance(record, dict) and record.get("kind") == "epoch":
+            maes.append(_number(record, "val_mae"))
+    return min((mae for mae in maes if mae is not None), default=None)
+
+
+def _wall_s(launch: dict, status: RunRecord, summary: dict | None) -> float | None:
+    """From the first start to the last record (stops included), else the last
+    process's own time (a run started by hand has no launch record)."""
+    started = _number(launch, "started_at")
+    if started is not None and status.updated_at is not None:
+        return max(status.updated_at - started, 0.0)
+    return _number(summary, "wall_s") if summary else None
+
+
+def _dataset(launch: dict, config: dict) -> str | None:
+    named = launch.get("dataset")
+    if isinstance(named, str):
+        return named
+    data_dir = (config.get("data") or {}).get("data_dir")
+    return data_dir.rstrip("/").rsplit("/", 1)[-1] if isinstance(data_dir, str) else None
+
+
+def _flatten(config: dict, prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in config.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{dotted}."))
+        elif dotted not in NOT_SETTINGS and isinstance(value, (str, int, float, bool, type(None))):
+            flat[dotted] = value
+    return flat
+
+
+def _number(record: dict | None, *path: str) -> float | None:
+    value: Any = record
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return float(value) if _is(value, float) else None
+
+
+def _is(value: object, kind: type) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
+
+
+def _first(*records: dict | None, key: str, kind: type) -> Any:
+    """`key` of the first record that holds one of `kind` (a float may be an int)."""
+    for record in records:
+        value = record.get(key) if isinstance(record, dict) else None
+        if _is(value, kind):
+            return float(value) if kind is float else value
+    return None

@@ -1,0 +1,218 @@
+"""`fab runs` against moto's S3 and a local `runs/`: every run in one table, torn ones too.
+
+The bucket holds what boxes leave there (trainer mirrors, `fab train`'s launch.json, a
+sweep's folder), written with the same storage client; no box and no sshd: `fab runs`
+reads storage only, so it works with the boxes stopped and after `pulumi destroy`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from tests.ops.conftest import FAB
+from tests.paths import REPO
+from trainer.storage import open_store
+
+T0 = 1_790_000_000.0
+HOUR = 3600.0
+
+
+def _config(lr: float, dropout: float = 0.2, seed: int = 0) -> dict:
+    return {
+        "data": {"data_dir": "/workspace/datasets/synth", "val_fraction": 0.15},
+        "train": {"run_dir": "/workspace/runs/x", "epochs": 5, "seed": seed, "name": ""},
+        "model": {"arch": "resnet18", "dropout": dropout},
+        "optim": {"lr": lr, "weight_decay": 0.01},
+        "checkpoint_uri": "s3://somewhere",
+    }
+
+
+def _put(store, run_id: str, **files) -> None:
+    for name, content in files.items():
+        name = name.replace("_json", ".json").replace("_jsonl", ".jsonl")
+        body = content if isinstance(content, str) else json.dumps(content)
+        store.write_bytes(f"runs/{run_id}/{name}", body.encode())
+
+
+def _launch(started_at: float, dataset: str = "synth", **more) -> dict:
+    return {"started_at": started_at, "dataset": dataset, "hourly_price_usd": 1.5, **more}
+
+
+def _target(path, uri: str) -> None:
+    path.write_text(json.dumps({
+        "cloud": "local", "hosts": ["127.0.0.1"], "sshUser": "nobody", "sshPort": 22,
+        "sshKeyPath": str(path.parent / "no-key"), "storageUri": uri, "registry": "",
+        "imageRepository": "glucose-training", "vmSize": "local", "gpuCount": 0,
+        "hourlyPriceUsd": 1.5, "spot": False,
+    }))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def stack(moto_server, tmp_path_factory) -> dict:
+    """A target whose storage holds runs in several states; `fab runs` run against it once
+    as a table and once as JSON (the tests read those)."""
+    tmp = tmp_path_factory.mktemp("fab-runs")
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in moto_server.env.items():
+            patch.setenv(name, value)
+        uri = moto_server.create_bucket(prefix="stack")
+        _store_runs(open_store(uri))
+    _target(tmp / "target.json", uri)
+    found = {"target": tmp / "target.json", "local": tmp / "runs", "tmp": tmp,
+             "env": moto_server.env, "moto": moto_server}  # fmt: skip
+    table = _fab_runs(found)
+    assert table.returncode == 0, table.stderr
+    return {**found, "table": table.stdout, "listed": _json(found)}
+
+
+def _store_runs(store) -> None:
+    _put(store, "r-finished", launch_json=_launch(T0, name="baseline"),
+         config_json=_config(2e-3),
+         status_json={"state": "finished", "epoch": 5, "step": 50, "updated_at": T0 + 2 * HOUR},
+         summary_json={"name": "baseline", "epochs": 5, "val": {"mae": 12.34}, "wall_s": 7000,
+                       "cost_usd": 3.25, "recoveries": 1})  # fmt: skip
+    _put(store, "r-running", launch_json=_launch(T0 + 3 * HOUR), config_json=_config(4e-3),
+         status_json={"state": "running", "epoch": 2, "step": 20, "updated_at": T0 + 4 * HOUR},
+         metrics_jsonl='{"kind": "epoch", "step": 10, "epoch": 1, "val_mae": 20.5}\n'
+         '{"kind": "epoch", "step": 20, "epoch": 2, "val_mae": 15.25}\n{"kind": "tr')  # fmt: skip
+    _put(store, "r-failed", launch_json=_launch(T0 + 5 * HOUR, dataset="vitaldb-m1"),
+         config_json=_config(2e-3),
+         status_json={"state": "failed", "exit_code": 1, "updated_at": T0 + 5 * HOUR})  # fmt: skip
+    # Killed mid-upload: half a summary and no status at all.
+    _put(store, "r-torn", launch_json=_launch(T0 + 6 * HOUR), summary_json='{"epochs": 3, "va')
+    store.write_bytes("runs/not a run id/status.json", b'{"state": "finished"}')
+
+
+def _fab_runs(stack: dict, *args: str, target: bool = True, local=None):
+    env = {key: value for key, value in os.environ.items() if key != "GLUCOSE_TARGET"}
+    env.update(stack["env"], COLUMNS="250")
+    if target:
+        env["GLUCOSE_TARGET"] = str(stack["target"])
+    return subprocess.run(
+        [str(FAB), "runs", "--local", str(local or stack["local"]), *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def _json(stack: dict, *args: str, **where) -> dict:
+    done = _fab_runs(stack, "--json", *args, **where)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _by_id(listed: dict) -> dict:
+    return {row["run_id"]: row for row in listed["runs"]}
+
+
+def test_every_stored_run_is_one_line_newest_first(stack):
+    lines = [line for line in stack["table"].splitlines() if line.lstrip().startswith("r-")]
+    assert [line.split()[0] for line in lines] == ["r-torn", "r-failed", "r-running", "r-finished"]
+    finished = next(line for line in lines if line.startswith("r-finished"))
+    for shown in ("baseline", "finished", "synth", "12.34", "2.00 h", "3.25"):
+        assert shown in finished, finished
+
+
+def test_a_finished_run_shows_its_validation_mae_wall_time_dollars_and_recoveries(stack):
+    row = _by_id(stack["listed"])["r-finished"]
+    assert (row["name"], row["state"], row["dataset"], row["epochs"]) == (
+        "baseline", "finished", "synth", 5
+    )  # fmt: skip
+    assert (row["best_val_mae"], row["wall_s"], row["cost_usd"], row["recoveries"]) == (
+        12.34, 2 * HOUR, 3.25, 1
+    )  # fmt: skip
+
+
+def test_a_running_run_shows_its_best_epoch_so_far_and_no_dollars_yet(stack):
+    row = _by_id(stack["listed"])["r-running"]
+    assert (row["state"], row["epochs"], row["best_val_mae"]) == ("running", 2, 15.25)
+    assert row["cost_usd"] is None and row["recoveries"] is None
+    shown = next(line for line in stack["table"].splitlines() if line.startswith("r-running"))
+    assert [cell.strip() for cell in shown.split("│")][-2:] == ["-", "-"]
+
+
+def test_a_torn_run_shows_as_torn_naming_what_is_broken(stack):
+    row = _by_id(stack["listed"])["r-torn"]
+    assert row["state"] == "torn"
+    assert any("summary.json: not JSON" in problem for problem in row["problems"])
+    assert "torn: summary.json: not JSON" in stack["table"]
+
+
+def test_a_failed_run_shows_its_exit_code(stack):
+    assert _by_id(stack["listed"])["r-failed"]["state"] == "failed (exit 1)"
+
+
+def test_a_folder_that_is_no_run_id_is_not_listed(stack):
+    assert "not a run id" not in _by_id(stack["listed"])
+
+
+def test_the_settings_column_shows_only_what_differs_between_runs(stack):
+    assert stack["listed"]["differing"] == ["optim.lr"]
+    assert "lr=0.004" in stack["table"]
+
+
+def test_filters_by_state_and_by_dataset(stack):
+    assert list(_by_id(_json(stack, "--state", "failed"))) == ["r-failed"]
+    assert list(_by_id(_json(stack, "--dataset", "vitaldb-m1"))) == ["r-failed"]
+
+
+def _downloaded(local) -> None:
+    """What `fab download --run r-finished` left in `local`."""
+    (local / "r-finished").mkdir(parents=True)
+    (local / "r-finished" / "summary.json").write_text(json.dumps({"val": {"mae": 12.34}}))
+
+
+def test_after_pulumi_destroy_the_downloaded_runs_are_listed_with_a_note(stack, tmp_path):
+    _downloaded(tmp_path)
+    done = _fab_runs(stack, target=False, local=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "storage not read" in done.stderr
+    assert [line.split()[0] for line in done.stdout.splitlines() if "r-" in line] == ["r-finished"]
+
+
+def test_a_run_both_stored_and_downloaded_is_one_row(stack, tmp_path):
+    _downloaded(tmp_path)
+    rows = _json(stack, local=tmp_path)["runs"]
+    assert [row["where"] for row in rows if row["run_id"] == "r-finished"] == ["storage+local"]
+
+
+def test_a_sweep_ranks_its_trials_by_validation_mae_and_plots_them(stack, monkeypatch):
+    for name, value in stack["env"].items():
+        monkeypatch.setenv(name, value)
+    uri = stack["moto"].create_bucket(prefix="stack")  # a stack of its own: only the sweep
+    store, sweep = open_store(uri), "sweep-a"
+    _target(stack["tmp"] / "sweep-target.json", uri)
+    stack = {**stack, "target": stack["tmp"] / "sweep-target.json"}
+    for number, (lr, mae) in enumerate([(1e-3, 14.0), (3e-3, 11.0), (1e-2, None)]):
+        run_id = f"{sweep}-t{number:03d}"
+        summary = {"summary_json": {"epochs": 2, "val": {"mae": mae}, "test": None}} if mae else {}
+        _put(store, run_id, launch_json=_launch(T0 + number, sweep=sweep, trial=number),
+             config_json=_config(lr),
+             status_json={"state": "finished" if mae else "stopped", "updated_at": T0 + HOUR},
+             **summary)  # fmt: skip
+    store.write_bytes(
+        f"sweeps/{sweep}/trials.json",
+        json.dumps({"trials": [{"run_id": f"{sweep}-t002", "state": "pruned"}]}).encode(),
+    )
+    store.write_bytes(
+        f"sweeps/{sweep}/result.json",
+        json.dumps({"chosen": f"{sweep}-t001", "val_mae": 11.0,
+                    "test": {"mae": 13.5, "baseline": {"mae": 30.0}}}).encode(),
+    )  # fmt: skip
+    plot = stack["tmp"] / "sweep.png"
+    done = _fab_runs(stack, "--sweep", sweep, "--plot", str(plot))
+    assert done.returncode == 0, done.stderr
+    ranked = [
+        [cell.strip() for cell in line.split("│")]
+        for line in done.stdout.splitlines()
+        if f"{sweep}-t" in line and "│" in line
+    ]
+    assert [(cells[0], cells[1]) for cells in ranked] == [
+        ("1", f"{sweep}-t001"), ("2", f"{sweep}-t000"), ("3", f"{sweep}-t002")
+    ]  # fmt: skip
+    assert "pruned" in ranked[2]
+    assert "chosen: sweep-a-t001" in done.stdout and "evaluated once" in done.stdout
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

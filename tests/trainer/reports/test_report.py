@@ -1,0 +1,63 @@
+"""report.md: titled with the run, its time over every process, its settings and cost."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+
+from trainer.reports.progress import START_RECORD, process_spans
+from trainer.reports.report import write_report
+
+
+def _report(run_dir) -> list[str]:
+    return (run_dir / "report.md").read_text().splitlines()
+
+
+def test_the_report_is_titled_with_the_run_id_its_model_and_its_data(trained_run):
+    assert _report(trained_run)[0] == "# Run `tiny-run`: resnet18 on 5 synth cases"
+
+
+def test_the_report_lists_the_flags_the_run_trained_with(trained_run):
+    config = json.loads((trained_run / "config.json").read_text())
+    lines = _report(trained_run)
+    settings = lines[lines.index("## Settings (config.json)") :]
+    assert "| `--model` | resnet18 |" in settings
+    assert "| `--epochs` | 2 |" in settings
+    assert "| `--batch-size` | 32 (32 a rank x 1) |" in settings
+    assert f"| `--lr` | {config['optim']['lr']:g} |" in settings
+    assert "| `--checkpoint-uri` | none |" in settings
+
+
+def _rewritten(trained_run, tmp_path, **summary_changes) -> list[str]:
+    """report.md of a copy of the run, written again from its summary with changes."""
+    run_dir = shutil.copytree(trained_run, tmp_path / "run")
+    summary = {**json.loads((run_dir / "summary.json").read_text()), **summary_changes}
+    write_report(run_dir, summary, np.array([100.0, 150.0]), np.array([110.0, 140.0]))
+    return _report(run_dir)
+
+
+def test_a_resumed_runs_report_says_the_whole_time_and_each_starts(trained_run, tmp_path):
+    processes = [{"started_at": 0, "from_step": 0, "wall_s": 4.0},
+                 {"started_at": 90, "from_step": 3, "wall_s": 120.0}]  # fmt: skip
+    lines = _rewritten(trained_run, tmp_path, wall_s=124.0, processes=processes)
+    assert ", 124 s over 2 starts (4, 120 s)." in lines[2]
+
+
+def test_the_report_gives_the_cost_when_the_summary_has_it(trained_run, tmp_path):
+    assert " Cost: $" not in _report(trained_run)[2]
+    assert _rewritten(trained_run, tmp_path, cost_usd=3.456)[2].endswith(" Cost: $3.46.")
+
+
+def test_each_process_counts_from_its_start_to_its_last_kept_record():
+    records = [
+        {"kind": START_RECORD, "step": 0, "time": 100.0},
+        {"kind": "train", "step": 1, "time": 104.0},
+        {"kind": START_RECORD, "step": 1, "time": 500.0},  # a resume
+        {"kind": "train", "step": 2, "time": 530.0},
+    ]
+    assert process_spans(records, now=560.0) == [
+        {"started_at": 100.0, "from_step": 0, "wall_s": 4.0},
+        {"started_at": 500.0, "from_step": 1, "wall_s": 60.0},
+    ]

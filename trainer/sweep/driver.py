@@ -1,0 +1,265 @@
+"""`python -m trainer sweep --dir DIR`: the sweep's driver, in its own container on the box.
+
+Reads top to bottom: the spec -> the Optuna study (its journal in the sweep's folder is
+the queue) -> trials that were running when the sweep last stopped, started again
+(each resumes from its checkpoint) -> the loop: collect finished trials, report their
+epochs' validation MAE (and prune), start new ones while there is room -> choose,
+evaluate the test split once, report (`trainer.sweep.selection`).
+
+Stop and resume, as a trainer does: SIGTERM (`docker stop`, a nightly stop, an
+eviction) stops every running trial (each checkpoints and uploads, exit 75), leaves
+them running in the study, writes `stopped` and exits 75; the box's resume unit starts
+the container again and this picks up where it was. A trial that exits 75 on its own
+saw a spot notice: the box is going, so the sweep stops the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+from trainer.atomic_write import write_json_atomic
+from trainer.config import UserError
+from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
+from trainer.reports.status import RunRecord
+from trainer.sweep import selection
+from trainer.sweep.mirror import Mirror
+from trainer.sweep.space import Param, parse_params
+from trainer.sweep.spec import JOURNAL_FILE, STATUS_FILE, TRIALS_FILE, SweepSpec
+from trainer.sweep.trials import TrialPool, TrialProcess
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 5.0
+# Within docker's 120 s stop timeout (box contract), above the trainer's 100 s budget
+# to checkpoint and upload: the trials stop in parallel.
+STOP_WAIT_SECONDS = 110.0
+# This many failed trials and none finished: the flags or the data are wrong, not the
+# values; the sweep gives up instead of failing every trial of the queue.
+MAX_FAILED_TRIALS = 3
+# Median pruning: compare from the 2nd finished trial on, never before an epoch's end.
+PRUNE_STARTUP_TRIALS = 2
+PRUNE_WARMUP_EPOCHS = 1
+
+
+class StopRequested(Exception):
+    """SIGTERM while the chosen trial's test split is evaluated: that waits for the
+    next start (result.json is written only once it is done)."""
+
+
+def open_study(spec: SweepSpec, params: list[Param], sweep_dir: Path):
+    """The sweep's study, created or loaded from its journal."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # A grid is the study's queue, enqueued once when the study is made: Optuna's own
+    # GridSampler calls `study.stop()` when the grid is used up, which the ask-and-tell
+    # loop here cannot take (it raises outside `optimize`).
+    samplers = {
+        "grid": optuna.samplers.RandomSampler,
+        "random": optuna.samplers.RandomSampler,
+        "tpe": optuna.samplers.TPESampler,
+    }
+    pruner = (
+        optuna.pruners.MedianPruner(PRUNE_STARTUP_TRIALS, PRUNE_WARMUP_EPOCHS)
+        if spec.prune
+        else optuna.pruners.NopPruner()
+    )
+    study = optuna.create_study(
+        study_name=spec.sweep_id,
+        storage=JournalStorage(JournalFileBackend(str(sweep_dir / JOURNAL_FILE))),
+        sampler=samplers[spec.method](seed=spec.seed),
+        pruner=pruner,
+        direction="minimize",
+        load_if_exists=True,
+    )
+    if spec.method == "grid" and not study.get_trials(deepcopy=False):
+        for values in grid_points(params)[: spec.trials]:
+            study.enqueue_trial(values)
+    return study
+
+
+def grid_points(params: list[Param]) -> list[dict[str, Any]]:
+    """Every combination of the listed values, the last flag varying fastest."""
+    names = [param.name for param in params]
+    return [dict(zip(names, combo, strict=True)) for combo in product(*(p.values for p in params))]
+
+
+def distributions(params: list[Param]) -> dict[str, Any]:
+    from optuna.distributions import (
+        CategoricalDistribution,
+        FloatDistribution,
+        IntDistribution,
+    )
+
+    found = {}
+    for param in params:
+        if not param.is_range:
+            found[param.name] = CategoricalDistribution(list(param.values))
+        elif param.kind is int:
+            found[param.name] = IntDistribution(param.low, param.high, log=param.log)
+        else:
+            found[param.name] = FloatDistribution(param.low, param.high, log=param.log)
+    return found
+
+
+class Driver:
+    """One life of the sweep's container."""
+
+    def __init__(self, spec: SweepSpec, sweep_dir: Path) -> None:
+        self.spec, self.sweep_dir = spec, sweep_dir
+        self.params = parse_params(spec.params)
+        self.study = open_study(spec, self.params, sweep_dir)
+        self.space = distributions(self.params)
+        self.pool = TrialPool(spec)
+        self.asked: dict[int, Any] = {}  # number -> optuna Trial of each running trial
+        self.pruned: set[int] = set()
+        self.stop_reason = ""
+        self.finishing = False
+        self.wake = threading.Event()
+        self.mirror = Mirror(spec, sweep_dir)
+
+    def run(self) -> int:
+        for name in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(name, self._on_signal)
+        self.write_status("running")
+        self._resume_running()
+        while True:
+            self._collect()
+            if self.stop_reason:
+                return self._stop()
+            self._report_epochs()
+            self._fill()
+            if not self.pool.running and not self._more():
+                break
+            self.write_status("running")
+            self.mirror.sync()
+            self.wake.wait(POLL_SECONDS)
+        try:
+            self.finishing = True  # a stop now ends the test evaluation at once
+            code = selection.finish(self.spec, self.study, self.sweep_dir)
+        except StopRequested:
+            return self._stop()
+        self.write_status("finished" if code == EXIT_OK else "failed", code)
+        self.mirror.sync()
+        return code
+
+    def _on_signal(self, number: int, _frame: Any) -> None:
+        self.stop_reason = signal.Signals(number).name
+        self.wake.set()
+        if self.finishing:
+            raise StopRequested(self.stop_reason)
+
+    def _say(self, line: str) -> None:
+        print(f"sweep {self.spec.sweep_id}: {line}", flush=True)
+
+    def _resume_running(self) -> None:
+        import optuna
+
+        for frozen in self.study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
+            trial = optuna.trial.Trial(self.study, frozen._trial_id)
+            started = self._start(trial, frozen.params)
+            started.epochs_seen = max(frozen.intermediate_values, default=0)
+            self._say(f"trial {frozen.number} again ({started.run_id}: resumes by itself)")
+
+    def _start(self, trial: Any, values: dict[str, Any]) -> TrialProcess:
+        self.asked[trial.number] = trial
+        return self.pool.start(trial.number, values)
+
+    def _more(self) -> bool:
+        """Whether to ask the study for another trial."""
+        import optuna
+
+        states = optuna.trial.TrialState
+        trials = [t for t in self.study.get_trials(deepcopy=False) if t.state != states.WAITING]
+        failed = sum(t.state == states.FAIL for t in trials)
+        complete = any(t.state == states.COMPLETE for t in trials)
+        if failed >= MAX_FAILED_TRIALS and not complete:
+            return False
+        return len(trials) < self.spec.trials
+
+    def _fill(self) -> None:
+        while self.pool.has_room() and self._more() and not self.stop_reason:
+            trial = self.study.ask(self.space)
+            started = self._start(trial, trial.params)
+            self._say(f"trial {trial.number} started ({started.run_id}: {trial.params})")
+
+    def _collect(self) -> None:
+        import optuna
+
+        for trial, code in self.pool.finished():
+            asked = self.asked.pop(trial.number)
+            if code == EXIT_OK:
+                mae = selection.val_mae(trial.run_dir)
+                state = optuna.trial.TrialState.COMPLETE if mae is not None else None
+                self.study.tell(asked, mae, state=state or optuna.trial.TrialState.FAIL)
+                self._say(f"trial {trial.number} finished: validation MAE {mae}")
+            elif code == EXIT_STOPPED and trial.number in self.pruned:
+                self.study.tell(asked, state=optuna.trial.TrialState.PRUNED)
+                self._say(f"trial {trial.number} pruned (behind the median at its epoch)")
+            elif code == EXIT_STOPPED:
+                # Not asked to stop: a spot notice reached it. Stay in the study as
+                # running; the whole sweep stops and resumes with the box.
+                self.asked[trial.number] = asked
+                self.stop_reason = self.stop_reason or f"trial {trial.number} stopped by itself"
+            else:
+                self.study.tell(asked, state=optuna.trial.TrialState.FAIL)
+                self._say(f"trial {trial.number} failed (exit {code}): {trial.last_line()}")
+
+    def _report_epochs(self) -> None:
+        for trial in self.pool.running.values():
+            asked = self.asked[trial.number]
+            for epoch, mae in trial.new_epochs():
+                asked.report(mae, epoch)
+            if not trial.stopping and self.spec.prune and asked.should_prune():
+                self.pruned.add(trial.number)
+                trial.stop()
+
+    def _stop(self) -> int:
+        self._say(f"stopping ({self.stop_reason}): the running trials checkpoint")
+        for trial, code in self.pool.stop_all(STOP_WAIT_SECONDS):
+            if code not in (EXIT_OK, EXIT_STOPPED):
+                self._say(f"trial {trial.number} ended with exit {code} while stopping")
+        self.write_status("stopped", EXIT_STOPPED)
+        self.mirror.sync()
+        self._say("stopped; starting the sweep's container again resumes it")
+        return EXIT_STOPPED
+
+    def write_status(self, state: str, exit_code: int | None = None) -> None:
+        """status.json, read by the box as a run's (`step` moves while any trial trains),
+        and trials.json."""
+        trials = selection.trial_rows(self.spec, self.study, self.pruned)
+        steps = sum(
+            RunRecord.read(Path(self.spec.runs_dir) / row["run_id"]).step or 0 for row in trials
+        )
+        counts: dict[str, int] = {}
+        for row in trials:
+            counts[row["state"]] = counts.get(row["state"], 0) + 1
+        write_json_atomic(self.sweep_dir / TRIALS_FILE, {"trials": trials})
+        write_json_atomic(
+            self.sweep_dir / STATUS_FILE,
+            {
+                "sweep_id": self.spec.sweep_id,
+                "state": state,
+                "step": steps,
+                "updated_at": time.time(),
+                "exit_code": exit_code,
+                "trials": {"of": self.spec.trials, **counts},
+            },
+        )
+
+
+def run_sweep(sweep_dir: Path) -> int:
+    """The sweep in `sweep_dir` to its end (0), its stop (75) or its failure (1)."""
+    sweep_dir = Path(sweep_dir)
+    spec = SweepSpec.read(sweep_dir)
+    if not Path(spec.data_dir).is_dir():
+        raise UserError(f"{spec.data_dir}: the sweep's dataset is not there; see `fab sweep`")
+    return Driver(spec, sweep_dir).run()
