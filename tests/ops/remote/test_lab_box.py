@@ -64,3 +64,9 @@ def test_status_of_a_lab_box_says_it_has_no_guard_rails(lab_box):
     assert result.returncode == 0, result.stderr
     assert "guard rails: none on this lab box" in result.stderr
     assert "fab train --run ID" in result.stderr
+
+
+def test_lab_box_whose_box_root_cannot_be_made_names_boxroot(lab_box):
+    lab_box.write_target(boxRoot="/dev/null/glucose")
+    message = assert_one_line_error(lab_box.fab("status"), "cannot make /dev/null/glucose")
+    assert "set boxRoot in the target file" in message

@@ -6,6 +6,7 @@ import os
 import pytest
 from invoke.exceptions import Exit
 
+from box import contract
 from ops.remote.boxes import box_for, nodes
 from ops.remote.this_machine import ThisMachine
 from ops.target.resolve import load_target_file
@@ -31,7 +32,7 @@ def test_the_local_target_is_one_box_this_machine(here):
 
 def test_box_root_and_file_storage_are_made_on_first_use(here, tmp_path):
     box_for(here)
-    assert {p.name for p in (tmp_path / "box").iterdir()} == {"runs", "datasets", "leases"}
+    assert {p.name for p in (tmp_path / "box").iterdir()} == set(contract.USER_DIRS)
     assert (tmp_path / "store").is_dir()
 
 
