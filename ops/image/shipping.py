@@ -130,6 +130,11 @@ def ship_image(box: Box, local_name: str, remote_name: str | None) -> str:
 
 def push_image(target: Target, name: str) -> str:
     """Tag `name` for the target's registry and push it; returns the remote name."""
+    if not target.registry and target.this_machine:
+        raise Exit(
+            f"{target.source} is this machine: its engine runs the image it built, no push "
+            "needed; `fab train` uses it as it is"
+        )
     if not target.registry:
         raise Exit(
             f"{target.source} has no registry; `fab train` ships the image over SSH "

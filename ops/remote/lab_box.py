@@ -26,7 +26,7 @@ def require_ready(connection: Connection, box) -> None:
     box root's folders are (or can be made) the user's; `box` is an `ops.remote.ssh.Box`."""
     result = connection.run(DOCKER_INFO, hide=True, warn=True, in_stream=False)
     if result.exited != 0:
-        said = _last_line(result.stderr + result.stdout, result.exited)
+        said = last_line(result.stderr + result.stdout, result.exited)
         raise Exit(
             f"box {box.address} ({box.target.source}) answers SSH but not `docker info` "
             f"({said}); install Docker there and let {box.target.ssh_user} use it "
@@ -40,7 +40,7 @@ def require_ready(connection: Connection, box) -> None:
         in_stream=False,
     )
     if made.exited != 0:
-        said = _last_line(made.stderr + made.stdout, made.exited)
+        said = last_line(made.stderr + made.stdout, made.exited)
         raise Exit(
             f"box {box.address} ({box.target.source}): {box.target.ssh_user} cannot make "
             f"{box.root}'s folders ({said}); set boxRoot in the target file to a directory "
@@ -57,5 +57,6 @@ def not_answering(box, why: str) -> str:
     )
 
 
-def _last_line(output: str, exit_code: int) -> str:
+def last_line(output: str, exit_code: int) -> str:
+    """What a failed command said last: the line a one-line error quotes."""
     return (output.strip().splitlines() or [f"exit {exit_code}"])[-1]

@@ -195,7 +195,13 @@ def status(c, run="", target="", stack=""):
 def hold(c, duration, target="", stack=""):
     """Keep the box up without an SSH terminal: `fab hold 2h` (every box of the stack)."""
     minutes = box_lease.parse_minutes(duration)
-    for box in _boxes(target, stack):
+    boxes = _boxes(target, stack)
+    if boxes[0].target.this_machine:
+        raise Exit(
+            f"{boxes[0].target.source} is this machine: no idle watchdog stops it, so there "
+            "is nothing to hold it up against; no hold needed"
+        )
+    for box in boxes:
         if minutes == 0:
             box_lease.release(box, contract.HOLD_LEASE)
             print(f"hold on {box.address} ended; the idle watchdog counts from its next look")

@@ -92,11 +92,14 @@ def download(c, run="", to="", offline=False, target="", stack=""):
         raise Exit("--offline needs --run ID (the box cannot be asked for the newest run)")
     run = names.checked_name(run, "--run")
     directory = Path(to or f"runs/{run}")
-    report = storage_sync.download_run(
-        storage_layout.run_uri(where.storage_uri, run), directory, box_hashes
-    )
+    run_uri = storage_layout.run_uri(where.storage_uri, run)
+    report = storage_sync.download_run(run_uri, directory, box_hashes)
     print(download_verdict.summary(report))
-    safe, advice = download_verdict.destroy_advice(report, box_state, box_dir, run, offline)
+    # No stack holds this machine's store: what goes is the run's folder, by hand.
+    deletion = f"delete {run_uri}" if where.this_machine else download_verdict.PULUMI_DESTROY
+    safe, advice = download_verdict.destroy_advice(
+        report, box_state, box_dir, run, offline, deletion
+    )
     if not safe:
         raise Exit(advice, code=download_verdict.NOT_SAFE_EXIT_CODE)
     console.print(advice)

@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 from invoke.exceptions import Exit
@@ -10,16 +12,29 @@ from box import contract
 from ops.remote.boxes import box_for, nodes
 from ops.remote.this_machine import ThisMachine
 from ops.target.resolve import load_target_file
+from tests.ops.conftest import FAB, assert_one_line_error
+from tests.paths import REPO
+
+
+def _target_file(directory: Path, **keys) -> Path:
+    path = directory / "here.json"
+    outputs = {"boxRoot": str(directory / "box"), "storageUri": f"file://{directory / 'store'}"}
+    path.write_text(json.dumps({**outputs, **keys}))
+    return path
 
 
 @pytest.fixture
-def here(tmp_path, monkeypatch):
+def here(docker_engine, tmp_path, monkeypatch):
     """This machine as a target, its box root and storage in a temp dir; no known_hosts."""
     monkeypatch.setenv("GLUCOSE_KNOWN_HOSTS", str(tmp_path / "known_hosts"))
-    path = tmp_path / "here.json"
-    outputs = {"boxRoot": str(tmp_path / "box"), "storageUri": f"file://{tmp_path / 'store'}"}
-    path.write_text(json.dumps(outputs))
-    return load_target_file(path)
+    return load_target_file(_target_file(tmp_path))
+
+
+def _fab(target_file: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "GLUCOSE_TARGET": str(target_file), **env}
+    return subprocess.run(
+        [str(FAB), *args], cwd=REPO, env=environment, capture_output=True, text=True, check=False
+    )
 
 
 def test_the_local_target_is_one_box_this_machine(here):
@@ -66,3 +81,29 @@ def test_files_are_read_here_and_a_missing_one_is_none(here, tmp_path):
     assert box.read_text(f"{here.box_root}/runs/missing.json") is None
     assert box.location(f"{here.box_root}/runs") == f"{here.box_root}/runs"
     assert not box.dropped
+
+
+def test_an_engine_that_does_not_answer_is_one_line_at_the_first_command(tmp_path):
+    result = _fab(_target_file(tmp_path), "status", DOCKER_HOST="unix:///nonexistent.sock")
+    message = assert_one_line_error(result, "this machine's Docker engine does not answer")
+    assert "the docker group" in message
+
+
+def test_a_box_root_that_cannot_be_made_names_the_keys_to_set(tmp_path):
+    result = _fab(_target_file(tmp_path, boxRoot="/dev/null/box"), "status")
+    assert_one_line_error(result, "cannot make /dev/null/box/runs", "set boxRoot and storageUri")
+
+
+def test_fab_ssh_says_there_is_no_box_to_ssh_to(here, tmp_path):
+    result = _fab(tmp_path / "here.json", "ssh")
+    assert_one_line_error(result, "is this machine: no box to SSH to", f"{here.box_root}/runs")
+
+
+def test_fab_hold_says_no_watchdog_stops_this_machine(here, tmp_path):
+    result = _fab(tmp_path / "here.json", "hold", "2h")
+    assert_one_line_error(result, "no idle watchdog stops it", "no hold needed")
+
+
+def test_fab_push_says_this_machine_runs_the_image_it_built(here, tmp_path, tiny_image):
+    result = _fab(tmp_path / "here.json", "push", "--image-name", tiny_image)
+    assert_one_line_error(result, "is this machine: its engine runs the image it built")
