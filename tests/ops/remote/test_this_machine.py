@@ -107,3 +107,8 @@ def test_fab_hold_says_no_watchdog_stops_this_machine(here, tmp_path):
 def test_fab_push_says_this_machine_runs_the_image_it_built(here, tmp_path, tiny_image):
     result = _fab(tmp_path / "here.json", "push", "--image-name", tiny_image)
     assert_one_line_error(result, "is this machine: its engine runs the image it built")
+
+
+def test_fab_box_update_says_no_box_programs_belong_here(here, tmp_path):
+    result = _fab(tmp_path / "here.json", "box-update")
+    assert_one_line_error(result, "is this machine: box programs are for boxes `pulumi up` made")
