@@ -27,6 +27,7 @@ from pathlib import Path
 
 import paramiko
 from fabric import Connection
+from invoke import Context, Result
 from invoke.exceptions import Exit
 from rich.console import Console
 
@@ -293,7 +294,9 @@ def _wrong_key_message(box: Box) -> str:
     )
 
 
-def run_command(runner, box, command: str, *, check: bool, stdin: str | None, **kwargs):
+def run_command(
+    runner: Connection | Context, box, command: str, *, check: bool, stdin: str | None, **kwargs
+) -> Result:
     """`runner.run(command)` (a Fabric Connection, or an invoke Context on this machine)
     as every box runs commands: output hidden unless `hide=False`, `stdin` fed as text,
     never the terminal's; one-line errors when `check`."""

@@ -33,7 +33,7 @@ SSH_KEYS = ("sshUser", "sshPort", "sshKeyPath", "privateHosts")
 
 def is_this_machine(outputs: dict[str, Any]) -> bool:
     """Target-file keys that name no box and no cloud: this machine."""
-    return not outputs.get("hosts") and outputs.get("cloud", LOCAL) == LOCAL
+    return not outputs.get("hosts") and (outputs.get("cloud") or LOCAL) == LOCAL
 
 
 def this_machine_outputs(given: dict[str, Any], source: str = SOURCE) -> dict[str, Any]:
