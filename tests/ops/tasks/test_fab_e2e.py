@@ -251,7 +251,10 @@ def test_wrong_ssh_key_is_refused_clearly(e2e_box, dataset, tmp_path):
     wrong = tmp_path / "wrong"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong)], check=True)
     box = make_local_box(e2e_box.server, tmp_path)
-    box.write_target(sshKeyPath=str(wrong))
+    # The dataset is looked up in storage before the box is asked: it must be there.
+    box.write_target(**{**json.loads(e2e_box.target_file.read_text()), "sshKeyPath": str(wrong),
+                        "boxRoot": str(box.root)})  # fmt: skip
+    box.env.update(e2e_box.env)
     assert_one_line_error(box.fab("train", "--dataset", dataset), "refused SSH key", str(wrong))
 
 
