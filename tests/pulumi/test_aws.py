@@ -578,7 +578,7 @@ BAD_CONFIGS = {
     "private key": {"sshPublicKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nabc"},
     "typo key": {"idleShutdownMinute": "30"},
     "more alert addresses than a budget takes": {
-        "alertEmails": json.dumps([f"a{n}@example.org" for n in range(12)])
+        "alertEmails": json.dumps([f"a{n}@lab.dev" for n in range(12)])
     },
     "a system file for a time zone": {"autoShutdownTimeZone": "posix/Europe/Berlin"},
 }

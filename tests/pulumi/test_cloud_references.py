@@ -98,7 +98,7 @@ def test_aws_alert_address_limit_is_the_budgets_subscriber_limit():
 def test_config_refuses_one_alert_address_more_than_the_aws_budget_takes():
     budgets = botocore.session.get_session().get_service_model("budgets")
     most = budgets.operation_model("CreateNotification").input_shape.members["Subscribers"]
-    emails = [f"a{n}@example.org" for n in range(most.metadata["max"] + 1)]
+    emails = [f"a{n}@lab.dev" for n in range(most.metadata["max"] + 1)]
     raw = {**aws_program.GOOD_CONFIG, "alertEmails": json.dumps(emails)}
     with pytest.raises(ConfigError, match="alertEmails: got 12 addresses"):
         validate(raw, aws_program.REGION)

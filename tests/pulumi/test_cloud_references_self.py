@@ -56,7 +56,7 @@ def _rename(name: str) -> Callable[[Recorded], None]:
 
 
 def _emails(count: int) -> list[str]:
-    return [f"a{n}@example.org" for n in range(count)]
+    return [f"a{n}@lab.dev" for n in range(count)]
 
 
 SG, BUDGET = "aws:ec2/securityGroup:SecurityGroup", "aws:budgets/budget:Budget"

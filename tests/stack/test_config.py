@@ -320,7 +320,7 @@ def test_loader_reports_unknown_keys_in_the_namespace(stack_config):
 def test_more_alert_addresses_than_the_cloud_budget_takes_are_refused_in_one_line(
     cloud, region, most
 ):
-    emails = json.dumps([f"alerts-{n}@example.org" for n in range(most + 1)])
+    emails = json.dumps([f"alerts-{n}@lab.dev" for n in range(most + 1)])
     (problem,) = problems_of({**GOOD, "cloud": cloud, "alertEmails": emails}, region)
     assert problem == (
         f"alertEmails: got {most + 1} addresses, {cloud} budget alerts take at most {most}; "
@@ -332,6 +332,6 @@ def test_more_alert_addresses_than_the_cloud_budget_takes_are_refused_in_one_lin
     ("cloud", "region", "most"), [("aws", "us-east-1", 11), ("azure", "eastus", 50)]
 )
 def test_as_many_alert_addresses_as_the_cloud_budget_takes_are_accepted(cloud, region, most):
-    emails = json.dumps([f"alerts-{n}@example.org" for n in range(most)])
+    emails = json.dumps([f"alerts-{n}@lab.dev" for n in range(most)])
     config = validate({**GOOD, "cloud": cloud, "alertEmails": emails}, region)
     assert len(config.alert_emails) == most

@@ -196,12 +196,18 @@ class Driver:
 
         for trial, code in self.pool.finished():
             asked = self.asked.pop(trial.number)
+            # Epochs it finished since the last look: without them the pruner compares
+            # later trials at those epochs against fewer finished ones, or none.
+            for epoch, mae in trial.new_epochs():
+                asked.report(mae, epoch)
             if code == EXIT_OK:
                 mae = selection.val_mae(trial.run_dir)
                 state = optuna.trial.TrialState.COMPLETE if mae is not None else None
                 self.study.tell(asked, mae, state=state or optuna.trial.TrialState.FAIL)
                 self._say(f"trial {trial.number} finished: validation MAE {mae}")
-            elif code == EXIT_STOPPED and trial.number in self.pruned:
+            elif trial.number in self.pruned:
+                # Asked to stop: 75 from the loop, or SIGTERM's own death when the stop
+                # reached it past the loop (writing its report); pruned either way.
                 self.study.tell(asked, state=optuna.trial.TrialState.PRUNED)
                 self._say(f"trial {trial.number} pruned (behind the median at its epoch)")
             elif code == EXIT_STOPPED:

@@ -98,7 +98,7 @@ def _plain(result: RunResult) -> RunResult:
 
 
 def _emails(count: int) -> str:
-    return ",".join(f"alerts-{n:02d}@example.org" for n in range(count))
+    return ",".join(f"alerts-{n:02d}@lab.dev" for n in range(count))
 
 
 # Zones taken in turn: the three whose Windows ids CLDR changed for tz 2026f among them.
