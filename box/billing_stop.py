@@ -7,6 +7,10 @@ AWS: an OS shutdown is enough, because the instance is launched with
 asks ARM to deallocate itself with its managed identity. When ARM refuses, the box
 stays up (an OS shutdown would leave it billed *and* unreachable, with nothing left
 to retry); the watchdog retries with backoff and says STILL BILLED everywhere it can.
+Before the deallocate the box deletes its VM's run deadline tag (contract.DEADLINE_TAG):
+until that deadline the stack's keeper starts a deallocated VM again, and a stop the
+box asked for must stay a stop. A tag that will not go is logged and the deallocate
+happens all the same: stopping the bill comes first.
 Standard library only.
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+import contract
 import instance_metadata
 from bounded_command import CommandTimeout, run_bounded
 from watchdog_config import WatchdogConfig
@@ -22,8 +27,8 @@ from watchdog_config import WatchdogConfig
 SHUTDOWN_TIMEOUT_SECONDS = 30
 # ARM answers 202 Accepted (deallocation runs asynchronously) or 200.
 ARM_ACCEPTED_STATUSES = (200, 202)
-# IMDS resource id, IMDS token, ARM deallocate.
-AZURE_REQUESTS = 3
+# IMDS resource id, IMDS token, ARM tags read and delete, ARM deallocate.
+AZURE_REQUESTS = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +44,7 @@ def stop_billing(config: WatchdogConfig, log: Callable[[str], None]) -> StopResu
     if config.cloud != "azure":
         return StopResult("os-shutdown", os_shutdown(config, log))
     try:
-        resource_id = azure_deallocate(config)
+        resource_id = azure_deallocate(config, log)
     except instance_metadata.MetadataError as error:
         log(
             f"ERROR: Azure deallocate failed ({error}): the VM is STILL BILLED and stays up "
@@ -51,9 +56,19 @@ def stop_billing(config: WatchdogConfig, log: Callable[[str], None]) -> StopResu
     return StopResult("azure-deallocate")
 
 
-def azure_deallocate(config: WatchdogConfig) -> str:
+def azure_deallocate(config: WatchdogConfig, log: Callable[[str], None]) -> str:
+    """Ask ARM to deallocate this VM, its deadline tag deleted first; its resource id."""
     resource_id = instance_metadata.azure_vm_resource_id(config)
     token = instance_metadata.azure_arm_token(config)
+    try:
+        if instance_metadata.azure_delete_tag(config, resource_id, token, contract.DEADLINE_TAG):
+            log(f"deleted the run's deadline tag {contract.DEADLINE_TAG} of {resource_id}")
+    except instance_metadata.MetadataError as error:
+        log(
+            f"WARNING: could not delete the deadline tag {contract.DEADLINE_TAG} ({error}): "
+            "the stack's keeper may start this VM again until the run's deadline; "
+            "check the VM identity's Tag Contributor role on the VM"
+        )
     url = f"{config.arm_url}{resource_id}/deallocate?api-version={config.arm_api_version}"
     status, body = instance_metadata.request(
         url,

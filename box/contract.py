@@ -47,7 +47,9 @@ SWEEPS_DIR = "sweeps"
 is in it; its status.json has a run's keys: state, step, updated_at, exit_code)."""
 WATCHDOG_DIR = "watchdog"
 STOPS_FILE = "stops.jsonl"
-"""Under WATCHDOG_DIR: why the box stopped, one JSON object per stop."""
+"""Under WATCHDOG_DIR: why the box stopped, one JSON object per stop (`at`, `boot_id`...)."""
+BOOTS_FILE = "boots.jsonl"
+"""Under WATCHDOG_DIR: when the box came up, `{"at", "boot_id"}` per boot."""
 USER_DIRS = (RUNS_DIR, DATASETS_DIR, LEASES_DIR, SWEEPS_DIR)
 """Owned by the SSH user: `fab` writes them without root."""
 
@@ -60,11 +62,22 @@ UPLOAD_PENDING_STATE = "finished-upload-pending"
 """status.json's `state` of a run that finished while storage was down: its container,
 started again, only uploads what the store lacks (trainer.reports.status' copy)."""
 LAUNCH_FILE = "launch.json"
-"""Written by `fab train`: the first start, the image, the dataset, the price."""
+"""Written by `fab train`: the first start, the image, the dataset, the price, and the
+run's deadline (LAUNCH_DEADLINE)."""
+LAUNCH_DEADLINE = "deadline"
+"""launch.json's key: unix seconds after which nothing starts the run again (the
+boxes' cloud-side hard stop is then)."""
 STOPPED_BY_USER = "STOPPED_BY_USER"
 """Written by `fab stop`: nothing restarts this run."""
 PREPARE_HEARTBEAT = (".prepare", "heartbeat.json")
 """Under BOX_ROOT/datasets/<name>: a `fab prepare-data` container's progress."""
+
+# On the cloud.
+DEADLINE_TAG = "glucose-deadline"
+"""Azure VM tag: the run's deadline as `YYYY-MM-DDTHH:MM:SSZ`. Until then the stack's
+keeper workflow starts an evicted VM again; at it, the keeper deallocates the VM. Who
+stops a box on purpose (the idle watchdog, `fab stop`, the budget stop) deletes it
+first, so the keeper never undoes a stop that was asked for."""
 
 # Containers.
 TRAIN_CONTAINER_PREFIX = "glucose-train-"
@@ -86,6 +99,9 @@ NAME_RULE = "letters, digits, '.', '_' or '-' (at most 64, starting with a lette
 # Exit codes of `python -m trainer` (trainer.exit_codes is the trainer's copy).
 EXIT_FINISHED = 0
 EXIT_USER_ERROR = 2
+EXIT_BOXES_AWAY = 69
+"""A multi-node run's boxes did not all meet in the rendezvous's time: the resume unit
+starts it again, a minute apart, until the run's deadline."""
 EXIT_UNWRITABLE = 74
 EXIT_STOPPED = 75
 """Stopped with a checkpoint written: the box's resume unit starts it again."""

@@ -12,7 +12,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from watchdog_config import WatchdogConfig
+from watchdog_config import ARM_TAGS_API_VERSION, ARM_TAGS_PATH, WatchdogConfig
 
 AZURE_IMDS_API_VERSION = "2021-02-01"
 AZURE_EVENTS_API_VERSION = "2020-07-01"
@@ -87,6 +87,33 @@ def azure_vm_resource_id(config: WatchdogConfig) -> str:
         )
     except KeyError as error:
         raise MetadataError(f"GET {url}: compute.{error.args[0]} missing") from error
+
+
+def azure_delete_tag(config: WatchdogConfig, resource_id: str, token: str, name: str) -> bool:
+    """Delete tag `name` of a resource through ARM's tags endpoint; False when it had none.
+
+    The delete names the tag with the value it holds, read just before: ARM deletes
+    "based on given names or name/value pairs", and a stale value must not leave the
+    tag in place.
+    https://learn.microsoft.com/rest/api/resources/tags/update-at-scope
+    """
+    url = f"{config.arm_url}{resource_id}{ARM_TAGS_PATH}?api-version={ARM_TAGS_API_VERSION}"
+    auth = {"Authorization": f"Bearer {token}"}
+    status, body = request(url, timeout_seconds=config.request_timeout_seconds, headers=auth)
+    tags = (_json_ok(url, status, body).get("properties") or {}).get("tags") or {}
+    if name not in tags:
+        return False
+    patch = {"operation": "Delete", "properties": {"tags": {name: tags[name]}}}
+    status, body = request(
+        url,
+        method="PATCH",
+        body=json.dumps(patch).encode(),
+        timeout_seconds=config.request_timeout_seconds,
+        headers={**auth, "Content-Type": "application/json"},
+    )
+    if status != 200:
+        raise MetadataError(f"PATCH {url}: HTTP {status}: {body[:300]!r}")
+    return True
 
 
 def azure_scheduled_events(config: WatchdogConfig) -> list[dict]:

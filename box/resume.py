@@ -9,7 +9,9 @@ minute (glucose-resume.timer) and starts the newest trainer container again
 (`docker start`) only when it was interrupted:
 
 - it exited 75 (a checkpoint was uploaded: a spot notice, or a docker restart
-  stopped it), or
+  stopped it), or 69 (a box of a multi-node run met the others not in time: one of
+  them is away, evicted; started again a minute apart until the run's deadline, not
+  counted against the bound below, so the run comes back whenever its last box does), or
 - it was started before this boot and its status.json still says running or
   preempted (the host went down under it), or
   (on a box of a multi-node run without rank 0: its heartbeat.json says so), or
@@ -18,8 +20,10 @@ minute (glucose-resume.timer) and starts the newest trainer container again
 
 Never: a run stopped by the user (`fab stop` writes runs/<id>/STOPPED_BY_USER),
 one that finished (exit 0), one that failed (exit 2 is a user error; anything else
-a crash). At most RETRY_DELAYS_SECONDS' length starts per run and boot, the later
-ones after a pause, counted in the config's `resume_state_path` (on /run, so a boot
+a crash), nor one past its deadline (launch.json's `deadline`: the cloud's hard stop is
+then, so a box the cloud brought back late idles into its stop instead of training).
+At most RETRY_DELAYS_SECONDS' length starts per run and boot, the later ones after a
+pause, counted in the config's `resume_state_path` (on /run, so a boot
 starts the count over).
 
 Settings: $GLUCOSE_WATCHDOG_CONFIG (the watchdog's). Standard library only.
@@ -45,6 +49,8 @@ UNFINISHED_STATES = ("running", "preempted")
 DOCKER_POLL_SECONDS = 2
 # Pause before the 1st, 2nd and 3rd start of a run in one boot, after its last exit.
 RETRY_DELAYS_SECONDS = (0, 60, 180)
+# Pause before starting again a run whose boxes did not meet (exit 69).
+BOXES_AWAY_RETRY_SECONDS = 60
 
 
 def log(message: str) -> None:
@@ -52,7 +58,7 @@ def log(message: str) -> None:
 
 
 def why_not_resume(
-    container: docker_cli.TrainerContainer, run_dir: Path, booted_at: float | None
+    container: docker_cli.TrainerContainer, run_dir: Path, booted_at: float | None, now: float
 ) -> str:
     """Empty when the container should be started again, else the reason it stays down."""
     if os.path.lexists(run_dir / contract.STOPPED_BY_USER):
@@ -65,19 +71,31 @@ def why_not_resume(
     state = str(status.get("state") or "")
     if state == contract.UPLOAD_PENDING_STATE:
         # Its last uploads did not land: a start only uploads them
-        # (trainer/checkpoints/final_upload.py) and exits 0.
+        # (trainer/checkpoints/final_upload.py) and exits 0, whatever the hour.
         return ""
+    deadline = run_deadline(run_dir)
+    if deadline is not None and now >= deadline:
+        return "past its deadline (`fab train --run ID --hours H` gives it another)"
     if state == "finished" or container.exit_code == 0:
         return "finished"
     if container.exit_code == USER_ERROR_EXIT_CODE:
         return "exited 2: a user error (bad flags or data), not an interruption"
-    if container.exit_code == contract.EXIT_STOPPED:
+    if container.exit_code in (contract.EXIT_STOPPED, contract.EXIT_BOXES_AWAY):
         return ""
     # Without a boot time to compare, trust the status alone (the attempts stay bounded).
     before_boot = booted_at is None or container.started_at < booted_at
     if state in UNFINISHED_STATES and before_boot:
         return ""
     return f"exited {container.exit_code} with status {state or 'unknown'}: a failure"
+
+
+def run_deadline(run_dir: Path) -> float | None:
+    """launch.json's deadline (unix seconds), None when it names none."""
+    launch = user_files.read_json(run_dir.parent, run_dir.name, contract.LAUNCH_FILE) or {}
+    deadline = launch.get(contract.LAUNCH_DEADLINE)
+    if isinstance(deadline, (int, float)) and not isinstance(deadline, bool):
+        return float(deadline)
+    return None
 
 
 def load_attempts(path: Path, boot_id: str) -> dict:
@@ -136,11 +154,28 @@ def resume_newest(config: WatchdogConfig, newest: docker_cli.TrainerContainer, h
     if newest.running:
         log(f"{what} is running ({newest.name})")
         return 0
-    reason = why_not_resume(newest, home / newest.run_id, boot_time(config.proc_root))
+    run_dir = home / newest.run_id
+    reason = why_not_resume(newest, run_dir, boot_time(config.proc_root), now_seconds())
     if reason:
         log(f"{what} stays down: {reason}")
         return 0
+    if newest.exit_code == contract.EXIT_BOXES_AWAY and run_deadline(run_dir) is not None:
+        return start_when_boxes_may_be_back(config, newest)
     return start_within_bounds(config, newest)
+
+
+def start_when_boxes_may_be_back(
+    config: WatchdogConfig, container: docker_cli.TrainerContainer
+) -> int:
+    """A run whose boxes did not meet starts again a minute after its last try, as
+    often as it takes until its deadline (why_not_resume ends it there)."""
+    wait = round(container.finished_at + BOXES_AWAY_RETRY_SECONDS - now_seconds())
+    if wait > 0:
+        log(f"run {container.run_id}: its other boxes are away; trying again in {wait:.0f}s")
+        return 0
+    log(f"starting run {container.run_id} again: its boxes may all be back")
+    docker_cli.start(config.docker_command, container.id)
+    return 0
 
 
 def start_within_bounds(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> int:

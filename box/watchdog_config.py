@@ -30,6 +30,10 @@ MAX_HTTP_TIMEOUT_SECONDS = 10
 # The deallocate the watchdog and the budget stop's Logic App call: the
 # Microsoft.Compute version azure-native declares the VMs with, one a reference knows.
 ARM_API_VERSION = "2024-11-01"
+# ARM's tags of a resource, where whoever stops a box on purpose (the watchdog, the
+# budget stop's and the keeper's Logic Apps) deletes its run deadline tag.
+ARM_TAGS_PATH = "/providers/Microsoft.Resources/tags/default"
+ARM_TAGS_API_VERSION = "2021-04-01"
 DAILY_TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
 
 
@@ -165,6 +169,11 @@ class WatchdogConfig:
     def stops_path(self) -> Path:
         """Why the box stopped, one JSON line per stop; on disk, so it survives reboots."""
         return Path(self.box_root) / contract.WATCHDOG_DIR / contract.STOPS_FILE
+
+    @property
+    def boots_path(self) -> Path:
+        """When the box came up, one JSON line per boot (boot_record.py)."""
+        return Path(self.box_root) / contract.WATCHDOG_DIR / contract.BOOTS_FILE
 
     def to_json(self) -> str:
         """The settings that differ from the defaults: the rest are the programs' own, and

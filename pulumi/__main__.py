@@ -46,6 +46,8 @@ def main() -> None:
     pulumi.export("cloud", config.cloud)
     pulumi.export("hosts", box.hosts)
     pulumi.export("privateHosts", box.private_hosts)
+    pulumi.export("boxIds", box.box_ids)
+    pulumi.export("region", config.region)
     pulumi.export("sshUser", box.ssh_user)
     pulumi.export("storageUri", box.storage_uri)
     pulumi.export("registry", box.registry)
@@ -54,6 +56,8 @@ def main() -> None:
     pulumi.export("gpuCount", size.gpu_count)
     pulumi.export("hourlyPriceUsd", config.hourly_price_usd)
     pulumi.export("spot", config.spot)
+    pulumi.export("maxRunHours", config.max_run_hours)
+    pulumi.export("autoRecover", config.recovers)
     # What `fab box-update` renders the box's settings from: all of cloud-init's.
     for setting in GUARD_SETTINGS:
         pulumi.export(setting.stack_key, getattr(config, setting.stack_field))

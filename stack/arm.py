@@ -1,6 +1,6 @@
-"""Reads from Azure Resource Manager with a bearer token: what `pulumi up` and `fab
-preflight` both ask ARM before anything is declared (quotas; preflight also providers,
-SKUs, rights and budgets).
+"""Azure Resource Manager with a bearer token: what `pulumi up` and `fab preflight` both
+ask ARM before anything is declared (quotas; preflight also providers, SKUs, rights and
+budgets), and what `fab` changes on a running stack (power, deadline tags, schedules).
 
 Plain HTTPS through the standard library, so the Pulumi program needs no Azure SDK for
 it; whoever calls brings the token (the program's provider, or azure-identity in `fab`).
@@ -32,6 +32,12 @@ API_VERSIONS = {
     "permissions": "2022-04-01",
     "budgets": "2024-08-01",
     "subscriptions": "2022-12-01",
+    # What azure-native uses for Microsoft.Compute/virtualMachines.
+    "virtual_machines": "2024-11-01",
+    # Microsoft.Resources/tags (a resource's tags alone, without writing the resource).
+    "tags": "2021-04-01",
+    # Microsoft.DevTestLab/schedules: the VMs' daily stop, as azure-native declares it.
+    "schedules": "2018-09-15",
 }
 
 
@@ -45,7 +51,7 @@ class ArmError(Exception):
 
 @dataclass(frozen=True)
 class ArmClient:
-    """GET requests against ARM with a bearer token."""
+    """Requests against ARM with a bearer token."""
 
     token: str
     endpoint: str = ARM_ENDPOINT
@@ -60,13 +66,35 @@ class ArmClient:
         return f"{self.endpoint.rstrip('/')}{path}?{params}"
 
     def get(self, path: str, api: str, **query: str) -> Any:
+        return self._call("GET", path, api, query)
+
+    def post(self, path: str, api: str, **query: str) -> Any:
+        """An action (`.../start`): ARM answers 200 or 202 Accepted, often with no body."""
+        return self._call("POST", path, api, query)
+
+    def patch(self, path: str, api: str, body: dict[str, Any]) -> Any:
+        """Change part of a resource: only what `body` names."""
+        return self._call("PATCH", path, api, {}, body)
+
+    def put(self, path: str, api: str, body: dict[str, Any]) -> Any:
+        """Write a whole resource as `body` says it."""
+        return self._call("PUT", path, api, {}, body)
+
+    def _call(
+        self, method: str, path: str, api: str, query: dict[str, str], body: Any = None
+    ) -> Any:
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        data = b"" if method == "POST" else None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
         request = urllib.request.Request(
-            self.url(path, api, **query),
-            headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"},
+            self.url(path, api, **query), method=method, data=data, headers=headers
         )
         try:
             with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as response:
-                return json.load(response)
+                body = response.read()
+                return json.loads(body) if body.strip() else {}
         except urllib.error.HTTPError as error:
             raise ArmError(error.code, _arm_message(error)) from None
         except (urllib.error.URLError, TimeoutError, OSError) as error:

@@ -17,6 +17,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from box.watchdog_config import GUARD_DEFAULTS
 from stack import catalog, cloud_limits
 from stack.cloud_limits import REGION_KEYS
 
@@ -44,6 +45,8 @@ KEYS: dict[str, str] = {
     "budgetStopsBoxes": "budget_stops_boxes",
     "activateCostAllocationTag": "activate_cost_allocation_tag",
     "deployerPrincipalType": "deployer_principal_type",
+    "maxRunHours": "max_run_hours",
+    "autoRecover": "auto_recover",
 }
 # Keys that mean something on one cloud only: set on the other, they are a mistake.
 CLOUD_ONLY_KEYS: dict[str, str] = {
@@ -65,6 +68,9 @@ HUNG_TRAINER_MINUTES_RANGE = (10, 24 * 60)
 # 64 GB: the Azure Ubuntu HPC image's own disk, and room for a ~10 GB CUDA image and a
 # cached dataset. 4095 GB: the largest boot disk both clouds take.
 OS_DISK_SIZE_GB_RANGE = (64, 4095)
+# How far `fab train --hours` may push a run's cloud-side hard stop past the daily one:
+# a forgotten deadline costs at most this long (3 days by default, a week at most).
+MAX_RUN_HOURS_RANGE = (1, 7 * 24)
 _EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+$")
 _HH_MM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 _OWNER_TAG = re.compile(r"^[\w.@+\- ]{1,128}$")
@@ -99,10 +105,12 @@ class StackConfig:
     spot: bool = False
     node_count: int = 1
     allow_ssh_from_anywhere: bool = False
-    auto_shutdown_time: str = "23:00"  # HH:MM, 24 h, in auto_shutdown_time_zone
-    auto_shutdown_time_zone: str = "UTC"  # IANA name
-    idle_shutdown_minutes: int = 30
-    hung_trainer_minutes: int = 120
+    auto_shutdown_time: str = GUARD_DEFAULTS["daily_stop_time"]
+    """HH:MM, 24 h, in auto_shutdown_time_zone: the cloud-side daily hard stop."""
+    auto_shutdown_time_zone: str = GUARD_DEFAULTS["daily_stop_time_zone"]
+    """An IANA zone name."""
+    idle_shutdown_minutes: int = GUARD_DEFAULTS["idle_shutdown_minutes"]
+    hung_trainer_minutes: int = GUARD_DEFAULTS["hung_trainer_minutes"]
     keep_storage_on_destroy: bool = False
     os_disk_size_gb: int = 128  # CUDA images are ~10 GB each; datasets are cached too
     owner: str | None = None
@@ -114,6 +122,11 @@ class StackConfig:
     """AWS: activate the budget's tag for cost allocation (needs the payer account)."""
     deployer_principal_type: str | None = None
     """Azure: who runs `pulumi up` (User or ServicePrincipal); unset, detected."""
+    max_run_hours: int = 72
+    """The longest `fab train --hours` may move a run's cloud-side hard stop."""
+    auto_recover: bool | None = None
+    """Bring back a run stopped by what it did not ask for (a spot eviction, a host
+    failure) until its deadline; unset: on for spot boxes, off otherwise."""
     project: str = NAMESPACE
     stack: str = "dev"
 
@@ -130,6 +143,11 @@ class StackConfig:
     def hourly_price_usd(self) -> float:
         """One box's hourly price from the catalog, spot-aware."""
         return self.size.hourly_price_usd(self.spot)
+
+    @property
+    def recovers(self) -> bool:
+        """Whether evicted boxes are started again (`autoRecover`, on for spot by default)."""
+        return self.spot if self.auto_recover is None else self.auto_recover
 
     @property
     def cost_scope(self) -> str:
@@ -232,10 +250,12 @@ _PARSERS = {
     "keep_storage_on_destroy": _boolean,
     "budget_stops_boxes": _boolean,
     "activate_cost_allocation_tag": _boolean,
+    "auto_recover": _boolean,
     "node_count": _integer,
     "idle_shutdown_minutes": _integer,
     "hung_trainer_minutes": _integer,
     "os_disk_size_gb": _integer,
+    "max_run_hours": _integer,
     "budget_amount": _amount,
     "alert_emails": _emails,
 }
@@ -389,11 +409,18 @@ def _schedule_problems(v: dict[str, Any]) -> list[str]:
         ("idleShutdownMinutes", "idle_shutdown_minutes", IDLE_SHUTDOWN_MINUTES_RANGE),
         ("hungTrainerMinutes", "hung_trainer_minutes", HUNG_TRAINER_MINUTES_RANGE),
         ("osDiskSizeGb", "os_disk_size_gb", OS_DISK_SIZE_GB_RANGE),
+        ("maxRunHours", "max_run_hours", MAX_RUN_HOURS_RANGE),
     )
     for key, field, (low, high) in bounds:
         value = v.get(field)
         if value is not None and not low <= value <= high:
             problems.append(f"{key}: got {value}, expected {low} to {high}")
+    if v.get("cloud") == "aws" and v.get("spot") and v.get("auto_recover") is False:
+        problems.append(
+            "autoRecover: false cannot hold on an AWS spot stack: the box's persistent spot "
+            "request (what lets it stop, not terminate, when interrupted) has EC2 start it "
+            "again by itself; remove autoRecover, or set spot: false"
+        )
     return problems
 
 

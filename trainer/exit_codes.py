@@ -13,6 +13,9 @@ from trainer.config import UserError
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USER_ERROR = 2
+# sysexits.h EX_UNAVAILABLE: a box of a multi-node run met no other in the rendezvous's
+# time (one of them evicted and not back yet): start me again later, until the deadline.
+EXIT_UNAVAILABLE = 69
 # sysexits.h EX_IOERR: the run dir cannot be written (disk full, read-only, no access).
 EXIT_UNWRITABLE = 74
 # sysexits.h EX_TEMPFAIL: stopped or preempted with a checkpoint written: restart me

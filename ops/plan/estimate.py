@@ -8,6 +8,7 @@ Pulumi program (`hourlyPriceUsd`) and `fab status` (spend so far).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -61,6 +62,14 @@ def dataset_size(meta: dict) -> tuple[int, int]:
             "its meta.json states no window count (windows, window_length); "
             "pass --windows N instead"
         ) from None
+
+
+def stored_dataset_size(uri: str) -> tuple[int, int]:
+    """(windows, window length) of the dataset at `uri`, from its meta.json in storage;
+    StorageError, OSError or ValueError when it cannot say."""
+    from trainer.storage import open_store
+
+    return dataset_size(json.loads(open_store(uri).read_bytes("meta.json")))
 
 
 @dataclass(frozen=True)

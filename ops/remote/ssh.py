@@ -33,6 +33,7 @@ from rich.console import Console
 
 from box import contract
 from ops import CHECKOUT
+from ops.cloud import api as power
 from ops.remote import lab_box
 from ops.target.resolve import Target
 
@@ -141,6 +142,8 @@ class Box:
             self._connection = None
 
     def _connect_when_up(self) -> Connection:
+        # A stopped cloud box never answers: say so in seconds, not after the boot wait.
+        power.require_up(self.target, sorted({0, self.node}))
         deadline = time.monotonic() + self.boot_wait_s
         with console.status(f"connecting to {self.address}") as status:
             connection = _open_with_retries(self, deadline, status)

@@ -26,9 +26,11 @@ from ops.target import local
 from ops.target.resolve import Target
 from stack import storage_layout
 from trainer import container_env
+from trainer.reports.cost import RECORDS_ENV
 from trainer.storage import storage_environment
 
 WORKSPACE = "/workspace"
+BOX_RECORDS = f"{WORKSPACE}/box"
 DISTRIBUTED_SHM_SIZE = "2g"
 
 
@@ -42,6 +44,8 @@ class Launch:
     trainer_args: tuple[str, ...] = ()
     distributed: DistributedLaunch | None = None
     """This box's part of a run on several GPUs or boxes (torchrun); None: `train` alone."""
+    deadline: float | None = None
+    """Unix seconds: the boxes' hard stop, after which nothing starts the run again."""
     name: str = ""
     """`fab train --name`: a label for the run (the trainer records it too)."""
 
@@ -107,6 +111,10 @@ def docker_run_command(target: Target, launch: Launch, *, gpus: bool, user: str)
         *container_options(target, user, env_file=env_file),
         "--volume", f"{contract.run_dir(target.box_root, launch.run_id)}:{runs}",
         "--volume", f"{contract.dataset_dir(target.box_root, launch.dataset_name)}:{data}:ro",
+        # The box's boot and stop records, read-only: the run's summary counts its
+        # dollars by the time its box was up (trainer.reports.cost).
+        "--volume", f"{target.box_root}/{contract.WATCHDOG_DIR}:{BOX_RECORDS}:ro",
+        "--env", f"{RECORDS_ENV}={BOX_RECORDS}",
     ]  # fmt: skip
     if gpus:
         args += ["--gpus", "all"]

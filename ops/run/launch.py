@@ -153,24 +153,34 @@ def refuse_if_running(boxes: list[Box], run_id: str) -> None:
 
 
 def write_launch_record(box: Box, launch: Launch) -> None:
-    """BOX_ROOT/runs/<id>/launch.json: first start time (for cost) and what was launched."""
+    """BOX_ROOT/runs/<id>/launch.json: first start time (for cost), what was launched, and
+    this start's deadline (the box's resume unit starts nothing after it)."""
     path = f"{contract.run_dir(box.root, launch.run_id)}/{contract.LAUNCH_FILE}"
     plan = launch.distributed
-    record = {
-        "run_id": launch.run_id,
-        "name": launch.name,
-        "image": launch.image,
-        "dataset": launch.dataset_name,
-        "trainer_args": list(launch.trainer_args),
-        "started_at": time.time(),
-        "hourly_price_usd": box.target.hourly_price_usd,
-        "spot": box.target.spot,
-        "boxes": plan.boxes if plan else 1,
-        "world_size": plan.world_size if plan else 1,
-    }
-    # A resume keeps the first launch's record (and so its start time).
-    if not box.exists(path):
-        box.run_with_input(f"cat > {shlex.quote(path)}", json.dumps(record))
+    # A resume keeps the first launch's record (and so its start time); the deadline is
+    # this start's.
+    try:
+        first = json.loads(box.read_text(path) or "null")
+    except ValueError:
+        first = None
+    record = (
+        first
+        if isinstance(first, dict)
+        else {
+            "run_id": launch.run_id,
+            "name": launch.name,
+            "image": launch.image,
+            "dataset": launch.dataset_name,
+            "trainer_args": list(launch.trainer_args),
+            "started_at": time.time(),
+            "hourly_price_usd": box.target.hourly_price_usd,
+            "spot": box.target.spot,
+            "boxes": plan.boxes if plan else 1,
+            "world_size": plan.world_size if plan else 1,
+        }
+    )
+    record[contract.LAUNCH_DEADLINE] = launch.deadline
+    box.run_with_input(f"cat > {shlex.quote(path)}", json.dumps(record))
 
 
 def start_trainer(box: Box, launch: Launch, user: str, gpus: int) -> None:
@@ -181,8 +191,8 @@ def start_trainer(box: Box, launch: Launch, user: str, gpus: int) -> None:
         raise Exit(f"run {launch.run_id} is already running on {box.address}; see `fab status`")
     run_dir = contract.run_dir(box.root, launch.run_id)
     box.run(f"mkdir -p {shlex.quote(run_dir)}")
-    if box.node == 0:  # the run's record for `fab status`: on rank 0's box
-        write_launch_record(box, launch)
+    # Rank 0's is the run's record for `fab status`; every box's resume unit reads its own.
+    write_launch_record(box, launch)
     if box.target.container_env:
         env_file = env_files.run_env_file(box.root, launch.run_id)
         env_files.write_env_file(box, env_file, box.target.container_env)

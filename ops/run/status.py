@@ -3,8 +3,9 @@
 Sources: the trainer's status.json (ARCHITECTURE.md), the last line of metrics.jsonl,
 the container's state (exit code, restarts), nvidia-smi when the box has it,
 launch.json (written by `fab train`) for the time and price the run started with,
-and the box's idle watchdog: its state (countdown, leases, a stop that failed) and
-its record of the last stop.
+and the box's idle watchdog: its state (countdown, leases, a stop that failed), its
+records of boots and stops. The dollars are each box's up time while the run lived
+(`trainer.reports.cost`), so a box stopped overnight and a run that ended cost no more.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ import shlex
 import time
 from dataclasses import dataclass
 
+from invoke.exceptions import Exit
+
 from box import contract
 from ops.remote.ssh import Box
 from ops.run import on_box
 from ops.run.on_box import ContainerState
+from trainer.reports import cost
 from trainer.reports.status import UPLOAD_PENDING, RunRecord
 
 NVIDIA_QUERY = (
@@ -25,14 +29,23 @@ NVIDIA_QUERY = (
     "--format=csv,noheader,nounits"
 )
 SECONDS_PER_HOUR = 3600
+# A run in one of these states has ended (for now): its dollars stop at its last word.
+COST_ENDS = ("finished", UPLOAD_PENDING, "failed", "stopped")
+# The boot records, the stop records and the boot the box is in, in one round trip.
+RECORDS = (
+    'cd "$0" 2>/dev/null && cat {boots} 2>/dev/null; echo ---; cat {stops} 2>/dev/null; '
+    "echo ---; cat /proc/sys/kernel/random/boot_id; awk '/^btime/ {{print $2}}' /proc/stat"
+)
 
 
 @dataclass(frozen=True)
 class BoxSnapshot:
-    """The box's guard rails: the watchdog's state and the last stop it recorded."""
+    """The box's guard rails: the watchdog's state and the last stop it recorded; and
+    when the box was up (its boot and stop records, and the boot it is in)."""
 
     watchdog: dict
     last_stop: dict
+    uptime: tuple[cost.Uptime, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -47,6 +60,25 @@ class RunSnapshot:
     launch: dict
     box: BoxSnapshot
     now: float
+    others: tuple[BoxSnapshot | None, ...] = ()
+    """Boxes 1..N-1 of a multi-box run, None where one did not answer."""
+
+    def cost(self, hourly_price_usd: float) -> cost.RunCost | None:
+        """Each box's up time from the run's first start to its end (now while it goes
+        on), at the price in force at launch; None without a launch record."""
+        started = self.launch.get("started_at")
+        price = self.launch.get("hourly_price_usd", hourly_price_usd)
+        if not isinstance(started, int | float) or not isinstance(price, int | float):
+            return None
+        ended = self.now
+        if self.state != "running" and self.status.state in COST_ENDS:
+            ended = min(self.now, self.status.updated_at or self.now)
+        boxes = [self.box, *self.others]
+        count = self.launch.get("boxes")
+        count = count if isinstance(count, int) and count > 0 else len(boxes)
+        uptimes = [list((box or self.box).uptime) for box in boxes][:count]
+        uptimes += [list(self.box.uptime)] * (count - len(uptimes))
+        return cost.run_cost(uptimes, float(started), ended, float(price))
 
 
 def _json_or_empty(text: str | None) -> dict:
@@ -73,6 +105,11 @@ def describe_state(
         if stopped_by_user:
             return "stopped by `fab stop` (checkpoint saved; `fab train --run ID` resumes)"
         return "preempted-waiting (resumes when the box is back)"
+    if container.exit_code == contract.EXIT_BOXES_AWAY:
+        return (
+            "waiting for its other boxes (they did not meet in time: one is away, evicted "
+            "or stopped; the box tries again every minute until the deadline)"
+        )
     if container.exit_code == contract.EXIT_USER_ERROR:
         return "failed (exit 2: bad flags or dataset; see `fab logs`)"
     return f"failed (exit {container.exit_code}; see `fab logs`)"
@@ -98,7 +135,8 @@ def node_line(box: Box, run_id: str) -> str:
     return f"node {box.node}:     {state}{seen} ({box.address}; `fab logs --node {box.node}`)"
 
 
-def snapshot(box: Box, run_id: str) -> RunSnapshot:
+def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) -> RunSnapshot:
+    """Box 0's view of the run; `others` (boxes 1..N-1) add their up time for the cost."""
     run_dir = contract.run_dir(box.root, run_id)
     container = on_box.inspect_container(box, run_id)
     status = RunRecord.parse(box.read_text(f"{run_dir}/{contract.STATUS_FILE}"))
@@ -117,17 +155,37 @@ def snapshot(box: Box, run_id: str) -> RunSnapshot:
         launch=_json_or_empty(box.read_text(f"{run_dir}/{contract.LAUNCH_FILE}")),
         box=box_snapshot(box),
         now=time.time(),
+        others=tuple(_reachable_snapshot(other) for other in others),
     )
+
+
+def _reachable_snapshot(box: Box) -> BoxSnapshot | None:
+    try:
+        return box_snapshot(box)
+    except Exit:
+        return None
 
 
 def box_snapshot(box: Box) -> BoxSnapshot:
     # state.json links to the watchdog's state on /run (box/setup-box.sh).
     records = f"{box.root}/{contract.WATCHDOG_DIR}"
-    last_stop = box.run(f"tail -n 1 {shlex.quote(records)}/{contract.STOPS_FILE}", check=False)
+    script = RECORDS.format(boots=contract.BOOTS_FILE, stops=contract.STOPS_FILE)
+    found = box.run(f"bash -c {shlex.quote(script)} {shlex.quote(records)}", check=False)
+    boots, stops, current = [*found.stdout.split("---\n"), "", "", ""][:3]
+    stop_records = cost.records(stops)
     return BoxSnapshot(
         watchdog=_json_or_empty(box.read_text(f"{records}/state.json")),
-        last_stop=_json_or_empty(last_stop.stdout.strip() if last_stop.exited == 0 else ""),
+        last_stop=stop_records[-1] if stop_records else {},
+        uptime=tuple(cost.uptimes(cost.records(boots), stop_records, _current_boot(current))),
     )
+
+
+def _current_boot(text: str) -> tuple[str, float] | None:
+    lines = text.split()
+    try:
+        return lines[0], float(lines[1])
+    except (IndexError, ValueError):
+        return None
 
 
 def clock(unix_s: float, now: float) -> str:
@@ -189,24 +247,23 @@ def _hours(seconds: float) -> str:
 
 
 def cost_lines(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> list[str]:
-    """Spent so far (wall time since the first launch) and projected to the ETA; every
-    box of a multi-node run bills."""
-    started = snap.launch.get("started_at")
-    if not started or hourly_price_usd <= 0:
+    """What the run's boxes billed while it lived and, while it runs, to its ETA."""
+    spent = snap.cost(hourly_price_usd)
+    if spent is None or spent.hourly_price_usd <= 0:
         return ["cost:       unknown (no launch record or no hourlyPriceUsd)"]
-    boxes = snap.launch.get("boxes")
-    if isinstance(boxes, int) and not isinstance(boxes, bool) and boxes > 1:
-        hourly_price_usd *= boxes
     kind = "spot" if spot else "on-demand"
-    spent_hours = max(snap.now - float(started), 0) / SECONDS_PER_HOUR
+    hours = ", ".join(
+        f"box {n} {s / SECONDS_PER_HOUR:.2f} h" for n, s in enumerate(spent.box_seconds)
+    )
+    so_far = "so far" if snap.state == "running" else "in all (the run is not running)"
     lines = [
-        f"cost:       ${spent_hours * hourly_price_usd:.2f} so far "
-        f"({spent_hours:.2f} h at ${hourly_price_usd:.3f}/h {kind}; includes idle and "
-        "stopped time only while the box was up)"
+        f"cost:       ${spent.usd:.2f} {so_far}: up {hours} while the run lived, at "
+        f"${spent.hourly_price_usd:.3f}/h {kind} a box"
     ]
     eta = snap.status.eta_s
     if snap.state == "running" and eta is not None:
-        projected = (spent_hours + eta / SECONDS_PER_HOUR) * hourly_price_usd
+        boxes = len(spent.box_seconds)
+        projected = spent.usd + eta / SECONDS_PER_HOUR * spent.hourly_price_usd * boxes
         lines.append(f"projected:  ${projected:.2f} for the whole run (ETA {_hours(eta)})")
     return lines
 
@@ -228,6 +285,11 @@ def render(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> str:
     ]
     if s.updated_at is not None:
         lines.append(f"updated:    {snap.now - s.updated_at:.0f} s ago")
+    if s.recoveries:
+        lines.append(
+            f"recovered:  {s.recoveries} time(s) after a stop it did not ask for "
+            f"(eviction, host failure, a daily stop); {_hours(s.time_lost_s or 0)} lost"
+        )
     if snap.last_metrics:
         shown = {k: v for k, v in snap.last_metrics.items() if not isinstance(v, (dict, list))}
         lines.append(f"last log:   {json.dumps(shown)}")

@@ -60,6 +60,20 @@ class Target:
     private_hosts: tuple[str, ...] = ()
     """Every box's private IP address, in rank order (box 0 first); () when the stack
     does not say (a target file whose `hosts` are the boxes' own addresses)."""
+    box_ids: tuple[str, ...] = ()
+    """Each box's cloud id (EC2 instance id, Azure VM resource id), rank order; () for a
+    box no cloud knows of (a target file's), whose power `fab` cannot ask about."""
+    region: str = ""
+    max_run_hours: int = 0
+    """The stack's cap on a run's deadline past the daily stop (`fab train --hours`)."""
+    auto_shutdown_time: str = ""
+    """HH:MM of the daily hard stop, in `auto_shutdown_time_zone` ("" when unknown)."""
+    auto_shutdown_time_zone: str = "UTC"
+    auto_recover: bool = False
+    """Whether the cloud starts a box again after an interruption until the deadline."""
+    daily_stop_schedules: tuple[str, ...] = ()
+    """The daily hard stop's schedules (AWS: one EventBridge schedule's name; Azure: each
+    VM's DevTestLab schedule id), which `fab train --hours` moves."""
     target_file: Path | None = None
     """The target file this came from; None for a Pulumi stack's outputs."""
 
@@ -149,6 +163,13 @@ def from_outputs(
         container_env={str(k): str(v) for k, v in (outputs.get("containerEnv") or {}).items()},
         docker_network=str(outputs.get("dockerNetwork") or ""),
         private_hosts=tuple(private_hosts),
+        box_ids=tuple(outputs.get("boxIds") or ()),
+        region=str(outputs.get("region") or ""),
+        max_run_hours=int(outputs.get("maxRunHours") or 0),
+        auto_shutdown_time=str(outputs.get("autoShutdownTime") or ""),
+        auto_shutdown_time_zone=str(outputs.get("autoShutdownTimeZone") or "UTC"),
+        auto_recover=bool(outputs.get("autoRecover")),
+        daily_stop_schedules=tuple(outputs.get("dailyStopSchedules") or ()),
         target_file=target_file,
     )
 

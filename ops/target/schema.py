@@ -34,6 +34,16 @@ DOCKER_NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 BOX_ROOT = re.compile(r"^(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)+$")
 TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 STORAGE_URI_CHARS = re.compile(r"^[A-Za-z0-9:/._~%@+=-]+$")
+# An EC2 instance id, or an Azure VM's resource id (ARM paths: never a shell word).
+BOX_ID = re.compile(
+    r"^(?:i-[0-9a-f]{8,17}|/subscriptions/[A-Za-z0-9-]{1,64}/resourceGroups/[\w.()-]{1,90}"
+    r"/providers/Microsoft\.Compute/virtualMachines/[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$"
+)
+# An EventBridge schedule's name, or an Azure VM's DevTestLab shutdown schedule id.
+SCHEDULE = re.compile(
+    r"^(?:[A-Za-z0-9_.-]{1,64}|/subscriptions/[A-Za-z0-9-]{1,64}/resourceGroups/[\w.()-]{1,90}"
+    r"/providers/Microsoft\.DevTestLab/schedules/shutdown-computevm-[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$"
+)
 
 # JSON types per key; None marks a key that may be null (absent).
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -53,6 +63,13 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "containerEnv": (dict, type(None)),
     "dockerNetwork": (str, type(None)),
     "privateHosts": (list, type(None)),
+    "boxIds": (list, type(None)),
+    "region": (str, type(None)),
+    "maxRunHours": (int, type(None)),
+    "autoRecover": (bool, type(None)),
+    "dailyStopSchedules": (list, type(None)),
+    "autoShutdownTime": (str, type(None)),
+    "autoShutdownTimeZone": (str, type(None)),
 }
 # What a target file may name: the keys above, the guard settings `fab box-update` reads
 # from it, and AWS's `amiId`, which a copy of `pulumi stack output --json` holds.
@@ -80,6 +97,12 @@ def json_fields(outputs: dict[str, Any], source: str) -> dict[str, Any]:
     for host in outputs.get("privateHosts") or []:
         if not isinstance(host, str):
             raise Exit(f"{source}: privateHosts holds {host!r}; expected a list of IP addresses")
+    for box_id in outputs.get("boxIds") or []:
+        if not isinstance(box_id, str):
+            raise Exit(f"{source}: boxIds holds {box_id!r}; expected a list of cloud ids")
+    for schedule in outputs.get("dailyStopSchedules") or []:
+        if not isinstance(schedule, str):
+            raise Exit(f"{source}: dailyStopSchedules holds {schedule!r}; expected schedule ids")
     for name, value in (outputs.get("containerEnv") or {}).items():
         if isinstance(value, dict | list) or value is None:
             raise Exit(f'{source}: containerEnv.{name} is not a string; expected KEY: "value"')
@@ -143,6 +166,18 @@ def problems(target) -> list[str]:
          "a docker network name"),
         ("privateHosts entry", bad_private[:1], not bad_private,
          "a private IP address (the boxes meet on their private network only)"),
+        ("boxIds entry", next((i for i in target.box_ids if not BOX_ID.match(i)), ""),
+         all(BOX_ID.match(box_id) for box_id in target.box_ids),
+         "an EC2 instance id (i-...) or an Azure VM resource id (/subscriptions/...)"),
+        ("boxIds", len(target.box_ids),
+         not target.box_ids or len(target.box_ids) == target.node_count,
+         f"an id for each of the {target.node_count} boxes"),
+        ("dailyStopSchedules entry",
+         next((s for s in target.daily_stop_schedules if not SCHEDULE.match(s)), ""),
+         all(SCHEDULE.match(schedule) for schedule in target.daily_stop_schedules),
+         "an EventBridge schedule name or an Azure schedule resource id (/subscriptions/...)"),
+        ("region", target.region, not target.region or bool(TOKEN.match(target.region)),
+         "a region name"),
         ("privateHosts", len(target.private_hosts),
          not target.private_hosts or len(target.private_hosts) >= len(target.hosts),
          f"a private address for each of the {len(target.hosts)} hosts, box 0's first"),

@@ -2,7 +2,19 @@
 
 from invoke import Collection
 
-from ops.tasks import access, box, image, plan, preflight, prepare, run, runs, sweep, transfer
+from ops.tasks import (
+    access,
+    box,
+    image,
+    plan,
+    power,
+    preflight,
+    prepare,
+    run,
+    runs,
+    sweep,
+    transfer,
+)
 
 namespace = Collection(
     image.build,
@@ -20,6 +32,7 @@ namespace = Collection(
     plan.plan,
     preflight.preflight,
     box.box_update,
+    power.start,
     access.tensorboard,
     access.ssh,
 )

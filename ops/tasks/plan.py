@@ -16,9 +16,9 @@ from rich.console import Console
 from ops.plan.estimate import (
     MILESTONE_WINDOWS,
     PlanRequest,
-    dataset_size,
     make_plan,
     select_sizes,
+    stored_dataset_size,
 )
 from ops.plan.pricing import live_prices
 from ops.plan.render import footer_lines, plan_table
@@ -49,14 +49,13 @@ def _windows(windows: int | None, milestone: str | None) -> int:
 
 def _dataset(name: str, target: str, stack: str) -> tuple[int, int]:
     """(windows, window length) of dataset `name` in the stack's storage."""
-    from trainer.storage import StorageError, open_store
+    from trainer.storage import StorageError
 
     uri = storage_layout.dataset_uri(
         resolve_target(target or None, stack or None).storage_uri, name
     )
     try:
-        meta = jsonlib.loads(open_store(uri).read_bytes("meta.json"))
-        return dataset_size(meta)
+        return stored_dataset_size(uri)
     except (StorageError, OSError, ValueError) as error:
         raise Exit(
             f"fab plan: --dataset {name}: {uri}/meta.json: {error}; "

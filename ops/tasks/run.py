@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import json as jsonlib
 import shlex
 import time
 
@@ -9,26 +11,24 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
+from ops.cloud import api as cloud
 from ops.data import transfer as storage_sync
 from ops.image.shipping import image_on_boxes
 from ops.remote import lease as box_lease
 from ops.remote import update as box_update
 from ops.remote.boxes import AnyBox, box_for, nodes
-from ops.run import launch, on_box
-from ops.run import status as run_status
+from ops.run import deadline, launch, look, on_box
 from ops.run import stop as run_stop
 from ops.run.container import Launch
 from ops.target.guard_rails import none_note
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
+from ops.tasks.power import start_boxes
 from stack import storage_layout
 from trainer.config import UserError, check_run_name
 
 console = Console(stderr=True, soft_wrap=True)
 RUN_HELP = "run id (default: the newest run on the box)"
-# A look at a run, or its stop, waits this long for boxes 1..N-1: one of them down (a
-# spot box evicted) must not hold up box 0, where the run is, for the 10-minute boot wait.
-OTHER_BOX_WAIT_SECONDS = 20
 
 
 def _box(target: str, stack: str, node: int = 0) -> AnyBox:
@@ -52,6 +52,10 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str, name: str) -> 
     return (*args, *shlex.split(trainer_args))
 
 
+def _warn(line: str) -> None:
+    console.print(f"warning: {line}", highlight=False)
+
+
 @task(
     iterable=["build_arg"],
     help={
@@ -62,6 +66,10 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str, name: str) -> 
         "max-steps": "stop after this many steps (default: no limit)",
         "trainer-args": "more `python -m trainer train` flags, quoted as one string",
         "allow-concurrent": "start even though another run is busy on the box",
+        "hours": "the run's deadline, H hours from now (at most the stack's maxRunHours): "
+        "past the daily stop, the cloud's hard stop moves there; `auto`: fab plan's "
+        "estimate with room. Default: tonight's daily stop",
+        "start": "start the stack's stopped boxes first (`fab start`)",
         "name": "a label for the run, kept in launch.json, config.json and summary.json",
         **BUILD_HELP,
         "image-name": IMAGE_HELP,
@@ -78,6 +86,8 @@ def train(
     max_steps=0,
     trainer_args="",
     allow_concurrent=False,
+    hours="",
+    start=False,
     name="",
     base_image="",
     build_arg=None,
@@ -87,19 +97,23 @@ def train(
     stack="",
 ):
     """Ship the image and start (or resume) a run on the box (every box of the stack)."""
-    boxes = _boxes(target, stack)
-    box = boxes[0]
+    where = resolve_target(target or None, stack or None)
     if not (data_uri or dataset):
         raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
-    data_uri = data_uri or storage_layout.dataset_uri(box.target.storage_uri, dataset)
-    for each in boxes:
-        box_update.warn_if_behind(each)
-    storage_sync.require_dataset(data_uri, box.target.storage_uri)  # before any image work
-    run_id = run or time.strftime("%Y%m%d-%H%M%S")
+    data_uri = data_uri or storage_layout.dataset_uri(where.storage_uri, dataset)
+    storage_sync.require_dataset(data_uri, where.storage_uri)  # before any box or image work
     try:
         check_run_name(name)
     except UserError as error:
         raise Exit(str(error)) from None
+    until = deadline.for_run(where, data_uri, epochs, str(hours or ""), _warn)
+    if start:
+        start_boxes(where)
+    boxes = nodes(where)
+    box = boxes[0]
+    for each in boxes:
+        box_update.warn_if_behind(each)
+    run_id = run or time.strftime("%Y%m%d-%H%M%S")
     for each in boxes:
         busy = launch.busy_runs(each, run_id)
         if busy and not allow_concurrent:
@@ -108,12 +122,19 @@ def train(
                 "first, or pass --allow-concurrent to share it"
             )
     launch.refuse_if_running(boxes, run_id)
+    if until is not None:
+        deadline.hold(where, until, _warn)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        console.print(f"hard stop: {until.line(now)}")
     with launch.start_up_leases(boxes, run_id) as renew_leases:
         image = image_on_boxes(boxes, image_name, base_image, build_arg or [], extra_ca)
         renew_leases()
         dataset_name = launch.fetch_dataset_on_boxes(boxes, image, data_uri)
         args = _trainer_args(epochs, max_steps, trainer_args, name)
-        launch.start_run(boxes, Launch(run_id, image, dataset_name, args, name=name))
+        stop_at = until.until.timestamp() if until else None
+        launch.start_run(
+            boxes, Launch(run_id, image, dataset_name, args, deadline=stop_at, name=name)
+        )
     print(run_id)
     console.print(
         f"run {run_id} started on {box.address}; checkpoints go to "
@@ -161,26 +182,29 @@ def _lost_box_message(box: AnyBox, run_id: str, why) -> str:
     )
 
 
-@task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
-def status(c, run="", target="", stack=""):
-    """Show a run's state, progress, cost, and the box's idle guard."""
-    box, *others = _boxes(target, stack, OTHER_BOX_WAIT_SECONDS)
-    if note := none_note(box.target):
+@task(
+    help={
+        "run": RUN_HELP,
+        "start": "start the stack's stopped boxes first (`fab start`), then look",
+        "watch": "look again every --every seconds, in place, until Ctrl-C",
+        "every": "seconds between looks with --watch (default 10)",
+        "json": "print one JSON object: the boxes' power, the run, its cost",
+        "target": TARGET_HELP,
+        "stack": STACK_HELP,
+    }
+)
+def status(c, run="", start=False, watch=False, every=10, json=False, target="", stack=""):
+    """Show a run's state, progress, cost, and the box's power and idle guard."""
+    where = resolve_target(target or None, stack or None)
+    if note := none_note(where):
         console.print(f"guard rails: {note}")
-    run_id = run or next(iter(on_box.run_ids(box)), None)
-    if run_id is None:
-        lines = run_status.box_lines(run_status.box_snapshot(box), time.time())
-        header = f"run:        none on {box.address} (start one with `fab train`)"
-        print("\n".join([header, *lines]))
+    if start:
+        start_boxes(where)
+    if watch:
+        look.watch(lambda: look.look(where, run), float(every))
         return
-    # Rank 0's box holds the run's status; the others say how their part goes.
-    snap = run_status.snapshot(box, run_id)
-    print(run_status.render(snap, box.target.hourly_price_usd, box.target.spot))
-    for other in others:
-        try:
-            print(run_status.node_line(other, run_id))
-        except Exit as error:
-            print(f"node {other.node}:     unreachable: {error.message}")
+    view = look.look(where, run)
+    print(jsonlib.dumps(view.to_json(), indent=2) if json else view.render())
 
 
 @task(
@@ -218,7 +242,12 @@ def hold(c, duration, target="", stack=""):
 @task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
 def stop(c, run="", target="", stack=""):
     """Stop a run gracefully: checkpoint, upload, exit; it stays down (every box of the run)."""
-    boxes = _boxes(target, stack, OTHER_BOX_WAIT_SECONDS)
+    boxes = _boxes(target, stack, look.OTHER_BOX_WAIT_SECONDS)
     run_id = on_box.resolve_run_id(boxes[0], run)
     stops = run_stop.stop_run(boxes, run_id)
     run_stop.tell(stops, run_id, storage_layout.run_uri(boxes[0].target.storage_uri, run_id))
+    where = boxes[0].target
+    # Its deadline ends with it, unless another run on the boxes still counts on it.
+    if where.daily_stop_schedules and not launch.busy_runs(boxes[0], run_id):
+        cloud.clear_deadline(where)
+        console.print("hard stop: the daily stop again, as the stack declares it")

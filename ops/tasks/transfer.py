@@ -9,6 +9,7 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
+from ops.cloud import api as power
 from ops.data import download_verdict
 from ops.data import transfer as storage_sync
 from ops.remote.boxes import AnyBox, box_for
@@ -84,6 +85,7 @@ def download(c, run="", to="", offline=False, target="", stack=""):
     where = resolve_target(target or None, stack or None)
     box_hashes, box_state, box_dir = {}, "", ""
     if not offline:
+        power.require_up(where, [0], "`fab download --offline` fetches the run from storage alone")
         box = box_for(where)
         run = on_box.resolve_run_id(box, run)
         box_hashes, box_state = _box_hashes(box, run)

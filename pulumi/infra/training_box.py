@@ -4,8 +4,9 @@
 program (`pulumi/__main__.py`) and DESIGN.md's stack outputs see only this: `hosts`
 (box 0's public address, the one `fab` connects to), `private_hosts` (every box's
 private address in rank order: `fab` hops to boxes 1..N-1 through box 0, and the
-boxes meet there), `ssh_user`, `storage_uri`, `registry` and `image_repository`, set once through
-`_expose`, which also registers them as the component's outputs. A cloud may add
+boxes meet there), `box_ids` (each box's cloud id, rank order), `ssh_user`,
+`storage_uri`, `registry` and `image_repository`, set once through `_expose`, which
+also registers them as the component's outputs. A cloud may add
 outputs of its own (`cloud_outputs`, e.g. AWS's `amiId`), exported beside them.
 """
 
@@ -29,6 +30,9 @@ class TrainingBox(pulumi.ComponentResource):
 
     hosts: pulumi.Output[list[str]]
     private_hosts: pulumi.Output[list[str]]
+    box_ids: pulumi.Output[list[str]]
+    """Each box's cloud id in rank order (EC2 instance ids, Azure VM resource ids): what
+    `fab start` starts and what `fab` asks the power state of."""
     ssh_user: str
     storage_uri: pulumi.Output[str]
     registry: pulumi.Output[str]
@@ -51,6 +55,7 @@ class TrainingBox(pulumi.ComponentResource):
         *,
         hosts: pulumi.Output[list[str]],
         private_hosts: pulumi.Output[list[str]],
+        box_ids: pulumi.Output[list[str]],
         ssh_user: str,
         storage_uri: pulumi.Output[str],
         registry: pulumi.Output[str],
@@ -60,6 +65,7 @@ class TrainingBox(pulumi.ComponentResource):
         """Set the public outputs and register them (camelCase, as the stack exports them)."""
         self.hosts = hosts
         self.private_hosts = private_hosts
+        self.box_ids = box_ids
         self.ssh_user = ssh_user
         self.storage_uri = storage_uri
         self.registry = registry
@@ -69,6 +75,7 @@ class TrainingBox(pulumi.ComponentResource):
             {
                 "hosts": hosts,
                 "privateHosts": private_hosts,
+                "boxIds": box_ids,
                 "sshUser": ssh_user,
                 "storageUri": storage_uri,
                 "registry": registry,

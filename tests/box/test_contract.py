@@ -12,8 +12,8 @@ from box import cloud_init, contract, packing
 from box.watchdog_config import WatchdogConfig
 from stack import storage_layout
 from tests.paths import BOX_DIR
-from trainer import exit_codes
-from trainer.checkpoints import layout, resume, sync
+from trainer import box_files, exit_codes
+from trainer.checkpoints import resume, sync
 from trainer.data.vitaldb import prepare
 from trainer.loop import rank_outputs
 from trainer.reports import status
@@ -33,6 +33,7 @@ def test_the_trainers_exit_codes_are_the_boxes():
     assert exit_codes.EXIT_USER_ERROR == contract.EXIT_USER_ERROR
     assert exit_codes.EXIT_UNWRITABLE == contract.EXIT_UNWRITABLE
     assert exit_codes.EXIT_STOPPED == contract.EXIT_STOPPED
+    assert exit_codes.EXIT_UNAVAILABLE == contract.EXIT_BOXES_AWAY
 
 
 def test_the_trainer_writes_the_files_the_box_reads():
@@ -45,10 +46,15 @@ def test_the_trainer_writes_the_files_the_box_reads():
 
 
 def test_the_trainer_leaves_the_boxes_own_files_alone():
-    assert layout.STOP_MARKER == contract.STOPPED_BY_USER
-    assert layout.LAUNCH_RECORD == contract.LAUNCH_FILE
+    assert box_files.STOP_MARKER == contract.STOPPED_BY_USER
+    assert box_files.LAUNCH_RECORD == contract.LAUNCH_FILE
     assert sync.BOX_MARKERS == (contract.STOPPED_BY_USER,)
     assert set(resume.NOT_RESTORED) == {contract.STOPPED_BY_USER, contract.LAUNCH_FILE}
+
+
+def test_the_trainer_reads_the_boxes_records_by_their_names():
+    assert box_files.BOOTS_FILE == contract.BOOTS_FILE
+    assert box_files.STOPS_FILE == contract.STOPS_FILE
 
 
 def test_the_bootstrap_looks_where_cloud_init_and_install_put_things():

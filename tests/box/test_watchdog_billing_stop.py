@@ -1,10 +1,13 @@
 """How the watchdog stops billing on each cloud, and the verdict it publishes on AWS."""
 
+import json
+
 import pytest
 
+from box.contract import DEADLINE_TAG
 from box.watchdog_config import ARM_API_VERSION
 from tests.fakes.fake_box import FakeBox
-from tests.fixtures.metadata import AZURE_RESOURCE_ID
+from tests.fixtures.metadata import AZURE_RESOURCE_ID, TAGS_PATH
 
 T0 = 1_800_000_000.0
 IDLE_LIMIT_MINUTES = 2
@@ -39,9 +42,61 @@ def test_azure_deallocates_the_vm_through_arm(azure_box, fake_metadata):
 
 def test_azure_deallocate_names_the_api_version(azure_box, fake_metadata):
     _idle_past_the_limit(azure_box)
-    (call,) = [seen for seen in fake_metadata.requests if seen.path.startswith("/subscriptions/")]
+    (call,) = [seen for seen in fake_metadata.requests if "/deallocate" in seen.path]
     assert call.method == "POST"
     assert call.path == f"{AZURE_RESOURCE_ID}/deallocate?api-version={ARM_API_VERSION}"
+
+
+DEADLINE = "2026-11-23T06:00:00Z"
+
+
+def _arm_calls(fake_metadata) -> list[tuple[str, str]]:
+    return [
+        (seen.method, seen.path.split("?")[0].removeprefix(AZURE_RESOURCE_ID))
+        for seen in fake_metadata.requests
+        if seen.path.startswith(AZURE_RESOURCE_ID)
+    ]
+
+
+def test_azure_deletes_the_runs_deadline_tag_before_deallocating(azure_box, fake_metadata):
+    # Until the deadline the stack's keeper starts a deallocated VM again.
+    fake_metadata.azure_tags = {DEADLINE_TAG: DEADLINE}
+    _idle_past_the_limit(azure_box)
+    assert _arm_calls(fake_metadata) == [
+        ("GET", f"/{TAGS_PATH}"),
+        ("PATCH", f"/{TAGS_PATH}"),
+        ("POST", "/deallocate"),
+    ]
+    assert fake_metadata.azure_tags == {}
+
+
+def test_azure_tag_delete_names_the_deadline_with_its_value(azure_box, fake_metadata):
+    fake_metadata.azure_tags = {DEADLINE_TAG: DEADLINE, "owner": "ana"}
+    _idle_past_the_limit(azure_box)
+    (patch,) = [seen for seen in fake_metadata.requests if seen.method == "PATCH"]
+    assert json.loads(patch.body) == {
+        "operation": "Delete",
+        "properties": {"tags": {DEADLINE_TAG: DEADLINE}},
+    }
+    assert patch.path.endswith("?api-version=2021-04-01")
+    assert fake_metadata.azure_tags == {"owner": "ana"}
+
+
+def test_azure_without_a_deadline_deletes_no_tag(azure_box, fake_metadata):
+    fake_metadata.azure_tags = {"owner": "ana"}
+    _idle_past_the_limit(azure_box)
+    assert [method for method, _ in _arm_calls(fake_metadata)] == ["GET", "POST"]
+
+
+def test_a_refused_tag_delete_still_deallocates(azure_box, fake_metadata):
+    # Stopping the bill comes first; the keeper's start, if any, is the lesser harm.
+    fake_metadata.azure_tags = {DEADLINE_TAG: DEADLINE}
+    fake_metadata.tags_status = 403
+    done = _idle_past_the_limit(azure_box)
+    assert fake_metadata.deallocated == [AZURE_RESOURCE_ID]
+    assert f"WARNING: could not delete the deadline tag {DEADLINE_TAG}" in done.stdout
+    state = azure_box.watchdog_state()
+    assert (state["stop_failures"], state["stop_error"]) == (0, None)
 
 
 def test_azure_token_is_asked_for_arm_with_the_metadata_header(azure_box, fake_metadata):

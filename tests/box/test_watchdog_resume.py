@@ -100,6 +100,74 @@ def test_finished_and_failed_runs_stay_down_even_after_a_boot(box, exit_code, st
     assert why in done.stdout
 
 
+def _deadline(box, run_id, at):
+    launch = box.box_root / "runs" / run_id / "launch.json"
+    launch.parent.mkdir(parents=True, exist_ok=True)
+    launch.write_text(f'{{"run_id": "{run_id}", "deadline": {at}}}')
+
+
+def test_an_evicted_run_before_its_deadline_starts_again_after_the_boot(box):
+    container = box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=137)
+    box.write_status("run-1", state="running")
+    _deadline(box, "run-1", T0 + 3600)
+    box.reboot("boot-2", at=T0 - 60)
+    _resume(box)
+    assert _started(box) == [container]
+
+
+def test_a_run_brought_back_past_its_deadline_stays_down(box):
+    # The cloud restarted the box late (capacity came back after the hard stop's time):
+    # training now would bill past the deadline; the idle watchdog stops the box.
+    box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=PREEMPTED)
+    box.write_status("run-1", state="preempted")
+    _deadline(box, "run-1", T0 - 1)
+    box.reboot("boot-2", at=T0 - 60)
+    done = _resume(box)
+    assert _started(box) == []
+    assert "past its deadline" in done.stdout
+
+
+def test_a_run_past_its_deadline_still_uploads_what_storage_lacked(box):
+    container = box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=0)
+    box.write_status("run-1", state="finished-upload-pending")
+    _deadline(box, "run-1", T0 - 1)
+    _resume(box)
+    assert _started(box) == [container]
+
+
+BOXES_AWAY = 69
+
+
+def test_a_box_whose_peers_are_away_tries_again_every_minute_until_the_deadline(box):
+    # Box 0 of a two-box run; box 1 was evicted and is not back: each rendezvous times out.
+    container = box.add_trainer(
+        "run-1", running=False, created_at=T0 - 600, exit_code=BOXES_AWAY, finished_at=T0
+    )
+    _deadline(box, "run-1", T0 + 10 * MINUTE)
+    starts = []
+    for minute in range(0, 15):
+        now = T0 + minute * MINUTE
+        _resume(box, now=now)
+        if box.containers()[0]["State"]["Running"]:
+            starts.append(minute)
+            box.exit_container(container, exit_code=BOXES_AWAY, at=now + 1)
+    # More than the three starts a boot allows a run that keeps exiting 75, none past
+    # the deadline.
+    assert starts == [1, 3, 5, 7, 9]
+
+
+def test_a_box_whose_peers_are_away_and_no_deadline_is_bounded_like_a_stop(box):
+    container = box.add_trainer(
+        "run-1", running=False, created_at=T0 - 600, exit_code=BOXES_AWAY, finished_at=T0
+    )
+    for minute in range(0, 30):
+        now = T0 + minute * MINUTE
+        _resume(box, now=now)
+        if box.containers()[0]["State"]["Running"]:
+            box.exit_container(container, exit_code=BOXES_AWAY, at=now + 1)
+    assert _started(box) == [container] * 3
+
+
 def test_finished_run_whose_uploads_are_pending_starts_again_to_upload(box):
     container = box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=0)
     box.write_status("run-1", state="finished-upload-pending")

@@ -1,10 +1,12 @@
-"""A fake of the few Azure Resource Manager reads that preflight makes, on 127.0.0.1.
+"""A fake of the few Azure Resource Manager calls `fab` and the program make, on 127.0.0.1.
 
 Not a plugin: the Azure program tests start one for the whole session (the program
 reads compute usages before declaring anything) and the preflight tests their own.
 State is plain data a test edits: which providers are registered, which SKUs a region
-offers, the usages, the deployer's permissions, whether budgets are allowed. Every
-request is recorded with its bearer token, so a test can see what was asked and as whom.
+offers, the usages, the deployer's permissions, whether budgets are allowed, and the
+VMs' power (`GET <vm>/instanceView`, `POST <vm>/start`, as `fab start` uses them), and
+what a deadline changes (a resource's tags, a schedule's status: PATCH). Every request
+is recorded with its bearer token, so a test can see what was asked and as whom.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from tests.fakes.local_http import LocalHttpServer, reply
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000sub1"
 OWNER = [{"actions": ["*"], "notActions": []}]
+TAGS = "/providers/Microsoft.Resources/tags/default"
 
 
 def sku(name: str, family: str, vcpus: int, restricted: bool = False) -> dict[str, Any]:
@@ -70,6 +73,12 @@ class ArmState:
     )
     permissions: list[dict] = field(default_factory=lambda: list(OWNER))
     budgets_error: tuple[int, str] | None = None
+    vms: dict[str, str] = field(default_factory=dict)
+    """VM resource id -> its power code (`PowerState/deallocated`, ...)."""
+    tags: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Resource id -> its tags (Microsoft.Resources/tags)."""
+    schedules: dict[str, str] = field(default_factory=dict)
+    """DevTestLab schedule id -> its status (`Enabled`, `Disabled`)."""
     requests: list[tuple[str, str]] = field(default_factory=list)
     """(path, bearer token) of every request, in order."""
 
@@ -91,6 +100,15 @@ class FakeArm(LocalHttpServer):
         if not match or match.group(1) not in state.subscriptions:
             return 404, {"error": {"code": "SubscriptionNotFound", "message": path}}
         rest = match.group(2)
+        if resource := re.fullmatch(r"(.*)" + re.escape(TAGS), path):
+            return 200, {"properties": {"tags": state.tags.get(resource.group(1), {})}}
+        if path in state.schedules:
+            return 200, schedule_as_arm_answers(path, state.schedules[path])
+        if vm := re.fullmatch(r"(.*/virtualMachines/[^/]+)/instanceView", path):
+            if vm.group(1) not in state.vms:
+                return 404, {"error": {"code": "ResourceNotFound", "message": vm.group(1)}}
+            codes = ["ProvisioningState/succeeded", state.vms[vm.group(1)]]
+            return 200, {"statuses": [{"code": code} for code in codes]}
         if provider := re.fullmatch(r"/providers/(Microsoft\.[A-Za-z]+)", rest):
             namespace = provider.group(1)
             registered = namespace in state.registered
@@ -112,6 +130,66 @@ class FakeArm(LocalHttpServer):
             return 200, {"value": []}
         return 404, {"error": {"code": "NotFound", "message": rest}}
 
+    def act(self, path: str) -> tuple[int, Any]:
+        """POST <vm>/start: the VM starts (and is running when next looked at)."""
+        vm = re.fullmatch(r"(.*/virtualMachines/[^/]+)/start", path)
+        if vm is None or vm.group(1) not in self.state.vms:
+            return 404, {"error": {"code": "ResourceNotFound", "message": path}}
+        self.state.vms[vm.group(1)] = "PowerState/running"
+        return 202, {}
+
+    def change(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """PATCH a resource's tags (Merge, Replace, Delete by name or name and value)."""
+        state = self.state
+        if resource := re.fullmatch(r"(.*)" + re.escape(TAGS), path):
+            tags = state.tags.setdefault(resource.group(1), {})
+            given = body["properties"]["tags"]
+            if body["operation"] == "Merge":
+                tags.update(given)
+            elif body["operation"] == "Replace":
+                tags.clear()
+                tags.update(given)
+            else:
+                for key, value in given.items():
+                    if value in ("", tags.get(key)):
+                        tags.pop(key, None)
+            return 200, {"properties": {"tags": tags}}
+        if path in state.schedules:
+            # GlobalSchedules_Update (2018-09-15) changes a schedule's tags alone.
+            return 200, schedule_as_arm_answers(path, state.schedules[path])
+        return 404, {"error": {"code": "ResourceNotFound", "message": path}}
+
+    def replace(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """PUT a schedule: its status is the body's."""
+        if path not in self.state.schedules:
+            return 404, {"error": {"code": "ResourceNotFound", "message": path}}
+        self.state.schedules[path] = body["properties"]["status"]
+        return 200, schedule_as_arm_answers(path, self.state.schedules[path])
+
+
+def schedule_as_arm_answers(schedule_id: str, status: str) -> dict[str, Any]:
+    """A VM's daily-stop schedule as GET answers it, read-only properties included."""
+    vm = schedule_id.replace("/providers/Microsoft.DevTestLab/schedules/shutdown-computevm-",
+                             "/providers/Microsoft.Compute/virtualMachines/")  # fmt: skip
+    return {
+        "id": schedule_id,
+        "name": schedule_id.rsplit("/", 1)[-1],
+        "type": "microsoft.devtestlab/schedules",
+        "location": "eastus",
+        "tags": {"project": "glucose-training"},
+        "properties": {
+            "status": status,
+            "taskType": "ComputeVmShutdownTask",
+            "dailyRecurrence": {"time": "1900"},
+            "timeZoneId": "UTC",
+            "notificationSettings": {"status": "Disabled", "timeInMinutes": 30},
+            "targetResourceId": vm,
+            "createdDate": "2026-11-20T10:00:00.0000000+00:00",
+            "provisioningState": "Succeeded",
+            "uniqueIdentifier": "6d3b0f55-1f6c-4c2b-9a57-0a5d3c1f2e11",
+        },
+    }
+
 
 def _handler(arm: FakeArm) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
@@ -121,6 +199,27 @@ def _handler(arm: FakeArm) -> type[BaseHTTPRequestHandler]:
             arm.state.requests.append((url.path, token))
             status, body = arm.answer(url.path, parse_qs(url.query))
             reply(self, status, json.dumps(body).encode(), "application/json")
+
+        def do_POST(self) -> None:
+            url = urlparse(self.path)
+            token = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            arm.state.requests.append((url.path, token))
+            status, body = arm.act(url.path)
+            reply(self, status, json.dumps(body).encode() if body else b"", "application/json")
+
+        def do_PATCH(self) -> None:
+            self._write(arm.change)
+
+        def do_PUT(self) -> None:
+            self._write(arm.replace)
+
+        def _write(self, action) -> None:
+            url = urlparse(self.path)
+            token = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            arm.state.requests.append((url.path, token))
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            status, answer = action(url.path, body)
+            reply(self, status, json.dumps(answer).encode(), "application/json")
 
         def log_message(self, *args) -> None:
             pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import gzip
 import json
 
@@ -202,13 +203,21 @@ def test_on_demand_box_has_no_spot_market_options(box):
 
 def test_spot_box_is_a_persistent_request_that_stops_on_interruption(spot_pair):
     for instance in spot_pair.of_type(INSTANCE):
-        assert instance.inputs["instanceMarketOptions"] == {
-            "marketType": "spot",
-            "spotOptions": {
-                "instanceInterruptionBehavior": "stop",
-                "spotInstanceType": "persistent",
-            },
-        }
+        options = instance.inputs["instanceMarketOptions"]
+        assert options["marketType"] == "spot"
+        assert options["spotOptions"]["instanceInterruptionBehavior"] == "stop"
+        assert options["spotOptions"]["spotInstanceType"] == "persistent"
+
+
+def test_spot_request_brings_the_box_back_for_a_year_not_ec2s_default_week(spot_pair):
+    for instance in spot_pair.of_type(INSTANCE):
+        until = instance.inputs["instanceMarketOptions"]["spotOptions"]["validUntil"]
+        left = datetime.datetime.strptime(until, "%Y-%m-%dT%H:%M:%S%z") - datetime.datetime.now(
+            datetime.timezone.utc
+        )
+        assert datetime.timedelta(days=364) < left <= datetime.timedelta(days=365)
+        # Computed at each up, it must not replace the box the next time.
+        assert "instanceMarketOptions.spotOptions.validUntil" in instance.ignore_changes
 
 
 def test_user_data_is_the_shared_cloud_init_pointing_at_the_programs_in_the_bucket(box):
@@ -402,6 +411,11 @@ def test_daily_stop_role_may_stop_these_instances_and_nothing_else(spot_pair):
     assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT_ID}}
 
 
+def test_daily_stop_keeps_the_start_date_a_run_moved_it_to(box):
+    assert "startDate" in box.one(SCHEDULE).ignore_changes
+    assert box.exports["dailyStopSchedules"] == [box.one(SCHEDULE).outputs["name"]]
+
+
 def test_midnight_and_single_digit_times_make_valid_cron():
     assert aws_guard_rails.daily_cron("00:05") == "cron(5 0 * * ? *)"
     assert aws_guard_rails.daily_cron("09:00") == "cron(0 9 * * ? *)"
@@ -538,6 +552,8 @@ def test_program_exports_the_design_outputs_for_aws(box):
         "spot": False,
         "hosts": ["198.51.100.10"],
         "privateHosts": ["10.42.0.4"],
+        "boxIds": [box.one(INSTANCE).id],
+        "region": REGION,
         "sshUser": "ubuntu",
         "storageUri": "s3://glucose-storage-0a1b2c3",
         "registry": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com",
@@ -546,7 +562,10 @@ def test_program_exports_the_design_outputs_for_aws(box):
         "hungTrainerMinutes": 120,
         "autoShutdownTime": "21:30",
         "autoShutdownTimeZone": "Europe/Berlin",
+        "maxRunHours": 72,
+        "autoRecover": False,
         "amiId": AMI_ID,
+        "dailyStopSchedules": [box.one(SCHEDULE).outputs["name"]],
     }
 
 

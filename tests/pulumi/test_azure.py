@@ -46,6 +46,11 @@ DESIGN_OUTPUTS = {
     "hungTrainerMinutes",
     "autoShutdownTime",
     "autoShutdownTimeZone",
+    "boxIds",
+    "region",
+    "maxRunHours",
+    "autoRecover",
+    "dailyStopSchedules",
 }
 TAGGED_TYPES = {
     "azure-native:resources:ResourceGroup",
@@ -62,6 +67,8 @@ TAGGED_TYPES = {
     "azure-native:monitor:ActivityLogAlert",
 }
 POWER_ON_OFF = "40c5ff49-9181-41f8-ae61-143b0e78555e"
+TAG_CONTRIBUTOR = "4a9ae827-6dc8-4573-8ac7-8239d42aa03f"
+SCHEDULE = "azure-native:devtestlab:GlobalSchedule"
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +98,8 @@ def test_exports_describe_the_box(on_demand):
         "cloud": "azure",
         "hosts": ["20.30.40.1"],
         "privateHosts": ["10.42.0.4"],
+        "boxIds": [on_demand.one(VM).id],
+        "region": "eastus",
         "sshUser": "azureuser",
         "storageUri": f"az://{account}/training",
         "registry": login_server,
@@ -103,6 +112,9 @@ def test_exports_describe_the_box(on_demand):
         "hungTrainerMinutes": 120,
         "autoShutdownTime": "21:30",
         "autoShutdownTimeZone": "Europe/Berlin",
+        "maxRunHours": 72,
+        "autoRecover": False,
+        "dailyStopSchedules": [on_demand.one(SCHEDULE).id],
     }
 
 
@@ -313,7 +325,7 @@ def _grants(result: RunResult, principal: str) -> set[tuple[str, str]]:
     }
 
 
-def test_vm_identity_gets_exactly_blob_pull_and_power_on_off_of_its_own_vm(on_demand):
+def test_vm_identity_gets_exactly_blob_pull_power_on_off_and_tags_of_its_own_vm(on_demand):
     vm = on_demand.one(VM)
     container = on_demand.one("azure-native:storage:BlobContainer").id
     registry = on_demand.one("azure-native:containerregistry:Registry").id
@@ -321,6 +333,8 @@ def test_vm_identity_gets_exactly_blob_pull_and_power_on_off_of_its_own_vm(on_de
         (_role("ba92f5b4-2d11-453d-a403-e96b0029c9fe"), container),
         (_role("7f951dda-4ed3-4680-a7ca-43fe172d538d"), registry),
         (_role(POWER_ON_OFF), vm.id),
+        # To delete its run deadline tag before it deallocates itself.
+        (_role(TAG_CONTRIBUTOR), vm.id),
     }
 
 
@@ -330,7 +344,11 @@ def test_no_custom_role_is_defined_so_a_first_up_cannot_meet_an_unreplicated_one
 
 
 def test_every_managed_identity_grant_says_service_principal(on_demand):
-    identities = {"principal-glucose-0-vm", "principal-glucose-budget-stop-flow"}
+    identities = {
+        "principal-glucose-0-vm",
+        "principal-glucose-budget-stop-flow",
+        "principal-glucose-keeper",
+    }
     kinds = {
         r.inputs["principalType"]
         for r in on_demand.of_type(ROLE_ASSIGNMENT)
@@ -379,7 +397,8 @@ def test_deployer_can_reach_data_and_push_images(on_demand):
 
 def test_role_assignment_names_are_stable_guids(on_demand):
     names = [r.inputs["roleAssignmentName"] for r in on_demand.of_type(ROLE_ASSIGNMENT)]
-    assert len(set(names)) == len(names) == 6
+    # Box 4, deployer 2, budget stop 2, keeper 3.
+    assert len(set(names)) == len(names) == 11
     again = [r.inputs["roleAssignmentName"] for r in run_stack().of_type(ROLE_ASSIGNMENT)]
     assert again == names
 
@@ -470,7 +489,13 @@ def test_two_nodes_each_get_their_own_schedule_and_roles(two_nodes):
         "shutdown-computevm-glucose-1-vm",
     }
     for index in (0, 1):
-        assert len(_grants(two_nodes, f"principal-glucose-{index}-vm")) == 3
+        assert len(_grants(two_nodes, f"principal-glucose-{index}-vm")) == 4
+
+
+def test_daily_stop_schedules_are_exported_in_rank_order(two_nodes):
+    by_target = {s.inputs["targetResourceId"]: s.id for s in two_nodes.of_type(SCHEDULE)}
+    ranked = [by_target[vm] for vm in two_nodes.exports["boxIds"]]
+    assert two_nodes.exports["dailyStopSchedules"] == ranked
 
 
 def test_storage_is_deleted_with_the_stack_by_default(on_demand):

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from box.watchdog_config import ARM_API_VERSION
+from box.contract import DEADLINE_TAG
+from box.watchdog_config import ARM_API_VERSION, ARM_TAGS_PATH
 from infra.aws import guard_rails as aws_guard_rails
 from infra.azure import guard_rails as azure_guard_rails
 from tests.fakes import aws_program, azure_program
@@ -35,6 +36,11 @@ def _stop_group(result: RunResult):
     """The action group that deallocates (the other one mails)."""
     (group,) = [g for g in result.of_type(ACTION_GROUP) if g.inputs.get("logicAppReceivers")]
     return group
+
+
+def _stop_flow(result: RunResult):
+    """The budget stop's Logic App (the keeper is one too)."""
+    return result.named("glucose-budget-stop-flow")
 
 
 def _sorted_ids(result: RunResult, type_: str) -> list[str]:
@@ -129,7 +135,7 @@ def test_azure_budget_alert_at_100_percent_fires_the_stop_action_group(azure_pai
 
 def test_azure_action_group_calls_the_deallocating_logic_app(azure_pair):
     group = _stop_group(azure_pair).inputs
-    workflow = azure_pair.one(WORKFLOW)
+    workflow = _stop_flow(azure_pair)
     (receiver,) = unwrap(group["logicAppReceivers"])
     assert receiver["resourceId"] == workflow.id
     assert receiver["callbackUrl"].startswith("https://logic.example/workflows/")
@@ -137,35 +143,72 @@ def test_azure_action_group_calls_the_deallocating_logic_app(azure_pair):
     assert len(group["groupShortName"]) <= 12
 
 
+def _stop_actions(result: RunResult) -> dict:
+    return unwrap(_stop_flow(result).inputs["definition"])["actions"]
+
+
 def test_azure_logic_app_deallocates_every_box_with_its_own_identity(azure_pair):
-    workflow = azure_pair.one(WORKFLOW).inputs
+    workflow = _stop_flow(azure_pair).inputs
     assert workflow["identity"] == {"type": "SystemAssigned"} and workflow["state"] == "Enabled"
     definition = unwrap(workflow["definition"])
     assert set(definition["triggers"]) == {azure_guard_rails.STOP_TRIGGER}
     calls = [action["inputs"] for action in definition["actions"].values()]
     vm_ids = _sorted_ids(azure_pair, "azure-native:compute:VirtualMachine")
-    assert sorted(call["uri"] for call in calls) == sorted(
+    assert sorted(call["uri"] for call in calls if call["method"] == "POST") == sorted(
         f"https://management.azure.com{vm}/deallocate?api-version={ARM_API_VERSION}"
         for vm in vm_ids
     )
-    assert all(call["method"] == "POST" for call in calls)
     assert all(call["authentication"]["type"] == "ManagedServiceIdentity" for call in calls)
 
 
-def test_azure_logic_app_may_power_off_exactly_the_boxes(azure_pair):
-    principal = azure_pair.one(WORKFLOW).outputs["identity"]["principalId"]
+VM_ID = "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/v"
+
+
+def test_azure_logic_app_deletes_each_boxs_deadline_tag_before_deallocating():
+    # The keeper would start a budget-stopped box again until its run's deadline.
+    actions = azure_guard_rails.deallocate_workflow([VM_ID])["actions"]
+    tags_uri = f"https://management.azure.com{VM_ID}{ARM_TAGS_PATH}?api-version=2021-04-01"
+    read, untag, deallocate = (actions[n] for n in ("read_tags_0", "untag_0", "deallocate_0"))
+    assert (read["inputs"]["method"], read["inputs"]["uri"]) == ("GET", tags_uri)
+    assert (untag["inputs"]["method"], untag["inputs"]["uri"]) == ("PATCH", tags_uri)
+    assert untag["runAfter"] == {"read_tags_0": ["Succeeded"]}
+    assert list(deallocate["runAfter"]) == ["untag_0"]
+
+
+def test_azure_logic_app_names_the_deadline_tag_with_the_value_it_read():
+    untag = azure_guard_rails.deallocate_workflow([VM_ID])["actions"]["untag_0"]
+    assert untag["inputs"]["body"] == {
+        "operation": "Delete",
+        "properties": {
+            "tags": {
+                DEADLINE_TAG: f"@coalesce(body('read_tags_0')?['properties']?['tags']?"
+                f"['{DEADLINE_TAG}'], '')"
+            }
+        },
+    }
+
+
+def test_azure_logic_app_deallocates_whatever_became_of_the_tag():
+    # Stopping the bill comes first: a tag that would not go must not keep a box up.
+    deallocate = azure_guard_rails.deallocate_workflow([VM_ID])["actions"]["deallocate_0"]
+    assert deallocate["runAfter"] == {"untag_0": ["Succeeded", "Failed", "Skipped", "TimedOut"]}
+
+
+def test_azure_logic_app_may_power_off_and_untag_exactly_the_boxes(azure_pair):
+    principal = _stop_flow(azure_pair).outputs["identity"]["principalId"]
     grants = [r.inputs for r in azure_pair.of_type(ROLE_ASSIGNMENT)
               if r.inputs["principalId"] == principal]  # fmt: skip
-    vm_ids = set(_sorted_ids(azure_pair, "azure-native:compute:VirtualMachine"))
-    assert {g["scope"] for g in grants} == vm_ids
-    assert all(g["roleDefinitionId"].endswith("/40c5ff49-9181-41f8-ae61-143b0e78555e")
-               for g in grants)  # fmt: skip
+    vm_ids = _sorted_ids(azure_pair, "azure-native:compute:VirtualMachine")
+    roles = {"40c5ff49-9181-41f8-ae61-143b0e78555e", "4a9ae827-6dc8-4573-8ac7-8239d42aa03f"}
+    assert sorted((g["scope"], g["roleDefinitionId"].rsplit("/", 1)[1]) for g in grants) == sorted(
+        (vm, role) for vm in vm_ids for role in roles
+    )
     assert all(g["principalType"] == "ServicePrincipal" for g in grants)
 
 
 def test_azure_stack_may_opt_out_of_the_budget_stop():
     result = azure_program.run_stack(budgetStopsBoxes="false")
-    assert result.of_type(WORKFLOW) == []
+    assert [w.name for w in result.of_type(WORKFLOW)] == ["glucose-keeper"]
     assert all(not g.inputs.get("logicAppReceivers") for g in result.of_type(ACTION_GROUP))
     notifications = result.one(AZURE_BUDGET).inputs["notifications"]
     assert all("contactGroups" not in n for n in notifications.values())

@@ -12,6 +12,7 @@ The self-tests in test_cloud_references_self.py show each check can fail.
 
 from __future__ import annotations
 
+import datetime
 import importlib.metadata
 import json
 import re
@@ -19,9 +20,14 @@ import re
 import botocore.session
 import pytest
 
+from ops.cloud import azure as power_azure
+from ops.target.resolve import from_outputs
 from stack import catalog, cloud_limits
+from stack.arm import ArmClient
 from stack.config import ConfigError, validate
 from tests.fakes import aws_program
+from tests.fakes.arm import schedule_as_arm_answers
+from tests.fixtures.clouds import target_outputs
 from tests.paths import REPO
 from tests.pulumi.references import arm_urls, azure, iam
 from tests.pulumi.references.aws import instance_types_by_region
@@ -31,6 +37,7 @@ from tests.pulumi.references.checks import declared_problems, unmapped
 from tests.pulumi.references.matrix import STACKS
 
 by_id = {"ids": lambda stack: stack.id}
+UNTIL = datetime.datetime(2026, 11, 25, 6, tzinfo=datetime.timezone.utc)
 WORKFLOW = "azure-native:logic:Workflow"
 
 
@@ -49,24 +56,74 @@ def test_every_type_of_the_tables_is_declared_by_some_stack():
     assert set(AWS) | set(AZURE) | set(DYNAMIC) == declared
 
 
-@pytest.mark.parametrize(
-    "stack", [s for s in STACKS if s.cloud == "azure" and s.budget_stops_boxes], **by_id
-)
-def test_the_logic_app_deallocates_each_box_as_the_compute_reference_does(stack):
-    (workflow,) = stack.run().of_type(WORKFLOW)
-    calls = [action["inputs"] for action in workflow.inputs["definition"]["actions"].values()]
-    assert len(calls) == stack.nodes
-    found = [
-        problem
-        for call in calls
-        for problem in arm_urls.problems(call["method"], call["uri"], arm_urls.DEALLOCATE, stack.id)
+def _logic_app_calls(stack) -> list[tuple[str, dict]]:
+    return [
+        call
+        for workflow in stack.run().of_type(WORKFLOW)
+        for call in arm_urls.workflow_calls(workflow.inputs["definition"])
     ]
-    assert found == []
+
+
+@pytest.mark.parametrize("stack", [s for s in STACKS if s.cloud == "azure"], **by_id)
+def test_every_call_of_the_logic_apps_is_the_one_its_reference_builds(stack):
+    calls = _logic_app_calls(stack)
+    # Per box: the keeper's two reads, deallocate, untag, two schedule PUTs and, on a
+    # stack that recovers (spot), a start; the budget stop's read, untag and deallocate.
+    per_box = 6 + stack.spot + 3 * stack.budget_stops_boxes
+    assert len(calls) == stack.nodes * per_box
+    assert [p for name, inputs in calls for p in arm_urls.call_problems(inputs, name)] == []
 
 
 def test_the_watchdog_deallocates_its_vm_as_the_compute_reference_does():
     url = arm_urls.watchdog_deallocate_url()
     assert arm_urls.problems("POST", url, arm_urls.DEALLOCATE, "watchdog") == []
+
+
+@pytest.mark.parametrize(
+    ("method", "builder"),
+    [("GET", arm_urls.TAGS_GET), ("PATCH", arm_urls.TAGS_UPDATE)],
+    ids=["read", "delete"],
+)
+def test_the_watchdog_reaches_its_vms_tags_as_the_resources_reference_does(method, builder):
+    url = arm_urls.watchdog_tags_url()
+    assert arm_urls.problems(method, url, builder, "watchdog") == []
+
+
+def test_fab_start_starts_a_vm_as_the_compute_reference_does():
+    url = ArmClient("token").url(f"{arm_urls.VM_ID}/start", power_azure.API)
+    assert arm_urls.problems("POST", url, arm_urls.START, "fab start") == []
+
+
+class RecordingArm(ArmClient):
+    """Records what ops sends; answers as ARM does for a tagged VM and its schedule."""
+
+    def __init__(self) -> None:
+        super().__init__("token")
+        self.calls: list[tuple[str, str, str, object]] = []
+
+    def _call(self, method, path, api, query, body=None):
+        self.calls.append((method, path, api, body))
+        if api == "schedules":
+            return schedule_as_arm_answers(path, "Enabled")
+        return {"properties": {"tags": {"glucose-deadline": "2026-11-25T06:00Z"}}}
+
+
+def test_fab_train_hours_and_fab_stop_call_arm_as_the_references_build(monkeypatch):
+    arm = RecordingArm()
+    monkeypatch.setattr(power_azure, "_arm", lambda: arm)
+    schedule = f"{arm_urls.RESOURCE_GROUP}/providers/Microsoft.DevTestLab/schedules/" + (
+        "shutdown-computevm-glucose-0-vm"
+    )
+    target = from_outputs(
+        target_outputs("azure", [arm_urls.VM_ID], dailyStopSchedules=[schedule]), "stack test"
+    )
+    power_azure.set_deadline(target, UNTIL, past_daily_stop=True)
+    power_azure.clear_deadline(target)
+    assert [(method, api) for method, _, api, _ in arm.calls] == [
+        ("PATCH", "tags"), ("GET", "schedules"), ("PUT", "schedules"),
+        ("GET", "schedules"), ("PUT", "schedules"), ("GET", "tags"), ("PATCH", "tags"),
+    ]  # fmt: skip
+    assert arm_urls.ops_call_problems(arm.calls) == []
 
 
 @pytest.mark.parametrize("api", sorted(arm_urls.ARM_READS))

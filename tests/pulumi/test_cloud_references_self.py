@@ -63,6 +63,7 @@ SG, BUDGET = "aws:ec2/securityGroup:SecurityGroup", "aws:budgets/budget:Budget"
 ACTION, INSTANCE = "aws:budgets/budgetAction:BudgetAction", "aws:ec2/instance:Instance"
 VM, ROLE_POLICY = "azure-native:compute:VirtualMachine", "aws:iam/rolePolicy:RolePolicy"
 AZ_BUDGET = "azure-native:consumption:Budget"
+WORKFLOW = "azure-native:logic:Workflow"
 
 # (stack, type, change, what the checker must say)
 PLANTED = {
@@ -328,6 +329,67 @@ def test_an_iam_statement_the_reference_refuses_is_named(statement, needle):
 )
 def test_an_arm_call_unlike_the_reference_is_named(url, needle):
     assert any(needle in line for line in arm_urls.problems("POST", url, arm_urls.DEALLOCATE, "x"))
+
+
+def _keeper_call(name: str) -> dict:
+    """A copy of one call of the keeper of AZURE_STACK (box 0), as declared."""
+    (keeper,) = [w for w in AZURE_STACK.run().of_type(WORKFLOW) if w.name == "glucose-keeper"]
+    calls = dict(arm_urls.workflow_calls(keeper.inputs["definition"]))
+    return copy.deepcopy(calls[name])
+
+
+def _with(name: str, change: Callable[[dict], None]) -> dict:
+    inputs = _keeper_call(name)
+    change(inputs)
+    return inputs
+
+
+PLANTED_CALLS = {
+    "a schedule PATCH, which changes only tags": (
+        _with("restore_stop_0", lambda i: i.update(method="PATCH")),
+        "no reference of WORKFLOW_CALLS builds PATCH",
+    ),
+    "a schedule version the reference does not send": (
+        _with(
+            "restore_stop_0", lambda i: i.update(uri=i["uri"].replace("2018-09-15", "2016-05-15"))
+        ),
+        "builds build_create_or_update_request with api-version=2018-09-15",
+    ),
+    "a schedule property the model does not have": (
+        _with("restore_stop_0", lambda i: i["body"]["properties"].update(state="Enabled")),
+        "state: Schedule has no such property",
+    ),
+    "a schedule status typo": (
+        _with("restore_stop_0", lambda i: i["body"]["properties"].update(status="On")),
+        "'On' is not one of ['Disabled', 'Enabled']",
+    ),
+    "a tag operation ARM does not know": (
+        _with("untag_0", lambda i: i["body"].update(operation="Remove")),
+        "'Remove' is not one of ['Delete', 'Merge', 'Replace']",
+    ),
+    "a VM read of a version the compute reference does not send": (
+        _with("read_vm_0", lambda i: i.update(uri=i["uri"].replace("2024-11-01", "2024-07-01"))),
+        "builds build_get_request with api-version=2024-11-01",
+    ),
+    "a call outside ARM": (
+        _with(
+            "start_0", lambda i: i.update(uri=i["uri"].replace("management.azure.com", "x.test"))
+        ),
+        "is not a call to ARM",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLANTED_CALLS))
+def test_a_planted_wrong_logic_app_call_is_named(case):
+    inputs, needle = PLANTED_CALLS[case]
+    found = arm_urls.call_problems(inputs, case)
+    assert any(needle in line for line in found), found
+
+
+def test_an_unplanted_logic_app_call_has_no_finding():
+    for name in ("restore_stop_0", "untag_0", "read_vm_0", "start_0"):
+        assert arm_urls.call_problems(_keeper_call(name), name) == []
 
 
 # The four defects of issue 22, put back into the real program: each turns it red.

@@ -335,3 +335,27 @@ def test_as_many_alert_addresses_as_the_cloud_budget_takes_are_accepted(cloud, r
     emails = json.dumps([f"alerts-{n}@lab.dev" for n in range(most)])
     config = validate({**GOOD, "cloud": cloud, "alertEmails": emails}, region)
     assert len(config.alert_emails) == most
+
+
+def test_a_run_may_outlast_the_daily_stop_by_three_days_unless_the_stack_says_otherwise():
+    assert validate(GOOD, "eastus").max_run_hours == 72
+    assert validate({**GOOD, "maxRunHours": "24"}, "eastus").max_run_hours == 24
+
+
+@pytest.mark.parametrize("hours", ["0", "169"])
+def test_max_run_hours_is_within_a_week(hours):
+    assert problems_of({**GOOD, "maxRunHours": hours}) == [
+        f"maxRunHours: got {hours}, expected 1 to 168"
+    ]
+
+
+def test_spot_boxes_recover_by_default_and_on_demand_ones_do_not():
+    assert validate({**GOOD, "spot": "true"}, "eastus").recovers
+    assert not validate(GOOD, "eastus").recovers
+    assert not validate({**GOOD, "spot": "true", "autoRecover": "false"}, "eastus").recovers
+
+
+def test_an_aws_spot_stack_cannot_turn_recovery_off_and_is_told_why():
+    aws = {**GOOD, "cloud": "aws", "vmSize": "g5.xlarge", "spot": "true", "autoRecover": "false"}
+    (problem,) = problems_of(aws, "us-east-1")
+    assert problem.startswith("autoRecover: false cannot hold on an AWS spot stack")

@@ -28,11 +28,6 @@ from trainer.storage import ObjectNotFound, ObjectStore
 log = logging.getLogger(__name__)
 
 CHECKPOINTS_PREFIX = "checkpoints/"
-# Files the box keeps in a run dir for itself (box/contract.py is the box's copy): the
-# user's stop is never mirrored (restored on another box it would block the resume),
-# and neither it nor `fab train`'s launch record is ever restored from the store.
-STOP_MARKER = "STOPPED_BY_USER"
-LAUNCH_RECORD = "launch.json"
 LATEST_KEY = CHECKPOINTS_PREFIX + "LATEST"
 BEST_KEY = CHECKPOINTS_PREFIX + "BEST"
 CHECKPOINT_SUFFIX = ".pt"

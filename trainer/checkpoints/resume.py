@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer import box_files
 from trainer.checkpoints import layout
 from trainer.checkpoints.checkpoint_file import (
     DAMAGED_SUFFIX,
@@ -48,7 +49,7 @@ STORE_WAIT_SECONDS = 60.0
 STORE_RETRY_MAX_SECONDS = 10.0
 # Names at the top of the run dir a restore from the store never writes, as a file or
 # as a directory (a key `STOPPED_BY_USER/x` would make one): the box's own records.
-NOT_RESTORED = (layout.LAUNCH_RECORD, layout.STOP_MARKER)
+NOT_RESTORED = (box_files.LAUNCH_RECORD, box_files.STOP_MARKER)
 
 Check = Callable[[dict[str, Any]], str | None]
 """Why a checkpoint's content cannot continue this run, or None when it can."""

@@ -32,6 +32,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
+from trainer import box_files
 from trainer.atomic_write import fsync_dir, temp_path, write_bytes_atomic
 from trainer.checkpoints import layout
 from trainer.checkpoints.thread_priority import lower_thread_priority
@@ -43,7 +44,7 @@ OUTBOX_DIR_NAME = ".outbox"
 WORKER_JOIN_SECONDS = 10.0
 # Written by `fab stop` for this box's resume unit (ARCHITECTURE.md): restored on
 # another box from the store, it would keep that box's run from resuming.
-BOX_MARKERS = (layout.STOP_MARKER,)
+BOX_MARKERS = (box_files.STOP_MARKER,)
 
 
 @dataclass(frozen=True)

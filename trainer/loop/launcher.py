@@ -16,6 +16,10 @@ box's local rank 0 recorded since the launch began:
   code;
 - nothing conclusive and the launcher itself was told to stop (SIGTERM from `docker
   stop`, a host shutdown; forwarded to the workers by torchrun) -> 75: interrupted;
+- nothing conclusive and the boxes never met (the rendezvous timed out, or box 0's
+  store did not answer: a box evicted and not back yet) -> 69: the box's resume unit
+  starts it again a minute later, until the run's deadline, so the run comes back with
+  its last box;
 - else torchrun's own outcome (0, or 1 after its restarts ran out).
 
 A rank that ends on a code no restart changes (75, 2, 74) tells torchrun to shut down
@@ -50,6 +54,7 @@ from trainer.exit_codes import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_STOPPED,
+    EXIT_UNAVAILABLE,
     EXIT_UNWRITABLE,
     EXIT_USER_ERROR,
 )
@@ -140,6 +145,7 @@ def world_size(args: argparse.Namespace) -> int | None:
 def launch(args: argparse.Namespace, run_dir: Path) -> int:
     """Run torchrun with `args`; the exit code of the run it launched."""
     from torch.distributed.elastic.multiprocessing import SignalException
+    from torch.distributed.elastic.rendezvous import RendezvousError
     from torch.distributed.run import run
 
     started_at = time.time()
@@ -176,7 +182,15 @@ def launch(args: argparse.Namespace, run_dir: Path) -> int:
     except SignalException as error:
         signalled, code = not released, EXIT_FAILED
         print(f"launch: {error}; torchrun stopped its workers", file=sys.stderr, flush=True)
-    except Exception as error:  # ChildFailedError (restarts ran out), a failed rendezvous
+    except RendezvousError as error:
+        code = EXIT_UNAVAILABLE
+        print(
+            f"launch: the run's boxes did not meet ({type(error).__name__}: {error}); "
+            "the box starts it again a minute from now until the run's deadline",
+            file=sys.stderr,
+            flush=True,
+        )
+    except Exception as error:  # ChildFailedError: the restarts ran out
         code = EXIT_FAILED
         print(f"launch: torchrun failed: {error}", file=sys.stderr, flush=True)
     finally:

@@ -49,6 +49,7 @@ from trainer.loop.preemption import StopSignal
 from trainer.loop.rank_outputs import Heartbeat, QuietCheckpoints, QuietOutputs
 from trainer.loop.run_ending import RunEnding
 from trainer.model import FORMULATIONS, build_model, count_parameters
+from trainer.reports.cost import box_run_cost
 from trainer.reports.progress import RunOutputs, process_spans, read_metrics
 from trainer.reports.report import CONFIG_FILE, data_identity, write_report
 
@@ -344,6 +345,15 @@ def _done(run: Run, pos: Position) -> bool:
     )
 
 
+def _cost(run_dir: Path) -> dict[str, Any]:
+    """`cost_usd` and how it was counted, from the box's records (null off a box)."""
+    cost = box_run_cost(run_dir, time.time())
+    return {
+        "cost_usd": round(cost.usd, 2) if cost else None,
+        "cost": cost.as_dict() if cost else None,
+    }
+
+
 def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str, Any]:
     """Best weights on val and test -> summary.json, report.md, plots; status finished.
     `wall_s`: this process's time; a resumed run's is the sum over its processes."""
@@ -374,6 +384,9 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
         "lr": run.config.optim.lr,
         "formulation": tc.formulation,
         "gpu_memory_gib": run.choice.peak_memory_gib(),
+        "recoveries": out.status.fields.get("recoveries") or 0,
+        "time_lost_s": out.status.fields.get("time_lost_s") or 0.0,
+        **_cost(run.run_dir),
         "val": val,
         "test": test,
     }

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from trainer.atomic_write import write_bytes_atomic
 from trainer.config import UserError
-from trainer.reports.status import StatusWriter
+from trainer.reports.status import RunRecord, StatusWriter
 
 log = logging.getLogger(__name__)
 METRICS_FILE = "metrics.jsonl"
@@ -219,7 +219,8 @@ class RunOutputs:
         self.log = MetricsLog(run_dir, resume_step=step if resumed else None)
         self.log.record(START_RECORD, step, time=started_at or time.time())
         self.display = ProgressDisplay(total_steps, step)
-        self.status = StatusWriter(run_dir, run_id, total_steps, uploads)
+        carried = RunRecord.read(run_dir).after_restart(time.time()) if resumed else {}
+        self.status = StatusWriter(run_dir, run_id, total_steps, uploads, fields=carried)
         self.status.write(step=step)
         self._val_mae: float | None = None
 

@@ -170,6 +170,23 @@ def _metrics_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def cost_line(summary: dict[str, Any]) -> str:
+    """What the run cost and what its interruptions took (summary.json's keys)."""
+    cost = summary.get("cost")
+    spent = (
+        f"Cost ${summary['cost_usd']:.2f}: {sum(cost['box_hours']):.2f} box-hours up at "
+        f"${cost['hourly_price_usd']:.2f}/h (the boxes' own boot and stop records)."
+        if cost
+        else "Cost: not counted (no box records: a run outside `fab train`)."
+    )
+    recoveries = summary.get("recoveries") or 0
+    if not recoveries:
+        return spent
+    lost_h = (summary.get("time_lost_s") or 0.0) / 3600
+    came_back = f"Came back {recoveries} time(s) after a stop it did not ask for"
+    return f"{spent} {came_back}; {lost_h:.2f} h lost."
+
+
 def _test_section(test: dict[str, Any] | None) -> list[str]:
     if test is None:
         return [
@@ -242,7 +259,6 @@ def write_report(
         plot_clarke_grid(test_ref, test_pred, plots / "clarke_grid.png")
     config = json.loads((run_dir / CONFIG_FILE).read_text())
     test, val, data = summary["test"], summary["val"], summary["data"]
-    cost = summary.get("cost_usd")
     name = f" ({summary['name']})" if summary.get("name") else ""
     lines = [
         f"# Run `{summary['run_id']}`: {config['model']['arch']} on {data['cases']} "
@@ -250,10 +266,11 @@ def write_report(
         "",
         f"{summary['parameters']:,}-parameter model, {summary['steps']} optimizer steps over "
         f"{summary['epochs']} epochs on {summary['device']} ({summary['precision']}), "
-        f"{_wall_time(summary)}. Best epoch {summary['best_epoch']} (by validation MAE)."
-        + ("" if cost is None else f" Cost: ${cost:,.2f}."),
+        f"{_wall_time(summary)}. Best epoch {summary['best_epoch']} (by validation MAE).",
         "",
         _data_line(data),
+        "",
+        cost_line(summary),
         "",
         *_test_section(test),
         "",

@@ -25,6 +25,9 @@ from trainer.atomic_write import write_json_atomic
 UPLOAD_PENDING = "finished-upload-pending"
 STATUS_FILE = "status.json"
 STATES = ("running", "preempted", "stopped", "finished", UPLOAD_PENDING, "failed")
+# What a run that starts again was, when it did not ask to stop: evicted after a notice,
+# or still `running` when its box went down under it.
+RECOVERED_FROM = ("preempted", "running")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,10 @@ class RunRecord:
     exit_code: int | None = None
     uploads: dict | None = None
     """None without --checkpoint-uri, else `pending`, `failing_since`, `last_uploaded_at`."""
+    recoveries: int | None = None
+    """Starts after a stop the run did not ask for (a spot eviction, a host failure)."""
+    time_lost_s: float | None = None
+    """Seconds between those stops and the starts that followed them, summed."""
 
     @classmethod
     def from_dict(cls, data: object) -> RunRecord:
@@ -77,6 +84,16 @@ class RunRecord:
             return cls.parse((Path(run_dir) / name).read_bytes())
         except OSError:
             return cls()
+
+    def after_restart(self, now: float) -> dict[str, Any]:
+        """`recoveries` and `time_lost_s` for a new start of the run this record is of:
+        one more when the run was preempted or died running (its box went down with it),
+        the time since it last said anything lost to that."""
+        recoveries, lost = self.recoveries or 0, self.time_lost_s or 0.0
+        if self.state in RECOVERED_FROM:
+            recoveries += 1
+            lost += max(0.0, now - (self.updated_at or now))
+        return {"recoveries": recoveries, "time_lost_s": round(lost, 1)}
 
     def known(self) -> dict[str, Any]:
         """The keys the file had (with their types), as a dict."""

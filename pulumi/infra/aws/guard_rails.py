@@ -54,7 +54,11 @@ def declare_daily_stop(
     tags: dict[str, str],
     parent: pulumi.Resource,
 ) -> aws.scheduler.Schedule:
-    """Stop every box at `autoShutdownTime` in `autoShutdownTimeZone`, every day."""
+    """Stop every box at `autoShutdownTime` in `autoShutdownTimeZone`, every day.
+
+    `fab train --hours` moves the schedule's start date past a run's deadline (and adds
+    a one-time stop at the deadline, ops/cloud/aws.py): `pulumi up` leaves it there.
+    """
     child = pulumi.ResourceOptions(parent=parent)
     role = _service_role(f"{name}-daily-stop-role", "scheduler.amazonaws.com", tags, parent)
     policy = aws.iam.RolePolicy(
@@ -79,7 +83,9 @@ def declare_daily_stop(
             "input": pulumi.Output.json_dumps({"InstanceIds": [i.id for i in instances]}),
             "retry_policy": {"maximum_retry_attempts": STOP_RETRY_ATTEMPTS},
         },
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[policy]),
+        opts=pulumi.ResourceOptions(
+            parent=parent, depends_on=[policy], ignore_changes=["startDate"]
+        ),
     )
 
 

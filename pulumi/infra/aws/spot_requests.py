@@ -19,11 +19,24 @@ import this program's `infra` package, only `ops`, which is installed.
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 from pulumi import dynamic
+
+# How long a box's persistent request brings it back after an interruption. EC2's own
+# default is 7 days from launch; no reference states a maximum. A box older than this
+# still runs but is no longer restarted after an interruption: `fab train` says so.
+SPOT_REQUEST_DAYS = 365
+
+
+def spot_request_valid_until(now: datetime.datetime | None = None) -> str:
+    """ValidUntil of a new box's spot request, in the UTC form EC2 takes."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    until = now + datetime.timedelta(days=SPOT_REQUEST_DAYS)
+    return until.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class SpotRequestGuard(dynamic.Resource, module="glucose-training", name="SpotRequestGuard"):

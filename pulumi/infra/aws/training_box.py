@@ -36,7 +36,7 @@ from box import packing
 from infra.aws import access, guard_rails
 from infra.aws.network import AwsNetwork, declare_network
 from infra.aws.registry import declare_registry
-from infra.aws.spot_requests import SpotRequestGuard
+from infra.aws.spot_requests import SpotRequestGuard, spot_request_valid_until
 from infra.aws.storage import declare_box_programs, declare_storage
 from infra.training_box import TrainingBox, box_user_data
 from stack.config import StackConfig
@@ -86,7 +86,9 @@ class AwsTrainingBox(TrainingBox):
         if config.spot:
             for index, instance in enumerate(instances):
                 SpotRequestGuard(f"{name}-spot-request-{index}", instance, config.region, self)
-        guard_rails.declare_daily_stop(name, config, instances, self._tags, parent=self)
+        daily_stop = guard_rails.declare_daily_stop(
+            name, config, instances, self._tags, parent=self
+        )
         budget = guard_rails.declare_budget(name, config, self._tags, parent=self)
         if config.budget_stops_boxes:
             guard_rails.declare_budget_stop(
@@ -99,12 +101,17 @@ class AwsTrainingBox(TrainingBox):
         self._expose(
             hosts=pulumi.Output.all(address.public_ip),
             private_hosts=pulumi.Output.all(*[instance.private_ip for instance in instances]),
+            box_ids=pulumi.Output.all(*[instance.id for instance in instances]),
             ssh_user=SSH_USER,
             storage_uri=bucket.bucket.apply(lambda b: f"s3://{b}"),
             registry=repository.repository_url.apply(lambda url: url.split("/", 1)[0]),
             image_repository=repository.repository_url,
             # What the first box really boots (kept by ignore_changes), to pin it with.
-            cloud_outputs={"amiId": instances[0].ami},
+            cloud_outputs={
+                "amiId": instances[0].ami,
+                # `fab train --hours` moves this schedule's start past the run's deadline.
+                "dailyStopSchedules": pulumi.Output.all(daily_stop.name),
+            },
         )
 
     def _child(self, **kwargs) -> pulumi.ResourceOptions:
@@ -133,6 +140,9 @@ class AwsTrainingBox(TrainingBox):
                 # Persistent + stop: capacity comes back to the same disk and resumes.
                 "instance_interruption_behavior": "stop",
                 "spot_instance_type": "persistent",
+                # Left out, a persistent request lapses 7 days after launch, and after that
+                # nothing brings an interrupted box back (stack/spot_requests.py).
+                "valid_until": spot_request_valid_until(),
             },
         }
         ami_id = config.ami_id or self._ami_id()
@@ -140,6 +150,8 @@ class AwsTrainingBox(TrainingBox):
         # (and cloud-init would not re-run it), a newer looked-up AMI would replace it.
         # A pinned `amiId` is the user's deliberate choice, so changing it does replace.
         ignored = ["user_data", "user_data_base64"] + ([] if config.ami_id else ["ami"])
+        # Computed at each up, it would replace the boxes: the first one stands.
+        ignored += ["instanceMarketOptions.spotOptions.validUntil"] if config.spot else []
         return [
             aws.ec2.Instance(
                 f"{name}-box-{index}",

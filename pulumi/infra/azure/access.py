@@ -1,4 +1,5 @@
-"""Who may do what on Azure: the roles a training box, the budget stop and the deployer get.
+"""Who may do what on Azure: the roles a training box, the budget stop, the keeper and the
+deployer get.
 
 Only built-in roles, each assigned on the narrowest scope that works (one VM, one
 container, one registry). A custom role would be narrower still, but ARM replicates a
@@ -32,6 +33,15 @@ ACR_PUSH = "8311e382-0749-4cb8-b61a-304f252e45ec"
 # and deallocate VMs. Assigned on one VM, it is what the idle watchdog (deallocating
 # its own VM: an OS shutdown keeps billing on Azure) and the budget stop need.
 POWER_ON_OFF = "40c5ff49-9181-41f8-ae61-143b0e78555e"
+# "Tag Contributor": the tags of what it is assigned on, not the thing itself. Whoever
+# stops a box on purpose deletes its run deadline tag (box.contract.DEADLINE_TAG) first.
+TAG_CONTRIBUTOR = "4a9ae827-6dc8-4573-8ac7-8239d42aa03f"
+# "Virtual Machine Contributor": a built-in role that holds
+# Microsoft.DevTestLab/schedules/write (as `Microsoft.DevTestLab/schedules/*`: a VM's
+# auto-shutdown is one). Assigned only on one daily-stop schedule, where its VM, disk
+# and network actions have nothing to act on, it grants that schedule and nothing else:
+# as narrow there as a custom role would be.
+VM_CONTRIBUTOR = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
 SERVICE_PRINCIPAL = "ServicePrincipal"
 USER = "User"
 _GUID_NAMESPACE = uuid.UUID("5b0f3c1e-8a52-4a4e-9d0c-6f1f2a7c9e31")
@@ -124,13 +134,16 @@ def declare_box_access(
     client: pulumi.Output,
     parent: pulumi.Resource,
 ) -> None:
-    """Each box: data (checkpoints, datasets, its programs), image pulls, deallocating itself."""
+    """Each box: data (checkpoints, datasets, its programs), image pulls, deallocating itself
+    (its run deadline tag deleted first)."""
     blob_role = builtin_role(client.subscription_id, STORAGE_BLOB_DATA_CONTRIBUTOR)
     power_role = builtin_role(client.subscription_id, POWER_ON_OFF)
     pull_role = builtin_role(client.subscription_id, ACR_PULL)
+    tag_role = builtin_role(client.subscription_id, TAG_CONTRIBUTOR)
     for index, vm in enumerate(vms):
         box = vm.identity.apply(lambda identity: identity.principal_id)
         prefix = f"{name}-{index}"
         grant(f"{prefix}-blob", box, container.id, blob_role, parent, SERVICE_PRINCIPAL)
         grant(f"{prefix}-acrpull", box, registry.id, pull_role, parent, SERVICE_PRINCIPAL)
         grant(f"{prefix}-deallocate", box, vm.id, power_role, parent, SERVICE_PRINCIPAL)
+        grant(f"{prefix}-untag", box, vm.id, tag_role, parent, SERVICE_PRINCIPAL)

@@ -5,23 +5,33 @@ when the box is wedged: the DevTestLab schedule deallocates the VM every day, an
 budget mails people before and when the month's money is spent. A budget alone stops
 nothing; unless `budgetStopsBoxes: false`, its Actual 100 % alert also goes to an
 action group whose Logic App deallocates every box (its managed identity holds the
-built-in power-on-off role on each VM). Budgets are evaluated a few times a day, so
-this is the last layer, not the first. And a deallocate that fails, whoever asked for
-it (the watchdog, the daily stop, the Logic App), mails the alert list: the box is
-STILL BILLED, and Azure is the one that can say so while nobody looks at `fab status`.
+built-in power-on-off role on each VM), each VM's run deadline tag deleted first so
+the keeper (keeper.py) does not start it again. Budgets are evaluated a few times a
+day, so this is the last layer, not the first. And a deallocate that fails, whoever
+asked for it (the watchdog, the daily stop, a Logic App), mails the alert list: the
+box is STILL BILLED, and Azure is the one that can say so while nobody looks at `fab
+status`.
 """
 
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import pulumi
 from pulumi_azure_native import compute, consumption, devtestlab, logic, monitor, resources
 
-from box.watchdog_config import ARM_API_VERSION
-from infra.azure.access import POWER_ON_OFF, SERVICE_PRINCIPAL, builtin_role, grant
+from box.contract import DEADLINE_TAG
+from box.watchdog_config import ARM_API_VERSION, ARM_TAGS_API_VERSION, ARM_TAGS_PATH
+from infra.azure.access import (
+    POWER_ON_OFF,
+    SERVICE_PRINCIPAL,
+    TAG_CONTRIBUTOR,
+    builtin_role,
+    grant,
+)
 from infra.azure.names import bounded
 from stack.config import StackConfig
 from stack.time_zones import windows_time_zone
@@ -43,6 +53,12 @@ WORKFLOW_SCHEMA = (
     "https://schema.management.azure.com/providers/Microsoft.Logic/schemas/"
     "2016-06-01/workflowdefinition.json#"
 )
+# What azure-native sends for the schedule (GlobalSchedule); the keeper's calls to it
+# use the same (tests/pulumi/test_cloud_references.py checks both).
+SCHEDULES_API_VERSION = "2018-09-15"
+# A Logic App action runs after the one before it only if that one ended so; an action
+# that must run whatever came before names every end.
+ANY_END = ["Succeeded", "Failed", "Skipped", "TimedOut"]
 
 
 def declare_daily_stop(
@@ -59,20 +75,38 @@ def declare_daily_stop(
         name=vm.name.apply(lambda vm_name: f"shutdown-computevm-{vm_name}"),
         resource_group_name=group.name,
         location=group.location,
-        status="Enabled",  # the SDK's default is Disabled
-        task_type="ComputeVmShutdownTask",
-        daily_recurrence={"time": config.auto_shutdown_time.replace(":", "")},  # HHmm
-        time_zone_id=windows_time_zone(config.auto_shutdown_time_zone),
-        target_resource_id=vm.id,
-        notification_settings={
-            "status": "Enabled",
-            "time_in_minutes": SHUTDOWN_NOTICE_MINUTES,
-            "email_recipient": ";".join(config.alert_emails),
-            "notification_locale": "en",
-        },
         tags=config.tags,
         opts=pulumi.ResourceOptions(parent=parent),
+        **_python_names(daily_stop_properties(config, vm.id)),
     )
+
+
+def daily_stop_properties(config: StackConfig, vm_id: pulumi.Input[str]) -> dict[str, Any]:
+    """The daily stop's `properties` as ARM has them: what `declare_daily_stop` declares
+    and what the keeper puts back when it enables a stop a long run turned off."""
+    return {
+        "status": "Enabled",  # the SDK's default is Disabled
+        "taskType": "ComputeVmShutdownTask",
+        "dailyRecurrence": {"time": config.auto_shutdown_time.replace(":", "")},  # HHmm
+        "timeZoneId": windows_time_zone(config.auto_shutdown_time_zone),
+        "targetResourceId": vm_id,
+        "notificationSettings": {
+            "status": "Enabled",
+            "timeInMinutes": SHUTDOWN_NOTICE_MINUTES,
+            "emailRecipient": ";".join(config.alert_emails),
+            "notificationLocale": "en",
+        },
+    }
+
+
+def _python_names(properties: dict[str, Any]) -> dict[str, Any]:
+    """ARM's camelCase keys, nested ones too, as the Python SDK's arguments take them."""
+    return {
+        re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower(): (
+            _python_names(value) if isinstance(value, dict) else value
+        )
+        for key, value in properties.items()
+    }
 
 
 def declare_budget(
@@ -166,7 +200,8 @@ def declare_budget_stop(
     config: StackConfig,
     parent: pulumi.Resource,
 ) -> monitor.ActionGroup:
-    """An action group whose Logic App deallocates every box when the budget fires it."""
+    """An action group whose Logic App deallocates every box when the budget fires it
+    (each VM's run deadline tag deleted first: the keeper would start it again)."""
     child = pulumi.ResourceOptions(parent=parent)
     workflow = logic.Workflow(
         f"{name}-flow",
@@ -181,10 +216,12 @@ def declare_budget_stop(
         opts=child,
     )
     identity = workflow.identity.apply(lambda i: i.principal_id)
-    role = builtin_role(subscription_id, POWER_ON_OFF)
+    power_role = builtin_role(subscription_id, POWER_ON_OFF)
+    tag_role = builtin_role(subscription_id, TAG_CONTRIBUTOR)
     grants = [
-        grant(f"{name}-{index}-deallocate", identity, vm.id, role, parent, SERVICE_PRINCIPAL)
+        grant(f"{name}-{index}-{verb}", identity, vm.id, role, parent, SERVICE_PRINCIPAL)
         for index, vm in enumerate(vms)
+        for verb, role in (("deallocate", power_role), ("untag", tag_role))
     ]
     callback = logic.list_workflow_trigger_callback_url_output(
         resource_group_name=group.name,
@@ -232,24 +269,61 @@ def _action_group(
 
 
 def deallocate_workflow(vm_ids: list[str]) -> dict:
-    """A Logic App definition: an HTTP trigger, then one ARM deallocate per VM, in parallel."""
-    actions = {
-        f"deallocate_{index}": {
-            "type": "Http",
-            "runAfter": {},
-            "inputs": {
-                "method": "POST",
-                "uri": f"{ARM_AUDIENCE.rstrip('/')}{vm_id}/deallocate"
-                f"?api-version={ARM_API_VERSION}",
-                "authentication": {"type": "ManagedServiceIdentity", "audience": ARM_AUDIENCE},
-            },
-        }
-        for index, vm_id in enumerate(vm_ids)
-    }
+    """A Logic App definition: an HTTP trigger, then per VM, all VMs in parallel: read its
+    tags, delete its run deadline tag, deallocate it (whether or not the tag went)."""
+    actions = {}
+    for index, vm_id in enumerate(vm_ids):
+        read, untag = f"read_tags_{index}", f"untag_{index}"
+        deadline = f"coalesce(body('{read}')?['properties']?['tags']?['{DEADLINE_TAG}'], '')"
+        actions[read] = arm_action("GET", f"{vm_id}{ARM_TAGS_PATH}", ARM_TAGS_API_VERSION)
+        actions[untag] = untag_action(vm_id, deadline, after={read: ["Succeeded"]})
+        actions[f"deallocate_{index}"] = arm_action(
+            "POST", f"{vm_id}/deallocate", ARM_API_VERSION, after={untag: ANY_END}
+        )
+    trigger = {"type": "Request", "kind": "Http", "inputs": {"schema": {}}}
+    return workflow_definition({STOP_TRIGGER: trigger}, actions)
+
+
+def workflow_definition(triggers: dict[str, Any], actions: dict[str, Any]) -> dict:
+    """A Logic App definition of these triggers and actions."""
     return {
         "$schema": WORKFLOW_SCHEMA,
         "contentVersion": "1.0.0.0",
-        "triggers": {STOP_TRIGGER: {"type": "Request", "kind": "Http", "inputs": {"schema": {}}}},
+        "triggers": triggers,
         "actions": actions,
         "outputs": {},
     }
+
+
+def arm_action(
+    method: str,
+    path: str,
+    api_version: str,
+    *,
+    after: dict[str, list[str]] | None = None,
+    body: dict[str, Any] | None = None,
+    expand: str = "",
+) -> dict[str, Any]:
+    """An HTTP action calling ARM at `path` with the workflow's own managed identity, run
+    after the actions `after` names (at the start of its scope when none)."""
+    query = f"?api-version={api_version}" + (f"&$expand={expand}" if expand else "")
+    inputs: dict[str, Any] = {
+        "method": method,
+        "uri": f"{ARM_AUDIENCE.rstrip('/')}{path}{query}",
+        "authentication": {"type": "ManagedServiceIdentity", "audience": ARM_AUDIENCE},
+    }
+    if body is not None:
+        inputs["body"] = body
+    return {"type": "Http", "runAfter": after or {}, "inputs": inputs}
+
+
+def untag_action(
+    vm_id: str, deadline: str, *, after: dict[str, list[str]] | None = None
+) -> dict[str, Any]:
+    """Delete the VM's run deadline tag; `deadline` is an expression for the value it
+    holds (ARM deletes "based on given names or name/value pairs": naming the value
+    deletes it under either reading)."""
+    body = {"operation": "Delete", "properties": {"tags": {DEADLINE_TAG: f"@{deadline}"}}}
+    return arm_action(
+        "PATCH", f"{vm_id}{ARM_TAGS_PATH}", ARM_TAGS_API_VERSION, after=after, body=body
+    )

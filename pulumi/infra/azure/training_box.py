@@ -33,7 +33,7 @@ import pulumi
 from pulumi_azure_native import authorization, compute, network, resources
 
 from box import packing
-from infra.azure import access, guard_rails
+from infra.azure import access, guard_rails, keeper
 from infra.azure.box_programs import BoxProgramsBlob
 from infra.azure.network import declare_network, declare_nic, declare_public_ip, private_ip
 from infra.azure.registry import IMAGE_NAME, declare_registry
@@ -99,14 +99,19 @@ class AzureTrainingBox(TrainingBox):
         user_data = box_user_data(config, SSH_USER, storage_uri, programs)
         placement = self._placement_group()
         public_ip = declare_public_ip(f"{name}-0", group, tags, self)
-        vms, nics = [], []
+        vms, nics, stops = [], [], []
         for index in range(config.node_count):
             box = f"{name}-{index}"
             nic = declare_nic(box, group, subnet, public_ip if index == 0 else None, tags, self)
             vms.append(self._vm(box, nic, placement, user_data, programs_blob))
             nics.append(nic)
-            guard_rails.declare_daily_stop(f"{box}-shutdown", vms[-1], group, config, self)
+            stops.append(
+                guard_rails.declare_daily_stop(f"{box}-shutdown", vms[-1], group, config, self)
+            )
         access.declare_box_access(name, vms, container, registry, client, self)
+        keeper.declare_keeper(
+            f"{name}-keeper", vms, stops, group, client.subscription_id, config, self
+        )
         stop_group = None
         if config.budget_stops_boxes:
             stop_group = guard_rails.declare_budget_stop(
@@ -118,10 +123,15 @@ class AzureTrainingBox(TrainingBox):
         self._expose(
             hosts=pulumi.Output.all(public_ip.ip_address).apply(list),
             private_hosts=pulumi.Output.all(*[private_ip(nic) for nic in nics]).apply(list),
+            box_ids=pulumi.Output.all(*[vm.id for vm in vms]).apply(list),
             ssh_user=SSH_USER,
             storage_uri=storage_uri,
             registry=registry.login_server,
             image_repository=pulumi.Output.concat(registry.login_server, "/", IMAGE_NAME),
+            # What `fab` turns off for a run past the nightly stop (and back on).
+            cloud_outputs={
+                "dailyStopSchedules": pulumi.Output.all(*[s.id for s in stops]).apply(list)
+            },
         )
 
     def _deployer_principal_type(self) -> pulumi.Input[str]:

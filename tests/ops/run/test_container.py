@@ -47,6 +47,7 @@ def test_run_dir_and_dataset_are_mounted_and_checkpoints_go_to_storage():
     assert _value(args, "--volume") == [
         "/var/lib/glucose-training/runs/r7:/workspace/runs/r7",
         "/var/lib/glucose-training/datasets/synthetic:/workspace/datasets/synthetic:ro",
+        "/var/lib/glucose-training/watchdog:/workspace/box:ro",
     ]
     trainer = args[args.index("reg/glucose:abc") + 1 :]
     assert trainer[:7] == [
@@ -55,6 +56,11 @@ def test_run_dir_and_dataset_are_mounted_and_checkpoints_go_to_storage():
         "--run-dir", "/workspace/runs/r7",
         "--checkpoint-uri", "s3://bucket/stack/runs/r7",
     ]  # fmt: skip
+
+
+def test_the_trainer_sees_its_boxs_boot_and_stop_records_to_count_its_dollars():
+    args = _args(_target())
+    assert "GLUCOSE_BOX_RECORDS=/workspace/box" in _value(args, "--env")
 
 
 def test_gpus_are_requested_only_on_a_gpu_box():

@@ -21,6 +21,7 @@ def test_states_follow_the_trainer_exit_codes():
     assert describe_state(_container(0), pending, False).startswith("finished, last uploads pend")
     assert describe_state(_container(75), nothing, False).startswith("preempted-waiting")
     assert describe_state(_container(75), nothing, True).startswith("stopped by `fab stop`")
+    assert describe_state(_container(69), nothing, False).startswith("waiting for its other boxes")
     assert describe_state(_container(2), nothing, False).startswith("failed (exit 2")
     assert describe_state(_container(137), nothing, False).startswith("failed (exit 137")
     assert describe_state(None, RunRecord(state="finished"), False) == "finished"
@@ -74,3 +75,12 @@ def test_status_shows_the_watchdog_countdown_of_an_idle_box(local_box):
     result = local_box.fab("status", "--run", "r2")
     assert result.returncode == 0, result.stderr
     assert "stops itself (and its bill) in 10 min" in result.stdout
+
+
+def test_status_counts_the_runs_recoveries_and_the_time_they_cost(local_box):
+    status = {"state": "running", "step": 9, "recoveries": 2, "time_lost_s": 2700.0}
+    _write_run(local_box, "r3", status, started_ago_s=60)
+    result = local_box.fab("status", "--run", "r3")
+    assert result.returncode == 0, result.stderr
+    assert "recovered:  2 time(s) after a stop it did not ask for" in result.stdout
+    assert "0.75 h lost" in result.stdout

@@ -4,7 +4,9 @@ Each call is a URL the project sends (method, path, api-version and query); the
 reference is the azure-mgmt request builder of that operation. The builder is called
 with the values parsed out of our path and must produce the same request: same method,
 same path, same query, so the same api-version. A path no builder's template matches,
-or a version the builder's package does not send, fails.
+or a version the builder's package does not send, fails. The Logic Apps' calls are
+found by walking their definitions (`workflow_calls`); a call with a body has it
+checked against the operation's model too.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import importlib
 import inspect
 import re
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from box.watchdog_config import WatchdogConfig
+from box.watchdog_config import ARM_TAGS_API_VERSION, ARM_TAGS_PATH, WatchdogConfig
 from stack.arm import API_VERSIONS, ArmClient
-from tests.pulumi.references.azure import SUBSCRIPTION
+from tests.pulumi.references.azure import SUBSCRIPTION, Model, body_problems
 
 _TEMPLATE = re.compile(r'(?:"template_url",\s*|_url = )"(/[^"]*)"')
 RESOURCE_GROUP = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/glucose-rg"
@@ -84,7 +88,41 @@ def problems(method: str, url: str, builder: Builder, where: str) -> list[str]:
 
 
 _COMPUTE = "azure.mgmt.compute.operations"
+_RESOURCES = "azure.mgmt.resource.resources.v2021_04_01"
+_SCHEDULES = "azure.mgmt.devtestlabs.operations._global_schedules_operations"
 DEALLOCATE = Builder(f"{_COMPUTE}._virtual_machines_operations", "build_deallocate_request")
+START = Builder(f"{_COMPUTE}._virtual_machines_operations", "build_start_request")
+VM_GET = Builder(f"{_COMPUTE}._virtual_machines_operations", "build_get_request")
+TAGS_GET = Builder(f"{_RESOURCES}.operations._operations", "build_tags_get_at_scope_request")
+TAGS_UPDATE = Builder(f"{_RESOURCES}.operations._operations", "build_tags_update_at_scope_request")
+SCHEDULE_GET = Builder(_SCHEDULES, "build_get_request")
+SCHEDULE_PUT = Builder(_SCHEDULES, "build_create_or_update_request")
+
+# What the Logic Apps may call: (method, the builder of that request). A call none of
+# these builds fails, so a new kind of call comes here with its reference.
+WORKFLOW_CALLS = (
+    ("POST", DEALLOCATE),
+    ("POST", START),
+    ("GET", VM_GET),
+    ("GET", TAGS_GET),
+    ("PATCH", TAGS_UPDATE),
+    ("GET", SCHEDULE_GET),
+    ("PUT", SCHEDULE_PUT),
+)
+# The model of each body sent: (models module, class).
+BODIES = {
+    TAGS_UPDATE: (f"{_RESOURCES}.models", "TagsPatchResource"),
+    SCHEDULE_PUT: ("azure.mgmt.devtestlabs.models", "Schedule"),
+}
+# The calls of ops/cloud/azure.py (`fab train --hours`, `fab stop`) beside the reads
+# above: (method, API_VERSIONS name) -> the builder of that request.
+OPS_CALLS = {
+    ("GET", "tags"): TAGS_GET,
+    ("PATCH", "tags"): TAGS_UPDATE,
+    ("GET", "schedules"): SCHEDULE_GET,
+    ("PUT", "schedules"): SCHEDULE_PUT,
+}
+ARM = "https://management.azure.com"
 
 # stack/arm.py's reads (what `pulumi up` and `fab preflight` ask ARM), each with a path
 # of the form ops/preflight/azure.py and stack/arm.py send.
@@ -111,6 +149,11 @@ ARM_READS: dict[str, tuple[str, dict[str, str], Builder]] = {
         {},
         Builder("azure.mgmt.consumption.operations._operations", "build_budgets_list_request"),
     ),
+    "virtual_machines": (
+        f"{VM_ID}/instanceView",
+        {},
+        Builder(f"{_COMPUTE}._virtual_machines_operations", "build_instance_view_request"),
+    ),
     "subscriptions": (
         "/subscriptions",
         {},
@@ -132,7 +175,9 @@ def arm_read_urls() -> dict[str, str]:
     client = ArmClient("token")
     paths = {**{k: (p, q) for k, (p, q, _) in ARM_READS.items()},
              "permissions": (PERMISSIONS_AT_SUBSCRIPTION[0], {})}  # fmt: skip
-    assert set(paths) == set(API_VERSIONS), "a read of stack/arm.py has no reference here"
+    assert set(paths) | {api for _, api in OPS_CALLS} == set(API_VERSIONS), (
+        "a call of stack/arm.py has no reference here"
+    )
     return {api: client.url(path, api, **query) for api, (path, query) in paths.items()}
 
 
@@ -141,6 +186,68 @@ def watchdog_deallocate_url() -> str:
     form: `<arm_url><VM id>/deallocate?api-version=<arm_api_version>`)."""
     config = WatchdogConfig("azure", 30)
     return f"{config.arm_url}{VM_ID}/deallocate?api-version={config.arm_api_version}"
+
+
+def watchdog_tags_url() -> str:
+    """Where the box's watchdog reads and deletes its VM's tags (the box tests prove the
+    form: `<arm_url><VM id><ARM_TAGS_PATH>?api-version=<ARM_TAGS_API_VERSION>`)."""
+    config = WatchdogConfig("azure", 30)
+    return f"{config.arm_url}{VM_ID}{ARM_TAGS_PATH}?api-version={ARM_TAGS_API_VERSION}"
+
+
+def workflow_calls(definition: dict) -> list[tuple[str, dict]]:
+    """(action name, inputs) of every HTTP action of a Logic App definition, nested
+    ones (a Switch's cases) included."""
+    return list(_http_actions(definition["actions"]))
+
+
+def _http_actions(actions: dict) -> Iterator[tuple[str, dict]]:
+    for name, action in actions.items():
+        if action["type"] == "Http":
+            yield name, action["inputs"]
+        for case in [*action.get("cases", {}).values(), action.get("default", {})]:
+            yield from _http_actions(case.get("actions", {}))
+
+
+def call_problems(inputs: dict[str, Any], where: str) -> list[str]:
+    """One HTTP action's call against the reference that builds it, its body too."""
+    method, url = inputs["method"], inputs["uri"]
+    if not url.startswith(f"{ARM}/"):
+        return [f"{where}: {url} is not a call to ARM ({ARM})"]
+    path = urllib.parse.urlsplit(url).path
+    builders = [b for m, b in WORKFLOW_CALLS if m == method and b.arguments_for(path) is not None]
+    if len(builders) != 1:
+        return [f"{where}: no reference of WORKFLOW_CALLS builds {method} {path}"]
+    (builder,) = builders
+    found = problems(method, url, builder, where)
+    if "body" in inputs and builder in BODIES:
+        found += _body_problems(builder, inputs["body"], where)
+    return found
+
+
+def _body_problems(builder: Builder, body: dict[str, Any], where: str) -> list[str]:
+    models, name = BODIES[builder]
+    model = Model(models, name, builder.operations, builder.function, "")
+    keys = [spec["key"] for spec in model.model_class._attribute_map.values()]
+    if any(key.startswith("properties.") for key in keys):
+        # The model flattens `properties` (as azure-native's inputs do): so must the body.
+        body = {**{k: v for k, v in body.items() if k != "properties"}, **body["properties"]}
+    return body_problems(model, body, where, {})
+
+
+def ops_call_problems(calls: list[tuple[str, str, str, Any]]) -> list[str]:
+    """Each recorded (method, path, api, body) of ops' calls against its reference, a
+    body against the operation's model."""
+    client, found = ArmClient("token"), []
+    for method, path, api, body in calls:
+        builder = OPS_CALLS.get((method, api))
+        if builder is None:
+            found.append(f"{method} {path} ({api}): no reference in OPS_CALLS")
+            continue
+        found += problems(method, client.url(path, api), builder, api)
+        if body is not None:
+            found += _body_problems(builder, body, api)
+    return found
 
 
 def permissions_version_problems() -> list[str]:

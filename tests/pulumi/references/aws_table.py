@@ -151,6 +151,9 @@ AWS: dict[str, Rows] = {
         "instanceMarketOptions.spotOptions.spotInstanceType": (
             Api("ec2", "RunInstances", "InstanceMarketOptions.SpotOptions.SpotInstanceType"),
         ),
+        "instanceMarketOptions.spotOptions.validUntil": (
+            Api("ec2", "RunInstances", "InstanceMarketOptions.SpotOptions.ValidUntil"),
+        ),
         "userDataBase64": (Api("ec2", "RunInstances", "UserData"),),
         "userDataReplaceOnChange": (Excused("provider-side: whether a new user data replaces"),),
         "tags": EC2_TAGS,

@@ -22,6 +22,7 @@ from trainer.exit_codes import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_STOPPED,
+    EXIT_UNAVAILABLE,
     EXIT_UNWRITABLE,
     EXIT_USER_ERROR,
 )
@@ -65,7 +66,10 @@ LONG_RUN = ("--batch-size", "8", "--epochs", "50")
         # Stopped from outside before the run recorded an ending (a peer already gone).
         ({"state": "failed", "exit_code": 1}, EXIT_FAILED, True, None, EXIT_STOPPED),
         ({}, EXIT_FAILED, True, None, EXIT_STOPPED),
-        ({}, EXIT_FAILED, False, None, EXIT_FAILED),  # e.g. no rendezvous: no rank ever ran
+        ({}, EXIT_FAILED, False, None, EXIT_FAILED),  # restarts ran out
+        # The boxes never met (another box evicted): start again later.
+        ({}, EXIT_UNAVAILABLE, False, None, EXIT_UNAVAILABLE),
+        ({"state": "running"}, EXIT_UNAVAILABLE, False, None, EXIT_UNAVAILABLE),
     ],
 )
 def test_the_runs_record_decides_the_exit_code(
@@ -111,6 +115,19 @@ def test_a_finished_run_exits_0(tiny_data: Path, tmp_path: Path):
     process = launcher(tiny_data, run_dir, "--batch-size", "8", "--max-steps", "2")
     assert wait_for_exit(process, run_dir) == EXIT_OK, output_of(run_dir)
     assert status_of(run_dir)["state"] == "finished"
+
+
+@pytest.mark.e2e
+def test_a_box_whose_other_box_never_comes_exits_69_to_be_started_again(tiny_data, tmp_path):
+    run_dir = tmp_path / "run"
+    alone = (
+        "--nproc-per-node", "1", "--nnodes", "2", "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", "away",
+        "--rdzv-conf", "is_host=true,join_timeout=3",
+    )  # fmt: skip
+    process = launcher(tiny_data, run_dir, "--max-steps", "2", torchrun=alone)
+    assert wait_for_exit(process, run_dir) == EXIT_UNAVAILABLE, output_of(run_dir)
+    assert "the run's boxes did not meet" in output_of(run_dir)
 
 
 @pytest.mark.e2e

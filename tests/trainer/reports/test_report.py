@@ -46,8 +46,11 @@ def test_a_resumed_runs_report_says_the_whole_time_and_each_starts(trained_run, 
 
 
 def test_the_report_gives_the_cost_when_the_summary_has_it(trained_run, tmp_path):
-    assert " Cost: $" not in _report(trained_run)[2]
-    assert _rewritten(trained_run, tmp_path, cost_usd=3.456)[2].endswith(" Cost: $3.46.")
+    assert "Cost: not counted (no box records: a run outside `fab train`)." in _report(trained_run)
+    cost = {"usd": 3.46, "box_hours": [2.0], "hourly_price_usd": 1.73}
+    assert "Cost $3.46: 2.00 box-hours up at $1.73/h (the boxes' own boot and stop records)." in (
+        _rewritten(trained_run, tmp_path, cost_usd=3.46, cost=cost)
+    )
 
 
 def test_each_process_counts_from_its_start_to_its_last_kept_record():

@@ -1,0 +1,150 @@
+"""Azure: the boxes' power from ARM (a VM's instance view, its `start`), and the run's
+deadline, with your token.
+
+ARM's instance view says what power state a VM is in, not what put it there: the box's
+own stop record says that once it is up again (`fab status`).
+
+A deadline is a tag on each VM (contract.DEADLINE_TAG), which the stack's keeper
+workflow reads every few minutes: it starts an evicted VM again until then (where the
+stack recovers) and deallocates the VM at it. Past the daily stop, each VM's DevTestLab
+schedule is disabled too; the keeper enables it again once no deadline holds.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from invoke.exceptions import Exit
+
+from box import contract
+from ops.cloud.api import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
+from ops.target.resolve import Target
+from stack.arm import ArmClient, ArmError
+
+API = "virtual_machines"
+TAGS = "/providers/Microsoft.Resources/tags/default"
+SCHEDULE_READ_ONLY = ("createdDate", "provisioningState", "uniqueIdentifier")
+TAG_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+STATES = {
+    "PowerState/starting": STARTING,
+    "PowerState/running": RUNNING,
+    "PowerState/stopping": STOPPING,
+    "PowerState/deallocating": STOPPING,
+    "PowerState/stopped": STOPPED,
+    "PowerState/deallocated": STOPPED,
+}
+WHY = {
+    "PowerState/stopped": "stopped but not deallocated: Azure still bills it",
+    "PowerState/deallocated": "deallocated (by its idle watchdog, the daily stop, a budget "
+    "stop, a spot eviction or by hand)",
+}
+
+
+def _arm() -> ArmClient:
+    from ops.preflight.azure import deployer_token
+
+    try:
+        return ArmClient.from_environment(deployer_token())
+    except Exception as error:  # azure-identity raises its own kinds: one line for them all
+        raise Exit(f"no Azure credentials ({type(error).__name__}); run `az login`") from None
+
+
+def states(target: Target) -> list[BoxPower]:
+    arm = _arm()
+    return [_power(arm, node, box_id) for node, box_id in enumerate(target.box_ids)]
+
+
+def start(target: Target) -> list[BoxPower]:
+    arm = _arm()
+    for box in states(target):
+        if box.state == STOPPED:
+            try:
+                arm.post(f"{box.box_id}/start", API)
+            except ArmError as error:
+                raise Exit(f"Azure would not start {box.box_id} ({error})") from None
+    return states(target)
+
+
+def _power(arm: ArmClient, node: int, box_id: str) -> BoxPower:
+    try:
+        view = arm.get(f"{box_id}/instanceView", API)
+    except ArmError as error:
+        if error.status == 404:
+            return BoxPower(node, box_id, GONE, "Azure does not know it: deleted")
+        raise Exit(f"Azure would not describe {box_id} ({error}); run `az login`") from None
+    codes = [status.get("code", "") for status in view.get("statuses", [])]
+    power = next((code for code in codes if code.startswith("PowerState/")), "")
+    return BoxPower(node, box_id, STATES.get(power, power or "unknown"), WHY.get(power, ""))
+
+
+def set_deadline(target: Target, until: datetime.datetime, past_daily_stop: bool) -> None:
+    arm = _arm()
+    stamp = until.astimezone(datetime.timezone.utc).strftime(TAG_FORMAT)
+    try:
+        for box_id in target.box_ids:
+            _tags(arm, box_id, "Merge", {contract.DEADLINE_TAG: stamp})
+        # Tagged first: the keeper ends the run at the deadline once the daily stop is off.
+        _daily_stops(arm, target, enabled=not past_daily_stop)
+    except ArmError as error:
+        raise Exit(f"Azure would not set the deadline of {target.source} ({error})") from None
+
+
+def clear_deadline(target: Target) -> None:
+    arm = _arm()
+    try:
+        _daily_stops(arm, target, enabled=True)
+        for box_id in target.box_ids:
+            stamp = _tag(arm, box_id)
+            if stamp is not None:
+                _tags(arm, box_id, "Delete", {contract.DEADLINE_TAG: stamp})
+    except ArmError as error:
+        raise Exit(f"Azure would not clear the deadline of {target.source} ({error})") from None
+
+
+def deadline(target: Target) -> datetime.datetime | None:
+    try:
+        stamp = _tag(_arm(), target.box_ids[0])
+    except ArmError as error:
+        raise Exit(f"Azure would not read the deadline of {target.source} ({error})") from None
+    if stamp is None:
+        return None
+    try:
+        return datetime.datetime.strptime(stamp, TAG_FORMAT).replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        raise Exit(
+            f"{target.box_ids[0]}: tag {contract.DEADLINE_TAG}={stamp!r} is no deadline "
+            f"({TAG_FORMAT}); `fab stop` clears it"
+        ) from None
+
+
+def recovery_gaps(target: Target, until: datetime.datetime) -> list[str]:
+    """The keeper starts evicted VMs again only where the stack recovers."""
+    if target.spot and not target.auto_recover:
+        return ["autoRecover is off for this spot stack: an evicted box waits for `fab start`"]
+    return []
+
+
+def _tag(arm: ArmClient, box_id: str) -> str | None:
+    return (arm.get(box_id + TAGS, "tags").get("properties", {}).get("tags") or {}).get(
+        contract.DEADLINE_TAG
+    )
+
+
+def _tags(arm: ArmClient, box_id: str, operation: str, tags: dict[str, str]) -> None:
+    # The tags resource alone: writing the VM itself needs far more rights.
+    arm.patch(box_id + TAGS, "tags", {"operation": operation, "properties": {"tags": tags}})
+
+
+def _daily_stops(arm: ArmClient, target: Target, *, enabled: bool) -> None:
+    status = "Enabled" if enabled else "Disabled"
+    for schedule_id in target.daily_stop_schedules:
+        # A schedule's PATCH changes its tags alone (GlobalSchedules_Update, 2018-09-15):
+        # the status goes in a PUT of the schedule as it is, read-only parts left out.
+        schedule = arm.get(schedule_id, "schedules")
+        properties = {
+            key: value
+            for key, value in schedule.get("properties", {}).items()
+            if key not in SCHEDULE_READ_ONLY
+        }
+        body = {"location": schedule["location"], "tags": schedule.get("tags") or {}}
+        arm.put(schedule_id, "schedules", {**body, "properties": {**properties, "status": status}})
