@@ -12,6 +12,8 @@ from ops.data.transfer import CHECKS, LOCAL_MANIFEST, DownloadReport
 from ops.run.on_box import container_name
 from trainer.reports.status import UPLOAD_PENDING
 
+PULUMI_DESTROY = "`pulumi destroy`"
+"""What deletes a stack's storage; the local target's store is the user's to delete."""
 NOT_SAFE_EXIT_CODE = 3
 """The download ran to its end, but destroying the stack's storage now would lose data."""
 CHECK_NAMES = {
@@ -42,20 +44,27 @@ def summary(report: DownloadReport) -> str:
 
 
 def destroy_advice(
-    report: DownloadReport, box_state: str, box_dir: str, run: str, offline: bool
+    report: DownloadReport,
+    box_state: str,
+    box_dir: str,
+    run: str,
+    offline: bool,
+    deletion: str = PULUMI_DESTROY,
 ) -> tuple[bool, str]:
-    """(safe to `pulumi destroy`, the line that says so or says why not)."""
+    """(safe to `deletion`, the line that says so or says why not); `deletion` is what
+    would delete the stored run (`pulumi destroy`, or on the local target the run's
+    folder in its store)."""
     if box_state == "running":
-        return False, "not yet safe to `pulumi destroy`: the run is still going (`fab stop` first)"
+        return False, f"not yet safe to {deletion}: the run is still going (`fab stop` first)"
     reasons = _not_safe_because(report, box_state, box_dir, run)
     if reasons:
-        return False, "not safe to `pulumi destroy`: " + "; ".join(reasons)
+        return False, f"not safe to {deletion}: " + "; ".join(reasons)
     if offline:
         return True, (
             "every stored file is here and verified (the box was not asked: files only on it "
-            "are not counted): safe to `pulumi destroy` if the run has ended"
+            f"are not counted): safe to {deletion} if the run has ended"
         )
-    return True, "everything is here and verified: safe to `pulumi destroy`"
+    return True, f"everything is here and verified: safe to {deletion}"
 
 
 def _not_safe_because(report: DownloadReport, box_state: str, box_dir: str, run: str) -> list:

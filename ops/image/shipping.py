@@ -114,7 +114,7 @@ def ship_image(box: Box, local_name: str, remote_name: str | None) -> str:
     """Make the image present on the box; returns the name the box knows it by."""
     name = remote_name or local_name
     if box_has_image(box, name):
-        console.print(f"the box already has {name}")
+        console.print(f"{box.address} already has {name}")
         return name
     if remote_name is not None:
         with console.status(f"pulling {name} on the box"):
@@ -130,6 +130,11 @@ def ship_image(box: Box, local_name: str, remote_name: str | None) -> str:
 
 def push_image(target: Target, name: str) -> str:
     """Tag `name` for the target's registry and push it; returns the remote name."""
+    if not target.registry and target.this_machine:
+        raise Exit(
+            f"{target.source} is this machine: its engine runs the image it built, no push "
+            "needed; `fab train` uses it as it is"
+        )
     if not target.registry:
         raise Exit(
             f"{target.source} has no registry; `fab train` ships the image over SSH "

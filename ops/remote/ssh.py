@@ -11,8 +11,10 @@ The first connection to a box records its host key in a project-local known_host
 is refused, because a box whose key changed under the same address is either a
 re-created VM (forget the old line) or someone else's machine. While a fresh box is
 still booting, connecting is retried with a visible wait until cloud-init has
-written BOX_ROOT/ready. A target file's box (a lab server) boots no cloud-init when
-`fab` is run: it gets a short wait, then a line that says what is missing there.
+written BOX_ROOT/ready (a target file that copies a stack's outputs gets a short
+wait: its box is up or not). A lab box (a target file with `cloud: local`) has no
+cloud-init and no marker to wait for: one try, ready once its Docker engine answers
+(`ops.remote.lab_box`), else one line naming the target file.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from pathlib import Path
 
 import paramiko
 from fabric import Connection
+from invoke import Context, Result
 from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
 from ops import CHECKOUT
 from ops.cloud import api as power
+from ops.remote import lab_box
 from ops.target.resolve import Target
 
 KNOWN_HOSTS_ENV = "GLUCOSE_KNOWN_HOSTS"
@@ -59,7 +63,10 @@ def known_hosts_path(via: str | None = None) -> Path:
 
 
 def boot_wait_seconds(target: Target) -> float:
-    """How long to wait for a box that does not answer yet, or lacks its ready marker."""
+    """How long to wait for a box that does not answer yet, or lacks its ready marker;
+    a lab box gets no wait: it is not booting because of us, it answers or it is down."""
+    if not target.set_up_by_cloud_init:
+        return 0.0
     default = BOOT_WAIT_SECONDS if target.target_file is None else TARGET_FILE_WAIT_SECONDS
     return float(os.environ.get(BOOT_WAIT_ENV) or default)
 
@@ -88,17 +95,19 @@ class Box:
             self._connection = self._connect_when_up()
         return self._connection
 
+    @property
+    def dropped(self) -> bool:
+        """The connection was open and is not any more: the box went away mid-command."""
+        connection = self._connection
+        return bool(connection and connection.transport and not connection.is_connected)
+
+    def location(self, path: str) -> str:
+        """`path` on this box, as scp writes it."""
+        return f"{self.target.ssh_user}@{self.host}:{path}"
+
     def run(self, command: str, *, check: bool = True, stdin: str | None = None, **kwargs):
         """Run `command` on the box (output hidden unless `hide=False`); one-line errors."""
-        kwargs.setdefault("hide", True)
-        if stdin is not None:
-            kwargs["in_stream"] = io.StringIO(stdin)
-        else:
-            kwargs.setdefault("in_stream", False)
-        result = self.connection.run(command, warn=True, **kwargs)
-        if check and result.exited != 0:
-            raise_for_remote_failure(self, command, result.exited, result.stderr + result.stdout)
-        return result
+        return run_command(self.connection, self, command, check=check, stdin=stdin, **kwargs)
 
     def run_with_input(self, command: str, data: str, *, check: bool = True) -> tuple[int, str]:
         """Run `command` with `data` on its stdin at the channel's speed (invoke feeds a
@@ -139,22 +148,14 @@ class Box:
         with console.status(f"connecting to {self.address}") as status:
             connection = _open_with_retries(self, deadline, status)
             ready = f"{self.root}/{contract.READY_MARKER}"
-            # Only a stack's box is made by cloud-init, which may still be running.
-            cloud_init = self.target.target_file is None
-            waiting_for = f"{ready} (cloud-init still running)" if cloud_init else ready
-            gave_up = None if cloud_init else _no_marker_message(self)
+            waiting_for = f"{ready} (cloud-init still running)"
             while not _remote_exists(connection, ready):
                 _raise_if_setup_failed(connection, self)
-                _wait_or_give_up(deadline, waiting_for, self, status, READY_POLL_SECONDS, gave_up)
+                if not self.target.set_up_by_cloud_init:  # no cloud-init will write it
+                    lab_box.require_ready(connection, self)
+                    break
+                _wait_or_give_up(deadline, waiting_for, self, status, READY_POLL_SECONDS)
         return connection
-
-
-def nodes(target: Target, others_wait_s: float | None = None) -> list[Box]:
-    """Every box of the target, box 0 first (rank order); `others_wait_s` bounds the
-    wait for boxes 1..N-1 (a stopped spot box need not hold up a look at the run)."""
-    return [Box(target, 0)] + [
-        Box(target, node, others_wait_s) for node in range(1, target.node_count)
-    ]
 
 
 def _new_connection(
@@ -231,17 +232,14 @@ def _close(connection: Connection) -> None:
 
 
 def _wait_or_give_up(
-    deadline: float,
-    waiting_for: str,
-    box: Box,
-    status,
-    pause_seconds: float = RETRY_PAUSE_SECONDS,
-    gave_up: str | None = None,
+    deadline: float, waiting_for: str, box: Box, status, pause_seconds: float = RETRY_PAUSE_SECONDS
 ) -> None:
-    """Pause before the next try, or Exit with `gave_up` (default: the box is down)."""
+    """Pause before the next try, or Exit: the box is down."""
     left_seconds = deadline - time.monotonic()
+    if left_seconds <= 0 and not box.target.set_up_by_cloud_init:
+        raise Exit(lab_box.not_answering(box, waiting_for))
     if left_seconds <= 0:
-        raise Exit(gave_up or _down_message(box, waiting_for))
+        raise Exit(_down_message(box, waiting_for))
     status.update(f"waiting for {box.address}: {waiting_for}; giving up in {left_seconds:.0f} s")
     time.sleep(min(pause_seconds, max(left_seconds, 0.1)))
 
@@ -257,19 +255,6 @@ def _down_message(box: Box, waiting_for: str) -> str:
     return (
         f"box {box.address} is down or not ready ({waiting_for}) after "
         f"{box.boot_wait_s:.0f} s; {fix}"
-    )
-
-
-def _no_marker_message(box: Box) -> str:
-    """A target file's box that answers SSH without the marker a cloud box's setup
-    writes (box/setup-box.sh): what to make, once, on a lab box."""
-    root, user = box.root, box.target.ssh_user
-    return (
-        f"box {box.address} ({box.target.source}) has no {root}/{contract.READY_MARKER} "
-        f"after {box.boot_wait_s:.0f} s (what a box's setup writes when docker and {root} "
-        f"are ready); on a lab box with docker, make it once there: `sudo install -d -o "
-        f"{user} {root}/runs {root}/datasets {root}/leases && sudo touch "
-        f"{root}/{contract.READY_MARKER}`"
     )
 
 
@@ -310,6 +295,23 @@ def _wrong_key_message(box: Box) -> str:
         f"box {box.address} refused SSH key {key}; expected the key whose public half is "
         f"the stack's sshPublicKey; set sshKeyPath in the target file or load it in ssh-agent"
     )
+
+
+def run_command(
+    runner: Connection | Context, box, command: str, *, check: bool, stdin: str | None, **kwargs
+) -> Result:
+    """`runner.run(command)` (a Fabric Connection, or an invoke Context on this machine)
+    as every box runs commands: output hidden unless `hide=False`, `stdin` fed as text,
+    never the terminal's; one-line errors when `check`."""
+    kwargs.setdefault("hide", True)
+    if stdin is not None:
+        kwargs["in_stream"] = io.StringIO(stdin)
+    else:
+        kwargs.setdefault("in_stream", False)
+    result = runner.run(command, warn=True, **kwargs)
+    if check and result.exited != 0:
+        raise_for_remote_failure(box, command, result.exited, result.stderr + result.stdout)
+    return result
 
 
 def raise_for_remote_failure(box: Box, command: str, exit_code: int, output: str) -> None:

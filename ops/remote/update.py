@@ -32,7 +32,8 @@ from rich.console import Console
 
 from box import contract, packing
 from box.watchdog_config import GUARD_SETTINGS, WatchdogConfig
-from ops.remote.ssh import Box, nodes
+from ops.remote.boxes import nodes
+from ops.remote.ssh import Box
 from ops.target.resolve import Target
 
 CLOUDS = ("aws", "azure")

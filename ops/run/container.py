@@ -22,6 +22,7 @@ from ops.run.env_files import (
     run_env_file,
 )
 from ops.run.on_box import container_name
+from ops.target import local
 from ops.target.resolve import Target
 from stack import storage_layout
 from trainer import container_env
@@ -70,6 +71,7 @@ def container_options(target: Target, user: str, env_file: str | None = None) ->
     options = ["--user", user, "--env", "HOME=/tmp"]
     if target.docker_network:
         options += ["--network", target.docker_network]
+    options += _storage_mount(target)
     if env_file:
         # --mount, not --volume: a missing file fails the start instead of becoming a
         # directory.
@@ -77,6 +79,16 @@ def container_options(target: Target, user: str, env_file: str | None = None) ->
         env_var = f"{container_env.ENV_FILE_VARIABLE}={ENV_FILE_IN_CONTAINER}"
         options += ["--mount", mount, "--env", env_var]
     return options
+
+
+def _storage_mount(target: Target) -> list[str]:
+    """This machine's `file://` storage at its own path: the trainer, the dataset fetch
+    and the publish use the store's URIs as they are. (On a box over SSH a `file://`
+    URI names no directory of that box.)"""
+    directory = local.file_storage_dir(target.storage_uri) if target.this_machine else None
+    if directory is None:
+        return []
+    return ["--mount", f"type=bind,source={directory},target={directory}"]
 
 
 def docker_run_command(target: Target, launch: Launch, *, gpus: bool, user: str) -> str:

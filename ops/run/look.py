@@ -18,7 +18,7 @@ from rich.live import Live
 from rich.text import Text
 
 from ops.cloud import api as power
-from ops.remote.ssh import nodes
+from ops.remote.boxes import nodes
 from ops.run import deadline, on_box
 from ops.run import status as run_status
 from ops.target.resolve import Target

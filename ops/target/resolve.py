@@ -3,8 +3,10 @@
 A target file is JSON with the stack output keys plus `sshPort` and `sshKeyPath`
 (and optionally `boxRoot`, `containerEnv`, `dockerNetwork`); ARCHITECTURE.md lists
 them. It describes a box Pulumi did not make: a lab GPU server, or the local sshd
-the tests start. `GLUCOSE_TARGET=FILE` selects one for every task of a command line.
-Both sources are checked against `ops.target.schema` before anything uses a value.
+the tests start; without `hosts`, this machine (`ops.target.local`, which the word
+`local` selects with its defaults). `GLUCOSE_TARGET=FILE` selects one for every task
+of a command line. Both sources are checked against `ops.target.schema` before
+anything uses a value.
 
 A stack of `nodeCount` boxes lists box 0's public address in `hosts` and every box's
 private address in `privateHosts`: `fab` reaches box K > 0 through box 0.
@@ -23,7 +25,9 @@ from typing import Any
 from invoke.exceptions import Exit
 
 from box import contract
+from ops.target import local
 from ops.target import schema as target_schema
+from stack import catalog
 
 TARGET_ENV = "GLUCOSE_TARGET"
 PULUMI_TIMEOUT_SECONDS = 120
@@ -82,9 +86,21 @@ class Target:
         return self.hosts[0]
 
     @property
+    def this_machine(self) -> bool:
+        """No hosts: the local target, this machine's own Docker engine (no SSH)."""
+        return not self.hosts
+
+    @property
+    def set_up_by_cloud_init(self) -> bool:
+        """A box `pulumi up` made: its cloud-init writes BOX_ROOT/ready once set up. Any
+        other (a lab box, this machine) has no boot to wait for and no guard rails."""
+        return self.cloud in catalog.CLOUDS
+
+    @property
     def node_count(self) -> int:
-        """The boxes of the stack: every private address, else every host."""
-        return len(self.private_hosts) or len(self.hosts)
+        """The boxes of the stack: every private address, else every host (this
+        machine is one)."""
+        return len(self.private_hosts) or len(self.hosts) or 1
 
     def ssh_route(self, node: int) -> tuple[str, str | None]:
         """(host, gateway) for box `node`: a host of its own in `hosts`, else its private
@@ -110,14 +126,19 @@ class Target:
         return self.image_repository
 
 
-def from_outputs(outputs: dict[str, Any], source: str, target_file: Path | None = None) -> Target:
+def from_outputs(
+    outputs: dict[str, Any],
+    source: str,
+    target_file: Path | None = None,
+    required: tuple[str, ...] = REQUIRED_KEYS,
+) -> Target:
     """Build a Target from stack outputs / target-file keys (camelCase); a relative
     sshKeyPath is relative to the target file."""
-    missing = [key for key in REQUIRED_KEYS if not outputs.get(key)]
+    missing = [key for key in required if not outputs.get(key)]
     if missing:
         raise Exit(f"{source}: missing {', '.join(missing)}; expected the keys in ARCHITECTURE.md")
     outputs = target_schema.json_fields(outputs, source)
-    hosts = outputs["hosts"]
+    hosts = outputs.get("hosts") or []
     private_hosts = outputs.get("privateHosts") or []
     key_path = outputs.get("sshKeyPath")
     if key_path:
@@ -127,7 +148,7 @@ def from_outputs(outputs: dict[str, Any], source: str, target_file: Path | None 
     return Target(
         cloud=str(outputs.get("cloud") or "local"),
         hosts=tuple([hosts] if isinstance(hosts, str) else hosts),
-        ssh_user=str(outputs["sshUser"]),
+        ssh_user=str(outputs.get("sshUser") or ""),
         storage_uri=str(outputs["storageUri"]).rstrip("/"),
         source=source,
         ssh_port=int(outputs.get("sshPort", 22)),
@@ -165,6 +186,9 @@ def load_target_file(path: Path) -> Target:
     if not isinstance(outputs, dict):
         raise Exit(f"{source} holds {type(outputs).__name__}; expected a JSON object")
     target_schema.refuse_unknown_keys(outputs, source)
+    if local.is_this_machine(outputs):
+        outputs = local.this_machine_outputs(outputs, source)
+        return from_outputs(outputs, source, target_file=path, required=())
     return from_outputs(outputs, source, target_file=path)
 
 
@@ -194,8 +218,11 @@ def stack_outputs(stack: str | None) -> dict[str, Any]:
 
 
 def resolve_target(target: str | None = None, stack: str | None = None) -> Target:
-    """The target file (`--target`, else GLUCOSE_TARGET) if any, else the Pulumi stack."""
+    """`local` (this machine), the target file (`--target`, else GLUCOSE_TARGET) if any,
+    else the Pulumi stack."""
     target_file = target or os.environ.get(TARGET_ENV)
+    if target_file == local.LOCAL:
+        return from_outputs(local.this_machine_outputs({}), local.SOURCE, required=())
     if target_file:
         return load_target_file(Path(target_file))
     return from_outputs(stack_outputs(stack), f"stack {stack or '(current)'}")

@@ -133,9 +133,9 @@ def problems(target) -> list[str]:
     bad_hosts = [host for host in target.hosts if not is_host(host)]
     bad_private = [host for host in target.private_hosts if not is_private_address(host)]
     rules = (
-        ("hosts", target.hosts, bool(target.hosts), "at least one box address"),
         ("hosts entry", bad_hosts[:1], not bad_hosts, "an IP address or a DNS host name"),
-        ("sshUser", target.ssh_user, bool(USER_NAME.match(target.ssh_user)),
+        # No hosts: this machine (ops.target.local), which no SSH user reaches.
+        ("sshUser", target.ssh_user, not target.hosts or bool(USER_NAME.match(target.ssh_user)),
          "a user name (letters, digits, '_', '.', '-'; starting with a letter or '_')"),
         ("sshPort", target.ssh_port, 0 < target.ssh_port < 65536, "a TCP port (1-65535)"),
         ("storageUri", target.storage_uri, _storage_uri_ok(target.storage_uri),

@@ -1,4 +1,5 @@
-"""Reach the box yourself: a shell on it, or its TensorBoard through an SSH tunnel."""
+"""Reach the box yourself: a shell on it, or its TensorBoard through an SSH tunnel (on
+this machine, the local target, TensorBoard needs no tunnel and a shell no SSH)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
-from ops.remote.ssh import Box, openssh_args
+from ops.remote.boxes import AnyBox, box_for
+from ops.remote.ssh import openssh_args
 from ops.run import on_box
 from ops.target.resolve import resolve_target
 from ops.target.schema import image_reference_ok
@@ -40,6 +42,11 @@ def _ssh_binary() -> str:
 def ssh(c, command="", target="", stack=""):
     """Open a shell on the box."""
     where = resolve_target(target or None, stack or None)
+    if where.this_machine:
+        raise Exit(
+            f"{where.source} is this machine: no box to SSH to; its runs are in "
+            f"{where.box_root}/runs and `docker ps` lists their containers"
+        )
     args = [_ssh_binary(), *openssh_args(where), *([command] if command else [])]
     os.execv(args[0], args)
 
@@ -53,7 +60,7 @@ def _free_local_port(preferred: int) -> int:
         return sock.getsockname()[1]
 
 
-def _start_tensorboard(box: Box, run_id: str, port: int) -> str:
+def _start_tensorboard(box: AnyBox, run_id: str, port: int) -> str:
     """TensorBoard in a container from the run's own image, on the box's loopback only."""
     run_dir = contract.run_dir(box.root, run_id)
     record = box.read_text(f"{run_dir}/{contract.LAUNCH_FILE}")
@@ -103,17 +110,21 @@ def _launched_image(record: str) -> str:
 )
 def tensorboard(c, run="", port=TENSORBOARD_PORT, target="", stack=""):
     """Tunnel a run's TensorBoard here and print its URL."""
-    box = Box(resolve_target(target or None, stack or None))
+    box = box_for(resolve_target(target or None, stack or None))
     run_id = on_box.resolve_run_id(box, run)
-    remote_port = TENSORBOARD_PORT
-    name = _start_tensorboard(box, run_id, remote_port)
     local_port = _free_local_port(int(port))
+    # This machine serves it on the browser's own port: nothing to tunnel.
+    remote_port = local_port if box.target.this_machine else TENSORBOARD_PORT
+    name = _start_tensorboard(box, run_id, remote_port)
     forward = f"{local_port}:127.0.0.1:{remote_port}"
     tunnel = [_ssh_binary(), "-N", "-o", "ExitOnForwardFailure=yes", "-L", forward]
     print(f"TensorBoard of run {run_id}: http://127.0.0.1:{local_port}/", flush=True)
-    console.print("Ctrl-C closes the tunnel and stops TensorBoard on the box")
+    console.print(f"Ctrl-C stops TensorBoard on {box.address}")
     try:
-        subprocess.run([*tunnel, *openssh_args(box.target)], check=False)
+        if box.target.this_machine:  # until Ctrl-C, which stops a subprocess.run's child too
+            subprocess.run(["docker", "wait", name], check=False)
+        else:
+            subprocess.run([*tunnel, *openssh_args(box.target)], check=False)
     except KeyboardInterrupt:
         pass
     finally:

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import packing
@@ -43,6 +44,11 @@ def _described(settings: updates.BoxSettings) -> str:
 def box_update(c, idle_shutdown_minutes=0, dry_run=False, target="", stack=""):
     """Push box programs and settings to running boxes, no reboot."""
     where = resolve_target(target or None, stack or None)
+    if where.this_machine:  # its watchdog would stop a cloud's billing; this machine has none
+        raise Exit(
+            f"{where.source} is this machine: box programs are for boxes `pulumi up` made, "
+            "and no watchdog belongs on your own machine; nothing to update"
+        )
     outputs = _configured_outputs(target, stack)
     overrides = {"idle_shutdown_minutes": idle_shutdown_minutes or None}
     programs = packing.build_programs()

@@ -17,7 +17,10 @@ import invoke
 from invoke.exceptions import ParseError
 from invoke.parser import Argument
 
-TARGET_HELP = "target file (default: $GLUCOSE_TARGET, else the Pulumi stack's outputs)"
+TARGET_HELP = (
+    "target file, or `local`: this machine's Docker engine (default: $GLUCOSE_TARGET, else "
+    "the Pulumi stack's outputs)"
+)
 STACK_HELP = "Pulumi stack to read outputs from (default: the selected stack)"
 IMAGE_HELP = "a built image (default: this tree's, glucose-training:<git revision>)"
 BUILD_HELP = {

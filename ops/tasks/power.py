@@ -6,7 +6,7 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from ops.cloud import api as power
-from ops.remote.ssh import nodes
+from ops.remote.boxes import nodes
 from ops.target.resolve import Target, resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 
@@ -16,6 +16,8 @@ console = Console(stderr=True, soft_wrap=True)
 def start_boxes(where: Target) -> None:
     """Ask the cloud to start every stopped box, then wait until each is ready (SSH up,
     its setup done): what `fab start`, `fab train --start` and `fab status --start` do."""
+    if where.this_machine:
+        raise Exit(f"{where.source} is this machine: it is up while `fab` runs; nothing to start")
     for box in power.states(where):
         if box.state == power.GONE:
             raise Exit(f"{box.line()}: `pulumi up` makes it again")

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from ops.data import prepare as prepare_on_box
 from ops.image.shipping import image_on_box
-from ops.remote.ssh import Box
+from ops.remote.boxes import box_for
 from ops.run import on_box
 from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
@@ -64,7 +64,7 @@ def prepare_data(
 ):
     """Prepare VitalDB cases on the box and publish them as a dataset."""
     case_args, name = _source_args(milestone, cases, name)
-    box = Box(resolve_target(target or None, stack or None))
+    box = box_for(resolve_target(target or None, stack or None))
     uri = storage_layout.dataset_uri(box.target.storage_uri, name)
     image = image_on_box(box, image_name, base_image, build_arg or [], extra_ca)
     user = on_box.box_user(box)

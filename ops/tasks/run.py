@@ -16,10 +16,11 @@ from ops.data import transfer as storage_sync
 from ops.image.shipping import image_on_boxes
 from ops.remote import lease as box_lease
 from ops.remote import update as box_update
-from ops.remote.ssh import Box, nodes
+from ops.remote.boxes import AnyBox, box_for, nodes
 from ops.run import deadline, launch, look, on_box
 from ops.run import stop as run_stop
 from ops.run.container import Launch
+from ops.target.guard_rails import none_note
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
 from ops.tasks.power import start_boxes
@@ -30,12 +31,12 @@ console = Console(stderr=True, soft_wrap=True)
 RUN_HELP = "run id (default: the newest run on the box)"
 
 
-def _box(target: str, stack: str, node: int = 0) -> Box:
+def _box(target: str, stack: str, node: int = 0) -> AnyBox:
     """Box `node` of the target (box 0, rank 0's, unless said)."""
-    return Box(resolve_target(target or None, stack or None), node)
+    return box_for(resolve_target(target or None, stack or None), node)
 
 
-def _boxes(target: str, stack: str, others_wait_s: float | None = None) -> list[Box]:
+def _boxes(target: str, stack: str, others_wait_s: float | None = None) -> list[AnyBox]:
     """Every box of the target, box 0 first."""
     return nodes(resolve_target(target or None, stack or None), others_wait_s)
 
@@ -142,6 +143,8 @@ def train(
         f"  status:  fab status --run {run_id}\n"
         f"  stop:    fab stop --run {run_id}   (resume: fab train --run {run_id} ...)"
     )
+    if note := none_note(box.target):
+        console.print(f"guard rails: {note}")
 
 
 @task(
@@ -166,13 +169,13 @@ def logs(c, run="", follow=False, tail="all", node=0, target="", stack=""):
         )
     except (OSError, EOFError) as error:
         raise Exit(_lost_box_message(box, run_id, error)) from None
-    if result.exited == -1 or (box.connection.transport and not box.connection.is_connected):
+    if result.exited == -1 or box.dropped:
         raise Exit(_lost_box_message(box, run_id, "connection closed"))
     if result.exited != 0:
         raise Exit(f"no log for run {run_id} on {box.address}: {result.stderr.strip()}")
 
 
-def _lost_box_message(box: Box, run_id: str, why) -> str:
+def _lost_box_message(box: AnyBox, run_id: str, why) -> str:
     return (
         f"lost the connection to {box.address} while showing the log of run {run_id} ({why}); "
         "the run goes on if the box does: `fab status` when it is reachable again"
@@ -193,6 +196,8 @@ def _lost_box_message(box: Box, run_id: str, why) -> str:
 def status(c, run="", start=False, watch=False, every=10, json=False, target="", stack=""):
     """Show a run's state, progress, cost, and the box's power and idle guard."""
     where = resolve_target(target or None, stack or None)
+    if note := none_note(where):
+        console.print(f"guard rails: {note}")
     if start:
         start_boxes(where)
     if watch:
@@ -214,7 +219,13 @@ def status(c, run="", start=False, watch=False, every=10, json=False, target="",
 def hold(c, duration, target="", stack=""):
     """Keep the box up without an SSH terminal: `fab hold 2h` (every box of the stack)."""
     minutes = box_lease.parse_minutes(duration)
-    for box in _boxes(target, stack):
+    boxes = _boxes(target, stack)
+    if boxes[0].target.this_machine:
+        raise Exit(
+            f"{boxes[0].target.source} is this machine: no idle watchdog stops it, so there "
+            "is nothing to hold it up against; no hold needed"
+        )
+    for box in boxes:
         if minutes == 0:
             box_lease.release(box, contract.HOLD_LEASE)
             print(f"hold on {box.address} ended; the idle watchdog counts from its next look")

@@ -20,7 +20,7 @@ from box import contract
 from ops.image.shipping import image_on_boxes
 from ops.remote import lease as box_lease
 from ops.remote import update as box_update
-from ops.remote.ssh import Box
+from ops.remote.boxes import AnyBox, box_for
 from ops.run import launch, on_box
 from ops.run import sweep as on_box_sweep
 from ops.run.names import checked_name
@@ -36,7 +36,7 @@ DEFAULT_TRIALS = 8
 START_UP_LEASE_MINUTES = 60
 
 
-def _spec(box: Box, sweep_id: str, flags: dict) -> SweepSpec:
+def _spec(box: AnyBox, sweep_id: str, flags: dict) -> SweepSpec:
     """A new sweep's spec from the flags; UserError naming the flag that is wrong."""
     if not flags["dataset"]:
         raise UserError("which dataset? pass --dataset NAME (see `fab upload-data`)")
@@ -83,7 +83,7 @@ _SPEC_FLAGS = ("dataset", "param", "trials", "method", "concurrent", "prune", "t
 
 
 @contextlib.contextmanager
-def _start_up_lease(box: Box, sweep_id: str):
+def _start_up_lease(box: AnyBox, sweep_id: str):
     """The idle watchdog stays off while the image and the dataset travel."""
     name = f"sweep-{sweep_id}"
     box_lease.write(box, name, START_UP_LEASE_MINUTES, f"fab sweep --sweep {sweep_id}: starting")
@@ -137,7 +137,7 @@ def sweep(
     stack="",
 ):
     """Search trainer flags with trials on the box, which runs the sweep by itself."""
-    box = Box(resolve_target(target or None, stack or None), 0)
+    box = box_for(resolve_target(target or None, stack or None))
     if stop:
         if not sweep:
             raise Exit("which sweep? pass --stop --sweep ID (`fab runs` lists sweeps' trials)")

@@ -12,7 +12,7 @@ from box import contract
 from ops.cloud import api as power
 from ops.data import download_verdict
 from ops.data import transfer as storage_sync
-from ops.remote.ssh import Box
+from ops.remote.boxes import AnyBox, box_for
 from ops.run import names, on_box
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
@@ -49,7 +49,7 @@ def upload_data(c, data="", name="", target="", stack=""):
     )
 
 
-def _box_hashes(box: Box, run_id: str) -> tuple[dict[str, str], str]:
+def _box_hashes(box: AnyBox, run_id: str) -> tuple[dict[str, str], str]:
     """sha256 of the box's run files that storage should hold, and the run's state:
     "running" while its container is, else status.json's state ("" when unknown)."""
     state = on_box.inspect_container(box, run_id)
@@ -86,19 +86,22 @@ def download(c, run="", to="", offline=False, target="", stack=""):
     box_hashes, box_state, box_dir = {}, "", ""
     if not offline:
         power.require_up(where, [0], "`fab download --offline` fetches the run from storage alone")
-        box = Box(where)
+        box = box_for(where)
         run = on_box.resolve_run_id(box, run)
         box_hashes, box_state = _box_hashes(box, run)
-        box_dir = f"{where.ssh_user}@{where.host}:{contract.run_dir(box.root, run)}"
+        box_dir = box.location(contract.run_dir(box.root, run))
     elif not run:
         raise Exit("--offline needs --run ID (the box cannot be asked for the newest run)")
     run = names.checked_name(run, "--run")
     directory = Path(to or f"runs/{run}")
-    report = storage_sync.download_run(
-        storage_layout.run_uri(where.storage_uri, run), directory, box_hashes
-    )
+    run_uri = storage_layout.run_uri(where.storage_uri, run)
+    report = storage_sync.download_run(run_uri, directory, box_hashes)
     print(download_verdict.summary(report))
-    safe, advice = download_verdict.destroy_advice(report, box_state, box_dir, run, offline)
+    # No stack holds this machine's store: what goes is the run's folder, by hand.
+    deletion = f"delete {run_uri}" if where.this_machine else download_verdict.PULUMI_DESTROY
+    safe, advice = download_verdict.destroy_advice(
+        report, box_state, box_dir, run, offline, deletion
+    )
     if not safe:
         raise Exit(advice, code=download_verdict.NOT_SAFE_EXIT_CODE)
     console.print(advice)

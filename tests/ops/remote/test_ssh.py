@@ -50,21 +50,22 @@ def test_wrong_ssh_key_is_refused_with_the_key_named(box_env):
     assert_one_line_error(result, "refused SSH key", str(wrong))
 
 
-def test_a_target_files_box_that_never_answers_is_reported_down_in_seconds(box_env, sshd_factory):
+def test_a_cloud_box_in_a_target_file_that_never_answers_is_reported_down(box_env, sshd_factory):
     gone = sshd_factory()
     gone.stop()
-    box_env.write_target(sshPort=gone.port)
-    box_env.env["GLUCOSE_BOOT_WAIT_SECONDS"] = ""  # the default: a lab box is not booting
+    box_env.write_target(cloud="aws", sshPort=gone.port)
+    box_env.env["GLUCOSE_BOOT_WAIT_SECONDS"] = "2"
     started = time.monotonic()
     result = box_env.fab("status")
     message = assert_one_line_error(
-        result, "is down or not ready", f"target file {box_env.target_file}", "after 15 s"
+        result, "is down or not ready", f"target file {box_env.target_file}", "after 2 s"
     )
     assert "pulumi" not in message
-    assert time.monotonic() - started < 40
+    assert time.monotonic() - started < 30
 
 
-def test_connection_waits_for_the_ready_marker(box_env):
+def test_connection_to_a_cloud_box_waits_for_the_ready_marker(box_env):
+    box_env.write_target(cloud="aws")
     (box_env.root / "ready").unlink()
     threading.Timer(2.0, (box_env.root / "ready").write_text, args=("{}",)).start()
     box = Box(load_target_file(box_env.target_file))
@@ -76,26 +77,10 @@ def test_connection_waits_for_the_ready_marker(box_env):
 def test_a_stacks_box_without_ready_marker_gives_up_naming_cloud_init(box_env, monkeypatch):
     (box_env.root / "ready").unlink()
     monkeypatch.setenv("GLUCOSE_BOOT_WAIT_SECONDS", "1")
-    outputs = json.loads(box_env.target_file.read_text())
+    outputs = {**json.loads(box_env.target_file.read_text()), "cloud": "aws"}
     box = Box(from_outputs(outputs, "stack test"))
     with pytest.raises(Exit, match=r"cloud-init still running.*pulumi stack output hosts"):
         box.run("true")
-
-
-def test_a_target_files_box_without_ready_marker_says_in_seconds_how_to_make_it(box_env):
-    (box_env.root / "ready").unlink()
-    box_env.env["GLUCOSE_BOOT_WAIT_SECONDS"] = ""
-    started = time.monotonic()
-    result = box_env.fab("status")
-    root = box_env.root
-    message = assert_one_line_error(
-        result,
-        f"target file {box_env.target_file}",
-        f"has no {root}/ready after 15 s",
-        f"sudo touch {root}/ready",
-    )
-    assert "cloud-init" not in message and "pulumi" not in message
-    assert time.monotonic() - started < 40
 
 
 def test_failed_remote_command_is_one_line_with_its_last_error(box_env):
@@ -150,5 +135,5 @@ def test_box_1_is_out_of_reach_without_box_0(two_boxes, monkeypatch):
     monkeypatch.setenv("GLUCOSE_BOOT_WAIT_SECONDS", "2")
     # Box 1 still listens on 127.0.0.2; box 0, the only way in, answers nowhere.
     target = replace(load_target_file(stack.target_file), hosts=("127.0.0.3",))
-    with pytest.raises(Exit, match=r"via 127\.0\.0\.3 is down or not ready"):
+    with pytest.raises(Exit, match=r"via 127\.0\.0\.3 is down or out of reach"):
         Box(target, 1).run("true")

@@ -1,0 +1,28 @@
+"""Which guard rails a target's boxes have, said where they have none.
+
+A box `pulumi up` made has them all (docs/guard-rails.md). This machine and a lab box
+have none: no idle watchdog, no daily stop, no budget, and no resume unit, because no
+cloud-init installed the box programs and no cloud bills them. `fab train` and `fab
+status` say so, once each, so nobody takes silence for protection.
+"""
+
+from __future__ import annotations
+
+from ops.target.resolve import Target
+
+RESUME = "and nothing restarts a run that stopped: `fab train --run ID` resumes it"
+
+
+def none_note(target: Target) -> str | None:
+    """The line that says the target's boxes have no guard rails; None where they do."""
+    if target.set_up_by_cloud_init:
+        return None
+    if target.this_machine:
+        return (
+            "none on this machine: no idle watchdog, daily stop or budget (it bills "
+            f"nothing), {RESUME}"
+        )
+    return (
+        f"none on this lab box ({target.source}): no idle watchdog, daily stop or budget "
+        f"(`pulumi up` did not make it: no bill `fab` knows of), {RESUME}"
+    )
