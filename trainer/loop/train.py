@@ -366,6 +366,8 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
     test, test_ref, test_pred = (
         (None, None, None) if tc.skip_test else run.report(run.pipeline(run.splits.test))
     )
+    # Rank 0's status.json counts the recoveries; the other ranks write no summary.
+    counted = out.status.fields if run.group.is_main else {}
     summary = {
         "run_id": run.config.train.run_id,
         "name": tc.name,
@@ -384,8 +386,8 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
         "lr": run.config.optim.lr,
         "formulation": tc.formulation,
         "gpu_memory_gib": run.choice.peak_memory_gib(),
-        "recoveries": out.status.fields.get("recoveries") or 0,
-        "time_lost_s": out.status.fields.get("time_lost_s") or 0.0,
+        "recoveries": counted.get("recoveries") or 0,
+        "time_lost_s": counted.get("time_lost_s") or 0.0,
         **_cost(run.run_dir),
         "val": val,
         "test": test,
