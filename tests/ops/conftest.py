@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +21,20 @@ from tests.paths import REPO
 
 FAB = Path(sys.executable).parent / "fab"
 FAB_TIMEOUT_SECONDS = 600
+STATUS_WAIT_SECONDS = 300
+
+
+def wait_for_status(
+    fab: Callable[..., subprocess.CompletedProcess], run_id: str, pattern: str, poll_s: float
+) -> str:
+    """`fab status --run` through `fab` until its output matches `pattern`; that output."""
+    deadline, out = time.monotonic() + STATUS_WAIT_SECONDS, ""
+    while time.monotonic() < deadline:
+        out = fab("status", "--run", run_id).stdout
+        if re.search(pattern, out):
+            return out
+        time.sleep(poll_s)
+    raise AssertionError(f"status never matched {pattern!r}; last:\n{out}")
 
 
 @dataclass

@@ -23,7 +23,14 @@ import pytest
 from tests.fixtures.sshd import start_sshd
 from tests.fixtures.trainer_image import host_extra_ca_pem
 from tests.local_server import free_port
-from tests.ops.conftest import FAB, LocalBox, assert_one_line_error, make_local_box
+from tests.ops.conftest import (
+    FAB,
+    STATUS_WAIT_SECONDS,
+    LocalBox,
+    assert_one_line_error,
+    make_local_box,
+    wait_for_status,
+)
 from tests.paths import REPO
 from trainer.data import manifest as dataset_manifest
 from trainer.reports.status import RunRecord
@@ -33,7 +40,6 @@ pytestmark = pytest.mark.e2e
 RUN_ID = "e2e-run"
 DATASET = "synthetic-e2e"
 POLL_SECONDS = 2
-STATUS_WAIT_SECONDS = 300
 # A cold build on vfs copies the whole filesystem per step: many minutes on 2 cores.
 BUILD_TIMEOUT_SECONDS = 2400
 # Small and quick on 2 CPU cores: resnet18, tiny batches, a checkpoint every 4 steps.
@@ -116,14 +122,7 @@ def _fab_ok(box: LocalBox, *args: str) -> subprocess.CompletedProcess:
 
 
 def _wait_for_status(box: LocalBox, pattern: str) -> str:
-    deadline = time.monotonic() + STATUS_WAIT_SECONDS
-    out = ""
-    while time.monotonic() < deadline:
-        out = box.fab("status", "--run", RUN_ID).stdout
-        if re.search(pattern, out):
-            return out
-        time.sleep(POLL_SECONDS)
-    raise AssertionError(f"status never matched {pattern!r}; last:\n{out}")
+    return wait_for_status(box.fab, RUN_ID, pattern, POLL_SECONDS)
 
 
 def _tree_bytes(root: Path) -> int:

@@ -16,13 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.ops.conftest import FAB
+from tests.ops.conftest import FAB, wait_for_status
 from tests.paths import REPO
 
 pytestmark = pytest.mark.e2e
 
 POLL_SECONDS = 1
-STATUS_WAIT_SECONDS = 300
 DATASET = "synth-local-e2e"
 TRAINER_ARGS = (
     "--model resnet18 --batch-size 16 --epochs 50 --log-every 1 --checkpoint-every-steps 4"
@@ -58,13 +57,7 @@ class ThisMachine:
         return result
 
     def wait_for_status(self, run_id: str, pattern: str) -> str:
-        deadline, out = time.monotonic() + STATUS_WAIT_SECONDS, ""
-        while time.monotonic() < deadline:
-            out = self.fab("status", "--run", run_id).stdout
-            if re.search(pattern, out):
-                return out
-            time.sleep(POLL_SECONDS)
-        raise AssertionError(f"status never matched {pattern!r}; last:\n{out}")
+        return wait_for_status(self.fab, run_id, pattern, POLL_SECONDS)
 
 
 @pytest.fixture
