@@ -49,32 +49,33 @@ class Trainer:
 
 
 @dataclasses.dataclass(frozen=True)
-class Preparation:
-    """A `fab prepare-data` container: busy while its heartbeat's step moves, as a run."""
+class _Job:
+    """A container that is not a run's trainer yet is busy, as a run is, while the
+    step of its progress file moves."""
 
     name: str
     started_at: float
     step: int | None
     updated_at: float | None
 
+    KIND = ""
+
     @property
     def key(self) -> str:
-        return f"prepare:{self.name}"  # never a run id (no ':' in those)
+        return f"{self.KIND}:{self.name}"  # never a run id (no ':' in those)
 
 
-@dataclasses.dataclass(frozen=True)
-class Sweep:
+class Preparation(_Job):
+    """A `fab prepare-data` container: busy while its heartbeat's step moves."""
+
+    KIND = "prepare"
+
+
+class Sweep(_Job):
     """A `fab sweep` driver: busy while its status.json's step (every trial's steps
-    added up) moves, as a run."""
+    added up) moves."""
 
-    name: str
-    started_at: float
-    step: int | None
-    updated_at: float | None
-
-    @property
-    def key(self) -> str:
-        return f"sweep:{self.name}"
+    KIND = "sweep"
 
 
 @dataclasses.dataclass(frozen=True)

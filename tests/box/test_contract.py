@@ -116,7 +116,6 @@ def test_every_box_file_names_the_python_the_contract_does():
 
 
 def test_a_sweeps_driver_keeps_the_boxes_and_the_stacks_names():
-    assert sweep_spec.STOP_MARKER == contract.STOPPED_BY_USER
     assert sweep_spec.STATUS_FILE == contract.STATUS_FILE
     assert mirror.sweep_uri("s3://b/p/", "sw1") == storage_layout.sweep_uri("s3://b/p/", "sw1")
     # A trial's run id, `<sweep id>-tNNN`, is a name the box takes.

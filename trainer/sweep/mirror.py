@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from trainer.box_files import STOP_MARKER
 from trainer.storage import open_store
-from trainer.sweep.spec import STOP_MARKER, SweepSpec
+from trainer.sweep.spec import SweepSpec
 
 log = logging.getLogger(__name__)
 

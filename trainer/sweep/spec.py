@@ -31,8 +31,6 @@ TRIALS_FILE = "trials.json"
 RESULT_FILE = "result.json"
 REPORT_FILE = "report.md"
 PLOT_FILE = "plots/val_mae.png"
-STOP_MARKER = "STOPPED_BY_USER"
-"""Written by `fab sweep --stop` (the box contract's marker): nothing resumes the sweep."""
 METHODS = ("grid", "random", "tpe")
 # A trial's run id is `<sweep_id>-tNNN`: with the box's 64-character names, the sweep
 # id keeps 59.
