@@ -41,7 +41,7 @@ demo: $(DEMO_STAMP)
 
 ## The whole test suite, integration tests against real servers included.
 test: $(STAMP) system-deps lint docs
-	$(PY) -m pytest -m 'e2e or not e2e'
+	$(PY) -m pytest -m 'e2e or not e2e' --durations=30
 
 test-fast: $(STAMP) lint docs
 	$(PY) -m pytest

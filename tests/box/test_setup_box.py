@@ -13,6 +13,7 @@ import pytest
 
 from tests.fakes.fake_box import FakeBox
 from tests.fakes.system_tools import IMAGE_TOOLS, fake_system
+from tests.fixtures.sshd import ensure_privilege_separation_dir
 from tests.paths import BOX_DIR
 
 GUARD_ON = "systemctl restart glucose-watchdog.timer"
@@ -188,6 +189,7 @@ def _sshd_settings(tmp_path, drop_in_dir):
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     if not shutil.which(sshd):
         pytest.skip("SKIPPED LOUDLY: OpenSSH `sshd` not installed; run tests/system-deps.sh")
+    ensure_privilege_separation_dir()
     host_key = tmp_path / "host_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", host_key], check=True)
     config = tmp_path / "sshd_config"

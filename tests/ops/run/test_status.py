@@ -2,7 +2,9 @@
 
 import json
 import time
+from pathlib import Path
 
+from box import contract
 from ops.run.on_box import ContainerState
 from ops.run.status import describe_state
 from tests.ops.conftest import assert_one_line_error
@@ -36,6 +38,14 @@ def _write_run(box, run_id, status, started_ago_s):
     (run_dir / "launch.json").write_text(json.dumps(launch))
 
 
+def _box_up_since(box, seconds_ago):
+    """The box's record of the boot it is in (this machine's: the box is the tests' sshd
+    here), so its money comes from the test's clock, not from when this machine booted."""
+    boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    record = {"at": time.time() - seconds_ago, "boot_id": boot_id}
+    (box.root / contract.WATCHDOG_DIR / contract.BOOTS_FILE).write_text(json.dumps(record) + "\n")
+
+
 def test_status_shows_progress_speed_and_money(local_box):
     status = {
         "run_id": "r1",
@@ -50,6 +60,7 @@ def test_status_shows_progress_speed_and_money(local_box):
         "updated_at": time.time() - 5,
     }
     _write_run(local_box, "r1", status, started_ago_s=3600)
+    _box_up_since(local_box, 2 * 3600)
     result = local_box.fab("status", "--run", "r1")
     assert result.returncode == 0, result.stderr
     out = result.stdout

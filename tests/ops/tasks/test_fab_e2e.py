@@ -40,6 +40,7 @@ pytestmark = pytest.mark.e2e
 RUN_ID = "e2e-run"
 DATASET = "synthetic-e2e"
 POLL_SECONDS = 2
+CTRL_C_EXIT_SECONDS = 120
 # A cold build on vfs copies the whole filesystem per step: many minutes on 2 cores.
 BUILD_TIMEOUT_SECONDS = 2400
 # Small and quick on 2 CPU cores: resnet18, tiny batches, a checkpoint every 4 steps.
@@ -208,8 +209,8 @@ def _assert_tensorboard_serves(box: LocalBox) -> None:
     """`fab tensorboard` prints a URL that answers through the tunnel; Ctrl-C tidies up."""
     fab = subprocess.Popen(
         [str(FAB), "tensorboard", "--run", RUN_ID, "--port", str(free_port())],
-        cwd=REPO, env=box.environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
+        cwd=REPO, env={**box.environment(), "PYTHONFAULTHANDLER": "1"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         url = re.search(r"http://\S+", fab.stdout.readline()).group(0)
@@ -224,8 +225,19 @@ def _assert_tensorboard_serves(box: LocalBox) -> None:
                 time.sleep(POLL_SECONDS)
     finally:
         fab.send_signal(signal.SIGINT)
-        fab.wait(timeout=120)
+        _wait_or_dump_threads(fab, CTRL_C_EXIT_SECONDS)
     assert "glucose-tensorboard" not in box.fab("ssh", "--command", "docker ps").stdout
+
+
+def _wait_or_dump_threads(process: subprocess.Popen, timeout_s: float) -> None:
+    """Wait for `process`; one that hangs fails the test with every thread's stack
+    (PYTHONFAULTHANDLER dumps them on SIGABRT): a hang's cause, not just its timeout."""
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        _, stderr = process.communicate(timeout=30)
+        pytest.fail(f"still running {timeout_s} s after Ctrl-C; its threads:\n{stderr[-8000:]}")
 
 
 def test_without_a_registry_the_image_goes_by_save_and_load(

@@ -49,6 +49,7 @@ def test_a_key_through_a_symlink_out_of_the_root_is_refused(tmp_path: Path) -> N
 def test_a_key_naming_a_symlinked_file_out_of_the_root_is_refused(tmp_path: Path) -> None:
     root = tmp_path / "run"
     root.mkdir()
-    os.symlink(Path.home() / ".bashrc", root / "metrics.jsonl")
+    (tmp_path / "secret").write_text("not the run's\n")
+    os.symlink(tmp_path / "secret", root / "metrics.jsonl")
     with pytest.raises(UnsafeKey, match="outside"):
         local_path(root, "metrics.jsonl")
