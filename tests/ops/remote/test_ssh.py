@@ -11,7 +11,7 @@ from invoke.exceptions import Exit
 
 from ops.remote.ssh import Box
 from ops.target.resolve import from_outputs, load_target_file
-from tests.ops.conftest import assert_one_line_error
+from tests.ops.conftest import assert_one_line_error, make_local_box
 
 
 @pytest.fixture
@@ -27,6 +27,17 @@ def test_first_connection_records_the_host_key(box_env):
     recorded = box_env.known_hosts.read_text()
     key_type, key_text = box_env.server.host_public_key.split()[:2]
     assert f"[127.0.0.1]:{box_env.server.port} {key_type} {key_text}" in recorded
+
+
+def test_the_tests_box_has_a_home_of_its_own_not_this_machines(sshd_factory, tmp_path, monkeypatch):
+    # bash under sshd reads ~/.bashrc even for one command: a home of the box's own keeps
+    # this machine's start-up files (pyenv's rehash and its lock) out of every test.
+    box = make_local_box(sshd_factory(), tmp_path)
+    monkeypatch.setenv("GLUCOSE_KNOWN_HOSTS", str(box.known_hosts))
+    home = box.server.directory / "home"
+    (home / ".bashrc").write_text("echo box-own-bashrc\n")
+    out = Box(load_target_file(box.target_file)).run('echo "HOME=$HOME"').stdout
+    assert out.split() == ["box-own-bashrc", f"HOME={home}"]
 
 
 def test_changed_host_key_is_refused(box_env):
