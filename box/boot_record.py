@@ -15,9 +15,9 @@ import json
 import os
 import sys
 
-import contract
-from box_time import boot_time, now_seconds, read_boot_id
-from watchdog_config import WatchdogConfig, load_config_or_say_why
+from box import contract
+from box.box_time import boot_time, now_seconds, read_boot_id
+from box.watchdog_config import WatchdogConfig, load_config_or_say_why
 
 TAIL_BYTES = 4096
 

@@ -1,8 +1,7 @@
 """The box's contract: every name the box programs, `fab` and the trainer agree on.
 
-One definition each. The box programs import this file by its bare name (`import
-contract`: they sit side by side in /opt/glucose-training); `ops/`, `stack/`, `pulumi/`
-and the packer import it as `box.contract`. The trainer image cannot import it and
+One definition each: the box programs, `ops/`, `stack/`, `pulumi/` and the packer import
+it as `box.contract`. The trainer image cannot import it and
 keeps its own copies of the few names it needs (exit codes, the status and heartbeat
 files, the user's stop marker): tests/box/test_contract.py proves each copy equal.
 

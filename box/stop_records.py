@@ -20,13 +20,11 @@ import sys
 import zoneinfo
 from collections.abc import Callable
 
-import contract
-import instance_metadata
-import user_files
-from bounded_command import CommandTimeout, run_bounded
-from bounded_write import write_within
-from box_time import now_seconds, read_boot_id
-from watchdog_config import WatchdogConfig, load_config_or_say_why
+from box import contract, instance_metadata, user_files
+from box.bounded_command import CommandTimeout, run_bounded
+from box.bounded_write import write_within
+from box.box_time import now_seconds, read_boot_id
+from box.watchdog_config import WatchdogConfig, load_config_or_say_why
 
 TAIL_BYTES = 64 * 1024
 DAILY_STOP_WINDOW_SECONDS = 20 * 60

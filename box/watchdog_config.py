@@ -2,7 +2,7 @@
 
 Shared by the watchdog and the resume unit. Every endpoint and command is a field,
 so the tests point the real programs at fakes on 127.0.0.1 and on PATH. The
-Pulumi side (`box/cloud_init.py`) builds the file through this class too,
+Pulumi side (`stack/cloud_init.py`) builds the file through this class too,
 so a bad setting fails at `pulumi preview`, not silently on the box.
 
 Standard library only, Python 3.10+ (contract.MIN_PYTHON: the box's own python3
@@ -19,10 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-if __package__:  # imported from the repo: the packer, `fab`, the Pulumi program
-    from box import contract
-else:  # a program on the box: its siblings sit beside it in /opt/glucose-training
-    import contract
+from box import contract
 
 CONFIG_ENV = "GLUCOSE_WATCHDOG_CONFIG"
 CLOUDS = ("aws", "azure", "local")

@@ -16,9 +16,8 @@ from typing import Any, ClassVar
 
 import pulumi
 
-from box import packing
-from box.cloud_init import ProgramsSource, box_guard_settings, encode_user_data, render_cloud_init
-from stack import storage_layout
+from stack import box_packing, storage_layout
+from stack.cloud_init import ProgramsSource, box_guard_settings, encode_user_data, render_cloud_init
 from stack.config import StackConfig
 
 
@@ -86,12 +85,15 @@ class TrainingBox(pulumi.ComponentResource):
 
 
 def box_user_data(
-    config: StackConfig, ssh_user: str, storage_uri: pulumi.Output[str], programs: packing.Programs
+    config: StackConfig,
+    ssh_user: str,
+    storage_uri: pulumi.Output[str],
+    programs: box_packing.Programs,
 ) -> pulumi.Output[str]:
     """The encoded cloud-init of every box of the stack: its settings, and where in
     `storage_uri` the programs' archive is (and its sha256). The settings are checked
     now: a bad one fails the preview, not a booting box."""
-    settings = packing.settings_text(config.cloud, **box_guard_settings(config))
+    settings = box_packing.settings_text(config.cloud, **box_guard_settings(config))
     return storage_uri.apply(
         lambda uri: encode_user_data(
             render_cloud_init(

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from invoke.exceptions import Exit
 
-from box import contract, packing
+from box import contract
 from ops.remote import update as box_update
 from ops.remote.ssh import Box
 from ops.target.resolve import load_target_file
+from stack import box_packing
 from tests.ops.conftest import LocalBox, assert_one_line_error, make_local_box
 
 pytestmark = pytest.mark.e2e  # sshd
@@ -69,7 +70,7 @@ def test_box_update_installs_the_programs_a_new_box_fetches_with_the_stacks_sett
     result = cloud_box.fab("box-update")
     assert result.returncode == 0, result.stderr
     current = _installed(cloud_box, f"{contract.PROGRAM_DIR}/{contract.CURRENT}")
-    with tarfile.open(fileobj=io.BytesIO(packing.build_programs().archive)) as archive:
+    with tarfile.open(fileobj=io.BytesIO(box_packing.build_programs().archive)) as archive:
         for member in archive.getmembers():
             installed = current / member.name
             assert installed.read_bytes() == archive.extractfile(member).read(), member.name
@@ -78,7 +79,7 @@ def test_box_update_installs_the_programs_a_new_box_fetches_with_the_stacks_sett
     assert unit.read_text() == (current / "glucose-watchdog.service").read_text()
     watchdog = json.loads(_installed(cloud_box, contract.WATCHDOG_CONFIG_PATH).read_text())
     assert (watchdog["cloud"], watchdog["idle_shutdown_minutes"]) == ("aws", 45)
-    short = packing.build_programs().sha256[:12]
+    short = box_packing.build_programs().sha256[:12]
     assert f"box programs {short} installed (watchdog: idle_shutdown_minutes=45)" in result.stdout
 
 
@@ -220,7 +221,7 @@ def test_a_setting_that_does_not_fit_is_refused_in_one_line(cloud_box, connect):
 def test_dry_run_says_what_each_box_would_get_and_changes_nothing(cloud_box):
     result = cloud_box.fab("box-update", "--dry-run")
     assert result.returncode == 0, result.stderr
-    short = packing.build_programs().sha256[:12]
+    short = box_packing.build_programs().sha256[:12]
     assert f"would install box programs {short} with settings idle_shutdown_minutes=45" in (
         result.stdout
     )
