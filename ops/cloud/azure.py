@@ -17,7 +17,8 @@ import datetime
 from invoke.exceptions import Exit
 
 from box import contract
-from ops.cloud.api import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
+from ops import azure_login
+from ops.cloud.power import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
 from ops.target.resolve import Target
 from stack.arm import ArmClient, ArmError
 
@@ -41,10 +42,8 @@ WHY = {
 
 
 def _arm() -> ArmClient:
-    from ops.preflight.azure import deployer_token
-
     try:
-        return ArmClient.from_environment(deployer_token())
+        return ArmClient.from_environment(azure_login.arm_token())
     except Exception as error:  # azure-identity raises its own kinds: one line for them all
         raise Exit(f"no Azure credentials ({type(error).__name__}); run `az login`") from None
 
