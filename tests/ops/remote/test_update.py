@@ -76,7 +76,7 @@ def test_box_update_installs_the_programs_a_new_box_fetches_with_the_stacks_sett
             assert installed.read_bytes() == archive.extractfile(member).read(), member.name
             assert stat.S_IMODE(installed.stat().st_mode) == member.mode, member.name
     unit = _installed(cloud_box, f"{contract.UNIT_DIR}/glucose-watchdog.service")
-    assert unit.read_text() == (current / "glucose-watchdog.service").read_text()
+    assert unit.read_text() == (current / "box" / "glucose-watchdog.service").read_text()
     watchdog = json.loads(_installed(cloud_box, contract.WATCHDOG_CONFIG_PATH).read_text())
     assert (watchdog["cloud"], watchdog["idle_shutdown_minutes"]) == ("aws", 45)
     short = box_packing.build_programs().sha256[:12]
