@@ -25,7 +25,7 @@ from ops.target.resolve import resolve_target
 from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
 from ops.tasks.power import start_boxes
 from stack import storage_layout
-from trainer.config import UserError, check_run_name
+from trainer.config import UserError, check_run_name, check_train_flags
 
 console = Console(stderr=True, soft_wrap=True)
 RUN_HELP = "run id (default: the newest run on the box)"
@@ -97,15 +97,17 @@ def train(
     stack="",
 ):
     """Ship the image and start (or resume) a run on the box (every box of the stack)."""
+    args = _trainer_args(epochs, max_steps, trainer_args, name)
+    try:
+        check_run_name(name)
+        check_train_flags(args)  # the trainer's own parser, before anything ships
+    except UserError as error:
+        raise Exit(str(error)) from None
     where = resolve_target(target or None, stack or None)
     if not (data_uri or dataset):
         raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
     data_uri = data_uri or storage_layout.dataset_uri(where.storage_uri, dataset)
     storage_sync.require_dataset(data_uri, where.storage_uri)  # before any box or image work
-    try:
-        check_run_name(name)
-    except UserError as error:
-        raise Exit(str(error)) from None
     until = deadline.for_run(where, data_uri, epochs, str(hours or ""), _warn)
     if start:
         start_boxes(where)
@@ -130,7 +132,6 @@ def train(
         image = image_on_boxes(boxes, image_name, base_image, build_arg or [], extra_ca)
         renew_leases()
         dataset_name = launch.fetch_dataset_on_boxes(boxes, image, data_uri)
-        args = _trainer_args(epochs, max_steps, trainer_args, name)
         stop_at = until.until.timestamp() if until else None
         launch.start_run(
             boxes, Launch(run_id, image, dataset_name, args, deadline=stop_at, name=name)
