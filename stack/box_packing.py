@@ -20,7 +20,7 @@ from pathlib import Path
 
 import box
 from box import bootstrap
-from box.watchdog_config import WatchdogConfig
+from box.watchdog_config import WatchdogConfig, guard_problems
 
 BOX_DIR = Path(box.__file__).resolve().parent
 PACKAGE = BOX_DIR.name
@@ -73,5 +73,9 @@ def build_programs() -> Programs:
 def settings_text(cloud: str, **guard: object) -> str:
     """watchdog.json for a box of `cloud` with these guard settings (GUARD_SETTINGS' box
     keys; left out: the programs' defaults). ValueError naming every bad one, so a bad
-    setting fails at `pulumi preview` or in `fab box-update`, not on a booting box."""
+    setting fails at `pulumi preview` or in `fab box-update`, not on a booting box; a
+    setting out of its range (GuardSetting.limits, the stack's) is refused here too."""
+    problems = guard_problems(guard)
+    if problems:
+        raise ValueError("; ".join(problems))
     return WatchdogConfig(cloud=cloud, **guard).to_json()

@@ -245,6 +245,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         else:
             print(manifest.publish(args.dir, args.uri), flush=True)
         return 0
+    return _bench(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    """bench, bench-checkpoint, bench-prepare: each measures in its own module."""
     if args.command == "bench-prepare":
         from trainer.bench.prepare import run_bench_prepare
 

@@ -25,7 +25,6 @@ from stack.arm import ArmClient, ArmError
 API = "virtual_machines"
 TAGS = "/providers/Microsoft.Resources/tags/default"
 SCHEDULE_READ_ONLY = ("createdDate", "provisioningState", "uniqueIdentifier")
-TAG_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 STATES = {
     "PowerState/starting": STARTING,
     "PowerState/running": RUNNING,
@@ -78,7 +77,7 @@ def _power(arm: ArmClient, node: int, box_id: str) -> BoxPower:
 
 def set_deadline(target: Target, until: datetime.datetime, past_daily_stop: bool) -> None:
     arm = _arm()
-    stamp = until.astimezone(datetime.timezone.utc).strftime(TAG_FORMAT)
+    stamp = until.astimezone(datetime.timezone.utc).strftime(contract.DEADLINE_TAG_FORMAT)
     try:
         for box_id in target.box_ids:
             _tags(arm, box_id, "Merge", {contract.DEADLINE_TAG: stamp})
@@ -108,11 +107,13 @@ def deadline(target: Target) -> datetime.datetime | None:
     if stamp is None:
         return None
     try:
-        return datetime.datetime.strptime(stamp, TAG_FORMAT).replace(tzinfo=datetime.timezone.utc)
+        return datetime.datetime.strptime(stamp, contract.DEADLINE_TAG_FORMAT).replace(
+            tzinfo=datetime.timezone.utc
+        )
     except ValueError:
         raise Exit(
             f"{target.box_ids[0]}: tag {contract.DEADLINE_TAG}={stamp!r} is no deadline "
-            f"({TAG_FORMAT}); `fab stop` clears it"
+            f"({contract.DEADLINE_TAG_FORMAT}); `fab stop` clears it"
         ) from None
 
 

@@ -47,6 +47,7 @@ BOX_REQUIRED_SETTINGS = frozenset(
 FS_ROOT = '"${GLUCOSE_BOX_FS_ROOT:-}"'
 # Run as root without a password prompt (both clouds' default users may sudo).
 AS_ROOT = 'if [ "$(id -u)" -eq 0 ]; then bash -s; else sudo -n bash -s; fi'
+IDLE_SETTING = next(s for s in GUARD_SETTINGS if s.box_key == "idle_shutdown_minutes")
 HEREDOC_END = "GLUCOSE_BOX_FILE_END"  # base64 and JSON never hold it
 console = Console(stderr=True, soft_wrap=True)
 
@@ -125,7 +126,23 @@ def settings_for(
             guard[key] = kind(value)
         except (TypeError, ValueError):
             raise Exit(f"{where} is {value!r}, expected {kind.__name__} for {key}") from None
+    if target.cloud == "aws":
+        _check_idle_alarm(outputs, guard)
     return BoxSettings(target.cloud, guard)
+
+
+def _check_idle_alarm(outputs: dict[str, Any], guard: dict[str, Any]) -> None:
+    """On AWS the stack's CloudWatch idle alarm (pulumi/infra/aws/guard_rails.py) stops a
+    box after the stack's idleShutdownMinutes of idle verdicts, whatever the box was told:
+    a longer idle stop on the box would be cut short by it, so it is refused."""
+    alarm = outputs.get(IDLE_SETTING.stack_key)
+    told = guard.get(IDLE_SETTING.box_key)
+    if isinstance(alarm, int) and isinstance(told, int) and told > alarm:
+        raise Exit(
+            f"--idle-shutdown-minutes {told} is longer than the stack's idle alarm, which stops "
+            f"an AWS box after {alarm} idle minutes: set idleShutdownMinutes in the stack "
+            "and run `pulumi up`, or pass at most that"
+        )
 
 
 def install_script(programs: box_packing.Programs, settings: str, ssh_user: str, cloud: str) -> str:

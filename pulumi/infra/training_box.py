@@ -1,7 +1,7 @@
 """What a training box is on either cloud: the public shape both components share.
 
 `AzureTrainingBox` and `AwsTrainingBox` build very different resources, but the
-program (`pulumi/__main__.py`) and DESIGN.md's stack outputs see only this: `hosts`
+program (`pulumi/__main__.py`) and the stack's outputs (`stack.outputs`) see only this: `hosts`
 (box 0's public address, the one `fab` connects to), `private_hosts` (every box's
 private address in rank order: `fab` hops to boxes 1..N-1 through box 0, and the
 boxes meet there), `box_ids` (each box's cloud id, rank order), `ssh_user`,
@@ -19,6 +19,7 @@ import pulumi
 from stack import box_packing, storage_layout
 from stack.cloud_init import ProgramsSource, box_guard_settings, encode_user_data, render_cloud_init
 from stack.config import StackConfig
+from stack.outputs import StackOutput
 
 
 class TrainingBox(pulumi.ComponentResource):
@@ -72,13 +73,13 @@ class TrainingBox(pulumi.ComponentResource):
         self.cloud_outputs = dict(cloud_outputs or {})
         self.register_outputs(
             {
-                "hosts": hosts,
-                "privateHosts": private_hosts,
-                "boxIds": box_ids,
-                "sshUser": ssh_user,
-                "storageUri": storage_uri,
-                "registry": registry,
-                "imageRepository": image_repository,
+                StackOutput.HOSTS: hosts,
+                StackOutput.PRIVATE_HOSTS: private_hosts,
+                StackOutput.BOX_IDS: box_ids,
+                StackOutput.SSH_USER: ssh_user,
+                StackOutput.STORAGE_URI: storage_uri,
+                StackOutput.REGISTRY: registry,
+                StackOutput.IMAGE_REPOSITORY: image_repository,
                 **self.cloud_outputs,
             }
         )

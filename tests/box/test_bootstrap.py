@@ -215,6 +215,3 @@ def _upload(keyless_blob, container: str, data: bytes) -> None:
         data,
         keyless_blob.token,
     )
-
-
-

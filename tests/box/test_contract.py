@@ -47,6 +47,8 @@ def test_the_trainer_leaves_the_boxes_own_files_alone():
 def test_the_trainer_reads_the_boxes_records_by_their_names():
     assert box_files.BOOTS_FILE == contract.BOOTS_FILE
     assert box_files.STOPS_FILE == contract.STOPS_FILE
+    assert box_files.RECORD_AT == contract.RECORD_AT
+    assert box_files.RECORD_BOOT_ID == contract.RECORD_BOOT_ID
 
 
 def test_the_bootstrap_looks_where_cloud_init_and_install_put_things():

@@ -90,5 +90,5 @@ def test_the_programs_unpack_and_import_with_the_boxes_own_python(tmp_path, pyth
 
 
 def test_a_bad_setting_fails_in_the_packer_not_on_the_box():
-    with pytest.raises(ValueError, match="hung_trainer_minutes is 0"):
+    with pytest.raises(ValueError, match="hungTrainerMinutes: got 0, expected 10 to 1440"):
         box_packing.settings_text("aws", idle_shutdown_minutes=30, hung_trainer_minutes=0)

@@ -191,7 +191,7 @@ def test_bad_arguments_are_all_named_in_one_error():
 
 
 def test_bad_idle_minutes_fail_before_any_vm_boots():
-    with pytest.raises(ValueError, match="idle_shutdown_minutes is 0"):
+    with pytest.raises(ValueError, match="idleShutdownMinutes: got 0, expected 5 to 1440"):
         _render(idle_shutdown_minutes=0)
 
 

@@ -40,6 +40,7 @@ from infra.aws.storage import declare_box_programs, declare_storage
 from infra.training_box import TrainingBox, box_user_data
 from stack import box_packing
 from stack.config import StackConfig
+from stack.outputs import StackOutput
 
 SSH_USER = "ubuntu"
 
@@ -108,9 +109,9 @@ class AwsTrainingBox(TrainingBox):
             image_repository=repository.repository_url,
             # What the first box really boots (kept by ignore_changes), to pin it with.
             cloud_outputs={
-                "amiId": instances[0].ami,
+                StackOutput.AMI_ID: instances[0].ami,
                 # `fab train --hours` moves this schedule's start past the run's deadline.
-                "dailyStopSchedules": pulumi.Output.all(daily_stop.name),
+                StackOutput.DAILY_STOP_SCHEDULES: pulumi.Output.all(daily_stop.name),
             },
         )
 

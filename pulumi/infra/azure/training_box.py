@@ -40,6 +40,7 @@ from infra.azure.storage import declare_storage
 from infra.training_box import TrainingBox, box_user_data
 from stack import box_packing
 from stack.config import StackConfig
+from stack.outputs import StackOutput
 
 SSH_USER = "azureuser"
 IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
@@ -130,7 +131,9 @@ class AzureTrainingBox(TrainingBox):
             image_repository=pulumi.Output.concat(registry.login_server, "/", IMAGE_NAME),
             # What `fab` turns off for a run past the nightly stop (and back on).
             cloud_outputs={
-                "dailyStopSchedules": pulumi.Output.all(*[s.id for s in stops]).apply(list)
+                StackOutput.DAILY_STOP_SCHEDULES: pulumi.Output.all(*[s.id for s in stops]).apply(
+                    list
+                )
             },
         )
 

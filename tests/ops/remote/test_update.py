@@ -93,7 +93,7 @@ def test_box_update_on_a_nearly_full_disk_changes_nothing_and_says_why(cloud_box
     opt.symlink_to(tmpfs("300k"))
     for item in moved.iterdir():
         (opt / item.name).symlink_to(item)
-    result = cloud_box.fab("box-update", "--idle-shutdown-minutes", "70")
+    result = cloud_box.fab("box-update", "--idle-shutdown-minutes", "40")
     assert_one_line_error(result, "box-update failed", "KB free", "nothing was changed")
     assert (opt / contract.CURRENT).resolve().name == before.name
     assert _watchdog_json(cloud_box)["idle_shutdown_minutes"] == 45
@@ -197,8 +197,25 @@ def test_settings_nobody_has_take_cloud_inits_defaults(cloud_box, connect):
 
 
 def test_the_flag_overrides_the_stacks_idle_minutes(cloud_box):
-    assert cloud_box.fab("box-update", "--idle-shutdown-minutes", "70").returncode == 0
-    assert _watchdog_json(cloud_box)["idle_shutdown_minutes"] == 70
+    assert cloud_box.fab("box-update", "--idle-shutdown-minutes", "20").returncode == 0
+    assert _watchdog_json(cloud_box)["idle_shutdown_minutes"] == 20
+
+
+def test_an_idle_stop_the_stack_refuses_is_refused_in_one_line(cloud_box):
+    assert_one_line_error(
+        cloud_box.fab("box-update", "--idle-shutdown-minutes", "2"),
+        "idleShutdownMinutes: got 2, expected 5 to 1440",
+    )
+    assert list(cloud_box.fs.iterdir()) == []
+
+
+def test_on_aws_an_idle_stop_longer_than_the_stacks_alarm_is_refused(cloud_box):
+    # The stack's CloudWatch alarm would stop the box after its 45 idle minutes anyway.
+    assert_one_line_error(
+        cloud_box.fab("box-update", "--idle-shutdown-minutes", "70"),
+        "longer than the stack's idle alarm",
+        "after 45 idle minutes",
+    )
 
 
 def test_without_idle_minutes_anywhere_the_flag_is_asked_for(cloud_box):
