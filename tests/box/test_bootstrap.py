@@ -110,7 +110,9 @@ def test_an_aws_box_fetches_its_programs_with_its_instance_role_and_sets_itself_
     box = NewBox(tmp_path, _source("aws", bucket, moto_server.endpoint_url, fake_metadata.url))
     done = box.boot()
     assert done.returncode == 0, done.stderr
-    assert (box.current / "watchdog.py").read_bytes() == (BOX_DIR / "watchdog.py").read_bytes()
+    assert (box.current / "box" / "watchdog.py").read_bytes() == (
+        BOX_DIR / "watchdog.py"
+    ).read_bytes()
     assert (box.box_root / contract.READY_MARKER).is_file()
     assert not (box.box_root / contract.FAILED_MARKER).exists()
     assert "systemctl restart glucose-watchdog.timer" in box.system.calls()
@@ -144,7 +146,7 @@ def test_an_azure_box_fetches_its_programs_with_its_managed_identity(
     box = NewBox(tmp_path, source)
     done = box.boot({"SSL_CERT_FILE": str(keyless_blob.ca_file)})
     assert done.returncode == 0, done.stderr
-    assert (box.current / "install.py").is_file()
+    assert (box.current / "box" / "install.py").is_file()
     assert (box.box_root / contract.READY_MARKER).is_file()
 
 
