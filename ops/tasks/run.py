@@ -52,6 +52,19 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str, name: str) -> 
     return (*args, *shlex.split(trainer_args))
 
 
+def _refuse_busy_boxes(boxes: list, run_id: str, allow_concurrent: bool) -> None:
+    """Exit when a box is busy with another run (unless shared on purpose), or this run
+    is running already."""
+    for each in boxes:
+        busy = launch.busy_runs(each, run_id)
+        if busy and not allow_concurrent:
+            raise Exit(
+                f"{each.address} is busy with run {busy[0]}; `fab stop --run {busy[0]}` "
+                "first, or pass --allow-concurrent to share it"
+            )
+    launch.refuse_if_running(boxes, run_id)
+
+
 def _warn(line: str) -> None:
     console.print(f"warning: {line}", highlight=False)
 
@@ -116,14 +129,7 @@ def train(
     for each in boxes:
         box_update.warn_if_behind(each)
     run_id = run or time.strftime("%Y%m%d-%H%M%S")
-    for each in boxes:
-        busy = launch.busy_runs(each, run_id)
-        if busy and not allow_concurrent:
-            raise Exit(
-                f"{each.address} is busy with run {busy[0]}; `fab stop --run {busy[0]}` "
-                "first, or pass --allow-concurrent to share it"
-            )
-    launch.refuse_if_running(boxes, run_id)
+    _refuse_busy_boxes(boxes, run_id, allow_concurrent)
     if until is not None:
         deadline.hold(where, until, _warn)
         now = datetime.datetime.now(datetime.timezone.utc)
