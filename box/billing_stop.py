@@ -19,10 +19,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-import contract
-import instance_metadata
-from bounded_command import CommandTimeout, run_bounded
-from watchdog_config import WatchdogConfig
+from box import contract, instance_metadata
+from box.bounded_command import CommandTimeout, run_bounded
+from box.watchdog_config import WatchdogConfig
 
 SHUTDOWN_TIMEOUT_SECONDS = 30
 # ARM answers 202 Accepted (deallocation runs asynchronously) or 200.

@@ -15,9 +15,9 @@ import json
 import os
 import sys
 
-import contract
-from box_time import boot_time, now_seconds, read_boot_id
-from watchdog_config import WatchdogConfig, load_config_or_say_why
+from box import contract
+from box.box_time import boot_time, now_seconds, read_boot_id
+from box.watchdog_config import WatchdogConfig, load_config_or_say_why
 
 TAIL_BYTES = 4096
 
@@ -34,7 +34,7 @@ def recorded(config: WatchdogConfig, boot_id: str) -> bool:
             lines = handle.read(TAIL_BYTES).decode(errors="replace").splitlines()
     except OSError:
         return False
-    return any(f'"boot_id": {json.dumps(boot_id)}' in line for line in lines)
+    return any(f'"{contract.RECORD_BOOT_ID}": {json.dumps(boot_id)}' in line for line in lines)
 
 
 def main() -> int:
@@ -44,7 +44,10 @@ def main() -> int:
     boot_id = read_boot_id(config.boot_id_path)
     if recorded(config, boot_id):
         return 0
-    record = {"at": boot_time(config.proc_root) or now_seconds(), "boot_id": boot_id}
+    record = {
+        contract.RECORD_AT: boot_time(config.proc_root) or now_seconds(),
+        contract.RECORD_BOOT_ID: boot_id,
+    }
     try:
         config.boots_path.parent.mkdir(parents=True, exist_ok=True)
         with open(config.boots_path, "a", encoding="utf-8") as handle:
@@ -54,7 +57,7 @@ def main() -> int:
     except OSError as error:
         log(f"WARNING: boot not recorded in {config.boots_path}: {error}")
         return 0
-    log(f"recorded the boot at {record['at']:.0f} ({contract.BOOTS_FILE})")
+    log(f"recorded the boot at {record[contract.RECORD_AT]:.0f} ({contract.BOOTS_FILE})")
     return 0
 
 

@@ -44,6 +44,9 @@ SETTINGS_PATH = ROOT / "etc/glucose-training/watchdog.json"
 PROGRAM_DIR = ROOT / "opt/glucose-training"
 FAILED_MARKER = "failed"
 CURRENT = "current"
+PACKAGE = "box"
+INSTALLER = tuple(f"{PACKAGE}/{name}" for name in ("__init__.py", "install.py", "contract.py"))
+"""The archive's members `python3 -m box.install` runs from before anything is installed."""
 DEFAULTS = {
     "box_root": "/var/lib/glucose-training",
     "imds_url": "http://169.254.169.254",
@@ -158,10 +161,12 @@ def install(archive):
         path = Path(work, "programs.tar")
         path.write_bytes(archive)
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            for name in ("install.py", "contract.py"):
-                Path(work, name).write_bytes(tar.extractfile(name).read())
+            Path(work, PACKAGE).mkdir()
+            for member in INSTALLER:
+                Path(work, member).write_bytes(tar.extractfile(member).read())
         done = subprocess.run(
-            [sys.executable, Path(work, "install.py"), path, SETTINGS_PATH],
+            [sys.executable, "-m", f"{PACKAGE}.install", path, SETTINGS_PATH],
+            cwd=work,
             stderr=subprocess.PIPE,
             text=True,
         )
@@ -227,7 +232,12 @@ def main():
         stop_billing(src)
         return 1
     Path(src["box_root"], FAILED_MARKER).unlink(missing_ok=True)  # setup-box.sh says its own
-    setup = ["bash", PROGRAM_DIR / CURRENT / "setup-box.sh", src["ssh_user"], src["box_root"]]
+    setup = [
+        "bash",
+        PROGRAM_DIR / CURRENT / PACKAGE / "setup-box.sh",
+        src["ssh_user"],
+        src["box_root"],
+    ]
     return subprocess.run([*setup, src["cloud"]]).returncode
 
 

@@ -15,12 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import contract
-import docker_cli
-import user_files
-from bounded_command import CommandTimeout, run_bounded
-from ssh_sessions import interactive_ssh_sessions
-from watchdog_config import WatchdogConfig
+from box import contract, docker_cli, user_files
+from box.bounded_command import CommandTimeout, run_bounded
+from box.ssh_sessions import interactive_ssh_sessions
+from box.watchdog_config import WatchdogConfig
 
 NVIDIA_SMI_TIMEOUT_SECONDS = 10
 # Rank 0 writes status.json (ARCHITECTURE.md); any rank may write heartbeat.json

@@ -1,8 +1,7 @@
 """The box's contract: every name the box programs, `fab` and the trainer agree on.
 
-One definition each. The box programs import this file by its bare name (`import
-contract`: they sit side by side in /opt/glucose-training); `ops/`, `stack/`, `pulumi/`
-and the packer import it as `box.contract`. The trainer image cannot import it and
+One definition each: the box programs, `ops/`, `stack/`, `pulumi/` and the packer import
+it as `box.contract`. The trainer image cannot import it and
 keeps its own copies of the few names it needs (exit codes, the status and heartbeat
 files, the user's stop marker): tests/box/test_contract.py proves each copy equal.
 
@@ -50,6 +49,11 @@ STOPS_FILE = "stops.jsonl"
 """Under WATCHDOG_DIR: why the box stopped, one JSON object per stop (`at`, `boot_id`...)."""
 BOOTS_FILE = "boots.jsonl"
 """Under WATCHDOG_DIR: when the box came up, `{"at", "boot_id"}` per boot."""
+RECORD_AT, RECORD_BOOT_ID = "at", "boot_id"
+"""Keys of every record in BOOTS_FILE and STOPS_FILE: when (unix s), in which boot."""
+STOP_BY, STOP_SUMMARY = "by", "summary"
+"""Keys of a stop record too: who stopped the box (`idle-watchdog`, `spot`...), and one
+line that says so (`fab status` shows it)."""
 USER_DIRS = (RUNS_DIR, DATASETS_DIR, LEASES_DIR, SWEEPS_DIR)
 """Owned by the SSH user: `fab` writes them without root."""
 
@@ -74,7 +78,9 @@ PREPARE_HEARTBEAT = (".prepare", "heartbeat.json")
 
 # On the cloud.
 DEADLINE_TAG = "glucose-deadline"
-"""Azure VM tag: the run's deadline as `YYYY-MM-DDTHH:MM:SSZ`. Until then the stack's
+DEADLINE_TAG_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+"""Azure VM tag: the run's deadline in UTC as DEADLINE_TAG_FORMAT (`YYYY-MM-DDTHH:MM:SSZ`,
+what the keeper's Logic App reads with `ticks()`). Until then the stack's
 keeper workflow starts an evicted VM again; at it, the keeper deallocates the VM. Who
 stops a box on purpose (the idle watchdog, `fab stop`, the budget stop) deletes it
 first, so the keeper never undoes a stop that was asked for."""

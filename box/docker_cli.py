@@ -16,8 +16,8 @@ import datetime
 import json
 import re
 
-import contract
-from bounded_command import CommandTimeout, run_bounded
+from box import contract
+from box.bounded_command import CommandTimeout, run_bounded
 
 # kind -> (label, name prefix): a container of that kind carries both.
 KINDS = {

@@ -7,8 +7,8 @@ and what `fab status` shows as the countdown. Standard library only.
 
 from __future__ import annotations
 
-from busy_signals import Preparation, Signals, Sweep, Trainer
-from watchdog_config import WatchdogConfig
+from box.busy_signals import Preparation, Signals, Sweep, Trainer
+from box.watchdog_config import WatchdogConfig
 
 STATE_VERSION = 2
 # The timer looks every minute; a longer silence means the watchdog was not

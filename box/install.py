@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Install one build of the box programs and its settings as a whole, or change nothing.
 
-usage (as root): install.py ARCHIVE SETTINGS
+usage (as root, beside the archive's `box/`): python3 -m box.install ARCHIVE SETTINGS
 
-ARCHIVE is the programs' tar (box/packing.py: flat names, plain files), SETTINGS the
+ARCHIVE is the programs' tar (stack/box_packing.py: the package `box/`, plain files), SETTINGS the
 watchdog.json to run them with. The first boot (bootstrap.py) and `fab box-update`
 both install this way:
 
@@ -38,7 +38,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-import contract
+from box import contract
 
 UNIT_SUFFIXES = (".service", ".timer")
 RELEASES = "releases"
@@ -48,8 +48,11 @@ ROOM_FACTOR = 3
 ROOM_SLACK_BYTES = 1024 * 1024
 CHECK_TIMEOUT_SECONDS = 60
 # What the new set must do to count as started: import every program, read its settings.
+PACKAGE = "box"
+"""The archive's one folder: the units run its programs as `python3 -m box.<program>` from
+the release."""
 START_CHECK = (
-    "import busy_signals, resume, stop_records, watchdog, watchdog_config; "
+    "from box import busy_signals, resume, stop_records, watchdog, watchdog_config; "
     "watchdog_config.load_config()"
 )
 
@@ -105,10 +108,11 @@ def _check_room(program_dir: Path, size: int) -> None:
 def _unpack(archive: bytes, settings: str, version: dict, release: Path) -> None:
     staging = release.with_name(f".{release.name}.staging")
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    (staging / PACKAGE).mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
         for member in tar.getmembers():
-            if not member.isfile() or "/" in member.name or member.name.startswith("."):
+            folder, _, name = member.name.rpartition("/")
+            if not member.isfile() or folder != PACKAGE or "/" in name or name.startswith("."):
                 raise InstallError(f"the archive holds {member.name!r}, not a plain box file")
             data = tar.extractfile(member).read()
             _write(staging / member.name, data, member.mode & 0o755)
@@ -174,7 +178,7 @@ def _link_settings(root: Path, program_dir: Path) -> None:
 def _copy_units(root: Path, release: Path) -> None:
     unit_dir = root / contract.UNIT_DIR.lstrip("/")
     unit_dir.mkdir(parents=True, exist_ok=True)
-    for unit in sorted(release.iterdir()):
+    for unit in sorted((release / PACKAGE).iterdir()):
         if unit.suffix not in UNIT_SUFFIXES:
             continue
         installed = unit_dir / unit.name
@@ -196,7 +200,7 @@ def _prune(program_dir: Path, release: Path) -> None:
     )
     for old in others[1:]:
         shutil.rmtree(old, ignore_errors=True)
-    for name in os.listdir(release):
+    for name in os.listdir(release / PACKAGE):
         flat = program_dir / name
         if flat.is_file() and not flat.is_symlink():
             flat.unlink()
@@ -204,7 +208,7 @@ def _prune(program_dir: Path, release: Path) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: install.py ARCHIVE SETTINGS", file=sys.stderr)
+        print("usage: python3 -m box.install ARCHIVE SETTINGS", file=sys.stderr)
         return 2
     root = Path(os.environ.get("GLUCOSE_BOX_FS_ROOT") or "/")
     try:

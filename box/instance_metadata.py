@@ -12,7 +12,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from watchdog_config import ARM_TAGS_API_VERSION, ARM_TAGS_PATH, WatchdogConfig
+from box.watchdog_config import ARM_TAGS_API_VERSION, ARM_TAGS_PATH, WatchdogConfig
 
 AZURE_IMDS_API_VERSION = "2021-02-01"
 AZURE_EVENTS_API_VERSION = "2020-07-01"

@@ -37,11 +37,9 @@ import sys
 import time
 from pathlib import Path
 
-import contract
-import docker_cli
-import user_files
-from box_time import boot_time, now_seconds, read_boot_id
-from watchdog_config import WatchdogConfig, load_config_or_say_why
+from box import contract, docker_cli, user_files
+from box.box_time import boot_time, now_seconds, read_boot_id
+from box.watchdog_config import WatchdogConfig, load_config_or_say_why
 
 USER_ERROR_EXIT_CODE = 2
 # The trainer never got to write its final state: the host went down under it.

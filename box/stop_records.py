@@ -1,6 +1,13 @@
 #!/usr/bin/env python3
 """Why the box stopped: one JSON line per stop in BOX_ROOT/watchdog/stops.jsonl.
 
+Each record says when, in which boot, `by` whom and a `summary` line (contract.STOP_BY,
+STOP_SUMMARY). Who stops a box, by `by`: `idle-watchdog` (idle for idleShutdownMinutes:
+no trainer, lease, SSH session or busy GPU; box/watchdog.py), `hung-trainer` (a
+trainer made no step for hungTrainerMinutes, then idle), `daily-stop` (the cloud's
+schedule at autoShutdownTime), `spot` (an eviction), `reboot`, and `outside` (the AWS
+idle alarm, the budget stop, a run's hard stop at its deadline, the console, a CLI).
+
 On the root disk, so it survives the stop; `fab status` shows the last one. The
 watchdog appends its record before it stops billing. Run as a program (the
 glucose-stop-record unit's ExecStop, at every OS shutdown) it records a shutdown
@@ -20,13 +27,11 @@ import sys
 import zoneinfo
 from collections.abc import Callable
 
-import contract
-import instance_metadata
-import user_files
-from bounded_command import CommandTimeout, run_bounded
-from bounded_write import write_within
-from box_time import now_seconds, read_boot_id
-from watchdog_config import WatchdogConfig, load_config_or_say_why
+from box import contract, instance_metadata, user_files
+from box.bounded_command import CommandTimeout, run_bounded
+from box.bounded_write import write_within
+from box.box_time import now_seconds, read_boot_id
+from box.watchdog_config import WatchdogConfig, daily_time, load_config_or_say_why
 
 TAIL_BYTES = 64 * 1024
 DAILY_STOP_WINDOW_SECONDS = 20 * 60
@@ -93,10 +98,10 @@ def watchdog_record(state: dict, now: float) -> dict:
     else:
         why = f"{idle_minutes} min with no trainer"
     return {
-        "at": now,
-        "boot_id": state["boot_id"],
-        "by": "hung-trainer" if state["hung_run_ids"] else "idle-watchdog",
-        "summary": f"by the idle watchdog: {why}, {', '.join(seen)}",
+        contract.RECORD_AT: now,
+        contract.RECORD_BOOT_ID: state["boot_id"],
+        contract.STOP_BY: "hung-trainer" if state["hung_run_ids"] else "idle-watchdog",
+        contract.STOP_SUMMARY: f"by the idle watchdog: {why}, {', '.join(seen)}",
     }
 
 
@@ -122,7 +127,7 @@ def _at_daily_stop(config: WatchdogConfig, now: float) -> bool:
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         zone = datetime.timezone.utc
     today = datetime.datetime.fromtimestamp(now, zone).date()
-    hours, minutes = (int(part) for part in config.daily_stop_time.split(":"))
+    hours, minutes = daily_time(config.daily_stop_time)
     for day in (today - datetime.timedelta(days=1), today):
         stop = datetime.datetime.combine(day, datetime.time(hours, minutes), tzinfo=zone)
         if 0 <= now - stop.timestamp() < DAILY_STOP_WINDOW_SECONDS:
@@ -170,7 +175,12 @@ def shutdown_record(config: WatchdogConfig, now: float, boot_id: str) -> dict:
     else:
         by = "outside"
         summary = "from outside the box (AWS idle alarm, budget stop, console, CLI or the cloud)"
-    return {"at": now, "boot_id": boot_id, "by": by, "summary": summary}
+    return {
+        contract.RECORD_AT: now,
+        contract.RECORD_BOOT_ID: boot_id,
+        contract.STOP_BY: by,
+        contract.STOP_SUMMARY: summary,
+    }
 
 
 def main() -> int:
@@ -179,11 +189,11 @@ def main() -> int:
         return 2
     boot_id = read_boot_id(config.boot_id_path)
     last = last_record(config)
-    if last is not None and last.get("boot_id") == boot_id:
-        log(f"shutdown already explained: {last.get('summary')}")
+    if last is not None and last.get(contract.RECORD_BOOT_ID) == boot_id:
+        log(f"shutdown already explained: {last.get(contract.STOP_SUMMARY)}")
         return 0
     record = shutdown_record(config, now_seconds(), boot_id)
-    log(f"recording the shutdown: {record['summary']}")
+    log(f"recording the shutdown: {record[contract.STOP_SUMMARY]}")
     append(config, record, log)
     return 0
 

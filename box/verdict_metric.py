@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import contract
-import instance_metadata
-from bounded_command import CommandTimeout, run_bounded
-from watchdog_config import WatchdogConfig
+from box import contract, instance_metadata
+from box.bounded_command import CommandTimeout, run_bounded
+from box.watchdog_config import WatchdogConfig
 
 AWS_CLI_TIMEOUT_SECONDS = 20
 BOOT_GRACE_SECONDS = 3 * 60

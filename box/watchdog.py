@@ -29,23 +29,25 @@ import os
 import sys
 from pathlib import Path
 
-import billing_stop
-import bounded_command
-import bounded_write
-import busy_signals
-import contract
-import docker_cli
-import stop_records
-import verdict_metric
-from box_time import boot_time, now_seconds, read_boot_id, uptime_seconds
-from idle_decision import (
+from box import (
+    billing_stop,
+    bounded_command,
+    bounded_write,
+    busy_signals,
+    contract,
+    docker_cli,
+    stop_records,
+    verdict_metric,
+)
+from box.box_time import boot_time, now_seconds, read_boot_id, uptime_seconds
+from box.idle_decision import (
     decide,
     fail_closed,
     rebased,
     should_request_stop,
     stop_backoff_seconds,
 )
-from watchdog_config import MAX_HTTP_TIMEOUT_SECONDS, WatchdogConfig, load_config_or_say_why
+from box.watchdog_config import MAX_HTTP_TIMEOUT_SECONDS, WatchdogConfig, load_config_or_say_why
 
 REAP = bounded_command.REAP_SECONDS
 # urllib's timeout holds per blocking call: count a connect and a read per request.

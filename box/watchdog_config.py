@@ -2,7 +2,7 @@
 
 Shared by the watchdog and the resume unit. Every endpoint and command is a field,
 so the tests point the real programs at fakes on 127.0.0.1 and on PATH. The
-Pulumi side (`box/cloud_init.py`) builds the file through this class too,
+Pulumi side (`stack/cloud_init.py`) builds the file through this class too,
 so a bad setting fails at `pulumi preview`, not silently on the box.
 
 Standard library only, Python 3.10+ (contract.MIN_PYTHON: the box's own python3
@@ -19,10 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-if __package__:  # imported from the repo: the packer, `fab`, the Pulumi program
-    from box import contract
-else:  # a program on the box: its siblings sit beside it in /opt/glucose-training
-    import contract
+from box import contract
 
 CONFIG_ENV = "GLUCOSE_WATCHDOG_CONFIG"
 CLOUDS = ("aws", "azure", "local")
@@ -34,7 +31,17 @@ ARM_API_VERSION = "2024-11-01"
 # budget stop's and the keeper's Logic Apps) deletes its run deadline tag.
 ARM_TAGS_PATH = "/providers/Microsoft.Resources/tags/default"
 ARM_TAGS_API_VERSION = "2021-04-01"
-DAILY_TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
+DAILY_TIME = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
+"""The daily stop's HH:MM, 24 h: the stack's autoShutdownTime, watchdog.json's
+daily_stop_time."""
+
+
+def daily_time(text: str) -> tuple[int, int]:
+    """(hours, minutes) of an HH:MM daily time; ValueError for anything else."""
+    match = DAILY_TIME.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is no HH:MM on a 24 h clock")
+    return int(match[1]), int(match[2])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,15 +57,41 @@ class GuardSetting:
     """Its StackConfig field (stack/config.py)."""
     default: Any
     """What a stack that leaves it out gets; its type is the setting's."""
+    limits: tuple[int, int] | None = None
+    """The lowest and highest value a stack or `fab box-update` may give it (minutes)."""
+
+    def problem(self, value: Any) -> str | None:
+        """One line naming what is wrong with `value` for this setting, or None."""
+        if self.limits is None or value is None:
+            return None
+        low, high = self.limits
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            return f"{self.stack_key}: got {value!r}, expected {low} to {high}"
+        return None
 
 
 GUARD_SETTINGS = (
-    GuardSetting("idle_shutdown_minutes", "idleShutdownMinutes", "idle_shutdown_minutes", 30),
-    GuardSetting("hung_trainer_minutes", "hungTrainerMinutes", "hung_trainer_minutes", 120),
+    GuardSetting(
+        "idle_shutdown_minutes", "idleShutdownMinutes", "idle_shutdown_minutes", 30, (5, 24 * 60)
+    ),
+    # A run whose step has not moved this long is hung: the watchdog stops counting it.
+    GuardSetting(
+        "hung_trainer_minutes", "hungTrainerMinutes", "hung_trainer_minutes", 120, (10, 24 * 60)
+    ),
     GuardSetting("daily_stop_time", "autoShutdownTime", "auto_shutdown_time", "23:00"),
     GuardSetting("daily_stop_time_zone", "autoShutdownTimeZone", "auto_shutdown_time_zone", "UTC"),
 )
 GUARD_DEFAULTS = {setting.box_key: setting.default for setting in GUARD_SETTINGS}
+
+
+def guard_problems(values: dict[str, Any]) -> list[str]:
+    """What is out of its range among `values` (box keys), one line each: the same rule
+    for a stack (stack.config) and for the settings `fab box-update` renders."""
+    return [
+        problem
+        for setting in GUARD_SETTINGS
+        if (problem := setting.problem(values.get(setting.box_key))) is not None
+    ]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,6 +16,7 @@ from infra.quota_check import quota_problems
 from infra.stack_config import load_stack_config
 from infra.training_box import TrainingBox
 from stack.config import ConfigError, StackConfig
+from stack.outputs import StackOutput
 
 COMPONENT_NAME = "glucose"
 
@@ -43,21 +44,21 @@ def main() -> None:
         raise pulumi.RunError(f"the account cannot run this stack's boxes:\n{lines}")
     box = build(config)
     size = config.size
-    pulumi.export("cloud", config.cloud)
-    pulumi.export("hosts", box.hosts)
-    pulumi.export("privateHosts", box.private_hosts)
-    pulumi.export("boxIds", box.box_ids)
-    pulumi.export("region", config.region)
-    pulumi.export("sshUser", box.ssh_user)
-    pulumi.export("storageUri", box.storage_uri)
-    pulumi.export("registry", box.registry)
-    pulumi.export("imageRepository", box.image_repository)
-    pulumi.export("vmSize", size.name)
-    pulumi.export("gpuCount", size.gpu_count)
-    pulumi.export("hourlyPriceUsd", config.hourly_price_usd)
-    pulumi.export("spot", config.spot)
-    pulumi.export("maxRunHours", config.max_run_hours)
-    pulumi.export("autoRecover", config.recovers)
+    pulumi.export(StackOutput.CLOUD, config.cloud)
+    pulumi.export(StackOutput.HOSTS, box.hosts)
+    pulumi.export(StackOutput.PRIVATE_HOSTS, box.private_hosts)
+    pulumi.export(StackOutput.BOX_IDS, box.box_ids)
+    pulumi.export(StackOutput.REGION, config.region)
+    pulumi.export(StackOutput.SSH_USER, box.ssh_user)
+    pulumi.export(StackOutput.STORAGE_URI, box.storage_uri)
+    pulumi.export(StackOutput.REGISTRY, box.registry)
+    pulumi.export(StackOutput.IMAGE_REPOSITORY, box.image_repository)
+    pulumi.export(StackOutput.VM_SIZE, size.name)
+    pulumi.export(StackOutput.GPU_COUNT, size.gpu_count)
+    pulumi.export(StackOutput.HOURLY_PRICE_USD, config.hourly_price_usd)
+    pulumi.export(StackOutput.SPOT, config.spot)
+    pulumi.export(StackOutput.MAX_RUN_HOURS, config.max_run_hours)
+    pulumi.export(StackOutput.AUTO_RECOVER, config.recovers)
     # What `fab box-update` renders the box's settings from: all of cloud-init's.
     for setting in GUARD_SETTINGS:
         pulumi.export(setting.stack_key, getattr(config, setting.stack_field))

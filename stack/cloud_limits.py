@@ -12,7 +12,7 @@ import difflib
 
 from stack import catalog, offerings, time_zones
 
-# Where each cloud keeps its region: the provider's own config, per DESIGN.md.
+# Where each cloud keeps its region: the provider's own config (`pulumi config set`).
 REGION_KEYS: dict[str, str] = {"azure": "azure-native:location", "aws": "aws:region"}
 # How many addresses a budget's alert may go to: AWS Budgets takes at most 11
 # subscribers per notification and per budget action (botocore budgets `Subscribers`),

@@ -17,7 +17,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from box.watchdog_config import GUARD_DEFAULTS
+from box.watchdog_config import DAILY_TIME, GUARD_DEFAULTS, GUARD_SETTINGS, guard_problems
 from stack import catalog, cloud_limits
 from stack.cloud_limits import REGION_KEYS
 
@@ -62,9 +62,6 @@ PRINCIPAL_TYPES = ("User", "ServicePrincipal")
 _AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 SSH_KEY_TYPES = ("ssh-rsa", "ssh-ed25519")  # what both Azure and EC2 accept for Linux
 MAX_NODE_COUNT = 16
-IDLE_SHUTDOWN_MINUTES_RANGE = (5, 24 * 60)
-# A run whose step has not moved this long is hung: the watchdog stops counting it.
-HUNG_TRAINER_MINUTES_RANGE = (10, 24 * 60)
 # 64 GB: the Azure Ubuntu HPC image's own disk, and room for a ~10 GB CUDA image and a
 # cached dataset. 4095 GB: the largest boot disk both clouds take.
 OS_DISK_SIZE_GB_RANGE = (64, 4095)
@@ -72,7 +69,6 @@ OS_DISK_SIZE_GB_RANGE = (64, 4095)
 # a forgotten deadline costs at most this long (3 days by default, a week at most).
 MAX_RUN_HOURS_RANGE = (1, 7 * 24)
 _EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+$")
-_HH_MM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 _OWNER_TAG = re.compile(r"^[\w.@+\- ]{1,128}$")
 # On the storage of both clouds; the policy pack's storage-deleted-on-destroy advisory
 # reads it, since Pulumi's retain_on_delete is not among a resource's properties.
@@ -399,15 +395,14 @@ def _budget_problems(v: dict[str, Any]) -> list[str]:
 def _schedule_problems(v: dict[str, Any]) -> list[str]:
     problems = []
     time = v.get("auto_shutdown_time")
-    if time is not None and not _HH_MM.match(time):
+    if time is not None and not DAILY_TIME.fullmatch(time):
         problems.append(f"autoShutdownTime: got {time!r}, expected HH:MM on a 24 h clock")
     zone = v.get("auto_shutdown_time_zone")
     if zone is not None:
         problems += cloud_limits.time_zone_problems(zone, v.get("cloud"))
+    problems += guard_problems({s.box_key: v.get(s.stack_field) for s in GUARD_SETTINGS})
     bounds = (
         ("nodeCount", "node_count", (1, MAX_NODE_COUNT)),
-        ("idleShutdownMinutes", "idle_shutdown_minutes", IDLE_SHUTDOWN_MINUTES_RANGE),
-        ("hungTrainerMinutes", "hung_trainer_minutes", HUNG_TRAINER_MINUTES_RANGE),
         ("osDiskSizeGb", "os_disk_size_gb", OS_DISK_SIZE_GB_RANGE),
         ("maxRunHours", "max_run_hours", MAX_RUN_HOURS_RANGE),
     )

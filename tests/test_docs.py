@@ -110,3 +110,24 @@ def test_a_path_outside_the_repository_is_caught():
     ]
     assert _outside_the_repository(page, "[design](../shared/DESIGN.md)") != []
     assert _outside_the_repository(REPO / "docs" / "fab.md", "[arch](../ARCHITECTURE.md)") == []
+
+
+CODE = [
+    path
+    for tree in ("trainer", "ops", "pulumi", "box", "stack", "tests")
+    for path in sorted((REPO / tree).rglob("*"))
+    if path.suffix in (".py", ".sh", ".service", ".timer") and path != REPO / "tests/test_docs.py"
+]
+
+
+def test_no_comment_or_docstring_names_a_document_outside_the_repository():
+    outside = [
+        f"{path.relative_to(REPO)}: {name}"
+        for path in CODE
+        for name in [
+            *DOCUMENT_NAME.findall(path.read_text()),
+            *re.findall(r"\.\./shared\b", path.read_text()),
+        ]
+        if not (REPO / name).is_file()
+    ]
+    assert outside == []

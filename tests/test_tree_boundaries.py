@@ -63,11 +63,9 @@ def module_name(path: Path, repo: Path, tree: Tree) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(path: Path, here: str, siblings: set[str]) -> list[tuple[int, str]]:
-    """(line, module) of every import in `path`; a bare name that is a sibling file in a
-    flat directory (box/'s programs import each other so) is that sibling."""
+def imports_of(path: Path, here: str) -> list[tuple[int, str]]:
+    """(line, module) of every import in `path`."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    package = here.rsplit(".", 1)[0] if "." in here else ""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -80,10 +78,7 @@ def imports_of(path: Path, here: str, siblings: set[str]) -> list[tuple[int, str
             names = [base]
         else:
             continue
-        for name in names:
-            if name.split(".")[0] in siblings and package:
-                name = f"{package}.{name}"
-            found.append((node.lineno, name))
+        found += [(node.lineno, name) for name in names]
     return found
 
 
@@ -112,10 +107,17 @@ def violations(repo: Path, architecture: str) -> list[str]:
     for tree in known.values():
         for path in tree.files(repo):
             here = module_name(path, repo, tree)
-            siblings = {p.stem for p in path.parent.glob("*.py")}
             where = path.relative_to(repo)
-            for line, module in imports_of(path, here, siblings):
-                if module.split(".")[0] not in OURS or tree.owns(module):
+            # `import contract` beside box/contract.py loads only where box/ is on sys.path,
+            # and hides the arrow: a sibling is imported by its package's name.
+            siblings = {p.stem for p in path.parent.glob("*.py")} - {path.stem, "__init__", *OURS}
+            for line, module in imports_of(path, here):
+                if tree.owns(module):
+                    continue
+                if module.split(".")[0] in siblings:
+                    problems.append(f"{where}:{line}: {module} is imported by a bare name")
+                    continue
+                if module.split(".")[0] not in OURS:
                     continue
                 if not any(module == a or module.startswith(a + ".") for a in tree.allowed):
                     problems.append(f"{where}:{line}: {tree.name}/ imports {module}")
@@ -191,12 +193,15 @@ def test_a_trainer_module_not_in_the_table_is_refused_to_ops(tmp_path):
     assert found == ["ops/run.py:1: ops/ imports trainer.loop"]
 
 
-def test_the_box_programs_flat_imports_are_their_siblings(tmp_path):
+def test_a_bare_import_of_a_sibling_is_refused(tmp_path):
     found = _plant(
         tmp_path,
         {
             "box/contract.py": "X = 1\n",
-            "box/watchdog.py": "import contract\nimport ops\n",
+            "box/watchdog.py": "from box import contract\nimport contract\nimport ops\n",
         },
     )
-    assert found == ["box/watchdog.py:2: box/ imports ops"]
+    assert found == [
+        "box/watchdog.py:2: contract is imported by a bare name",
+        "box/watchdog.py:3: box/ imports ops",
+    ]

@@ -17,19 +17,7 @@ import sys
 from pathlib import Path
 
 from trainer.checkpoints.uploader_lock import UploaderBusy
-from trainer.config import (
-    ARCHS,
-    DEFAULT_EPOCHS,
-    FORMULATIONS,
-    PRECISIONS,
-    DataConfig,
-    ModelConfig,
-    OptimConfig,
-    RunConfig,
-    SynthConfig,
-    TrainConfig,
-    UserError,
-)
+from trainer.config import SynthConfig, UserError, run_config_from_flags, train_flags
 from trainer.container_env import load_env_file
 from trainer.data.vitaldb.config import (
     DEFAULT_SOURCE_URL,
@@ -58,44 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     synth.add_argument("--seed", type=int, default=0)
     synth.add_argument("--force", action="store_true", help="replace a dataset already in --out")
 
-    train = commands.add_parser("train", help="train (resumes from the run dir by itself)")
-    train.add_argument("--data", type=Path, required=True)
-    train.add_argument("--run-dir", type=Path, required=True)
-    train.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS)
-    train.add_argument(
-        "--batch-size",
-        type=int,
-        default=None,
-        help="global, over all ranks (default: 1024 a GPU, 256 on CPU; a resume keeps the run's)",
-    )
-    train.add_argument(
-        "--lr", type=float, default=None, help="peak (default: 2e-3 x sqrt(batch / 256))"
-    )
-    train.add_argument("--precision", choices=PRECISIONS, default="auto")
-    train.add_argument(
-        "--formulation",
-        choices=FORMULATIONS,
-        default="auto",
-        help="how the network computes (auto: gemm on CPU, the fastest timed on a GPU)",
-    )
-    train.add_argument(
-        "--deterministic",
-        action="store_true",
-        help="the same result every run on one GPU (no cuDNN autotuning; slower)",
-    )
-    train.add_argument(
-        "--compile", action="store_true", help="torch.compile the network (minutes at start)"
-    )
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--model", choices=ARCHS, default="resnet34")
-    train.add_argument("--grad-accum", type=int, default=1)
-    _add_tunables(train)
-    train.add_argument("--patience", type=int, default=5)
-    train.add_argument("--max-steps", type=int, default=None)
-    train.add_argument("--log-every", type=int, default=10, help="optimizer steps per log line")
-    train.add_argument("--checkpoint-uri", default=None)
-    train.add_argument("--checkpoint-every", type=float, default=600.0, metavar="SECONDS")
-    train.add_argument("--checkpoint-every-steps", type=int, default=None, metavar="N")
+    train_flags(commands.add_parser("train", help="train (resumes from the run dir by itself)"))
 
     sweep = commands.add_parser(
         "sweep", help="run (or resume) the sweep in DIR (its sweep.json; see `fab sweep`)"
@@ -118,6 +69,14 @@ def _parser() -> argparse.ArgumentParser:
         help="score the checkpoint on a dataset it was not trained on (its split's case ids)",
     )
 
+    _add_storage_commands(commands)
+    _add_bench_commands(commands)
+    _add_prepare_commands(commands)
+    return parser
+
+
+def _add_storage_commands(commands) -> None:
+    """sync, dataset-fetch, dataset-publish: a run's or a dataset's files and storage."""
     sync = commands.add_parser(
         "sync", help="upload what a run dir's store lacks (a finished run's pending uploads)"
     )
@@ -134,6 +93,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     publish.add_argument("dir", type=Path, help="the dataset directory")
     publish.add_argument("uri", help="where: <storageUri>/datasets/NAME")
+
+
+def _add_bench_commands(commands) -> None:
+    """bench, bench-checkpoint: what the trainer and its checkpoints cost in time."""
     bench = commands.add_parser("bench", help="windows/s of pipeline and train step vs baseline")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument(
@@ -158,40 +121,6 @@ def _parser() -> argparse.ArgumentParser:
     bench_checkpoint.add_argument("--upload-only", action="store_true")
     bench_checkpoint.add_argument("--batch-size", type=int, default=None)
     bench_checkpoint.add_argument("--json", action="store_true", help="print one JSON object")
-    _add_prepare_commands(commands)
-    return parser
-
-
-def _add_tunables(train: argparse.ArgumentParser) -> None:
-    """The rest of what the configs hold (trainer.config: each value's bounds, checked
-    there and named in the error); every default is the config's own."""
-    model, optim, data = ModelConfig(), OptimConfig(), DataConfig(Path())
-    train.add_argument("--kernel-size", type=int, default=model.kernel_size, help="odd, <= 15")
-    train.add_argument("--dropout", type=float, default=model.dropout, help="before the head")
-    train.add_argument("--weight-decay", type=float, default=optim.weight_decay, help="AdamW")
-    train.add_argument(
-        "--warmup-fraction",
-        type=float,
-        default=optim.warmup_fraction,
-        help="share of all steps warming up linearly",
-    )
-    train.add_argument(
-        "--min-lr-fraction",
-        type=float,
-        default=optim.min_lr_fraction,
-        help="cosine decays to this share of the peak",
-    )
-    train.add_argument(
-        "--grad-clip", type=float, default=optim.grad_clip_norm, help="global norm; 0: off"
-    )
-    train.add_argument("--val-fraction", type=float, default=data.val_fraction, help="of cases")
-    train.add_argument("--test-fraction", type=float, default=data.test_fraction, help="of cases")
-    train.add_argument("--name", default="", help="a label for the run (the id stays its key)")
-    train.add_argument(
-        "--skip-test",
-        action="store_true",
-        help="leave the test split unevaluated (a sweep's trial: its sweep evaluates it once)",
-    )
 
 
 def _case_ids(text: str) -> tuple[int, ...]:
@@ -270,41 +199,6 @@ def _prepare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_config(args: argparse.Namespace) -> RunConfig:
-    return RunConfig(
-        data=DataConfig(
-            data_dir=args.data, val_fraction=args.val_fraction, test_fraction=args.test_fraction
-        ),
-        train=TrainConfig(
-            run_dir=args.run_dir,
-            epochs=args.epochs,
-            batch_size=args.batch_size,
-            precision=args.precision,
-            seed=args.seed,
-            patience=args.patience,
-            max_steps=args.max_steps,
-            log_every_steps=args.log_every,
-            formulation=args.formulation,
-            deterministic=args.deterministic,
-            compile=args.compile,
-            name=args.name,
-            skip_test=args.skip_test,
-        ),
-        model=ModelConfig(arch=args.model, kernel_size=args.kernel_size, dropout=args.dropout),
-        optim=OptimConfig(
-            lr=args.lr,
-            grad_accum=args.grad_accum,
-            weight_decay=args.weight_decay,
-            warmup_fraction=args.warmup_fraction,
-            min_lr_fraction=args.min_lr_fraction,
-            grad_clip_norm=args.grad_clip,
-        ),
-        checkpoint_every_seconds=args.checkpoint_every,
-        checkpoint_every_steps=args.checkpoint_every_steps,
-        checkpoint_uri=args.checkpoint_uri,
-    )
-
-
 def _dispatch(args: argparse.Namespace) -> int:
     # Heavy modules (torch) load per command: `--help` and flag errors stay instant.
     if args.command == "synth":
@@ -322,7 +216,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "train":
         from trainer.loop.train import train
 
-        return train(_run_config(args))
+        return train(run_config_from_flags(args))
     if args.command == "launch":
         return _launch(args.torchrun_args)
     if args.command == "sweep":
@@ -351,6 +245,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         else:
             print(manifest.publish(args.dir, args.uri), flush=True)
         return 0
+    return _bench(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    """bench, bench-checkpoint, bench-prepare: each measures in its own module."""
     if args.command == "bench-prepare":
         from trainer.bench.prepare import run_bench_prepare
 
@@ -385,7 +284,7 @@ def _launch(torchrun_args: list[str]) -> int:
     train_args = _parser().parse_args(torchrun.training_script_args)
     ranks = world_size(torchrun)
     if ranks is not None:
-        _run_config(train_args).with_world_size(ranks)
+        run_config_from_flags(train_args).with_world_size(ranks)
     # A run that finished with uploads pending (box 0's status says so): upload here,
     # alone. Its ranks would wait in the rendezvous for boxes that finished and stay down.
     pending = finish_pending(Path(train_args.run_dir), train_args.checkpoint_uri)

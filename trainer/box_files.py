@@ -14,3 +14,5 @@ BOOTS_FILE = "boots.jsonl"
 STOPS_FILE = "stops.jsonl"
 """The box's records of its boots and stops (BOX_ROOT/watchdog), which the trainer
 container sees read-only: when the box billed."""
+RECORD_AT, RECORD_BOOT_ID = "at", "boot_id"
+"""Keys of each of those records: when (unix s), in which boot."""

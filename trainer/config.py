@@ -1,15 +1,25 @@
-"""One typed config per component, validated on construction.
+"""One typed config per component, validated on construction, and the `train` flags
+made from them.
 
 A bad value raises `UserError` naming the flag that fixes it; `python -m trainer`
 turns that into one line on stderr and exit code 2. The resolved `RunConfig` is
 written to `config.json` in the run dir and stored (as a plain dict) in every
 checkpoint.
+
+Each field that is a `train` flag is declared with `flag(default, help)`: the flag is
+`--<field-name>` (or `name=`), its default the field's, its help the one given, so
+`train_flags` makes the whole command line from the dataclasses (as torchtitan's
+JobConfig does). A new flag is a new field. Torch-free: `fab train` and `fab sweep`
+check the flags with this same parser before anything ships (`check_train_flags`).
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
+import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +40,20 @@ MAX_NAME_CHARS = 64
 
 class UserError(Exception):
     """A mistake the user can fix (bad flag, bad dataset, incompatible resume): exit 2."""
+
+
+def flag(
+    default: Any = dataclasses.MISSING,
+    help: str = "",
+    *,
+    name: str = "",
+    choices: tuple[str, ...] = (),
+    metavar: str | None = None,
+) -> Any:
+    """A config field that is also a `train` flag: `--<name>` (default: the field's name
+    with dashes), with this default (none: a required flag) and help."""
+    meta = {"flag": name, "help": help, "choices": choices, "metavar": metavar}
+    return field(default=default, metadata=meta)
 
 
 def _require(ok: bool, message: str) -> None:
@@ -75,11 +99,11 @@ class SynthConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    data_dir: Path
+    data_dir: Path = flag(name="data")
     """Dataset directory (windows.npy, glucose.npy, case_id.npy, meta.json)."""
-    val_fraction: float = 0.15
+    val_fraction: float = flag(0.15, "of cases")
     """Share of cases held out for validation (at least one case)."""
-    test_fraction: float = 0.15
+    test_fraction: float = flag(0.15, "of cases")
     """Share of cases held out for the final test (at least one case)."""
 
     def __post_init__(self) -> None:
@@ -93,11 +117,11 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    arch: str = "resnet34"
+    arch: str = flag("resnet34", name="model", choices=ARCHS)
     """resnet34 (the product model, ~7.2M parameters) or resnet18 (quick experiments)."""
-    kernel_size: int = 3
+    kernel_size: int = flag(3, "odd, <= 15")
     """Width of the residual blocks' convolutions (odd, so the padding stays symmetric)."""
-    dropout: float = 0.2
+    dropout: float = flag(0.2, "before the head")
     """Dropout before the linear head."""
 
     def __post_init__(self) -> None:
@@ -111,18 +135,18 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class OptimConfig:
-    lr: float | None = None
+    lr: float | None = flag(None, "peak (default: 2e-3 x sqrt(batch / 256))")
     """Peak AdamW learning rate, reached after warmup, then cosine decay. None: the
     trainer's, for the global batch (`trainer.loop.defaults.default_lr`)."""
-    weight_decay: float = 1e-2
+    weight_decay: float = flag(1e-2, "AdamW")
     """AdamW decoupled weight decay (0 to 1: each step shrinks weights by lr x this)."""
-    warmup_fraction: float = 0.05
+    warmup_fraction: float = flag(0.05, "share of all steps warming up linearly")
     """Share of all optimizer steps spent warming up linearly from zero."""
-    min_lr_fraction: float = 0.02
+    min_lr_fraction: float = flag(0.02, "cosine decays to this share of the peak")
     """Cosine decays to this share of the peak learning rate."""
-    grad_clip_norm: float = 1.0
+    grad_clip_norm: float = flag(1.0, "global norm; 0: off", name="grad-clip")
     """Global gradient norm clip (0 turns clipping off)."""
-    grad_accum: int = 1
+    grad_accum: int = flag(1)
     """Micro-batches accumulated per optimizer step."""
 
     def __post_init__(self) -> None:
@@ -150,38 +174,48 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    run_dir: Path
+    run_dir: Path = flag()
     """Everything the run writes goes here; its name is the run id."""
-    epochs: int = DEFAULT_EPOCHS
+    epochs: int = flag(DEFAULT_EPOCHS)
     """Passes over the training cases' windows."""
-    batch_size: int | None = None
+    batch_size: int | None = flag(
+        None, "global, over all ranks (default: 1024 a GPU, 256 on CPU; a resume keeps the run's)"
+    )
     """Windows per micro-batch over all ranks (the global batch; each rank takes
     1/world_size). None: the trainer's per-rank batch for the device times the ranks
     at the run's first start, the run's own on a resume (`trainer.loop.defaults`)."""
-    precision: str = "auto"
+    precision: str = flag("auto", choices=PRECISIONS)
     """auto = bf16 on GPUs that compute it natively (sm_80+), fp16 + GradScaler on older
     GPUs (V100, T4), fp32 on CPU."""
-    seed: int = 0
+    seed: int = flag(0)
     """Seeds the split, the init, every epoch's permutation and dropout."""
-    patience: int = 5
+    patience: int = flag(5)
     """Stop after this many epochs without a better validation MAE."""
-    max_steps: int | None = None
+    max_steps: int | None = flag(None)
     """Stop (as finished) after this many optimizer steps in total."""
-    log_every_steps: int = 10
+    log_every_steps: int = flag(10, "optimizer steps per log line", name="log-every")
     """Optimizer steps between log lines; the only per-step host syncs happen here."""
-    formulation: str = "auto"
+    formulation: str = flag(
+        "auto",
+        "how the network computes (auto: gemm on CPU, the fastest timed on a GPU)",
+        choices=FORMULATIONS,
+    )
     """How the network computes (`trainer.model`): gemm, torch or nhwc. auto: gemm on a
     CPU, on a GPU the fastest of them timed at the run's first start; a resume keeps
     the run's."""
-    deterministic: bool = False
+    deterministic: bool = flag(
+        False, "the same result every run on one GPU (no cuDNN autotuning; slower)"
+    )
     """The same result every run on one GPU: no cuDNN autotuning, deterministic kernels
     only (slower); the CPU is deterministic anyway."""
-    compile: bool = False
+    compile: bool = flag(False, "torch.compile the network (minutes at start)")
     """torch.compile the network (minutes of compiling at every start)."""
-    name: str = ""
+    name: str = flag("", "a label for the run (the id stays its key)")
     """A person's label for the run (`fab train --name`); the run id stays its key. A
     resume that gives none keeps the run's."""
-    skip_test: bool = False
+    skip_test: bool = flag(
+        False, "leave the test split unevaluated (a sweep's trial: its sweep evaluates it once)"
+    )
     """Leave the test split unevaluated: a sweep's trial, whose sweep evaluates the test
     split once, for the trial it chooses (trials are compared on validation only)."""
     world_size: int = 1
@@ -237,11 +271,11 @@ class RunConfig:
     train: TrainConfig
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
-    checkpoint_every_seconds: float = 600.0
+    checkpoint_every_seconds: float = flag(600.0, name="checkpoint-every", metavar="SECONDS")
     """Wall-clock seconds between `last.pt` saves inside an epoch (0 = only per epoch)."""
-    checkpoint_every_steps: int | None = None
+    checkpoint_every_steps: int | None = flag(None, metavar="N")
     """Optimizer steps between `last.pt` saves, on top of the time-based ones."""
-    checkpoint_uri: str | None = None
+    checkpoint_uri: str | None = flag(None)
     """Remote mirror for checkpoints (file://, s3://, az://)."""
 
     def __post_init__(self) -> None:
@@ -270,3 +304,70 @@ class RunConfig:
             return value
 
         return plain(dataclasses.asdict(self))
+
+
+TRAIN_CONFIGS = (DataConfig, TrainConfig, ModelConfig, OptimConfig, RunConfig)
+"""The configs whose `flag` fields are `python -m trainer train`'s flags."""
+
+
+class _FlagParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are a UserError, not an exit (`fab` asks it)."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        raise UserError(f"trainer flags: {message}")
+
+
+def train_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add every config's flag fields to `parser` (dest: the field's name)."""
+    for config in TRAIN_CONFIGS:
+        hints = typing.get_type_hints(config)
+        for item in dataclasses.fields(config):
+            if "help" in item.metadata:
+                _add_flag(parser, item, hints[item.name])
+    return parser
+
+
+def _add_flag(parser: argparse.ArgumentParser, item: dataclasses.Field, kind: Any) -> None:
+    meta = item.metadata
+    name = "--" + (meta["flag"] or item.name.replace("_", "-"))
+    if kind is bool:
+        parser.add_argument(name, dest=item.name, action="store_true", help=meta["help"])
+        return
+    given = [arg for arg in typing.get_args(kind) if arg is not type(None)]
+    options: dict[str, Any] = {"dest": item.name, "type": given[0] if given else kind}
+    if item.default is dataclasses.MISSING:
+        options["required"] = True
+    else:
+        options["default"] = item.default
+    if meta["choices"]:
+        options["choices"] = meta["choices"]
+    metavar = meta["metavar"] or name[2:].upper().replace("-", "_")
+    parser.add_argument(name, metavar=metavar, help=meta["help"] or None, **options)
+
+
+def run_config_from_flags(args: argparse.Namespace) -> RunConfig:
+    """The RunConfig `train`'s parsed flags (train_flags) name."""
+
+    def given(config: type) -> dict[str, Any]:
+        flags = (item for item in dataclasses.fields(config) if "help" in item.metadata)
+        return {item.name: getattr(args, item.name) for item in flags}
+
+    return RunConfig(
+        data=DataConfig(**given(DataConfig)),
+        train=TrainConfig(**given(TrainConfig)),
+        model=ModelConfig(**given(ModelConfig)),
+        optim=OptimConfig(**given(OptimConfig)),
+        **given(RunConfig),
+    )
+
+
+def check_train_flags(flags: Sequence[str]) -> RunConfig:
+    """`flags` as `python -m trainer train` would take them, before anything ships;
+    UserError naming what is wrong. `--data` and `--run-dir` stand in where absent
+    (`fab` adds its own)."""
+    placeholders = {"--data": "/workspace/datasets/check", "--run-dir": "/workspace/runs/check"}
+    stand_ins = [
+        part for key, value in placeholders.items() if key not in flags for part in (key, value)
+    ]
+    args = train_flags(_FlagParser(prog="python -m trainer train")).parse_args([*stand_ins, *flags])
+    return run_config_from_flags(args)

@@ -1,36 +1,15 @@
-"""What a box's power and a run's deadline are, the same on both clouds, and the module
-that asks its cloud."""
+"""A box's power and a run's deadline, asked of the target's cloud: picks the module
+(`aws`, `azure`) that asks it."""
 
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
 from types import ModuleType
 
 from invoke.exceptions import Exit
 
+from ops.cloud.power import RUNNING, STARTING, BoxPower
 from ops.target.resolve import Target
-
-RUNNING = "running"
-STARTING = "starting"
-STOPPING = "stopping"
-STOPPED = "stopped"
-GONE = "gone"
-"""Terminated or deleted: `pulumi up` makes the box again."""
-
-
-@dataclass(frozen=True)
-class BoxPower:
-    node: int
-    box_id: str
-    state: str
-    """RUNNING, STARTING, STOPPING, STOPPED or GONE."""
-    why: str = ""
-    """What stopped it, as the cloud tells (and when), or "" when it does not say."""
-
-    def line(self) -> str:
-        why = f" ({self.why})" if self.why else ""
-        return f"box {self.node} ({self.box_id}): {self.state}{why}"
 
 
 def cloud_api(target: Target) -> ModuleType:

@@ -17,14 +17,14 @@ import datetime
 from invoke.exceptions import Exit
 
 from box import contract
-from ops.cloud.api import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
+from ops import azure_login
+from ops.cloud.power import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
 from ops.target.resolve import Target
 from stack.arm import ArmClient, ArmError
 
 API = "virtual_machines"
 TAGS = "/providers/Microsoft.Resources/tags/default"
 SCHEDULE_READ_ONLY = ("createdDate", "provisioningState", "uniqueIdentifier")
-TAG_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 STATES = {
     "PowerState/starting": STARTING,
     "PowerState/running": RUNNING,
@@ -41,10 +41,8 @@ WHY = {
 
 
 def _arm() -> ArmClient:
-    from ops.preflight.azure import deployer_token
-
     try:
-        return ArmClient.from_environment(deployer_token())
+        return ArmClient.from_environment(azure_login.arm_token())
     except Exception as error:  # azure-identity raises its own kinds: one line for them all
         raise Exit(f"no Azure credentials ({type(error).__name__}); run `az login`") from None
 
@@ -79,7 +77,7 @@ def _power(arm: ArmClient, node: int, box_id: str) -> BoxPower:
 
 def set_deadline(target: Target, until: datetime.datetime, past_daily_stop: bool) -> None:
     arm = _arm()
-    stamp = until.astimezone(datetime.timezone.utc).strftime(TAG_FORMAT)
+    stamp = until.astimezone(datetime.timezone.utc).strftime(contract.DEADLINE_TAG_FORMAT)
     try:
         for box_id in target.box_ids:
             _tags(arm, box_id, "Merge", {contract.DEADLINE_TAG: stamp})
@@ -109,11 +107,13 @@ def deadline(target: Target) -> datetime.datetime | None:
     if stamp is None:
         return None
     try:
-        return datetime.datetime.strptime(stamp, TAG_FORMAT).replace(tzinfo=datetime.timezone.utc)
+        return datetime.datetime.strptime(stamp, contract.DEADLINE_TAG_FORMAT).replace(
+            tzinfo=datetime.timezone.utc
+        )
     except ValueError:
         raise Exit(
             f"{target.box_ids[0]}: tag {contract.DEADLINE_TAG}={stamp!r} is no deadline "
-            f"({TAG_FORMAT}); `fab stop` clears it"
+            f"({contract.DEADLINE_TAG_FORMAT}); `fab stop` clears it"
         ) from None
 
 

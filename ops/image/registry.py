@@ -28,6 +28,7 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
+from ops import azure_login
 from ops.target.schema import registry_host
 
 ECR_HOST = re.compile(r"^(\d+)\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
@@ -36,7 +37,6 @@ ACR_SUFFIX = ".azurecr.io"
 ACR_HOST = re.compile(r"^[a-z0-9]{5,50}\.azurecr\.io$")
 RAM_DIR = Path("/dev/shm")
 ACR_NULL_USER = "00000000-0000-0000-0000-000000000000"
-ARM_SCOPE = "https://management.azure.com/.default"
 HTTP_TIMEOUT_SECONDS = 30
 
 
@@ -88,11 +88,9 @@ def _ecr_login(server: str) -> RegistryLogin:
 
 def _acr_login(server: str) -> RegistryLogin:
     from azure.core.exceptions import ClientAuthenticationError
-    from azure.identity import DefaultAzureCredential
 
     try:
-        credential = DefaultAzureCredential(exclude_interactive_browser_credential=True)
-        aad_token = credential.get_token(ARM_SCOPE).token
+        aad_token = azure_login.arm_token()
     except ClientAuthenticationError as error:
         first_line = str(error).splitlines()[0]
         raise Exit(

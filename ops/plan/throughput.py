@@ -45,7 +45,7 @@ ESTIMATED_PEAK_FRACTION = 0.15
 
 # DDP, per optimizer step: every rank all-reduces the fp32 gradients of all
 # parameters (autocast computes in bf16/fp16, the gradients stay fp32).
-MODEL_PARAMETERS = 7_218_753  # ResNet34-1D, counted by trainer/model.py (FACTS.md)
+MODEL_PARAMETERS = 7_218_753  # ResNet34-1D (trainer/model.py; tests/trainer/test_model.py)
 GRADIENT_BYTES = MODEL_PARAMETERS * 4  # 28.9 MB
 DDP_BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default: the gradients go in 2 buckets
 # Per GPU and direction, from the datasheets: NVLink 2/3/4 = 6/12/18 links x 25 GB/s

@@ -4,8 +4,8 @@ Read-only ARM calls with the deployer's own token: are the resource providers th
 program needs registered (a fresh subscription has few), does the region offer the
 size to this subscription, do the family, regional and Spot vCPU quotas leave room,
 may the deployer create resources and role assignments, and can the subscription hold
-a Cost Management budget. Plain HTTPS through the standard library; the token comes
-from azure-identity (`az login`), imported only when Azure is checked.
+a Cost Management budget. Plain HTTPS through the standard library; the caller brings
+the token (`ops.azure_login`).
 
 `GLUCOSE_ARM_ENDPOINT` moves the ARM endpoint (a sovereign cloud, or the tests' fake).
 """
@@ -13,13 +13,11 @@ from azure-identity (`az login`), imported only when Azure is checked.
 from __future__ import annotations
 
 import fnmatch
-import logging
 from typing import Any
 
 from ops.preflight.findings import Findings
 from stack.arm import ArmClient, ArmError, quota_problems
 
-ARM_SCOPE = "https://management.azure.com/.default"
 # Every resource provider the program declares something of. Fresh subscriptions have
 # only a few registered, and the first resource of an unregistered one fails.
 REQUIRED_PROVIDERS = (
@@ -47,21 +45,6 @@ REQUIRED_ACTIONS = (
     "Microsoft.Insights/activityLogAlerts/write",
     "Microsoft.Authorization/roleAssignments/write",
 )
-
-
-def deployer_token() -> str:
-    """An ARM token for whoever is logged in (`az login`, a service principal's env...)."""
-    from azure.identity import DefaultAzureCredential
-
-    # With no login, azure-identity logs every credential it tried (a dozen lines) as a
-    # warning, then raises saying the same: `fab preflight` makes that one finding.
-    logging.getLogger("azure.identity").setLevel(logging.ERROR)
-
-    return (
-        DefaultAzureCredential(exclude_interactive_browser_credential=True)
-        .get_token(ARM_SCOPE)
-        .token
-    )
 
 
 def check(config: Any, arm: ArmClient, subscription: str | None) -> Findings:

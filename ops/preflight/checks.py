@@ -116,6 +116,7 @@ def _aws(config: Any, settings: StackSettings) -> Findings:
 
 
 def _azure(config: Any, settings: StackSettings) -> Findings:
+    from ops import azure_login
     from ops.preflight import azure as preflight_azure
     from stack.arm import ArmClient
 
@@ -123,7 +124,7 @@ def _azure(config: Any, settings: StackSettings) -> Findings:
         (settings.get(k) for k in SUBSCRIPTION_KEYS if settings.get(k)), None
     ) or next((os.environ[k] for k in SUBSCRIPTION_ENV if os.environ.get(k)), None)
     try:
-        token = preflight_azure.deployer_token()
+        token = azure_login.arm_token()
     except Exception as error:  # azure-identity raises its own kinds for every way it fails
         findings = Findings()
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]

@@ -2,7 +2,7 @@
 
 A box installs its programs once, at first boot, from the archive in the stack's
 storage (box/bootstrap.py), and `pulumi up` deliberately leaves existing boxes alone.
-`fab box-update` sends the archive this checkout builds (box/packing.py) and the
+`fab box-update` sends the archive this checkout builds (stack/box_packing.py) and the
 stack's settings over SSH and installs them the way the first boot does: as root, with
 the archive's own install.py (room checked first, the new set unpacked beside the old,
 checked to start, then switched in one step), then the new `setup-box.sh ... guard`:
@@ -30,11 +30,12 @@ from typing import Any
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from box import contract, packing
+from box import contract
 from box.watchdog_config import GUARD_SETTINGS, WatchdogConfig
 from ops.remote.boxes import nodes
 from ops.remote.ssh import Box
 from ops.target.resolve import Target
+from stack import box_packing
 
 CLOUDS = ("aws", "azure")
 # Settings the box programs have no default for: a box cannot run without them.
@@ -46,6 +47,7 @@ BOX_REQUIRED_SETTINGS = frozenset(
 FS_ROOT = '"${GLUCOSE_BOX_FS_ROOT:-}"'
 # Run as root without a password prompt (both clouds' default users may sudo).
 AS_ROOT = 'if [ "$(id -u)" -eq 0 ]; then bash -s; else sudo -n bash -s; fi'
+IDLE_SETTING = next(s for s in GUARD_SETTINGS if s.box_key == "idle_shutdown_minutes")
 HEREDOC_END = "GLUCOSE_BOX_FILE_END"  # base64 and JSON never hold it
 console = Console(stderr=True, soft_wrap=True)
 
@@ -62,7 +64,7 @@ class BoxSettings:
 def settings_text(settings: BoxSettings) -> str:
     """The watchdog.json these settings make; Exit naming what does not fit."""
     try:
-        return packing.settings_text(settings.cloud, **settings.guard)
+        return box_packing.settings_text(settings.cloud, **settings.guard)
     except ValueError as error:
         raise Exit(f"the box's settings do not fit: {error}") from None
 
@@ -124,15 +126,32 @@ def settings_for(
             guard[key] = kind(value)
         except (TypeError, ValueError):
             raise Exit(f"{where} is {value!r}, expected {kind.__name__} for {key}") from None
+    if target.cloud == "aws":
+        _check_idle_alarm(outputs, guard)
     return BoxSettings(target.cloud, guard)
 
 
-def install_script(programs: packing.Programs, settings: str, ssh_user: str, cloud: str) -> str:
+def _check_idle_alarm(outputs: dict[str, Any], guard: dict[str, Any]) -> None:
+    """On AWS the stack's CloudWatch idle alarm (pulumi/infra/aws/guard_rails.py) stops a
+    box after the stack's idleShutdownMinutes of idle verdicts, whatever the box was told:
+    a longer idle stop on the box would be cut short by it, so it is refused."""
+    alarm = outputs.get(IDLE_SETTING.stack_key)
+    told = guard.get(IDLE_SETTING.box_key)
+    if isinstance(alarm, int) and isinstance(told, int) and told > alarm:
+        raise Exit(
+            f"--idle-shutdown-minutes {told} is longer than the stack's idle alarm, which stops "
+            f"an AWS box after {alarm} idle minutes: set idleShutdownMinutes in the stack "
+            "and run `pulumi up`, or pass at most that"
+        )
+
+
+def install_script(programs: box_packing.Programs, settings: str, ssh_user: str, cloud: str) -> str:
     """A root bash script: the archive and settings into a temporary directory, the
     archive's install.py over them, then the new set's guard on. The temporary
     directory holds the only copy written before install.py has checked the room."""
     archive = base64.b64encode(programs.archive).decode()
-    setup = FS_ROOT + shlex.quote(f"{contract.PROGRAM_DIR}/{contract.CURRENT}/setup-box.sh")
+    current = f"{contract.PROGRAM_DIR}/{contract.CURRENT}/{box_packing.PACKAGE}"
+    setup = FS_ROOT + shlex.quote(f"{current}/setup-box.sh")
     box_root = FS_ROOT + shlex.quote(contract.BOX_ROOT)
     guard = f"bash {setup} {shlex.quote(ssh_user)} {box_root} {shlex.quote(cloud)} guard"
     return (
@@ -147,8 +166,9 @@ def install_script(programs: packing.Programs, settings: str, ssh_user: str, clo
                 f"cat > \"$work/watchdog.json\" <<'{HEREDOC_END}'",
                 settings.rstrip("\n"),
                 HEREDOC_END,
-                'tar -xf "$work/programs.tar" -C "$work" install.py contract.py',
-                'python3 "$work/install.py" "$work/programs.tar" "$work/watchdog.json"',
+                f'tar -xf "$work/programs.tar" -C "$work" {" ".join(box_packing.INSTALLER)}',
+                f'(cd "$work" && python3 -m {box_packing.PACKAGE}.install'
+                ' "$work/programs.tar" "$work/watchdog.json")',
                 # stdin is this script's own: setup-box.sh must not read the rest of it.
                 f"{guard} </dev/null",
             ]
@@ -167,7 +187,7 @@ def remote_command(script: str) -> str:
     return f"printf %s {shlex.quote(payload)} | base64 -d | gunzip | {{ {AS_ROOT}; }}"
 
 
-def update_box(box: Box, programs: packing.Programs, settings: str) -> str:
+def update_box(box: Box, programs: box_packing.Programs, settings: str) -> str:
     """Install `programs` with `settings` on `box` as root and turn its guard on; what
     install.py said. Exit with its one line when it refused (nothing changed then)."""
     target = box.target
@@ -200,7 +220,7 @@ def stale_warning(box: Box) -> str | None:
             f"{box.address} has no box version record (set up before `fab box-update` "
             "existed); run `fab box-update` to bring its programs and settings up to date"
         )
-    if running.get("programs") != packing.build_programs().sha256:
+    if running.get("programs") != box_packing.build_programs().sha256:
         return (
             f"{box.address} runs older (or other) box programs than this checkout "
             "(watchdog, resume unit); run `fab box-update`, no reboot needed"

@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from invoke.exceptions import Exit
 
+from box.watchdog_config import daily_time
 from ops.cloud import api as cloud
 from ops.plan.estimate import PlanRequest, make_plan, stored_dataset_size
 from ops.plan.throughput import load_measured
@@ -63,7 +64,7 @@ def next_daily_stop(target: Target, now: datetime.datetime) -> datetime.datetime
             f"{target.source}: autoShutdownTimeZone {target.auto_shutdown_time_zone!r} is no "
             "time zone this machine knows (pip install tzdata)"
         ) from None
-    hours, minutes = (int(part) for part in target.auto_shutdown_time.split(":"))
+    hours, minutes = daily_time(target.auto_shutdown_time)
     local_now = now.astimezone(zone)
     stop = local_now.replace(hour=hours, minute=minutes, second=0, microsecond=0)
     if stop <= local_now:

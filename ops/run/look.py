@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.text import Text
 
 from ops.cloud import api as power
+from ops.cloud.power import RUNNING, STARTING, BoxPower
 from ops.remote.boxes import nodes
 from ops.run import deadline, on_box
 from ops.run import status as run_status
@@ -33,7 +34,7 @@ class StatusView:
     """One look: the boxes' power (cloud boxes), and the run when box 0 answered."""
 
     target: Target
-    powers: list[power.BoxPower] = field(default_factory=list)
+    powers: list[BoxPower] = field(default_factory=list)
     hard_stop: deadline.Deadline | None = None
     """What stops the boxes next, cloud-side: a run's deadline or the daily stop."""
     snapshot: run_status.RunSnapshot | None = None
@@ -83,7 +84,7 @@ def look(target: Target, run: str = "") -> StatusView:
     if target.box_ids:
         view.powers = power.states(target)
         view.hard_stop = _hard_stop(target)
-        if view.powers[0].state not in (power.RUNNING, power.STARTING):
+        if view.powers[0].state not in (RUNNING, STARTING):
             view.lines.append(
                 "box 0 is not running, and with it the run's files: `fab status --start` "
                 "starts the stack's boxes and looks, `fab runs` lists what storage holds"

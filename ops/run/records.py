@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from box import contract
-from trainer.reports.status import RunRecord
+from trainer.reports.status import METRICS_FILE, RunRecord
 from trainer.storage import ObjectNotFound, ObjectStore
 
-SUMMARY, CONFIG, METRICS = "summary.json", "config.json", "metrics.jsonl"
+SUMMARY, CONFIG, METRICS = "summary.json", "config.json", METRICS_FILE
 # config.json keys that say where a run is or how often it reports, not how it trains.
 NOT_SETTINGS = frozenset(
     {

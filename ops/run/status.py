@@ -232,9 +232,10 @@ def lease_lines(state: dict, now: float) -> list[str]:
 
 def last_stop_line(record: dict, now: float) -> str | None:
     """Why the box last stopped, as the box recorded it (box/stop_records.py)."""
-    if not isinstance(record.get("at"), (int, float)) or not record.get("summary"):
+    at, summary = record.get(contract.RECORD_AT), record.get(contract.STOP_SUMMARY)
+    if not isinstance(at, (int, float)) or not summary:
         return None
-    return f"last stop:  {clock(record['at'], now)} {record['summary']}"
+    return f"last stop:  {clock(at, now)} {summary}"
 
 
 def box_lines(snap: BoxSnapshot, now: float) -> list[str]:

@@ -20,6 +20,7 @@ from typing import Any
 from invoke.exceptions import Exit
 
 from ops import CHECKOUT
+from stack.outputs import StackOutput
 from trainer.storage import parse_uri
 
 LOCAL = "local"
@@ -28,12 +29,12 @@ LOCAL_DIR = CHECKOUT / LOCAL
 BOX_ROOT = LOCAL_DIR / "box"
 STORAGE_DIR = LOCAL_DIR / "storage"
 SOURCE = "the local target"
-SSH_KEYS = ("sshUser", "sshPort", "sshKeyPath", "privateHosts")
+SSH_KEYS = (StackOutput.SSH_USER, "sshPort", "sshKeyPath", StackOutput.PRIVATE_HOSTS)
 
 
 def is_this_machine(outputs: dict[str, Any]) -> bool:
     """Target-file keys that name no box and no cloud: this machine."""
-    return not outputs.get("hosts") and (outputs.get("cloud") or LOCAL) == LOCAL
+    return not outputs.get(StackOutput.HOSTS) and (outputs.get(StackOutput.CLOUD) or LOCAL) == LOCAL
 
 
 def this_machine_outputs(given: dict[str, Any], source: str = SOURCE) -> dict[str, Any]:
@@ -45,17 +46,17 @@ def this_machine_outputs(given: dict[str, Any], source: str = SOURCE) -> dict[st
             f"{source} has {', '.join(ssh_keys)} but no hosts; list the box's address in "
             "hosts, or drop the SSH keys to train on this machine"
         )
-    if given.get("registry"):
+    if given.get(StackOutput.REGISTRY):
         raise Exit(
             f"{source}: registry {given['registry']!r} is for boxes that pull; this machine "
             "runs the image its own engine built: drop registry"
         )
     defaults = {
-        "cloud": LOCAL,
-        "storageUri": f"file://{STORAGE_DIR}",
+        StackOutput.CLOUD: LOCAL,
+        StackOutput.STORAGE_URI: f"file://{STORAGE_DIR}",
         "boxRoot": str(BOX_ROOT),
     }
-    return {**defaults, **given, "hosts": []}
+    return {**defaults, **given, StackOutput.HOSTS: []}
 
 
 def file_storage_dir(storage_uri: str) -> str | None:

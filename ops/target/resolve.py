@@ -28,10 +28,11 @@ from box import contract
 from ops.target import local
 from ops.target import schema as target_schema
 from stack import catalog
+from stack.outputs import StackOutput
 
 TARGET_ENV = "GLUCOSE_TARGET"
 PULUMI_TIMEOUT_SECONDS = 120
-REQUIRED_KEYS = ("hosts", "sshUser", "storageUri")
+REQUIRED_KEYS = (StackOutput.HOSTS, StackOutput.SSH_USER, StackOutput.STORAGE_URI)
 
 
 @dataclass(frozen=True)
@@ -138,38 +139,38 @@ def from_outputs(
     if missing:
         raise Exit(f"{source}: missing {', '.join(missing)}; expected the keys in ARCHITECTURE.md")
     outputs = target_schema.json_fields(outputs, source)
-    hosts = outputs.get("hosts") or []
-    private_hosts = outputs.get("privateHosts") or []
+    hosts = outputs.get(StackOutput.HOSTS) or []
+    private_hosts = outputs.get(StackOutput.PRIVATE_HOSTS) or []
     key_path = outputs.get("sshKeyPath")
     if key_path:
         key_path = Path(os.path.expanduser(key_path))
         if not key_path.is_absolute() and target_file is not None:
             key_path = target_file.parent / key_path
     return Target(
-        cloud=str(outputs.get("cloud") or "local"),
+        cloud=str(outputs.get(StackOutput.CLOUD) or "local"),
         hosts=tuple([hosts] if isinstance(hosts, str) else hosts),
-        ssh_user=str(outputs.get("sshUser") or ""),
-        storage_uri=str(outputs["storageUri"]).rstrip("/"),
+        ssh_user=str(outputs.get(StackOutput.SSH_USER) or ""),
+        storage_uri=str(outputs[StackOutput.STORAGE_URI]).rstrip("/"),
         source=source,
         ssh_port=int(outputs.get("sshPort", 22)),
         ssh_key_path=key_path,
-        registry=str(outputs.get("registry") or ""),
-        image_repository=str(outputs.get("imageRepository") or "glucose-training"),
-        vm_size=str(outputs.get("vmSize") or ""),
-        gpu_count=int(outputs.get("gpuCount", 0)),
-        hourly_price_usd=float(outputs.get("hourlyPriceUsd", 0.0)),
-        spot=bool(outputs.get("spot", False)),
+        registry=str(outputs.get(StackOutput.REGISTRY) or ""),
+        image_repository=str(outputs.get(StackOutput.IMAGE_REPOSITORY) or "glucose-training"),
+        vm_size=str(outputs.get(StackOutput.VM_SIZE) or ""),
+        gpu_count=int(outputs.get(StackOutput.GPU_COUNT, 0)),
+        hourly_price_usd=float(outputs.get(StackOutput.HOURLY_PRICE_USD, 0.0)),
+        spot=bool(outputs.get(StackOutput.SPOT, False)),
         box_root=str(outputs.get("boxRoot") or contract.BOX_ROOT),
         container_env={str(k): str(v) for k, v in (outputs.get("containerEnv") or {}).items()},
         docker_network=str(outputs.get("dockerNetwork") or ""),
         private_hosts=tuple(private_hosts),
-        box_ids=tuple(outputs.get("boxIds") or ()),
-        region=str(outputs.get("region") or ""),
-        max_run_hours=int(outputs.get("maxRunHours") or 0),
+        box_ids=tuple(outputs.get(StackOutput.BOX_IDS) or ()),
+        region=str(outputs.get(StackOutput.REGION) or ""),
+        max_run_hours=int(outputs.get(StackOutput.MAX_RUN_HOURS) or 0),
         auto_shutdown_time=str(outputs.get("autoShutdownTime") or ""),
         auto_shutdown_time_zone=str(outputs.get("autoShutdownTimeZone") or "UTC"),
-        auto_recover=bool(outputs.get("autoRecover")),
-        daily_stop_schedules=tuple(outputs.get("dailyStopSchedules") or ()),
+        auto_recover=bool(outputs.get(StackOutput.AUTO_RECOVER)),
+        daily_stop_schedules=tuple(outputs.get(StackOutput.DAILY_STOP_SCHEDULES) or ()),
         target_file=target_file,
     )
 

@@ -22,6 +22,7 @@ from invoke.exceptions import Exit
 
 from box.watchdog_config import GUARD_SETTINGS
 from stack.catalog import CLOUDS
+from stack.outputs import StackOutput
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 HOST_NAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*$")
@@ -47,33 +48,33 @@ SCHEDULE = re.compile(
 
 # JSON types per key; None marks a key that may be null (absent).
 _TYPES: dict[str, tuple[type, ...]] = {
-    "cloud": (str,),
-    "hosts": (list, str),
-    "sshUser": (str,),
+    StackOutput.CLOUD: (str,),
+    StackOutput.HOSTS: (list, str),
+    StackOutput.SSH_USER: (str,),
     "sshPort": (int,),
     "sshKeyPath": (str, type(None)),
-    "storageUri": (str,),
-    "registry": (str, type(None)),
-    "imageRepository": (str, type(None)),
-    "vmSize": (str, type(None)),
-    "gpuCount": (int,),
-    "hourlyPriceUsd": (int, float),
-    "spot": (bool,),
+    StackOutput.STORAGE_URI: (str,),
+    StackOutput.REGISTRY: (str, type(None)),
+    StackOutput.IMAGE_REPOSITORY: (str, type(None)),
+    StackOutput.VM_SIZE: (str, type(None)),
+    StackOutput.GPU_COUNT: (int,),
+    StackOutput.HOURLY_PRICE_USD: (int, float),
+    StackOutput.SPOT: (bool,),
     "boxRoot": (str, type(None)),
     "containerEnv": (dict, type(None)),
     "dockerNetwork": (str, type(None)),
-    "privateHosts": (list, type(None)),
-    "boxIds": (list, type(None)),
-    "region": (str, type(None)),
-    "maxRunHours": (int, type(None)),
-    "autoRecover": (bool, type(None)),
-    "dailyStopSchedules": (list, type(None)),
+    StackOutput.PRIVATE_HOSTS: (list, type(None)),
+    StackOutput.BOX_IDS: (list, type(None)),
+    StackOutput.REGION: (str, type(None)),
+    StackOutput.MAX_RUN_HOURS: (int, type(None)),
+    StackOutput.AUTO_RECOVER: (bool, type(None)),
+    StackOutput.DAILY_STOP_SCHEDULES: (list, type(None)),
     "autoShutdownTime": (str, type(None)),
     "autoShutdownTimeZone": (str, type(None)),
 }
 # What a target file may name: the keys above, the guard settings `fab box-update` reads
 # from it, and AWS's `amiId`, which a copy of `pulumi stack output --json` holds.
-TARGET_FILE_KEYS = (*_TYPES, *(setting.stack_key for setting in GUARD_SETTINGS), "amiId")
+TARGET_FILE_KEYS = (*_TYPES, *(setting.stack_key for setting in GUARD_SETTINGS), StackOutput.AMI_ID)
 # `local`: a box no cloud made (a lab server, this machine's sshd).
 TARGET_CLOUDS = (*CLOUDS, "local")
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
@@ -91,16 +92,16 @@ def json_fields(outputs: dict[str, Any], source: str) -> dict[str, Any]:
         if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
             expected = " or ".join(_TYPE_NAMES[kind] for kind in types)
             raise Exit(f"{source}: {key} is {_shown(key, value)}; expected {expected}")
-    for host in outputs.get("hosts") or []:
-        if isinstance(outputs["hosts"], list) and not isinstance(host, str):
+    for host in outputs.get(StackOutput.HOSTS) or []:
+        if isinstance(outputs[StackOutput.HOSTS], list) and not isinstance(host, str):
             raise Exit(f"{source}: hosts holds {host!r}; expected a list of host names or IPs")
-    for host in outputs.get("privateHosts") or []:
+    for host in outputs.get(StackOutput.PRIVATE_HOSTS) or []:
         if not isinstance(host, str):
             raise Exit(f"{source}: privateHosts holds {host!r}; expected a list of IP addresses")
-    for box_id in outputs.get("boxIds") or []:
+    for box_id in outputs.get(StackOutput.BOX_IDS) or []:
         if not isinstance(box_id, str):
             raise Exit(f"{source}: boxIds holds {box_id!r}; expected a list of cloud ids")
-    for schedule in outputs.get("dailyStopSchedules") or []:
+    for schedule in outputs.get(StackOutput.DAILY_STOP_SCHEDULES) or []:
         if not isinstance(schedule, str):
             raise Exit(f"{source}: dailyStopSchedules holds {schedule!r}; expected schedule ids")
     for name, value in (outputs.get("containerEnv") or {}).items():
@@ -135,26 +136,29 @@ def problems(target) -> list[str]:
     rules = (
         ("hosts entry", bad_hosts[:1], not bad_hosts, "an IP address or a DNS host name"),
         # No hosts: this machine (ops.target.local), which no SSH user reaches.
-        ("sshUser", target.ssh_user, not target.hosts or bool(USER_NAME.match(target.ssh_user)),
+        (StackOutput.SSH_USER, target.ssh_user,
+         not target.hosts or bool(USER_NAME.match(target.ssh_user)),
          "a user name (letters, digits, '_', '.', '-'; starting with a letter or '_')"),
         ("sshPort", target.ssh_port, 0 < target.ssh_port < 65536, "a TCP port (1-65535)"),
-        ("storageUri", target.storage_uri, _storage_uri_ok(target.storage_uri),
+        (StackOutput.STORAGE_URI, target.storage_uri, _storage_uri_ok(target.storage_uri),
          "file:///abs/path, s3://BUCKET[/PREFIX] or az://ACCOUNT/CONTAINER[/PREFIX]"),
-        ("registry", target.registry,
+        (StackOutput.REGISTRY, target.registry,
          not target.registry or registry_host(target.registry) is not None,
          "a registry host[:port], e.g. NAME.azurecr.io or 127.0.0.1:5000"),
-        ("imageRepository", target.image_repository, _repository_ok(target.image_repository),
+        (StackOutput.IMAGE_REPOSITORY, target.image_repository,
+         _repository_ok(target.image_repository),
          "a repository such as glucose-training or REGISTRY/glucose-training "
          "(lowercase letters, digits, '.', '_', '-', '/')"),
-        ("vmSize", target.vm_size, not target.vm_size or bool(TOKEN.match(target.vm_size)),
+        (StackOutput.VM_SIZE, target.vm_size,
+         not target.vm_size or bool(TOKEN.match(target.vm_size)),
          "a VM size name"),
-        ("gpuCount", target.gpu_count, target.gpu_count >= 0, "a count (>= 0)"),
-        ("hourlyPriceUsd", target.hourly_price_usd,
+        (StackOutput.GPU_COUNT, target.gpu_count, target.gpu_count >= 0, "a count (>= 0)"),
+        (StackOutput.HOURLY_PRICE_USD, target.hourly_price_usd,
          math.isfinite(target.hourly_price_usd) and target.hourly_price_usd >= 0,
          "a price in USD (>= 0)"),
         ("boxRoot", target.box_root, _box_root_ok(target.box_root),
          "an absolute path of plain names (letters, digits, '.', '_', '-')"),
-        ("cloud", target.cloud, target.cloud in TARGET_CLOUDS,
+        (StackOutput.CLOUD, target.cloud, target.cloud in TARGET_CLOUDS,
          f"one of {', '.join(TARGET_CLOUDS)}"),
         ("containerEnv key", next((k for k in env if not ENV_NAME.match(k)), ""),
          all(ENV_NAME.match(name) for name in env),
@@ -169,16 +173,16 @@ def problems(target) -> list[str]:
         ("boxIds entry", next((i for i in target.box_ids if not BOX_ID.match(i)), ""),
          all(BOX_ID.match(box_id) for box_id in target.box_ids),
          "an EC2 instance id (i-...) or an Azure VM resource id (/subscriptions/...)"),
-        ("boxIds", len(target.box_ids),
+        (StackOutput.BOX_IDS, len(target.box_ids),
          not target.box_ids or len(target.box_ids) == target.node_count,
          f"an id for each of the {target.node_count} boxes"),
         ("dailyStopSchedules entry",
          next((s for s in target.daily_stop_schedules if not SCHEDULE.match(s)), ""),
          all(SCHEDULE.match(schedule) for schedule in target.daily_stop_schedules),
          "an EventBridge schedule name or an Azure schedule resource id (/subscriptions/...)"),
-        ("region", target.region, not target.region or bool(TOKEN.match(target.region)),
+        (StackOutput.REGION, target.region, not target.region or bool(TOKEN.match(target.region)),
          "a region name"),
-        ("privateHosts", len(target.private_hosts),
+        (StackOutput.PRIVATE_HOSTS, len(target.private_hosts),
          not target.private_hosts or len(target.private_hosts) >= len(target.hosts),
          f"a private address for each of the {len(target.hosts)} hosts, box 0's first"),
     )  # fmt: skip

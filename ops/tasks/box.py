@@ -15,10 +15,10 @@ from typing import Any
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from box import packing
 from ops.remote import update as updates
 from ops.target.resolve import TARGET_ENV, resolve_target, stack_outputs
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
+from stack import box_packing
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -51,7 +51,7 @@ def box_update(c, idle_shutdown_minutes=0, dry_run=False, target="", stack=""):
         )
     outputs = _configured_outputs(target, stack)
     overrides = {"idle_shutdown_minutes": idle_shutdown_minutes or None}
-    programs = packing.build_programs()
+    programs = box_packing.build_programs()
     for box in updates.each_box(where):
         settings = updates.settings_for(where, outputs, overrides, box)
         text = updates.settings_text(settings)

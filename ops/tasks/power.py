@@ -6,6 +6,7 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from ops.cloud import api as power
+from ops.cloud.power import GONE
 from ops.remote.boxes import nodes
 from ops.target.resolve import Target, resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
@@ -19,7 +20,7 @@ def start_boxes(where: Target) -> None:
     if where.this_machine:
         raise Exit(f"{where.source} is this machine: it is up while `fab` runs; nothing to start")
     for box in power.states(where):
-        if box.state == power.GONE:
+        if box.state == GONE:
             raise Exit(f"{box.line()}: `pulumi up` makes it again")
     with console.status("asking the cloud to start the boxes"):
         for box in power.start(where):

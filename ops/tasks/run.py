@@ -25,7 +25,7 @@ from ops.target.resolve import resolve_target
 from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
 from ops.tasks.power import start_boxes
 from stack import storage_layout
-from trainer.config import UserError, check_run_name
+from trainer.config import UserError, check_run_name, check_train_flags
 
 console = Console(stderr=True, soft_wrap=True)
 RUN_HELP = "run id (default: the newest run on the box)"
@@ -50,6 +50,19 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str, name: str) -> 
     if name:
         args += ["--name", name]
     return (*args, *shlex.split(trainer_args))
+
+
+def _refuse_busy_boxes(boxes: list, run_id: str, allow_concurrent: bool) -> None:
+    """Exit when a box is busy with another run (unless shared on purpose), or this run
+    is running already."""
+    for each in boxes:
+        busy = launch.busy_runs(each, run_id)
+        if busy and not allow_concurrent:
+            raise Exit(
+                f"{each.address} is busy with run {busy[0]}; `fab stop --run {busy[0]}` "
+                "first, or pass --allow-concurrent to share it"
+            )
+    launch.refuse_if_running(boxes, run_id)
 
 
 def _warn(line: str) -> None:
@@ -97,15 +110,17 @@ def train(
     stack="",
 ):
     """Ship the image and start (or resume) a run on the box (every box of the stack)."""
+    args = _trainer_args(epochs, max_steps, trainer_args, name)
+    try:
+        check_run_name(name)
+        check_train_flags(args)  # the trainer's own parser, before anything ships
+    except UserError as error:
+        raise Exit(str(error)) from None
     where = resolve_target(target or None, stack or None)
     if not (data_uri or dataset):
         raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
     data_uri = data_uri or storage_layout.dataset_uri(where.storage_uri, dataset)
     storage_sync.require_dataset(data_uri, where.storage_uri)  # before any box or image work
-    try:
-        check_run_name(name)
-    except UserError as error:
-        raise Exit(str(error)) from None
     until = deadline.for_run(where, data_uri, epochs, str(hours or ""), _warn)
     if start:
         start_boxes(where)
@@ -114,14 +129,7 @@ def train(
     for each in boxes:
         box_update.warn_if_behind(each)
     run_id = run or time.strftime("%Y%m%d-%H%M%S")
-    for each in boxes:
-        busy = launch.busy_runs(each, run_id)
-        if busy and not allow_concurrent:
-            raise Exit(
-                f"{each.address} is busy with run {busy[0]}; `fab stop --run {busy[0]}` "
-                "first, or pass --allow-concurrent to share it"
-            )
-    launch.refuse_if_running(boxes, run_id)
+    _refuse_busy_boxes(boxes, run_id, allow_concurrent)
     if until is not None:
         deadline.hold(where, until, _warn)
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -130,7 +138,6 @@ def train(
         image = image_on_boxes(boxes, image_name, base_image, build_arg or [], extra_ca)
         renew_leases()
         dataset_name = launch.fetch_dataset_on_boxes(boxes, image, data_uri)
-        args = _trainer_args(epochs, max_steps, trainer_args, name)
         stop_at = until.until.timestamp() if until else None
         launch.start_run(
             boxes, Launch(run_id, image, dataset_name, args, deadline=stop_at, name=name)

@@ -27,7 +27,7 @@ from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
 from stack import storage_layout
-from trainer.config import UserError, check_run_name
+from trainer.config import UserError, check_run_name, check_train_flags
 from trainer.sweep import space
 from trainer.sweep.spec import SweepSpec
 
@@ -41,6 +41,7 @@ def _spec(box: AnyBox, sweep_id: str, flags: dict) -> SweepSpec:
     if not flags["dataset"]:
         raise UserError("which dataset? pass --dataset NAME (see `fab upload-data`)")
     check_run_name(flags["name"])
+    check_train_flags(shlex.split(flags["trainer_args"]))  # each trial's, before anything ships
     params = space.parse_params(flags["param"])
     method = flags["method"] or ("random" if any(p.is_range for p in params) else "grid")
     trials = flags["trials"] or (space.grid_size(params) if method == "grid" else DEFAULT_TRIALS)

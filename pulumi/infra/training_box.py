@@ -1,7 +1,7 @@
 """What a training box is on either cloud: the public shape both components share.
 
 `AzureTrainingBox` and `AwsTrainingBox` build very different resources, but the
-program (`pulumi/__main__.py`) and DESIGN.md's stack outputs see only this: `hosts`
+program (`pulumi/__main__.py`) and the stack's outputs (`stack.outputs`) see only this: `hosts`
 (box 0's public address, the one `fab` connects to), `private_hosts` (every box's
 private address in rank order: `fab` hops to boxes 1..N-1 through box 0, and the
 boxes meet there), `box_ids` (each box's cloud id, rank order), `ssh_user`,
@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 
 import pulumi
 
-from box import packing
-from box.cloud_init import ProgramsSource, box_guard_settings, encode_user_data, render_cloud_init
-from stack import storage_layout
+from stack import box_packing, storage_layout
+from stack.cloud_init import ProgramsSource, box_guard_settings, encode_user_data, render_cloud_init
 from stack.config import StackConfig
+from stack.outputs import StackOutput
 
 
 class TrainingBox(pulumi.ComponentResource):
@@ -73,25 +73,28 @@ class TrainingBox(pulumi.ComponentResource):
         self.cloud_outputs = dict(cloud_outputs or {})
         self.register_outputs(
             {
-                "hosts": hosts,
-                "privateHosts": private_hosts,
-                "boxIds": box_ids,
-                "sshUser": ssh_user,
-                "storageUri": storage_uri,
-                "registry": registry,
-                "imageRepository": image_repository,
+                StackOutput.HOSTS: hosts,
+                StackOutput.PRIVATE_HOSTS: private_hosts,
+                StackOutput.BOX_IDS: box_ids,
+                StackOutput.SSH_USER: ssh_user,
+                StackOutput.STORAGE_URI: storage_uri,
+                StackOutput.REGISTRY: registry,
+                StackOutput.IMAGE_REPOSITORY: image_repository,
                 **self.cloud_outputs,
             }
         )
 
 
 def box_user_data(
-    config: StackConfig, ssh_user: str, storage_uri: pulumi.Output[str], programs: packing.Programs
+    config: StackConfig,
+    ssh_user: str,
+    storage_uri: pulumi.Output[str],
+    programs: box_packing.Programs,
 ) -> pulumi.Output[str]:
     """The encoded cloud-init of every box of the stack: its settings, and where in
     `storage_uri` the programs' archive is (and its sha256). The settings are checked
     now: a bad one fails the preview, not a booting box."""
-    settings = packing.settings_text(config.cloud, **box_guard_settings(config))
+    settings = box_packing.settings_text(config.cloud, **box_guard_settings(config))
     return storage_uri.apply(
         lambda uri: encode_user_data(
             render_cloud_init(

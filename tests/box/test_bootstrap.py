@@ -19,8 +19,8 @@ import botocore.awsrequest
 import botocore.credentials
 import pytest
 
-from box import cloud_init, contract, packing
-from stack import storage_layout
+from box import bootstrap, contract
+from stack import box_packing, cloud_init, storage_layout
 from stack.blob_upload import put_blob
 from tests.fakes.system_tools import fake_system
 from tests.fixtures.metadata import AWS_CREDENTIALS, AZURE_RESOURCE_ID
@@ -40,7 +40,7 @@ class NewBox:
         self.box_root = tmp_path / "box-root"
         files = {
             cloud_init.SOURCE_PATH: json.dumps({"box_root": str(self.box_root)} | source),
-            contract.WATCHDOG_CONFIG_PATH: packing.settings_text(
+            contract.WATCHDOG_CONFIG_PATH: box_packing.settings_text(
                 source["cloud"], idle_shutdown_minutes=30
             ),
         }
@@ -72,7 +72,7 @@ class NewBox:
 
 
 def _source(cloud: str, storage: str, endpoint: str, imds: str, **extra) -> dict:
-    programs = packing.build_programs()
+    programs = box_packing.build_programs()
     return {
         "cloud": cloud,
         "ssh_user": "ubuntu",
@@ -95,7 +95,7 @@ def bucket(moto_server) -> str:
 
 
 def _put_programs(moto_server, bucket: str, data: bytes | None = None) -> None:
-    programs = packing.build_programs()
+    programs = box_packing.build_programs()
     moto_server.client().put_object(
         Bucket=bucket.removeprefix("s3://"),
         Key=storage_layout.box_programs_key(programs.sha256),
@@ -110,7 +110,9 @@ def test_an_aws_box_fetches_its_programs_with_its_instance_role_and_sets_itself_
     box = NewBox(tmp_path, _source("aws", bucket, moto_server.endpoint_url, fake_metadata.url))
     done = box.boot()
     assert done.returncode == 0, done.stderr
-    assert (box.current / "watchdog.py").read_bytes() == (BOX_DIR / "watchdog.py").read_bytes()
+    assert (box.current / "box" / "watchdog.py").read_bytes() == (
+        BOX_DIR / "watchdog.py"
+    ).read_bytes()
     assert (box.box_root / contract.READY_MARKER).is_file()
     assert not (box.box_root / contract.FAILED_MARKER).exists()
     assert "systemctl restart glucose-watchdog.timer" in box.system.calls()
@@ -122,7 +124,7 @@ def test_the_s3_request_is_signed_as_botocore_signs_it(monkeypatch):
     now = datetime.datetime(2026, 11, 23, 3, 0, 0, tzinfo=datetime.timezone.utc)
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: now)
     url = "https://glucose-storage.s3.eu-west-1.amazonaws.com/box/programs-0a1b.tar"
-    ours = _load_bootstrap().signed_s3_get(url, "eu-west-1", AWS_CREDENTIALS, now)
+    ours = bootstrap.signed_s3_get(url, "eu-west-1", AWS_CREDENTIALS, now)
     request = botocore.awsrequest.AWSRequest(method="GET", url=url)
     credentials = botocore.credentials.Credentials(
         AWS_CREDENTIALS["AccessKeyId"], AWS_CREDENTIALS["SecretAccessKey"], AWS_CREDENTIALS["Token"]
@@ -136,7 +138,7 @@ def test_an_azure_box_fetches_its_programs_with_its_managed_identity(
 ):
     monkeypatch.setenv("SSL_CERT_FILE", str(keyless_blob.ca_file))
     container = keyless_blob.create_container()
-    _upload(keyless_blob, container, packing.build_programs().archive)
+    _upload(keyless_blob, container, box_packing.build_programs().archive)
     fake_metadata.storage_token = keyless_blob.token()
     source = _source(
         "azure", f"az://devstoreaccount1/{container}", keyless_blob.endpoint, fake_metadata.url
@@ -144,7 +146,7 @@ def test_an_azure_box_fetches_its_programs_with_its_managed_identity(
     box = NewBox(tmp_path, source)
     done = box.boot({"SSL_CERT_FILE": str(keyless_blob.ca_file)})
     assert done.returncode == 0, done.stderr
-    assert (box.current / "install.py").is_file()
+    assert (box.current / "box" / "install.py").is_file()
     assert (box.box_root / contract.READY_MARKER).is_file()
 
 
@@ -153,7 +155,7 @@ def test_a_token_for_another_audience_gets_no_programs(
 ):
     monkeypatch.setenv("SSL_CERT_FILE", str(keyless_blob.ca_file))
     container = keyless_blob.create_container()
-    _upload(keyless_blob, container, packing.build_programs().archive)
+    _upload(keyless_blob, container, box_packing.build_programs().archive)
     fake_metadata.storage_token = keyless_blob.token("https://management.azure.com/")
     source = _source(
         "azure", f"az://devstoreaccount1/{container}", keyless_blob.endpoint, fake_metadata.url
@@ -207,7 +209,7 @@ def test_a_box_whose_programs_are_installed_has_nothing_to_do_at_boot(
 
 def _upload(keyless_blob, container: str, data: bytes) -> None:
     """As `pulumi up` does (stack.blob_upload), with the deployer's token."""
-    programs = packing.build_programs()
+    programs = box_packing.build_programs()
     put_blob(
         keyless_blob.endpoint,
         container,
@@ -215,12 +217,3 @@ def _upload(keyless_blob, container: str, data: bytes) -> None:
         data,
         keyless_blob.token,
     )
-
-
-def _load_bootstrap():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bootstrap_signing", BOX_DIR / "bootstrap.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

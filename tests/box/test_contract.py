@@ -5,12 +5,11 @@ programs, and setup-box.sh and the units are not Python: each keeps its own spel
 of a few names, and each spelling is checked here against box.contract.
 """
 
-import importlib.util
 import re
 
-from box import cloud_init, contract, packing
+from box import bootstrap, contract, install
 from box.watchdog_config import WatchdogConfig
-from stack import storage_layout
+from stack import box_packing, cloud_init, storage_layout
 from tests.paths import BOX_DIR
 from trainer import box_files, exit_codes
 from trainer.checkpoints import resume, sync
@@ -19,13 +18,6 @@ from trainer.loop import rank_outputs
 from trainer.reports import status
 from trainer.sweep import mirror
 from trainer.sweep import spec as sweep_spec
-
-
-def _bootstrap():
-    spec = importlib.util.spec_from_file_location("bootstrap_under_test", BOX_DIR / "bootstrap.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_trainers_exit_codes_are_the_boxes():
@@ -55,21 +47,23 @@ def test_the_trainer_leaves_the_boxes_own_files_alone():
 def test_the_trainer_reads_the_boxes_records_by_their_names():
     assert box_files.BOOTS_FILE == contract.BOOTS_FILE
     assert box_files.STOPS_FILE == contract.STOPS_FILE
+    assert box_files.RECORD_AT == contract.RECORD_AT
+    assert box_files.RECORD_BOOT_ID == contract.RECORD_BOOT_ID
 
 
 def test_the_bootstrap_looks_where_cloud_init_and_install_put_things():
-    bootstrap = _bootstrap()
     assert str(bootstrap.SOURCE_PATH) == cloud_init.SOURCE_PATH
     assert str(bootstrap.SETTINGS_PATH) == contract.WATCHDOG_CONFIG_PATH
     assert str(bootstrap.PROGRAM_DIR) == contract.PROGRAM_DIR
     assert bootstrap.CURRENT == contract.CURRENT
+    assert bootstrap.PACKAGE == install.PACKAGE == box_packing.PACKAGE
     assert bootstrap.FAILED_MARKER == contract.FAILED_MARKER
     assert bootstrap.DEFAULTS["box_root"] == contract.BOX_ROOT
     assert f"{contract.PROGRAM_DIR}/bootstrap.py" == cloud_init.BOOTSTRAP_PATH
 
 
 def test_the_bootstrap_talks_to_the_clouds_as_the_watchdog_does():
-    defaults, watchdog = _bootstrap().DEFAULTS, WatchdogConfig("azure", 30)
+    defaults, watchdog = bootstrap.DEFAULTS, WatchdogConfig("azure", 30)
     assert defaults["imds_url"] == watchdog.imds_url
     assert defaults["arm_url"] == watchdog.arm_url
     assert defaults["arm_api_version"] == watchdog.arm_api_version
@@ -85,10 +79,12 @@ def test_the_bootstrap_unit_runs_until_the_programs_are_current():
 def test_the_units_run_the_current_programs_with_the_boxes_settings():
     for unit in BOX_DIR.glob("glucose-*.service"):
         text = unit.read_text()
-        for program in re.findall(r"/usr/bin/python3 (\S+)", text):
-            if unit.name != "glucose-bootstrap.service":
-                assert program.startswith(f"{contract.PROGRAM_DIR}/{contract.CURRENT}/"), unit
-            assert (BOX_DIR / program.rsplit("/", 1)[1]).is_file(), unit
+        if unit.name != "glucose-bootstrap.service":
+            assert f"WorkingDirectory={contract.PROGRAM_DIR}/{contract.CURRENT}\n" in text, unit
+            programs = re.findall(r"=/usr/bin/python3 -m box\.(\w+)\n", text)
+            assert programs and len(programs) == text.count("/usr/bin/python3"), unit
+            for program in programs:
+                assert (BOX_DIR / f"{program}.py").is_file(), unit
         if "watchdog_config" in text or "GLUCOSE_WATCHDOG_CONFIG" in text:
             assert f"GLUCOSE_WATCHDOG_CONFIG={contract.WATCHDOG_CONFIG_PATH}" in text, unit
 
@@ -104,7 +100,7 @@ def test_setup_box_makes_the_boxes_directories_and_markers():
 
 
 def test_the_packer_never_ships_the_contract_without_the_programs_that_read_it():
-    shipped = {path.name for path in packing.shipped_sources()}
+    shipped = {path.name for path in box_packing.shipped_sources()}
     assert {"contract.py", "watchdog_config.py", "install.py"} <= shipped
 
 

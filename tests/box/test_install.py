@@ -17,19 +17,20 @@ from pathlib import Path
 
 import pytest
 
-from box import contract, packing
+from box import contract
+from stack import box_packing
 from tests.fakes.fake_box import python_3
 
 PROGRAM_DIR = contract.PROGRAM_DIR.lstrip("/")
 
 
 def _settings(idle_minutes: int = 30) -> str:
-    return packing.settings_text("aws", idle_shutdown_minutes=idle_minutes)
+    return box_packing.settings_text("aws", idle_shutdown_minutes=idle_minutes)
 
 
 def _archive(edit: dict[str, bytes] | None = None) -> bytes:
     """The real archive, with `edit`'s members replaced (a later or a broken build)."""
-    original = io.BytesIO(packing.build_programs().archive)
+    original = io.BytesIO(box_packing.build_programs().archive)
     out = io.BytesIO()
     with (
         tarfile.open(fileobj=original) as source,
@@ -45,22 +46,19 @@ def _archive(edit: dict[str, bytes] | None = None) -> bytes:
 def install(
     root: Path, archive: bytes, settings: str, python: str = sys.executable
 ) -> subprocess.CompletedProcess:
-    """Unpack install.py (and the contract it reads) beside the archive and run it with
-    `python`."""
+    """Unpack the archive's installer (box.install and the contract it reads) beside the
+    archive and run it with `python`, as the first boot and `fab box-update` do."""
     work = root.parent / f"work-{len(list(root.parent.glob('work-*')))}"
     work.mkdir()
     (work / "programs.tar").write_bytes(archive)
     (work / "watchdog.json").write_text(settings)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        for name in ("install.py", "contract.py"):
+        for name in box_packing.INSTALLER:
+            (work / name).parent.mkdir(exist_ok=True)
             (work / name).write_bytes(tar.extractfile(name).read())
     return subprocess.run(
-        [
-            python,
-            str(work / "install.py"),
-            str(work / "programs.tar"),
-            str(work / "watchdog.json"),
-        ],
+        [python, "-m", "box.install", str(work / "programs.tar"), str(work / "watchdog.json")],
+        cwd=work,
         env={**os.environ, "GLUCOSE_BOX_FS_ROOT": str(root), "PYTHONDONTWRITEBYTECODE": "1"},
         capture_output=True,
         text=True,
@@ -71,6 +69,10 @@ def install(
 
 def _current(root: Path) -> Path:
     return (root / PROGRAM_DIR / contract.CURRENT).resolve()
+
+
+def _current_program(root: Path, name: str) -> bytes:
+    return (_current(root) / box_packing.PACKAGE / name).read_bytes()
 
 
 def _read(root: Path, path: str) -> str:
@@ -85,22 +87,23 @@ def root(tmp_path: Path) -> Path:
 
 
 def test_a_box_gets_the_programs_its_settings_and_its_version_record_as_one_set(root):
-    archive = packing.build_programs().archive
+    archive = box_packing.build_programs().archive
     done = install(root, archive, _settings(45))
     assert done.returncode == 0, done.stderr
-    current = _current(root)
-    assert (current / "watchdog.py").read_bytes() == (packing.BOX_DIR / "watchdog.py").read_bytes()
+    assert (
+        _current_program(root, "watchdog.py") == (box_packing.BOX_DIR / "watchdog.py").read_bytes()
+    )
     assert json.loads(_read(root, contract.WATCHDOG_CONFIG_PATH))["idle_shutdown_minutes"] == 45
     version = json.loads(_read(root, contract.VERSION_PATH))
-    assert version["programs"] == packing.build_programs().sha256
+    assert version["programs"] == box_packing.build_programs().sha256
     # The fixed paths the units and `fab` read are links into the set.
     assert (root / contract.WATCHDOG_CONFIG_PATH.lstrip("/")).is_symlink()
     unit = root / contract.UNIT_DIR.lstrip("/") / "glucose-watchdog.service"
-    assert unit.read_bytes() == (packing.BOX_DIR / "glucose-watchdog.service").read_bytes()
+    assert unit.read_bytes() == (box_packing.BOX_DIR / "glucose-watchdog.service").read_bytes()
 
 
 def test_new_settings_alone_make_a_new_set_and_keep_the_old_one(root):
-    archive = packing.build_programs().archive
+    archive = box_packing.build_programs().archive
     assert install(root, archive, _settings(30)).returncode == 0
     first = _current(root)
     assert install(root, archive, _settings(60)).returncode == 0
@@ -110,7 +113,9 @@ def test_new_settings_alone_make_a_new_set_and_keep_the_old_one(root):
 
 def test_only_the_current_and_the_previous_set_are_kept(root):
     for minutes in (30, 40, 50):
-        assert install(root, packing.build_programs().archive, _settings(minutes)).returncode == 0
+        assert (
+            install(root, box_packing.build_programs().archive, _settings(minutes)).returncode == 0
+        )
     releases = [
         p for p in (root / PROGRAM_DIR / "releases").iterdir() if not p.name.startswith(".")
     ]
@@ -118,20 +123,22 @@ def test_only_the_current_and_the_previous_set_are_kept(root):
 
 
 def test_a_set_that_does_not_start_is_refused_and_the_box_keeps_its_own(root):
-    assert install(root, packing.build_programs().archive, _settings()).returncode == 0
+    assert install(root, box_packing.build_programs().archive, _settings()).returncode == 0
     before = _current(root)
-    broken = _archive({"watchdog.py": b"import no_such_module_on_the_box\n"})
+    broken = _archive({"box/watchdog.py": b"import no_such_module_on_the_box\n"})
     done = install(root, broken, _settings())
     assert done.returncode == 1
     assert "do not start" in done.stderr and "no_such_module_on_the_box" in done.stderr
     assert _current(root) == before
-    assert (before / "watchdog.py").read_bytes() == (packing.BOX_DIR / "watchdog.py").read_bytes()
+    assert (
+        _current_program(root, "watchdog.py") == (box_packing.BOX_DIR / "watchdog.py").read_bytes()
+    )
 
 
 def test_settings_the_new_programs_refuse_change_nothing(root):
-    assert install(root, packing.build_programs().archive, _settings()).returncode == 0
+    assert install(root, box_packing.build_programs().archive, _settings()).returncode == 0
     before = _current(root)
-    done = install(root, packing.build_programs().archive, '{"cloud": "aws", "idle": 3}\n')
+    done = install(root, box_packing.build_programs().archive, '{"cloud": "aws", "idle": 3}\n')
     assert done.returncode == 1 and "unknown keys" in done.stderr
     assert _current(root) == before
 
@@ -140,7 +147,7 @@ def test_a_nearly_full_disk_is_refused_before_anything_is_touched(root, tmpfs):
     disk = tmpfs("200k")
     (disk / "root").mkdir()
     box = disk / "root"
-    done = install(box, packing.build_programs().archive, _settings())
+    done = install(box, box_packing.build_programs().archive, _settings())
     assert done.returncode == 1
     assert "KB free" in done.stderr and "nothing was changed" in done.stderr
     assert not (box / PROGRAM_DIR / contract.CURRENT).exists()
@@ -151,11 +158,11 @@ def test_a_box_set_up_before_releases_moves_to_them(root):
     # What an older box has: flat programs, a plain settings file.
     flat = root / PROGRAM_DIR
     flat.mkdir(parents=True)
-    shutil.copy(packing.BOX_DIR / "watchdog.py", flat / "watchdog.py")
+    shutil.copy(box_packing.BOX_DIR / "watchdog.py", flat / "watchdog.py")
     settings = root / contract.WATCHDOG_CONFIG_PATH.lstrip("/")
     settings.parent.mkdir(parents=True)
     settings.write_text(_settings(20))
-    assert install(root, packing.build_programs().archive, settings.read_text()).returncode == 0
+    assert install(root, box_packing.build_programs().archive, settings.read_text()).returncode == 0
     assert not (flat / "watchdog.py").exists()
     assert settings.is_symlink()
     assert json.loads(settings.read_text())["idle_shutdown_minutes"] == 20

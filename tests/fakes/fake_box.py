@@ -358,9 +358,8 @@ class FakeBox:
         now: float | None = None,
         python: str = sys.executable,
         env: dict[str, str] | None = None,
-        box_dir: Path = BOX_DIR,
     ) -> subprocess.CompletedProcess:
-        """Run box/<program> once, as its systemd unit would."""
+        """Run box/<program> once, as its systemd unit would: `python3 -m box.<program>`."""
         env = {
             **(env or {}),
             "PATH": f"{self.bin_dir}{os.pathsep}{os.environ['PATH']}",
@@ -373,7 +372,8 @@ class FakeBox:
             env["GLUCOSE_WATCHDOG_UPTIME"] = str(now - self._clock_step - self._booted_at)
         return subprocess.run(
             # -S: no site-packages, which also proves the box programs need none.
-            [python, "-S", str(box_dir / program), *args],
+            [python, "-S", "-m", f"box.{Path(program).stem}", *args],
+            cwd=BOX_DIR.parent,
             env=env,
             capture_output=True,
             text=True,

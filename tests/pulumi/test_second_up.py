@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from box import packing
+from stack import box_packing
 from tests.fakes import aws_program, azure_program
 from tests.fakes.pulumi_mocks import RunResult, unwrap
 
@@ -57,10 +57,10 @@ def engine_diff(before: RunResult, after: RunResult) -> set[tuple[str, str]]:
 def change_box_programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """From now on box/ has the watchdog edited, as the next commit might."""
     box = tmp_path / "box"
-    shutil.copytree(packing.BOX_DIR, box)
+    shutil.copytree(box_packing.BOX_DIR, box)
     watchdog = box / "watchdog.py"
     watchdog.write_text(watchdog.read_text() + "LATER_FIX = True\n")
-    monkeypatch.setattr(packing, "BOX_DIR", box)
+    monkeypatch.setattr(box_packing, "BOX_DIR", box)
     return box
 
 

@@ -1,5 +1,5 @@
 """trainer/ is a tree of parts, not a web: no module imports, directly or through
-others, one that imports it back.
+others, one that imports it back. The same holds inside ops/, stack/, box/ and pulumi/.
 
 Every written import counts, wherever it stands: at the top, inside a function (a
 late import only hides a cycle until the wrong module is imported first) or under
@@ -12,18 +12,20 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.paths import REPO
 
 TRAINER = REPO / "trainer"
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(TRAINER.parent).with_suffix("").parts
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _modules() -> dict[str, Path]:
-    return {_module_name(path): path for path in TRAINER.rglob("*.py")}
+def _modules(root: Path) -> dict[str, Path]:
+    return {_module_name(path, root): path for path in root.rglob("*.py")}
 
 
 def _imported(node: ast.AST, here: str, is_package: bool, known: set[str]) -> set[str]:
@@ -45,9 +47,9 @@ def _imported(node: ast.AST, here: str, is_package: bool, known: set[str]) -> se
     return names & known
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Each trainer module and the trainer modules it imports."""
-    modules = _modules()
+def import_graph(root: Path | None = None) -> dict[str, set[str]]:
+    """Each module of the package `root` (trainer/) and the modules of it it imports."""
+    modules = _modules(root or TRAINER)
     known = set(modules)
     graph = {}
     for name, path in modules.items():
@@ -97,6 +99,11 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycle_inside_trainer():
     assert cycles(import_graph()) == []
+
+
+@pytest.mark.parametrize("tree", ["ops", "stack", "box", "pulumi/infra"])
+def test_no_import_cycle_inside_the_other_trees(tree):
+    assert cycles(import_graph(REPO / tree)) == []
 
 
 def test_the_cycle_finder_sees_a_cycle_through_a_late_import():

@@ -6,7 +6,7 @@ from trainer import config
 from trainer.config import ModelConfig
 from trainer.model import FORMULATIONS, build_model, count_parameters, default_formulation
 
-RESNET34_1D_PARAMS = 7_218_753  # FACTS.md: torchvision mapping, kernel 3
+RESNET34_1D_PARAMS = 7_218_753  # torchvision's ResNet34 mapped to 1-D, kernel 3
 
 
 @pytest.mark.parametrize("formulation", FORMULATIONS)

@@ -32,12 +32,13 @@ from trainer.checkpoints.resume import Check, Found, find_newest
 from trainer.checkpoints.sync import RunSync, SyncConfig
 from trainer.checkpoints.writer import BackgroundWriter, snapshot
 from trainer.config import UserError
+from trainer.reports.status import METRICS_FILE
 
 log = logging.getLogger(__name__)
 
 # Run files on disk before each checkpoint is: a resume from it, after a power cut,
 # finds every metrics record up to its step (the loop writes them before it saves).
-DURABLE_WITH_CHECKPOINTS = ("metrics.jsonl",)
+DURABLE_WITH_CHECKPOINTS = (METRICS_FILE,)
 SYNC_STOP_SECONDS = 1.0
 
 

@@ -54,6 +54,113 @@ from trainer.reports.progress import RunOutputs, process_spans, read_metrics
 from trainer.reports.report import CONFIG_FILE, data_identity, write_report
 
 
+def train(config: RunConfig) -> int:
+    """Run or resume training, as one rank of torchrun's world or alone; the process
+    exit code (0 finished, 75 stopped).
+
+    Every way out ends through `RunEnding` (on rank 0, the rank that writes):
+    status.json says how, the outbox is flushed. Rank 0 uploads, so it holds the run
+    dir's uploader lock throughout, taken before anything is written
+    (`trainer.checkpoints.uploader_lock`: another uploader there is exit 75).
+    """
+    info = RankInfo.from_env()
+    config = config.with_world_size(info.world_size)  # the global batch must split
+    run_dir = Path(config.train.run_dir)
+    _refuse_a_run_dir_under_a_file(run_dir)
+    if info.world_size == 1:  # under DDP every rank must take part: a resume re-finishes
+        pending = finish_pending(run_dir, config.checkpoint_uri)
+        if pending is not None:  # finished before; its last uploads are done now (or not)
+            return pending
+    uploads = info.is_main and config.checkpoint_uri is not None
+    with uploader_lock(run_dir, "train") if uploads else contextlib.nullcontext():
+        # Another box's local rank 0 keeps that box's heartbeat (trainer.loop.rank_outputs).
+        heartbeat = Heartbeat(run_dir) if info.local_rank == 0 and not info.is_main else None
+        ending = RunEnding(run_dir, config.train.run_id, writes=info.is_main, heartbeat=heartbeat)
+        group = Group.start(info)
+        try:
+            code = _train(config, group, ending)
+        except BaseException as error:
+            ending.failed(error)
+            group.close(clean=False)  # this rank may have failed alone: wait for nobody
+            raise
+        group.close()
+        return code
+
+
+def _refuse_a_run_dir_under_a_file(run_dir: Path) -> None:
+    """A run dir at or under a regular file can never be made: a user error in one line
+    before anything is written (mkdir's NotADirectoryError is no exit code's)."""
+    existing = next((path for path in (run_dir, *run_dir.parents) if path.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise UserError(
+            f"--run-dir {run_dir}: {existing} is a file, not a directory; pass a directory "
+            "path (it is made if missing)"
+        )
+
+
+def _train(config: RunConfig, group: Group, ending: RunEnding) -> int:
+    started, started_at = time.monotonic(), time.time()
+    run = Run(config, group)
+    ending.checkpoints = run.checkpoints
+    resumed = run.start()
+    config = run.config  # settled: what config.json and every checkpoint record
+    ending.store_matched = True
+    pos = resumed or Position()
+    # Only now: a refused resume must leave the run's own config.json as it was.
+    if group.is_main:
+        write_json_atomic(run.run_dir / "splits.json", run.splits.to_dict())
+        write_json_atomic(run.run_dir / CONFIG_FILE, config.to_dict())
+    if resumed is not None:
+        epoch = pos.epoch + 1  # the one in progress, as the step lines count it
+        run.say(f"resume: step {pos.step}, epoch {epoch}, batch {pos.step_in_epoch}")
+
+    stop = StopSignal(watch_notices=group.info.local_rank == 0).install()  # one poller a box
+    try:
+        out = (
+            RunOutputs(
+                run.run_dir,
+                config.train.run_id,
+                run.total_steps,
+                pos.step,
+                resumed=resumed is not None,
+                device=run.choice.device,
+                log_every_steps=config.train.log_every_steps,
+                uploads=run.checkpoints.uploads,
+                started_at=started_at,
+            )
+            if group.is_main
+            else QuietOutputs(ending.heartbeat)
+        )
+        ending.status = out.status
+        try:
+            while not _done(run, pos):
+                outcome = train_epoch(run, pos, stop, out)
+                if outcome == "stopped":
+                    run.checkpoints.save_last(run.state(pos))
+                    out.stopped(stop.reason, stop.state, pos.step, run.checkpoints.last_saved_at)
+                    run.checkpoints.flush(stop.upload_seconds_left())
+                    # torchrun stops the whole group at the first rank's exit 75: the
+                    # others wait here for rank 0's upload.
+                    group.barrier()
+                    stop.acknowledge()  # after the upload: Azure may now evict early
+                    return EXIT_STOPPED
+                if outcome == "max_steps":
+                    run.checkpoints.save_last(run.state(pos))
+                    break
+                if end_epoch(run, pos, out):
+                    print(
+                        f"early stop: no better val MAE for {pos.epochs_without_improvement} "
+                        "epochs",
+                        flush=True,
+                    )
+        finally:
+            out.close()
+    finally:
+        stop.uninstall()
+    finish(run, pos, out, time.monotonic() - started)
+    return ending.finished()
+
+
 @dataclass
 class Position:
     """Where the loop is. Saved in every checkpoint: no loop state lives anywhere else."""
@@ -413,116 +520,9 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
     return summary
 
 
-def train(config: RunConfig) -> int:
-    """Run or resume training, as one rank of torchrun's world or alone; the process
-    exit code (0 finished, 75 stopped).
-
-    Every way out ends through `RunEnding` (on rank 0, the rank that writes):
-    status.json says how, the outbox is flushed. Rank 0 uploads, so it holds the run
-    dir's uploader lock throughout, taken before anything is written
-    (`trainer.checkpoints.uploader_lock`: another uploader there is exit 75).
-    """
-    info = RankInfo.from_env()
-    config = config.with_world_size(info.world_size)  # the global batch must split
-    run_dir = Path(config.train.run_dir)
-    _refuse_a_run_dir_under_a_file(run_dir)
-    if info.world_size == 1:  # under DDP every rank must take part: a resume re-finishes
-        pending = finish_pending(run_dir, config.checkpoint_uri)
-        if pending is not None:  # finished before; its last uploads are done now (or not)
-            return pending
-    uploads = info.is_main and config.checkpoint_uri is not None
-    with uploader_lock(run_dir, "train") if uploads else contextlib.nullcontext():
-        # Another box's local rank 0 keeps that box's heartbeat (trainer.loop.rank_outputs).
-        heartbeat = Heartbeat(run_dir) if info.local_rank == 0 and not info.is_main else None
-        ending = RunEnding(run_dir, config.train.run_id, writes=info.is_main, heartbeat=heartbeat)
-        group = Group.start(info)
-        try:
-            code = _train(config, group, ending)
-        except BaseException as error:
-            ending.failed(error)
-            group.close(clean=False)  # this rank may have failed alone: wait for nobody
-            raise
-        group.close()
-        return code
-
-
 def _wall_time(run: Run, this_process_s: float) -> dict[str, Any]:
     """`wall_s`, summed over the run's processes, and `processes`: what each start took
     (metrics.jsonl's start records; only rank 0 writes them)."""
     processes = process_spans(read_metrics(run.run_dir), time.time()) if run.group.is_main else []
     total_s = sum(span["wall_s"] for span in processes) if processes else this_process_s
     return {"wall_s": total_s, "processes": processes}
-
-
-def _refuse_a_run_dir_under_a_file(run_dir: Path) -> None:
-    """A run dir at or under a regular file can never be made: a user error in one line
-    before anything is written (mkdir's NotADirectoryError is no exit code's)."""
-    existing = next((path for path in (run_dir, *run_dir.parents) if path.exists()), None)
-    if existing is not None and not existing.is_dir():
-        raise UserError(
-            f"--run-dir {run_dir}: {existing} is a file, not a directory; pass a directory "
-            "path (it is made if missing)"
-        )
-
-
-def _train(config: RunConfig, group: Group, ending: RunEnding) -> int:
-    started, started_at = time.monotonic(), time.time()
-    run = Run(config, group)
-    ending.checkpoints = run.checkpoints
-    resumed = run.start()
-    config = run.config  # settled: what config.json and every checkpoint record
-    ending.store_matched = True
-    pos = resumed or Position()
-    # Only now: a refused resume must leave the run's own config.json as it was.
-    if group.is_main:
-        write_json_atomic(run.run_dir / "splits.json", run.splits.to_dict())
-        write_json_atomic(run.run_dir / CONFIG_FILE, config.to_dict())
-    if resumed is not None:
-        epoch = pos.epoch + 1  # the one in progress, as the step lines count it
-        run.say(f"resume: step {pos.step}, epoch {epoch}, batch {pos.step_in_epoch}")
-
-    stop = StopSignal(watch_notices=group.info.local_rank == 0).install()  # one poller a box
-    try:
-        out = (
-            RunOutputs(
-                run.run_dir,
-                config.train.run_id,
-                run.total_steps,
-                pos.step,
-                resumed=resumed is not None,
-                device=run.choice.device,
-                log_every_steps=config.train.log_every_steps,
-                uploads=run.checkpoints.uploads,
-                started_at=started_at,
-            )
-            if group.is_main
-            else QuietOutputs(ending.heartbeat)
-        )
-        ending.status = out.status
-        try:
-            while not _done(run, pos):
-                outcome = train_epoch(run, pos, stop, out)
-                if outcome == "stopped":
-                    run.checkpoints.save_last(run.state(pos))
-                    out.stopped(stop.reason, stop.state, pos.step, run.checkpoints.last_saved_at)
-                    run.checkpoints.flush(stop.upload_seconds_left())
-                    # torchrun stops the whole group at the first rank's exit 75: the
-                    # others wait here for rank 0's upload.
-                    group.barrier()
-                    stop.acknowledge()  # after the upload: Azure may now evict early
-                    return EXIT_STOPPED
-                if outcome == "max_steps":
-                    run.checkpoints.save_last(run.state(pos))
-                    break
-                if end_epoch(run, pos, out):
-                    print(
-                        f"early stop: no better val MAE for {pos.epochs_without_improvement} "
-                        "epochs",
-                        flush=True,
-                    )
-        finally:
-            out.close()
-    finally:
-        stop.uninstall()
-    finish(run, pos, out, time.monotonic() - started)
-    return ending.finished()

@@ -1,4 +1,4 @@
 """What a run shows and leaves behind: `progress` (console, metrics.jsonl,
 TensorBoard), `status` (status.json, the heartbeat `fab status` and the box read),
-`evaluate` (predictions and `trainer.metrics` for a split) and `report` (report.md
-and its plots)."""
+`report` (report.md and its plots) and `cost` (the boxes' up time in dollars). The
+predictions and metrics of a split are `trainer.loop.evaluate`'s."""

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.box_files import BOOTS_FILE, LAUNCH_RECORD, STOPS_FILE
+from trainer.box_files import BOOTS_FILE, LAUNCH_RECORD, RECORD_AT, RECORD_BOOT_ID, STOPS_FILE
 
 SECONDS_PER_HOUR = 3600
 
@@ -39,7 +39,7 @@ def records(text: str | None) -> list[dict]:
             record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(record, dict) and isinstance(record.get("at"), int | float):
+        if isinstance(record, dict) and isinstance(record.get(RECORD_AT), int | float):
             found.append(record)
     return found
 
@@ -49,12 +49,12 @@ def uptimes(
 ) -> list[Uptime]:
     """Each boot of a box and when it ended, oldest first. `current` is (boot id, boot
     time) of the boot the box is in now, when it is up: that one has not ended."""
-    booted = {record.get("boot_id"): float(record["at"]) for record in boots}
+    booted = {record.get(RECORD_BOOT_ID): float(record[RECORD_AT]) for record in boots}
     if current is not None:
         booted.setdefault(current[0], current[1])
     stopped = {}
     for record in stops:
-        stopped.setdefault(record.get("boot_id"), float(record["at"]))
+        stopped.setdefault(record.get(RECORD_BOOT_ID), float(record[RECORD_AT]))
     ordered = sorted(booted.items(), key=lambda item: item[1])
     found = []
     for index, (boot_id, at) in enumerate(ordered):

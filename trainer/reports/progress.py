@@ -20,10 +20,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from trainer.atomic_write import write_bytes_atomic
 from trainer.config import UserError
-from trainer.reports.status import RunRecord, StatusWriter
+from trainer.reports.status import METRICS_FILE, RunRecord, StatusWriter
 
 log = logging.getLogger(__name__)
-METRICS_FILE = "metrics.jsonl"
 # The record each process of a run writes first: a resumed run's time is their sum.
 START_RECORD = "start"
 

@@ -24,6 +24,8 @@ from trainer.atomic_write import write_json_atomic
 # started again) uploads them.
 UPLOAD_PENDING = "finished-upload-pending"
 STATUS_FILE = "status.json"
+METRICS_FILE = "metrics.jsonl"
+"""The run's records, one JSON object a line (trainer.reports.progress writes them)."""
 STATES = ("running", "preempted", "stopped", "finished", UPLOAD_PENDING, "failed")
 # What a run that starts again was, when it did not ask to stop: evicted after a notice,
 # or still `running` when its box went down under it.

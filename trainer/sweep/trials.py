@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from trainer.atomic_write import write_json_atomic
+from trainer.reports.status import METRICS_FILE
 from trainer.sweep.space import trial_flags
 from trainer.sweep.spec import SweepSpec
 
 LOG_FILE = "train.log"
 LAUNCH_FILE = "launch.json"
-METRICS_FILE = "metrics.jsonl"
 
 
 def _cores() -> int:

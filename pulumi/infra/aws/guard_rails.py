@@ -1,4 +1,5 @@
-"""Guard rails 2 and 3 of DESIGN.md for AWS, plus the idle alarm behind the watchdog.
+"""The daily stop and the budget guard rails (docs/guard-rails.md) for AWS, plus the idle
+alarm behind the watchdog.
 
 - a daily hard stop: an EventBridge Scheduler schedule calling the universal target
   `ec2:stopInstances` through a role allowed only that, on these instances;
@@ -19,6 +20,7 @@ import pulumi
 import pulumi_aws as aws
 
 from box import contract
+from box.watchdog_config import daily_time
 from infra.aws import access
 from stack.config import COST_SCOPE_TAG, StackConfig
 
@@ -108,7 +110,7 @@ def _service_role(
 
 def daily_cron(hh_mm: str) -> str:
     """EventBridge Scheduler's six-field cron for every day at HH:MM."""
-    hours, minutes = (int(part) for part in hh_mm.split(":"))
+    hours, minutes = daily_time(hh_mm)
     return f"cron({minutes} {hours} * * ? *)"
 
 

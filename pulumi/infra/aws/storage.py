@@ -11,8 +11,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from box.packing import Programs
 from stack import storage_layout
+from stack.box_packing import Programs
 from stack.config import StackConfig
 
 INCOMPLETE_UPLOAD_DAYS = 1

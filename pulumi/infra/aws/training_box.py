@@ -32,14 +32,15 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from box import packing
 from infra.aws import access, guard_rails
 from infra.aws.network import AwsNetwork, declare_network
 from infra.aws.registry import declare_registry
 from infra.aws.spot_requests import SpotRequestGuard, spot_request_valid_until
 from infra.aws.storage import declare_box_programs, declare_storage
 from infra.training_box import TrainingBox, box_user_data
+from stack import box_packing
 from stack.config import StackConfig
+from stack.outputs import StackOutput
 
 SSH_USER = "ubuntu"
 
@@ -68,7 +69,7 @@ class AwsTrainingBox(TrainingBox):
         super().__init__(name, config, opts)
         network = declare_network(name, config, self._tags, parent=self)
         bucket = declare_storage(name, config, self)
-        programs = packing.build_programs()
+        programs = box_packing.build_programs()
         programs_object = declare_box_programs(name, bucket, programs, self._tags, self)
         repository = declare_registry(name, self._tags, self)
         profile = access.declare_access(name, bucket, repository, self._tags, self)
@@ -108,9 +109,9 @@ class AwsTrainingBox(TrainingBox):
             image_repository=repository.repository_url,
             # What the first box really boots (kept by ignore_changes), to pin it with.
             cloud_outputs={
-                "amiId": instances[0].ami,
+                StackOutput.AMI_ID: instances[0].ami,
                 # `fab train --hours` moves this schedule's start past the run's deadline.
-                "dailyStopSchedules": pulumi.Output.all(daily_stop.name),
+                StackOutput.DAILY_STOP_SCHEDULES: pulumi.Output.all(daily_stop.name),
             },
         )
 

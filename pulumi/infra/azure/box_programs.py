@@ -19,8 +19,8 @@ from typing import Any
 import pulumi
 from pulumi import dynamic
 
-from box.packing import Programs
 from stack import storage_layout
+from stack.box_packing import Programs
 
 
 class BoxProgramsBlob(dynamic.Resource, module="glucose-training", name="BoxProgramsBlob"):

@@ -24,7 +24,7 @@ import pulumi
 from pulumi_azure_native import compute, consumption, devtestlab, logic, monitor, resources
 
 from box.contract import DEADLINE_TAG
-from box.watchdog_config import ARM_API_VERSION, ARM_TAGS_API_VERSION, ARM_TAGS_PATH
+from box.watchdog_config import ARM_API_VERSION, ARM_TAGS_API_VERSION, ARM_TAGS_PATH, daily_time
 from infra.azure.access import (
     POWER_ON_OFF,
     SERVICE_PRINCIPAL,
@@ -87,7 +87,7 @@ def daily_stop_properties(config: StackConfig, vm_id: pulumi.Input[str]) -> dict
     return {
         "status": "Enabled",  # the SDK's default is Disabled
         "taskType": "ComputeVmShutdownTask",
-        "dailyRecurrence": {"time": config.auto_shutdown_time.replace(":", "")},  # HHmm
+        "dailyRecurrence": {"time": "{:02d}{:02d}".format(*daily_time(config.auto_shutdown_time))},
         "timeZoneId": windows_time_zone(config.auto_shutdown_time_zone),
         "targetResourceId": vm_id,
         "notificationSettings": {

@@ -2,7 +2,7 @@
 
 `fab train --hours H` gives a run a deadline past the nightly stop: `fab` writes it on
 every VM of the stack as the tag `glucose-deadline` (box.contract.DEADLINE_TAG, UTC
-`YYYY-MM-DDTHH:MM:SSZ`) and, when it is later than the next daily stop, turns each VM's
+as DEADLINE_TAG_FORMAT) and, when it is later than the next daily stop, turns each VM's
 daily-stop schedule off. Every 5 minutes the keeper reads each VM (its tags and power
 state) and its schedule, and per VM does at most one thing:
 
@@ -28,6 +28,7 @@ decision), about 26,000 a VM-month at the 5-minute recurrence.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import compute, devtestlab, logic, resources
 
-from box.contract import DEADLINE_TAG
+from box.contract import DEADLINE_TAG, DEADLINE_TAG_FORMAT
 from box.watchdog_config import ARM_API_VERSION
 from infra.azure.access import (
     POWER_ON_OFF,
@@ -64,7 +65,7 @@ RECOVER = "deallocated-before-deadline"
 DEALLOCATED = "PowerState/deallocated"
 # What "now" is compared with when there is no deadline (the comparison is made all
 # the same, see `_decision`): a time never reached.
-NEVER = "9999-12-31T23:59:59Z"
+NEVER = datetime.datetime(9999, 12, 31, 23, 59, 59).strftime(DEADLINE_TAG_FORMAT)
 
 
 @dataclass(frozen=True)

@@ -32,14 +32,15 @@ from __future__ import annotations
 import pulumi
 from pulumi_azure_native import authorization, compute, network, resources
 
-from box import packing
 from infra.azure import access, guard_rails, keeper
 from infra.azure.box_programs import BoxProgramsBlob
 from infra.azure.network import declare_network, declare_nic, declare_public_ip, private_ip
 from infra.azure.registry import IMAGE_NAME, declare_registry
 from infra.azure.storage import declare_storage
 from infra.training_box import TrainingBox, box_user_data
+from stack import box_packing
 from stack.config import StackConfig
+from stack.outputs import StackOutput
 
 SSH_USER = "azureuser"
 IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
@@ -87,7 +88,7 @@ class AzureTrainingBox(TrainingBox):
         deployer_data = access.declare_deployer_access(
             name, container, registry, client, self._deployer_principal_type(), self
         )
-        programs = packing.build_programs()
+        programs = box_packing.build_programs()
         programs_blob = BoxProgramsBlob(
             f"{name}-box-programs",
             account.name,
@@ -130,7 +131,9 @@ class AzureTrainingBox(TrainingBox):
             image_repository=pulumi.Output.concat(registry.login_server, "/", IMAGE_NAME),
             # What `fab` turns off for a run past the nightly stop (and back on).
             cloud_outputs={
-                "dailyStopSchedules": pulumi.Output.all(*[s.id for s in stops]).apply(list)
+                StackOutput.DAILY_STOP_SCHEDULES: pulumi.Output.all(*[s.id for s in stops]).apply(
+                    list
+                )
             },
         )
 

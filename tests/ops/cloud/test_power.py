@@ -15,6 +15,7 @@ import pytest
 from invoke.exceptions import Exit
 
 from ops.cloud import api as power
+from ops.cloud.power import GONE, RUNNING, STARTING, STOPPED
 from ops.target.resolve import from_outputs
 from tests.fixtures.clouds import VM, instances, target_outputs
 from tests.ops.conftest import FAB
@@ -28,8 +29,8 @@ def test_aws_says_which_box_is_stopped_and_what_stopped_it(ec2):
     ec2.stop_instances(InstanceIds=[stopped])
     boxes = power.states(from_outputs(target_outputs("aws", [running, stopped]), "stack test"))
     assert [(box.node, box.box_id, box.state) for box in boxes] == [
-        (0, running, power.RUNNING),
-        (1, stopped, power.STOPPED),
+        (0, running, RUNNING),
+        (1, stopped, STOPPED),
     ]
     assert "stopped from outside the box" in boxes[1].why
 
@@ -38,27 +39,27 @@ def test_aws_start_starts_every_stopped_box(ec2):
     ids = instances(ec2, 2)
     ec2.stop_instances(InstanceIds=ids)
     after = power.start(from_outputs(target_outputs("aws", ids), "stack test"))
-    assert {box.state for box in after} <= {power.RUNNING, power.STARTING}
+    assert {box.state for box in after} <= {RUNNING, STARTING}
 
 
 def test_an_aws_box_that_is_gone_says_so(ec2):
     (instance,) = instances(ec2, 1)
     ec2.terminate_instances(InstanceIds=[instance])
     (box,) = power.states(from_outputs(target_outputs("aws", [instance]), "stack test"))
-    assert box.state == power.GONE
+    assert box.state == GONE
 
 
 def test_azure_reads_each_vms_power_with_the_deployers_token(azure):
     target = from_outputs(target_outputs("azure", [VM.format(0), VM.format(1)]), "stack test")
     boxes = power.states(target)
-    assert [box.state for box in boxes] == [power.RUNNING, power.STOPPED]
+    assert [box.state for box in boxes] == [RUNNING, STOPPED]
     assert "deallocated" in boxes[1].why
     assert {token for _, token in azure.state.requests} == {"deployer-token"}
 
 
 def test_azure_start_starts_the_deallocated_vm_and_leaves_the_running_one(azure):
     target = from_outputs(target_outputs("azure", [VM.format(0), VM.format(1)]), "stack test")
-    assert [box.state for box in power.start(target)] == [power.RUNNING, power.RUNNING]
+    assert [box.state for box in power.start(target)] == [RUNNING, RUNNING]
     posts = [path for path, _ in azure.state.requests if path.endswith("/start")]
     assert posts == [f"{VM.format(1)}/start"]
 

@@ -140,7 +140,7 @@ def test_bad_request_lists_every_problem():
 
 
 def test_forward_flops_match_the_hand_count_of_resnet34_1d():
-    # 40.6M multiply-accumulates at L=100, FACTS.md's 81 MFLOP.
+    # 40.6M multiply-accumulates at L=100: 81.3 MFLOP a window (docs/costs.md).
     assert throughput.forward_flops_per_window(100) == 81_294_080
 
 

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from invoke.exceptions import Exit
 
-from box import contract, packing
+from box import contract
 from ops.remote import update as box_update
 from ops.remote.ssh import Box
 from ops.target.resolve import load_target_file
+from stack import box_packing
 from tests.ops.conftest import LocalBox, assert_one_line_error, make_local_box
 
 pytestmark = pytest.mark.e2e  # sshd
@@ -69,16 +70,16 @@ def test_box_update_installs_the_programs_a_new_box_fetches_with_the_stacks_sett
     result = cloud_box.fab("box-update")
     assert result.returncode == 0, result.stderr
     current = _installed(cloud_box, f"{contract.PROGRAM_DIR}/{contract.CURRENT}")
-    with tarfile.open(fileobj=io.BytesIO(packing.build_programs().archive)) as archive:
+    with tarfile.open(fileobj=io.BytesIO(box_packing.build_programs().archive)) as archive:
         for member in archive.getmembers():
             installed = current / member.name
             assert installed.read_bytes() == archive.extractfile(member).read(), member.name
             assert stat.S_IMODE(installed.stat().st_mode) == member.mode, member.name
     unit = _installed(cloud_box, f"{contract.UNIT_DIR}/glucose-watchdog.service")
-    assert unit.read_text() == (current / "glucose-watchdog.service").read_text()
+    assert unit.read_text() == (current / "box" / "glucose-watchdog.service").read_text()
     watchdog = json.loads(_installed(cloud_box, contract.WATCHDOG_CONFIG_PATH).read_text())
     assert (watchdog["cloud"], watchdog["idle_shutdown_minutes"]) == ("aws", 45)
-    short = packing.build_programs().sha256[:12]
+    short = box_packing.build_programs().sha256[:12]
     assert f"box programs {short} installed (watchdog: idle_shutdown_minutes=45)" in result.stdout
 
 
@@ -92,7 +93,7 @@ def test_box_update_on_a_nearly_full_disk_changes_nothing_and_says_why(cloud_box
     opt.symlink_to(tmpfs("300k"))
     for item in moved.iterdir():
         (opt / item.name).symlink_to(item)
-    result = cloud_box.fab("box-update", "--idle-shutdown-minutes", "70")
+    result = cloud_box.fab("box-update", "--idle-shutdown-minutes", "40")
     assert_one_line_error(result, "box-update failed", "KB free", "nothing was changed")
     assert (opt / contract.CURRENT).resolve().name == before.name
     assert _watchdog_json(cloud_box)["idle_shutdown_minutes"] == 45
@@ -196,8 +197,25 @@ def test_settings_nobody_has_take_cloud_inits_defaults(cloud_box, connect):
 
 
 def test_the_flag_overrides_the_stacks_idle_minutes(cloud_box):
-    assert cloud_box.fab("box-update", "--idle-shutdown-minutes", "70").returncode == 0
-    assert _watchdog_json(cloud_box)["idle_shutdown_minutes"] == 70
+    assert cloud_box.fab("box-update", "--idle-shutdown-minutes", "20").returncode == 0
+    assert _watchdog_json(cloud_box)["idle_shutdown_minutes"] == 20
+
+
+def test_an_idle_stop_the_stack_refuses_is_refused_in_one_line(cloud_box):
+    assert_one_line_error(
+        cloud_box.fab("box-update", "--idle-shutdown-minutes", "2"),
+        "idleShutdownMinutes: got 2, expected 5 to 1440",
+    )
+    assert list(cloud_box.fs.iterdir()) == []
+
+
+def test_on_aws_an_idle_stop_longer_than_the_stacks_alarm_is_refused(cloud_box):
+    # The stack's CloudWatch alarm would stop the box after its 45 idle minutes anyway.
+    assert_one_line_error(
+        cloud_box.fab("box-update", "--idle-shutdown-minutes", "70"),
+        "longer than the stack's idle alarm",
+        "after 45 idle minutes",
+    )
 
 
 def test_without_idle_minutes_anywhere_the_flag_is_asked_for(cloud_box):
@@ -220,7 +238,7 @@ def test_a_setting_that_does_not_fit_is_refused_in_one_line(cloud_box, connect):
 def test_dry_run_says_what_each_box_would_get_and_changes_nothing(cloud_box):
     result = cloud_box.fab("box-update", "--dry-run")
     assert result.returncode == 0, result.stderr
-    short = packing.build_programs().sha256[:12]
+    short = box_packing.build_programs().sha256[:12]
     assert f"would install box programs {short} with settings idle_shutdown_minutes=45" in (
         result.stdout
     )

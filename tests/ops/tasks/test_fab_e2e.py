@@ -351,8 +351,8 @@ def _box_program(box: LocalBox, box_engine, program: str, *args: str) -> str:
     env = {**os.environ, "GLUCOSE_WATCHDOG_CONFIG": str(config),
            "DOCKER_HOST": box_engine.docker_host}  # fmt: skip
     done = subprocess.run(
-        ["python3", str(REPO / "box" / program), *args],
-        env=env, capture_output=True, text=True, timeout=300, check=False,
+        ["python3", "-m", f"box.{Path(program).stem}", *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout

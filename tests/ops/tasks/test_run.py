@@ -21,3 +21,12 @@ def test_train_on_a_dataset_storage_lacks_is_one_line_before_any_image_work(
         "fab upload-data",
     )
     assert docker.calls() == []  # no build, no push
+
+
+def test_a_bad_trainer_flag_is_one_line_before_anything_ships(local_box, recording_tool):
+    docker = recording_tool("docker")
+    result = local_box.fab("train", "--dataset", "synth-small", "--trainer-args", "--epochs 0")
+    assert_one_line_error(result, "--epochs 0: must be at least 1")
+    result = local_box.fab("train", "--dataset", "synth-small", "--trainer-args", "--epocs 3")
+    assert_one_line_error(result, "trainer flags: unrecognized arguments: --epocs 3")
+    assert docker.calls() == []  # no build, no push, no dataset fetch

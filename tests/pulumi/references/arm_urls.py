@@ -182,7 +182,7 @@ def arm_read_urls() -> dict[str, str]:
 
 
 def watchdog_deallocate_url() -> str:
-    """What the box's watchdog sends (tests/box/test_watchdog_billing_stop.py proves the
+    """What the box's watchdog sends (tests/box/test_billing_stop.py proves the
     form: `<arm_url><VM id>/deallocate?api-version=<arm_api_version>`)."""
     config = WatchdogConfig("azure", 30)
     return f"{config.arm_url}{VM_ID}/deallocate?api-version={config.arm_api_version}"

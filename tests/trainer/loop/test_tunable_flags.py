@@ -7,8 +7,17 @@ import json
 import pytest
 
 from tests.trainer.conftest import tiny_run_config
-from trainer.__main__ import _parser, _run_config, main
-from trainer.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
+from trainer.__main__ import _parser, main
+from trainer.config import (
+    TRAIN_CONFIGS,
+    DataConfig,
+    ModelConfig,
+    OptimConfig,
+    TrainConfig,
+    UserError,
+    check_train_flags,
+    run_config_from_flags,
+)
 from trainer.loop.train import train
 
 # (flag, value given, config section, field, value expected there)
@@ -43,7 +52,8 @@ NOT_FLAGS = {"data_dir", "run_dir", "world_size", "per_rank_batch_size"}
 
 
 def _config(*flags: str):
-    return _run_config(_parser().parse_args(["train", "--data", "d", "--run-dir", "r", *flags]))
+    args = _parser().parse_args(["train", "--data", "d", "--run-dir", "r", *flags])
+    return run_config_from_flags(args)
 
 
 @pytest.mark.parametrize(("flag", "given", "section", "field", "expected"), FLAGS)
@@ -59,6 +69,22 @@ def test_every_value_the_configs_hold_has_a_flag():
         for field in dataclasses.fields(config)
     }
     assert held - NOT_FLAGS == {field for _, _, _, field, _ in FLAGS}
+
+
+def test_each_flag_has_its_fields_default_and_help_and_no_other():
+    train = _parser()._subparsers._group_actions[0].choices["train"]
+    actions = {action.dest: action for action in train._actions if action.dest != "help"}
+    fields = {
+        field.name: field
+        for config in TRAIN_CONFIGS
+        for field in dataclasses.fields(config)
+        if "help" in field.metadata
+    }
+    assert set(actions) == set(fields)
+    for name, field in fields.items():
+        if field.default is not dataclasses.MISSING:
+            assert actions[name].default == field.default, name
+        assert (actions[name].help or "") == field.metadata["help"], name
 
 
 def test_flags_left_out_give_the_configs_own_defaults():
@@ -92,6 +118,29 @@ def test_a_value_out_of_bounds_is_one_line_naming_flag_value_and_bounds(
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and f"{flag} {value}:" in err
     assert "expected" in err or "must" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--epochs", "0"], "--epochs 0: must be at least 1"),
+        (["--kernel-size", "4"], "--kernel-size 4: expected an odd width"),
+        (["--no-such-flag"], "trainer flags: unrecognized arguments: --no-such-flag"),
+        (["--precision", "fp8"], "argument --precision: invalid choice: 'fp8'"),
+    ],
+)
+def test_fab_checks_trainer_flags_with_the_trainers_own_parser(flags, said):
+    with pytest.raises(UserError, match=said):
+        check_train_flags(flags)
+
+
+def test_flags_fab_checks_are_what_the_trainer_runs():
+    config = check_train_flags(["--epochs", "3", "--grad-clip", "0.5", "--skip-test"])
+    assert (config.train.epochs, config.optim.grad_clip_norm, config.train.skip_test) == (
+        3,
+        0.5,
+        True,
+    )
 
 
 def test_a_name_with_a_line_break_is_refused(tmp_path, capsys):

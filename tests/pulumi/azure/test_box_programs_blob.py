@@ -12,9 +12,8 @@ import urllib.parse
 
 import pytest
 
-from box import packing
 from infra.azure.box_programs import blob_provider
-from stack import storage_layout
+from stack import box_packing, storage_layout
 from stack.blob_upload import BlobUploadError, put_blob
 from tests.fakes.provider_host import run_in_provider_host
 
@@ -28,7 +27,7 @@ EOF
 
 
 def _props(container: str) -> dict:
-    programs = packing.build_programs()
+    programs = box_packing.build_programs()
     return {
         "account": "devstoreaccount1",
         "container": container,
@@ -55,7 +54,7 @@ def test_the_archive_reaches_a_keyless_account_with_the_deployers_token(keyless_
     created = run_in_provider_host(blob_provider(), "create", props, env=env, cwd=tmp_path)
     assert created["id"] == f"devstoreaccount1/{container}/{props['key']}"
     stored = keyless_blob.request("GET", f"{container}/{urllib.parse.quote(props['key'])}")
-    assert stored == packing.build_programs().archive
+    assert stored == box_packing.build_programs().archive
 
 
 @pytest.mark.e2e

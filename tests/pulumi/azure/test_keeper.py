@@ -12,7 +12,7 @@ import datetime
 
 import pytest
 
-from box.contract import DEADLINE_TAG
+from box.contract import DEADLINE_TAG, DEADLINE_TAG_FORMAT
 from box.watchdog_config import ARM_API_VERSION
 from infra.azure.keeper import EXPIRE, RECOVER, RESTORE_STOP, KeptBox, keeper_workflow
 from tests.fakes import azure_program
@@ -86,7 +86,7 @@ def test_a_passed_deadline_deallocates_the_box_deletes_the_tag_and_restores_the_
 
 
 def test_the_deadline_itself_is_passed():
-    deadline = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+    deadline = NOW.strftime(DEADLINE_TAG_FORMAT)  # as `fab` writes it (ops/cloud/azure.py)
     actions = _decide(RECOVERING, _vm(deadline), _schedule("Disabled"))
     assert ("POST", f"{ARM}{VM_ID}/deallocate") in _calls(actions)
 

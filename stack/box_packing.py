@@ -1,8 +1,8 @@
 """The box programs as one archive, built where `pulumi up` and `fab box-update` run.
 
-The archive holds every program, script and systemd unit in box/ but the packer
-itself and the first-boot files (which travel in the user data): a plain ustar tar
-with flat names, root-owned, dated 1970, ASCII only. The same source gives the same
+The archive holds the package box/ (every program, script and systemd unit in it) but
+the first-boot files (which travel in the user data): a plain ustar tar whose names are
+`box/<file>`, root-owned, dated 1970, ASCII only. The same source gives the same
 bytes on every machine and every run, so its sha256 names one build: a new box's user
 data pins it (box/bootstrap.py checks it), `fab box-update` sends it, and
 box-version.json on a box says which one it runs. Kept as text rather than
@@ -18,14 +18,18 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from box.watchdog_config import WatchdogConfig
+import box
+from box import bootstrap
+from box.watchdog_config import WatchdogConfig, guard_problems
 
-BOX_DIR = Path(__file__).resolve().parent
+BOX_DIR = Path(box.__file__).resolve().parent
+PACKAGE = BOX_DIR.name
+"""The archive's one folder: the box runs `python3 -m box.<program>` beside it."""
+INSTALLER = bootstrap.INSTALLER
+"""The archive's members `python3 -m box.install` runs from before the set is installed."""
 SHIPPED_SUFFIXES = (".py", ".sh", ".service", ".timer")
-PACKER_FILES = ("__init__.py", "packing.py", "cloud_init.py")
-"""Run here, not on the box."""
 FIRST_BOOT_FILES = ("bootstrap.py", "glucose-bootstrap.service")
-"""In the user data (box/cloud_init.py): what fetches the archive cannot be in it."""
+"""In the user data (stack/cloud_init.py): what fetches the archive cannot be in it."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ def shipped_sources() -> list[Path]:
     return sorted(
         path
         for path in BOX_DIR.iterdir()
-        if path.suffix in SHIPPED_SUFFIXES and path.name not in PACKER_FILES + FIRST_BOOT_FILES
+        if path.suffix in SHIPPED_SUFFIXES and path.name not in FIRST_BOOT_FILES
     )
 
 
@@ -57,7 +61,7 @@ def build_programs() -> Programs:
             data = source.read_bytes()
             if not data.isascii() or b"\r" in data:
                 raise ValueError(f"{source} must be plain ASCII text with Unix newlines")
-            member = tarfile.TarInfo(source.name)
+            member = tarfile.TarInfo(f"{PACKAGE}/{source.name}")
             member.size = len(data)
             member.mode = 0o755 if data.startswith(b"#!") else 0o644
             member.uname = member.gname = "root"
@@ -69,5 +73,9 @@ def build_programs() -> Programs:
 def settings_text(cloud: str, **guard: object) -> str:
     """watchdog.json for a box of `cloud` with these guard settings (GUARD_SETTINGS' box
     keys; left out: the programs' defaults). ValueError naming every bad one, so a bad
-    setting fails at `pulumi preview` or in `fab box-update`, not on a booting box."""
+    setting fails at `pulumi preview` or in `fab box-update`, not on a booting box; a
+    setting out of its range (GuardSetting.limits, the stack's) is refused here too."""
+    problems = guard_problems(guard)
+    if problems:
+        raise ValueError("; ".join(problems))
     return WatchdogConfig(cloud=cloud, **guard).to_json()

@@ -8,29 +8,33 @@ import tarfile
 
 import pytest
 
-from box import packing
+from stack import box_packing
 from tests.fakes.fake_box import box_python
 from tests.paths import BOX_DIR
 
 
 def _members() -> dict[str, tuple[bytes, int]]:
-    programs = packing.build_programs()
+    programs = box_packing.build_programs()
     with tarfile.open(fileobj=io.BytesIO(programs.archive)) as tar:
+        members = tar.getmembers()
+        assert {member.name.split("/")[0] for member in members} == {box_packing.PACKAGE}
         return {
-            member.name: (tar.extractfile(member).read(), stat.S_IMODE(member.mode))
-            for member in tar.getmembers()
+            member.name.split("/", 1)[1]: (
+                tar.extractfile(member).read(),
+                stat.S_IMODE(member.mode),
+            )
+            for member in members
         }
 
 
-def test_the_archive_holds_every_box_file_but_the_packer_and_the_first_boot_ones():
+def test_the_archive_holds_the_box_package_but_the_first_boot_files():
     shipped = {
         path.name
         for path in BOX_DIR.iterdir()
         if path.suffix in (".py", ".sh", ".service", ".timer")
     }
-    left_out = set(packing.PACKER_FILES) | set(packing.FIRST_BOOT_FILES)
-    assert set(_members()) == shipped - left_out
-    assert {"watchdog.py", "install.py", "contract.py", "setup-box.sh"} <= set(_members())
+    assert set(_members()) == shipped - set(box_packing.FIRST_BOOT_FILES)
+    assert {"__init__.py", "watchdog.py", "install.py", "contract.py"} <= set(_members())
 
 
 def test_every_box_file_is_in_the_archive_as_its_source():
@@ -47,7 +51,7 @@ def test_programs_are_executable_and_libraries_are_not():
 
 
 def test_the_archive_is_the_same_bytes_every_time_and_its_name_is_their_sha256():
-    first, second = packing.build_programs(), packing.build_programs()
+    first, second = box_packing.build_programs(), box_packing.build_programs()
     assert first.archive == second.archive
     assert first.sha256 == second.sha256
     with tarfile.open(fileobj=io.BytesIO(first.archive)) as tar:
@@ -55,7 +59,7 @@ def test_the_archive_is_the_same_bytes_every_time_and_its_name_is_their_sha256()
 
 
 def test_the_archive_is_text_the_providers_take_as_a_string():
-    programs = packing.build_programs()
+    programs = box_packing.build_programs()
     assert programs.text.encode("ascii") == programs.archive
 
 
@@ -65,7 +69,7 @@ def test_the_programs_unpack_and_import_with_the_boxes_own_python(tmp_path, pyth
     if interpreter is None:
         pytest.skip("no python3.10 here to unpack the archive as the box would")
     archive = tmp_path / "programs.tar"
-    archive.write_bytes(packing.build_programs().archive)
+    archive.write_bytes(box_packing.build_programs().archive)
     unpacked = tmp_path / "release"
     subprocess.run(
         [interpreter, "-m", "tarfile", "-e", str(archive), str(unpacked)],
@@ -74,7 +78,7 @@ def test_the_programs_unpack_and_import_with_the_boxes_own_python(tmp_path, pyth
         timeout=60,
     )
     done = subprocess.run(
-        [interpreter, "-S", "-c", "import watchdog, resume, stop_records, install"],
+        [interpreter, "-S", "-c", "from box import watchdog, resume, stop_records, install"],
         cwd=unpacked,
         env={"PYTHONDONTWRITEBYTECODE": "1"},
         capture_output=True,
@@ -82,9 +86,9 @@ def test_the_programs_unpack_and_import_with_the_boxes_own_python(tmp_path, pyth
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert sorted(path.name for path in unpacked.iterdir()) == sorted(_members())
+    assert sorted(path.name for path in (unpacked / "box").iterdir()) == sorted(_members())
 
 
 def test_a_bad_setting_fails_in_the_packer_not_on_the_box():
-    with pytest.raises(ValueError, match="hung_trainer_minutes is 0"):
-        packing.settings_text("aws", idle_shutdown_minutes=30, hung_trainer_minutes=0)
+    with pytest.raises(ValueError, match="hungTrainerMinutes: got 0, expected 10 to 1440"):
+        box_packing.settings_text("aws", idle_shutdown_minutes=30, hung_trainer_minutes=0)

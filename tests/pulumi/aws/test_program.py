@@ -11,15 +11,15 @@ import pulumi
 import pytest
 import yaml
 
-from box import contract, packing
-from box.cloud_init import ProgramsSource, render_cloud_init
+from box import contract
 from box.watchdog_config import WatchdogConfig
 from infra.aws import access as aws_iam
 from infra.aws import guard_rails as aws_guard_rails
 from infra.aws import network as aws_network
 from infra.aws import storage as aws_storage
 from infra.aws import training_box as aws
-from stack import catalog, storage_layout
+from stack import box_packing, catalog, storage_layout
+from stack.cloud_init import ProgramsSource, render_cloud_init
 from stack.config import validate
 from tests.fakes.aws_program import (
     ACCOUNT_ID,
@@ -221,9 +221,9 @@ def test_spot_request_brings_the_box_back_for_a_year_not_ec2s_default_week(spot_
 
 
 def test_user_data_is_the_shared_cloud_init_pointing_at_the_programs_in_the_bucket(box):
-    programs = packing.build_programs()
+    programs = box_packing.build_programs()
     packed = base64.b64decode(box.one(INSTANCE).inputs["userDataBase64"])
-    settings = packing.settings_text(
+    settings = box_packing.settings_text(
         "aws",
         idle_shutdown_minutes=45,
         daily_stop_time="21:30",
@@ -241,7 +241,7 @@ def test_user_data_is_the_shared_cloud_init_pointing_at_the_programs_in_the_buck
 
 
 def test_the_programs_are_in_the_bucket_before_any_box_boots(spot_pair):
-    programs = packing.build_programs()
+    programs = box_packing.build_programs()
     archive = spot_pair.one(PROGRAMS_OBJECT)
     assert archive.inputs["bucket"] == spot_pair.one(BUCKET).id
     assert archive.inputs["key"] == storage_layout.box_programs_key(programs.sha256)

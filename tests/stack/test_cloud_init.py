@@ -12,8 +12,10 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from box import contract, packing
-from box.cloud_init import (
+from box import contract
+from box.watchdog_config import GUARD_SETTINGS
+from stack import box_packing
+from stack.cloud_init import (
     BOOTSTRAP_PATH,
     SOURCE_PATH,
     USER_DATA_BUDGET_BYTES,
@@ -22,7 +24,6 @@ from box.cloud_init import (
     encode_user_data,
     render_cloud_init,
 )
-from box.watchdog_config import GUARD_SETTINGS
 from tests.paths import BOX_DIR
 
 AWS_USER_DATA_LIMIT_BYTES = 16 * 1024  # raw, before base64
@@ -43,7 +44,7 @@ def _source(cloud="aws", **overrides) -> ProgramsSource:
 
 
 def _render(cloud="aws", ssh_user="ubuntu", **guard):
-    settings = packing.settings_text(cloud, **({"idle_shutdown_minutes": 30} | guard))
+    settings = box_packing.settings_text(cloud, **({"idle_shutdown_minutes": 30} | guard))
     return render_cloud_init(_source(cloud, ssh_user=ssh_user), settings)
 
 
@@ -184,13 +185,13 @@ def test_rendered_config_is_accepted_by_the_box_program(tmp_path):
 
 
 def test_bad_arguments_are_all_named_in_one_error():
-    settings = packing.settings_text("aws", idle_shutdown_minutes=30)
+    settings = box_packing.settings_text("aws", idle_shutdown_minutes=30)
     with pytest.raises(ValueError, match=r"cloud is 'gcp'.*ssh_user is 'Root User'"):
         render_cloud_init(_source("gcp", ssh_user="Root User"), settings)
 
 
 def test_bad_idle_minutes_fail_before_any_vm_boots():
-    with pytest.raises(ValueError, match="idle_shutdown_minutes is 0"):
+    with pytest.raises(ValueError, match="idleShutdownMinutes: got 0, expected 5 to 1440"):
         _render(idle_shutdown_minutes=0)
 
 
@@ -210,7 +211,7 @@ def test_encoded_user_data_is_stable_between_renders():
 
 def test_the_largest_user_data_stays_in_its_budget_and_says_what_is_left():
     # The longest values a stack can give: a 63-character bucket, the longest zone.
-    settings = packing.settings_text(
+    settings = box_packing.settings_text(
         "aws",
         idle_shutdown_minutes=1440,
         hung_trainer_minutes=1440,

@@ -9,11 +9,10 @@ import pulumi
 import pytest
 import yaml
 
-from box import packing
-from box.cloud_init import BOOTSTRAP_PATH, SOURCE_PATH
 from infra.azure.names import bounded
 from infra.azure.training_box import AzureTrainingBox, security_profile
-from stack import catalog, storage_layout
+from stack import box_packing, catalog, storage_layout
+from stack.cloud_init import BOOTSTRAP_PATH, SOURCE_PATH
 from stack.config import validate
 from tests.fakes.arm import SUBSCRIPTION
 from tests.fakes.azure_program import (
@@ -248,12 +247,12 @@ def test_vm_boots_the_box_cloud_init(on_demand):
     assert (watchdog["cloud"], watchdog["idle_shutdown_minutes"]) == ("azure", 45)
     source = json.loads(files[SOURCE_PATH])
     assert (source["storage"], source["ssh_user"]) == (on_demand.exports["storageUri"], "azureuser")
-    assert source["sha256"] == packing.build_programs().sha256
+    assert source["sha256"] == box_packing.build_programs().sha256
 
 
 def test_the_programs_are_uploaded_with_the_deployers_grant_before_any_box_boots(on_demand):
     archive = on_demand.one(PROGRAMS_BLOB)
-    programs = packing.build_programs()
+    programs = box_packing.build_programs()
     assert archive.inputs["key"] == storage_layout.box_programs_key(programs.sha256)
     assert archive.inputs["archive"] == programs.text
     assert on_demand.named("glucose-deployer-blob").urn in archive.dependencies

@@ -2,9 +2,9 @@
 
 It carries the first-boot files alone: the box's settings (watchdog.json),
 box-source.json (where in the stack's storage the programs' archive is and the
-sha256 it must have: box/packing.py), bootstrap.py and its unit. runcmd enables the
+sha256 it must have: stack/box_packing.py), bootstrap.py and its unit. runcmd enables the
 unit (for later boots) and runs the bootstrap once now: it fetches the archive with
-the box's own identity, installs it (install.py) and runs setup-box.sh, which turns
+the box's own identity, installs it (box/install.py) and runs setup-box.sh, which turns
 the guard on first and writes the `ready` marker last (or `failed`). The programs
 themselves never travel in the user data, so the box can grow without meeting the
 limit; `render_cloud_init`'s size is checked against USER_DATA_BUDGET_BYTES.
@@ -21,8 +21,9 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
-from box import contract, packing
+from box import contract
 from box.watchdog_config import GUARD_SETTINGS
+from stack import box_packing
 
 SOURCE_PATH = f"{contract.SETTINGS_DIR}/box-source.json"
 BOOTSTRAP_PATH = f"{contract.PROGRAM_DIR}/bootstrap.py"
@@ -50,7 +51,7 @@ class ProgramsSource:
 
 def render_cloud_init(source: ProgramsSource, settings: str) -> str:
     """The `#cloud-config` YAML text for one box; `settings` is its watchdog.json
-    (packing.settings_text). Hand the VM `encode_user_data(text)` (AWS
+    (box_packing.settings_text). Hand the VM `encode_user_data(text)` (AWS
     `user_data_base64`, Azure `osProfile.customData`). ValueError naming every bad
     argument."""
     problems = []
@@ -66,11 +67,11 @@ def render_cloud_init(source: ProgramsSource, settings: str) -> str:
     first_boot = [
         (contract.WATCHDOG_CONFIG_PATH, "0644", settings),
         (SOURCE_PATH, "0644", source_json + "\n"),
-        (BOOTSTRAP_PATH, "0755", (packing.BOX_DIR / "bootstrap.py").read_text()),
+        (BOOTSTRAP_PATH, "0755", (box_packing.BOX_DIR / "bootstrap.py").read_text()),
         (
             f"{contract.UNIT_DIR}/{BOOTSTRAP_UNIT}",
             "0644",
-            (packing.BOX_DIR / BOOTSTRAP_UNIT).read_text(),
+            (box_packing.BOX_DIR / BOOTSTRAP_UNIT).read_text(),
         ),
     ]
     lines = ["#cloud-config", f"# glucose-training box on {source.cloud}.", "write_files:"]

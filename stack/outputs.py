@@ -1,0 +1,30 @@
+"""The stack's outputs by name: what `pulumi up` exports and `fab` reads back (from the
+stack, or from a target file that holds the same keys). The names are a public contract
+(ARCHITECTURE.md, "`fab` target file"); the guard settings' outputs are their stack keys
+(`box.watchdog_config.GUARD_SETTINGS`)."""
+
+from __future__ import annotations
+
+
+class StackOutput:
+    """Each output's name."""
+
+    CLOUD = "cloud"
+    HOSTS = "hosts"
+    PRIVATE_HOSTS = "privateHosts"
+    BOX_IDS = "boxIds"
+    REGION = "region"
+    SSH_USER = "sshUser"
+    STORAGE_URI = "storageUri"
+    REGISTRY = "registry"
+    IMAGE_REPOSITORY = "imageRepository"
+    VM_SIZE = "vmSize"
+    GPU_COUNT = "gpuCount"
+    HOURLY_PRICE_USD = "hourlyPriceUsd"
+    SPOT = "spot"
+    MAX_RUN_HOURS = "maxRunHours"
+    AUTO_RECOVER = "autoRecover"
+    AMI_ID = "amiId"
+    """AWS only: the image the boxes booted."""
+    DAILY_STOP_SCHEDULES = "dailyStopSchedules"
+    """Azure only: each VM's daily-stop schedule id, rank order."""
