@@ -37,14 +37,20 @@ def _read_all(uri: str, prefix: str, where: str) -> list[RunRow]:
     return [read_run(store, run_id, prefix, where) for run_id in run_ids(store, prefix)]
 
 
+def sources(storage_uri: str | None, local_dir: Path) -> list[tuple[str, str, str]]:
+    """(store URI, the runs' prefix in it, what to call it) of each place runs are read
+    from: storage first."""
+    found = [(f"file://{local_dir.resolve()}", "", "local")] if local_dir.is_dir() else []
+    if storage_uri:
+        found.insert(0, (storage_uri, RUNS_PREFIX, "storage"))
+    return found
+
+
 def gather(storage_uri: str | None, local_dir: Path) -> Listing:
     """Rows from storage (when a stack or target names one) and from `local_dir`,
     newest first."""
     listing, found = Listing(), {}
-    sources = [(f"file://{local_dir.resolve()}", "", "local")] if local_dir.is_dir() else []
-    if storage_uri:
-        sources.insert(0, (storage_uri, RUNS_PREFIX, "storage"))
-    for uri, prefix, where in sources:
+    for uri, prefix, where in sources(storage_uri, local_dir):
         try:
             rows = _read_all(uri, prefix, where)
         except Exception as error:  # one source down must not hide the other

@@ -29,7 +29,8 @@ LOCAL_SWEEPS = "sweeps"
 _WIDE_COLUMNS = 200  # when piped, never squeeze the table
 
 
-def _storage_uri(target: str, stack: str, notes: list[str]) -> str | None:
+def storage_uri_or_note(target: str, stack: str, notes: list[str]) -> str | None:
+    """The stack's storage, or None with a note saying why it is not read."""
     try:
         return resolve_target(target or None, stack or None).storage_uri
     except Exit as error:  # no stack any more (`pulumi destroy`): the local runs still count
@@ -105,7 +106,7 @@ def runs(c, dataset="", state="", sweep="", json=False, local=LOCAL_RUNS, plot="
          target="", stack=""):  # fmt: skip
     """List every run with its state, settings, validation MAE, time and cost."""
     notes: list[str] = []
-    storage_uri = _storage_uri(target, stack, notes)
+    storage_uri = storage_uri_or_note(target, stack, notes)
     found = listing.gather(storage_uri, Path(local))
     notes += found.notes
     sweep_id = checked_name(sweep, "--sweep") if sweep else ""
