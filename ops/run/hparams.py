@@ -3,8 +3,10 @@
 TensorBoard's HParams dashboard (its table and parallel-coordinates view are a sweep's
 view) lists each folder with a session-start summary as a session: its hyperparameters
 are the run's settings (config.json flattened, as `fab runs` shows them, with its
-dataset, sweep and state), its metrics the `final/*` scalars written beside them from
-summary.json, and the trainer's own curves in the same folder. Written by `fab` from
+dataset, sweep and state), its metrics the `best_checkpoint/*` scalars written beside
+them from summary.json (the checkpoint the run kept, on validation and test), and the
+trainer's own curves in the same folder. The name sorts before the curves' `epoch/`, so
+the table shows these first. Written by `fab` from
 what a run left in storage, so runs that ended before this existed show too; the
 protocol buffers are TensorBoard's own, built without TensorFlow or torch.
 """
@@ -25,7 +27,7 @@ from ops.run.records import RunRow
 HPARAMS_FILE = "events.out.tfevents.0.fab-hparams"
 """A fixed name, rewritten at each gather; it sorts before the trainer's event files."""
 FINAL_METRICS = ("mae", "rmse", "mard")
-"""summary.json's `val` and `test` keys shown as `final/<split>_<key>`."""
+"""summary.json's `val` and `test` keys shown as `best_checkpoint/<split>_<key>`."""
 
 
 def hparams_of(row: RunRow) -> dict[str, Any]:
@@ -36,14 +38,14 @@ def hparams_of(row: RunRow) -> dict[str, Any]:
 
 
 def final_metrics(summary: dict | None) -> dict[str, float]:
-    """`final/val_mae` and the like, from summary.json (nothing before the run ends)."""
+    """`best_checkpoint/val_mae` and the like, from summary.json (none before the end)."""
     metrics = {}
     for split in ("val", "test"):
         values = (summary or {}).get(split)
         for key in FINAL_METRICS:
             value = values.get(key) if isinstance(values, dict) else None
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                metrics[f"final/{split}_{key}"] = float(value)
+                metrics[f"best_checkpoint/{split}_{key}"] = float(value)
     return metrics
 
 

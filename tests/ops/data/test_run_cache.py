@@ -67,7 +67,11 @@ def test_a_finished_run_shows_its_settings_and_final_metrics_as_hparams(stores):
     assert hparams["optim.lr"] == pytest.approx(1e-3)
     assert hparams["model.arch"] == "resnet18" and hparams["dataset"] == "synth"
     assert hparams["state"] == "finished" and ended
-    assert scalars == {"final/val_mae": 12.5, "final/val_rmse": 17.5, "final/test_mae": 13.5}
+    assert scalars == {
+        "best_checkpoint/val_mae": 12.5,
+        "best_checkpoint/val_rmse": 17.5,
+        "best_checkpoint/test_mae": 13.5,
+    }
 
 
 def test_a_running_sweep_trial_names_its_sweep_and_has_no_final_metrics_yet(stores):

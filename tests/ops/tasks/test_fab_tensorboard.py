@@ -85,7 +85,7 @@ def test_the_hparams_table_shows_every_run_with_its_settings_and_final_metrics(b
     with chromium_page(tmp_path / "chromium-profile") as page:
         page.open(f"{board}#hparams")
         text = page.wait_for_text("r-lr-small", "r-lr-large", "cpu-demo", "optim.lr",
-                                  "0.0010000", "0.030000", "final/val_mae",
+                                  "0.0010000", "0.030000", "best_checkpoint/val_mae",
                                   timeout_s=PAGE_TIMEOUT_SECONDS)  # fmt: skip
         shot = page.screenshot(tmp_path / "hparams.png")
     assert "Number of matching session groups: 3" in text, text
