@@ -2,8 +2,8 @@
 
 Reads storage only (no box): it works with the boxes stopped, and after `pulumi
 destroy` from what `fab download` left locally. `--sweep ID` ranks a sweep's trials by
-validation MAE, says which was chosen and its one test evaluation, and draws
-validation MAE against each swept value.
+validation MAE, says which was chosen and its one test evaluation, and draws Optuna's
+plots of its study from the sweep's journal in storage.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json as jsonlib
 import sys
+import tempfile
 from pathlib import Path
 
 from invoke.exceptions import Exit
@@ -21,7 +22,7 @@ from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 from stack import storage_layout
-from trainer.sweep.spec import RESULT_FILE, TRIALS_FILE
+from trainer.sweep.spec import JOURNAL_FILE, PLOTS_DIR, RESULT_FILE, TRIALS_FILE
 
 console = Console(stderr=True, soft_wrap=True)
 LOCAL_RUNS = "runs"
@@ -62,20 +63,32 @@ def _with_trial_states(rows: list, trials: dict | None) -> list:
 
 
 def _sweep_view(rows: list, sweep_id: str, storage_uri: str | None, plot: str) -> dict:
-    from trainer.sweep.plot import plot_val_mae
-
     trials = _sweep_record(storage_uri, sweep_id, TRIALS_FILE)
     rows = listing.ranked(_with_trial_states(rows, trials))
-    keys = listing.differing(rows)
-    path = Path(plot or f"{LOCAL_SWEEPS}/{sweep_id}/val_mae.png")
-    points = [
-        ({listing.short(k): row.settings.get(k) for k in keys}, row.best_val_mae)
-        for row in rows
-        if row.best_val_mae is not None
-    ]
-    plot_val_mae(points, path, f"sweep {sweep_id}: validation MAE per trial (test split unused)")
-    return {"rows": rows, "keys": keys, "plot": str(path),
+    folder = Path(plot or f"{LOCAL_SWEEPS}/{sweep_id}/{PLOTS_DIR}")
+    return {"rows": rows, "keys": listing.differing(rows),
+            "plot": _sweep_plots(storage_uri, sweep_id, folder),
             "result": _sweep_record(storage_uri, sweep_id, RESULT_FILE)}  # fmt: skip
+
+
+def _sweep_plots(storage_uri: str | None, sweep_id: str, folder: Path) -> str:
+    """Optuna's plots of the sweep's study, from its journal in storage; where they are,
+    or why there are none."""
+    if storage_uri is None:
+        return "none: no storage to read the sweep's journal from"
+    from trainer.storage import ObjectNotFound, open_store
+    from trainer.sweep.plot import load_study, plot_study
+
+    with tempfile.TemporaryDirectory() as scratch:
+        journal = Path(scratch) / JOURNAL_FILE
+        try:
+            open_store(storage_layout.sweep_uri(storage_uri, sweep_id)).get_file(
+                JOURNAL_FILE, journal
+            )
+        except ObjectNotFound:
+            return f"none: sweep {sweep_id} has no {JOURNAL_FILE} in storage yet"
+        plot_study(load_study(journal, sweep_id), folder, f"sweep {sweep_id}")
+    return f"{folder}/ (Optuna's history, parallel coordinates, validation MAE per epoch)"
 
 
 def _result_lines(result: dict | None) -> list[str]:
@@ -97,7 +110,7 @@ def _result_lines(result: dict | None) -> list[str]:
         "sweep": "the trials of this sweep, best validation MAE first, and a plot",
         "json": "print JSON instead of a table",
         "local": f"where `fab download` put runs (default: {LOCAL_RUNS}/)",
-        "plot": f"with --sweep: the PNG to write (default: {LOCAL_SWEEPS}/<ID>/val_mae.png)",
+        "plot": f"with --sweep: the folder for its plots (default: {LOCAL_SWEEPS}/<ID>/plots/)",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
     }

@@ -13,6 +13,7 @@ import subprocess
 
 import pytest
 
+from tests.fixtures.run_folders import write_journal
 from tests.ops.conftest import FAB
 from tests.paths import REPO
 from trainer.storage import open_store
@@ -202,8 +203,11 @@ def test_a_sweep_ranks_its_trials_by_validation_mae_and_plots_them(stack, monkey
         json.dumps({"chosen": f"{sweep}-t001", "val_mae": 11.0,
                     "test": {"mae": 13.5, "baseline": {"mae": 30.0}}}).encode(),
     )  # fmt: skip
-    plot = stack["tmp"] / "sweep.png"
-    done = _fab_runs(stack, "--sweep", sweep, "--plot", str(plot))
+    journal = [(1e-3, [20.0, 14.0], False), (3e-3, [18.0, 11.0], False), (1e-2, [25.0], True)]
+    store.put_file(f"sweeps/{sweep}/optuna.journal",
+                   write_journal(stack["tmp"] / "optuna.journal", sweep, journal))  # fmt: skip
+    plots = stack["tmp"] / "sweep-plots"
+    done = _fab_runs(stack, "--sweep", sweep, "--plot", str(plots))
     assert done.returncode == 0, done.stderr
     ranked = [
         [cell.strip() for cell in line.split("│")]
@@ -215,4 +219,5 @@ def test_a_sweep_ranks_its_trials_by_validation_mae_and_plots_them(stack, monkey
     ]  # fmt: skip
     assert "pruned" in ranked[2]
     assert "chosen: sweep-a-t001" in done.stdout and "evaluated once" in done.stdout
-    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name in ("history", "parallel_coordinates", "intermediate_values"):
+        assert (plots / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
