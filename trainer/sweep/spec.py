@@ -31,6 +31,9 @@ TRIALS_FILE = "trials.json"
 RESULT_FILE = "result.json"
 REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
+TRIAL_LOG_FILE = "train.log"
+"""In a trial's run dir (mirrored with it): the trial's output, which `fab logs` reads
+from storage once no container holds the run."""
 METHODS = ("grid", "random", "tpe")
 # A trial's run id is `<sweep_id>-tNNN`: with the box's 64-character names, the sweep
 # id keeps 59.
