@@ -2,7 +2,7 @@
 
 `fab tensorboard` (no `--run`) reads storage, not a box: the runs' `tb/` event files and
 the JSON that says what they were (`config.json`, `summary.json`, `launch.json`) come
-from `<storageUri>/runs/` and from the local `runs/` `fab download` fills, whether the
+from `<storageUri>/runs/` and from the local `runs/` (`fab download`) and `demo/runs/`, whether the
 boxes are up or not. Each run becomes `<cache>/<run_id>/`: its event files, and one
 file of HParams summaries (ops.run.hparams) written here from its JSON, so runs that
 ended before this existed are compared too. An event file comes again only when the
@@ -34,11 +34,11 @@ class Gathered:
     """What could not be read (a source down, a refused key), one line each."""
 
 
-def gather(storage_uri: str | None, local_dir: Path, cache: Path) -> Gathered:
+def gather(storage_uri: str | None, local: list[Path], cache: Path) -> Gathered:
     """Bring every run's event files and HParams into `cache`; the run ids, sorted."""
     gathered, seen = Gathered(), set()
     versions = _read_versions(cache)
-    for uri, prefix, where in sources(storage_uri, local_dir):
+    for uri, prefix, where in sources(storage_uri, local):
         try:
             store = open_store(uri)
             found = [run_id for run_id in run_ids(store, prefix) if run_id not in seen]

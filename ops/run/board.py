@@ -18,31 +18,26 @@ from rich.console import Console
 
 from ops import CHECKOUT
 from ops.data import run_cache
-from ops.run.listing import sources
+from ops.run.listing import POINT_IT, looked_in
 
 CACHE_ROOT = CHECKOUT / ".cache" / "tensorboard"
 console = Console(stderr=True, soft_wrap=True)
 
 
-def cache_for(storage_uri: str | None, local_dir: Path) -> Path:
+def cache_for(storage_uri: str | None, local: list[Path]) -> Path:
     """One cache per place runs are read from: two stacks never mix their runs."""
-    where = f"{storage_uri or ''}|{local_dir.resolve()}"
+    where = "|".join([storage_uri or "", *(str(d.resolve()) for d in local)])
     return CACHE_ROOT / hashlib.sha256(where.encode()).hexdigest()[:16]
 
 
-def serve(storage_uri: str | None, local_dir: Path, port: int, cache: Path | None) -> None:
+def serve(storage_uri: str | None, local: list[Path], port: int, cache: Path | None) -> None:
     """Gather the runs, then serve them until Ctrl-C."""
-    cache = cache or cache_for(storage_uri, local_dir)
-    gathered = run_cache.gather(storage_uri, local_dir, cache)
+    cache = cache or cache_for(storage_uri, local)
+    gathered = run_cache.gather(storage_uri, local, cache)
     for note in gathered.notes:
         console.print(f"[yellow]note:[/] {note}")
     if not gathered.run_ids:
-        places = " and ".join(uri for uri, _, _ in sources(storage_uri, local_dir))
-        raise Exit(
-            f"no runs in {places or 'no storage and no ' + str(local_dir)}; "
-            "point --local at the runs `fab download` (or `make demo`) wrote, or start one: "
-            "fab train"
-        )
+        raise Exit(f"no runs in {looked_in(storage_uri, local)}; {POINT_IT}")
     url = _launch(cache, port)
     print(f"TensorBoard of {len(gathered.run_ids)} runs: {url}", flush=True)
     console.print(f"runs gathered in {cache}; HParams: {url}#hparams")

@@ -19,10 +19,11 @@ from box import contract
 from ops.remote.boxes import AnyBox, box_for
 from ops.remote.ssh import openssh_args
 from ops.run import on_box
+from ops.run.listing import LOCAL_RUNS, local_dirs
 from ops.target.resolve import resolve_target
 from ops.target.schema import image_reference_ok
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
-from ops.tasks.runs import LOCAL_RUNS, storage_uri_or_note
+from ops.tasks.runs import storage_uri_or_note
 
 TENSORBOARD_PORT = 6006
 console = Console(stderr=True, soft_wrap=True)
@@ -107,13 +108,13 @@ def _launched_image(record: str) -> str:
     help={
         "run": "one run's TensorBoard on its box (default: every run of the stack, here)",
         "port": f"local port for the browser (default: {TENSORBOARD_PORT}, or a free one)",
-        "local": f"without --run: where `fab download` put runs too (default: {LOCAL_RUNS}/)",
+        "local": f"without --run: a folder of runs to add (default: {LOCAL_RUNS}/, demo/runs/)",
         "cache": "without --run: the folder the runs are gathered in (default: under .cache/)",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
     }
 )
-def tensorboard(c, run="", port=TENSORBOARD_PORT, local=LOCAL_RUNS, cache="", target="",
+def tensorboard(c, run="", port=TENSORBOARD_PORT, local="", cache="", target="",
                 stack=""):  # fmt: skip
     """Serve every run in one TensorBoard here (HParams: settings and final metrics)."""
     if not run:
@@ -123,7 +124,7 @@ def tensorboard(c, run="", port=TENSORBOARD_PORT, local=LOCAL_RUNS, cache="", ta
         storage_uri = storage_uri_or_note(target, stack, notes)
         for note in notes:
             console.print(f"[yellow]note:[/] {note}")
-        where = Path(local)
+        where = local_dirs(local)
         board.serve(storage_uri, where, _free_local_port(int(port)), Path(cache) if cache else None)
         return
     box = box_for(resolve_target(target or None, stack or None))

@@ -18,6 +18,7 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from ops.run import listing
+from ops.run.filters import check_filters
 from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
@@ -25,7 +26,6 @@ from stack import storage_layout
 from trainer.sweep.spec import JOURNAL_FILE, PLOTS_DIR, RESULT_FILE, TRIALS_FILE
 
 console = Console(stderr=True, soft_wrap=True)
-LOCAL_RUNS = "runs"
 LOCAL_SWEEPS = "sweeps"
 _WIDE_COLUMNS = 200  # when piped, never squeeze the table
 
@@ -109,20 +109,23 @@ def _result_lines(result: dict | None) -> list[str]:
         "state": "only runs in this state (running, finished, failed, torn, ...)",
         "sweep": "the trials of this sweep, best validation MAE first, and a plot",
         "json": "print JSON instead of a table",
-        "local": f"where `fab download` put runs (default: {LOCAL_RUNS}/)",
+        "local": f"a folder of runs (default: {listing.LOCAL_RUNS}/, where `fab download` puts "
+        f"them, and {listing.DEMO_RUNS}/, `make demo`'s)",
         "plot": f"with --sweep: the folder for its plots (default: {LOCAL_SWEEPS}/<ID>/plots/)",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
     }
 )
-def runs(c, dataset="", state="", sweep="", json=False, local=LOCAL_RUNS, plot="",
+def runs(c, dataset="", state="", sweep="", json=False, local="", plot="",
          target="", stack=""):  # fmt: skip
     """List every run with its state, settings, validation MAE, time and cost."""
     notes: list[str] = []
     storage_uri = storage_uri_or_note(target, stack, notes)
-    found = listing.gather(storage_uri, Path(local))
+    local_dirs = listing.local_dirs(local)
+    found = listing.gather(storage_uri, local_dirs)
     notes += found.notes
     sweep_id = checked_name(sweep, "--sweep") if sweep else ""
+    check_filters(found.rows, storage_uri, dataset, state, sweep_id)
     rows = listing.select(found.rows, dataset, state, sweep_id)
     view = _sweep_view(rows, sweep_id, storage_uri, plot) if sweep_id else None
     keys = view["keys"] if view else listing.differing(rows)
@@ -135,9 +138,11 @@ def runs(c, dataset="", state="", sweep="", json=False, local=LOCAL_RUNS, plot="
         return
     for note in notes:
         console.print(f"[yellow]note:[/] {note}")
+    if not found.rows:
+        print(f"no runs in {listing.looked_in(storage_uri, local_dirs)}; {listing.POINT_IT}")
+        return
     if not rows:
-        matching = " match" if dataset or state or sweep else ""
-        print(f"no runs{matching}; start one: fab train")
+        print(f"none of the {len(found.rows)} runs matches; `fab runs` lists them all")
         return
     out = Console(width=None if sys.stdout.isatty() else _WIDE_COLUMNS)
     out.print(listing.table(rows, keys, rank=bool(view)))

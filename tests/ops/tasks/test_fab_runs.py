@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from tests.fixtures.run_folders import write_journal
-from tests.ops.conftest import FAB
+from tests.ops.conftest import FAB, assert_one_line_error
 from tests.paths import REPO
 from trainer.storage import open_store
 
@@ -221,3 +221,47 @@ def test_a_sweep_ranks_its_trials_by_validation_mae_and_plots_them(stack, monkey
     assert "chosen: sweep-a-t001" in done.stdout and "evaluated once" in done.stdout
     for name in ("history", "parallel_coordinates", "intermediate_values"):
         assert (plots / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+def _fab_in(folder, stack, *args: str):
+    """`fab runs` run from `folder` with no --local: its default folders, relative to it."""
+    env = {key: value for key, value in os.environ.items() if key != "GLUCOSE_TARGET"}
+    env.update(stack["env"], COLUMNS="250")
+    command = [str(FAB), "--search-root", str(REPO), "runs", *args]
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+
+
+def test_the_demos_runs_are_listed_without_a_flag(stack, tmp_path):
+    _downloaded(tmp_path / "demo" / "runs")  # where `make demo` writes its run
+    done = _fab_in(tmp_path, stack)
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[0] for line in done.stdout.splitlines() if "r-" in line] == ["r-finished"]
+
+
+def test_no_runs_anywhere_says_where_it_looked_and_how_to_point_it(stack, tmp_path):
+    done = _fab_in(tmp_path, stack)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "no runs in runs/, demo/runs/; point --local DIR at a folder of runs, or --target local "
+        "at this machine's; or start one: fab train"
+    )
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--state", "done", "is no run state; use one of: running, preempted, stopped, finished"),
+        ("--sweep", "nosuch", "names nothing in storage or the local runs; there are: none"),
+        ("--dataset", "nosuch", "there are: synth, vitaldb-m1"),
+    ],
+)
+def test_a_filter_nothing_could_match_is_one_line_and_fails(stack, flag, value, said):
+    message = assert_one_line_error(_fab_runs(stack, flag, value), f"{flag} {value!r}", said)
+    assert message.startswith(flag), message
+
+
+def test_a_filter_that_could_match_but_does_not_says_so_and_succeeds(stack):
+    done = _fab_runs(stack, "--state", "preempted")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "none of the 4 runs matches; `fab runs` lists them all"
