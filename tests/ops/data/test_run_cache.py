@@ -53,7 +53,7 @@ def stores(tmp_path: Path) -> dict:
 
 
 def test_every_run_of_storage_and_of_the_local_runs_gets_a_folder_of_event_files(stores):
-    gathered = run_cache.gather(stores["uri"], stores["local"], stores["cache"])
+    gathered = run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
     assert gathered.run_ids == ["r-demo", "r-one", "r-two"] and gathered.notes == []
     for run_id in gathered.run_ids:
         files = [p.name for p in (stores["cache"] / run_id).iterdir()]
@@ -62,7 +62,7 @@ def test_every_run_of_storage_and_of_the_local_runs_gets_a_folder_of_event_files
 
 
 def test_a_finished_run_shows_its_settings_and_final_metrics_as_hparams(stores):
-    run_cache.gather(stores["uri"], stores["local"], stores["cache"])
+    run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
     hparams, scalars, ended = session(stores["cache"] / "r-one")
     assert hparams["optim.lr"] == pytest.approx(1e-3)
     assert hparams["model.arch"] == "resnet18" and hparams["dataset"] == "synth"
@@ -75,22 +75,22 @@ def test_a_finished_run_shows_its_settings_and_final_metrics_as_hparams(stores):
 
 
 def test_a_running_sweep_trial_names_its_sweep_and_has_no_final_metrics_yet(stores):
-    run_cache.gather(stores["uri"], stores["local"], stores["cache"])
+    run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
     hparams, scalars, ended = session(stores["cache"] / "r-two")
     assert hparams["sweep"] == "s-lr" and hparams["state"] == "running"
     assert scalars == {} and not ended
 
 
 def test_an_unchanged_event_file_is_not_fetched_again(stores):
-    run_cache.gather(stores["uri"], stores["local"], stores["cache"])
+    run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
     copy = next(p for p in (stores["cache"] / "r-one").iterdir() if p.name != HPARAMS_FILE)
     copy.write_bytes(copy.read_bytes() + b"kept")  # a fetch would replace it
-    run_cache.gather(stores["uri"], stores["local"], stores["cache"])
+    run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
     assert copy.read_bytes().endswith(b"kept")
 
 
 def test_a_key_that_would_leave_the_run_folder_is_skipped_and_said(stores, tmp_path):
     open_store(stores["uri"]).write_bytes("runs/r-one/tb/a\\b", b"x")
-    gathered = run_cache.gather(stores["uri"], stores["local"], stores["cache"])
+    gathered = run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
     assert any("a\\b" in note for note in gathered.notes), gathered.notes
     assert not (stores["cache"] / "r-one" / "a\\b").exists()
