@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from tests.fixtures.run_folders import write_journal
+from tests.fixtures.run_folders import storage_only_target, write_journal
 from tests.ops.conftest import FAB, assert_one_line_error
 from tests.paths import REPO
 from trainer.storage import open_store
@@ -43,15 +43,6 @@ def _launch(started_at: float, dataset: str = "synth", **more) -> dict:
     return {"started_at": started_at, "dataset": dataset, "hourly_price_usd": 1.5, **more}
 
 
-def _target(path, uri: str) -> None:
-    path.write_text(json.dumps({
-        "cloud": "local", "hosts": ["127.0.0.1"], "sshUser": "nobody", "sshPort": 22,
-        "sshKeyPath": str(path.parent / "no-key"), "storageUri": uri, "registry": "",
-        "imageRepository": "glucose-training", "vmSize": "local", "gpuCount": 0,
-        "hourlyPriceUsd": 1.5, "spot": False,
-    }))  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def stack(moto_server, tmp_path_factory) -> dict:
     """A target whose storage holds runs in several states; `fab runs` run against it once
@@ -62,7 +53,7 @@ def stack(moto_server, tmp_path_factory) -> dict:
             patch.setenv(name, value)
         uri = moto_server.create_bucket(prefix="stack")
         _store_runs(open_store(uri))
-    _target(tmp / "target.json", uri)
+    storage_only_target(tmp / "target.json", uri)
     found = {"target": tmp / "target.json", "local": tmp / "runs", "tmp": tmp,
              "env": moto_server.env, "moto": moto_server}  # fmt: skip
     table = _fab_runs(found)
@@ -185,7 +176,7 @@ def test_a_sweep_ranks_its_trials_by_validation_mae_and_plots_them(stack, monkey
         monkeypatch.setenv(name, value)
     uri = stack["moto"].create_bucket(prefix="stack")  # a stack of its own: only the sweep
     store, sweep = open_store(uri), "sweep-a"
-    _target(stack["tmp"] / "sweep-target.json", uri)
+    storage_only_target(stack["tmp"] / "sweep-target.json", uri)
     stack = {**stack, "target": stack["tmp"] / "sweep-target.json"}
     for number, (lr, mae) in enumerate([(1e-3, 14.0), (3e-3, 11.0), (1e-2, None)]):
         run_id = f"{sweep}-t{number:03d}"

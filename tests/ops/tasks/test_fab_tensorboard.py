@@ -5,11 +5,9 @@ its HParams table showing each run's settings and final metrics.
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -17,30 +15,14 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.chromium import chromium_page
-from tests.fixtures.run_folders import put_run
+from tests.fixtures.run_folders import put_run, storage_only_target
+from tests.local_server import free_port
 from tests.ops.conftest import FAB
 from tests.paths import REPO
 from trainer.storage import open_store
 
 START_TIMEOUT_SECONDS = 60
 PAGE_TIMEOUT_SECONDS = 60
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _target(path: Path, uri: str) -> Path:
-    """A stack whose box is nowhere: only its storage can answer."""
-    path.write_text(json.dumps({
-        "cloud": "local", "hosts": ["127.0.0.1"], "sshUser": "nobody", "sshPort": 1,
-        "sshKeyPath": str(path.parent / "no-key"), "storageUri": uri, "registry": "",
-        "imageRepository": "glucose-training", "vmSize": "local", "gpuCount": 0,
-        "hourlyPriceUsd": 1.5, "spot": False,
-    }))  # fmt: skip
-    return path
 
 
 def _url(fab: subprocess.Popen) -> str:
@@ -67,8 +49,12 @@ def board(moto_server, tmp_path: Path):
         put_run(storage, "runs/", "r-lr-large", tmp_path, lr=3e-2, val_mae=19.75, sweep="s-lr")
     put_run(open_store(f"file://{tmp_path / 'runs'}"), "", "cpu-demo", tmp_path, lr=2e-3,
             val_mae=21.0)  # fmt: skip
-    env = {**os.environ, **moto_server.env, "GLUCOSE_TARGET": str(_target(tmp_path / "t", uri))}
-    command = [str(FAB), "tensorboard", "--port", str(_free_port()), "--local",
+    env = {
+        **os.environ,
+        **moto_server.env,
+        "GLUCOSE_TARGET": str(storage_only_target(tmp_path / "t", uri)),
+    }
+    command = [str(FAB), "tensorboard", "--port", str(free_port()), "--local",
                str(tmp_path / "runs"), "--cache", str(tmp_path / "cache")]  # fmt: skip
     fab = subprocess.Popen(command, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE)  # fmt: skip
