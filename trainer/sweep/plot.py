@@ -63,14 +63,15 @@ def _in_memory(study: Any) -> Any:
 
 def plot_study(study: Any, folder: Path, title: str) -> dict[str, Path]:
     """Draw the study's plots into `folder` (PNG); the paths by stem."""
-    import optuna
     import optuna.visualization.matplotlib as optuna_plots
 
     folder.mkdir(parents=True, exist_ok=True)
     paths = plot_files(folder)
     for stem, (function, shows) in PLOTS.items():
-        with warnings.catch_warnings():  # Optuna marks its matplotlib backend experimental
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        # Optuna marks its matplotlib backend experimental, and matplotlib warns of an
+        # axis with one value (one finished trial): neither is the reader's concern.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             named = {} if stem == "intermediate_values" else {"target_name": TARGET}
             drawn = getattr(optuna_plots, function)(study, **named)
         figure = _figure(drawn)
