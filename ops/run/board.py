@@ -51,9 +51,16 @@ def serve(storage_uri: str | None, local: list[Path], port: int, cache: Path | N
 
 def _launch(logdir: Path, port: int) -> str:
     """TensorBoard in this process (its server runs in threads of its own); its URL."""
-    with warnings.catch_warnings():  # setuptools' word on pkg_resources, which 2.20 imports
-        warnings.simplefilter("ignore", UserWarning)
-        from tensorboard import default, program
+    try:
+        with warnings.catch_warnings():  # setuptools' word on pkg_resources, which 2.20 imports
+            warnings.simplefilter("ignore", UserWarning)
+            from tensorboard import default, program
+    except ModuleNotFoundError as error:  # a venv made before the project pinned setuptools
+        raise Exit(
+            f"TensorBoard cannot start: no module {error.name!r} (setuptools 82 removed "
+            "pkg_resources, which TensorBoard 2.20 imports); run `make venv`, or "
+            "`.venv/bin/pip install 'setuptools<82'`"
+        ) from None
 
     board = program.TensorBoard(plugins=default.get_static_plugins())
     board.configure(logdir=str(logdir), host="127.0.0.1", port=port, reload_interval=30)

@@ -17,7 +17,7 @@ import pytest
 from tests.fixtures.chromium import chromium_page
 from tests.fixtures.run_folders import put_run, storage_only_target
 from tests.local_server import free_port
-from tests.ops.conftest import FAB
+from tests.ops.conftest import FAB, assert_one_line_error
 from tests.paths import REPO
 from trainer.storage import open_store
 
@@ -85,3 +85,15 @@ def test_the_scalars_page_lists_every_run_for_their_curves_together(board, tmp_p
         page.open(f"{board}#timeseries")
         page.wait_for_text("r-lr-small", "r-lr-large", "cpu-demo", "/val_mae",
                            timeout_s=PAGE_TIMEOUT_SECONDS)  # fmt: skip
+
+
+def test_no_runs_anywhere_is_one_line_saying_where_it_looked(tmp_path):
+    target = storage_only_target(tmp_path / "target.json", f"file://{tmp_path / 'storage'}")
+    env = {**os.environ, "GLUCOSE_TARGET": str(target)}
+    done = subprocess.run(
+        [str(FAB), "tensorboard", "--local", str(tmp_path / "runs"), "--cache",
+         str(tmp_path / "cache")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    looked = f"no runs in file://{tmp_path / 'storage'} and {tmp_path / 'runs'}/"
+    assert_one_line_error(done, looked, "point --local DIR", "--target local")
