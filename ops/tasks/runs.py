@@ -66,16 +66,17 @@ def _sweep_view(rows: list, sweep_id: str, storage_uri: str | None, plot: str) -
     trials = _sweep_record(storage_uri, sweep_id, TRIALS_FILE)
     rows = listing.ranked(_with_trial_states(rows, trials))
     folder = Path(plot or f"{LOCAL_SWEEPS}/{sweep_id}/{PLOTS_DIR}")
+    missing = _sweep_plots(storage_uri, sweep_id, folder)
     return {"rows": rows, "keys": listing.differing(rows),
-            "plot": _sweep_plots(storage_uri, sweep_id, folder),
+            "plot": None if missing else str(folder), "plot_missing": missing,
             "result": _sweep_record(storage_uri, sweep_id, RESULT_FILE)}  # fmt: skip
 
 
-def _sweep_plots(storage_uri: str | None, sweep_id: str, folder: Path) -> str:
-    """Optuna's plots of the sweep's study, from its journal in storage; where they are,
-    or why there are none."""
+def _sweep_plots(storage_uri: str | None, sweep_id: str, folder: Path) -> str | None:
+    """Draw Optuna's plots of the sweep's study into `folder`, from its journal in
+    storage; None when drawn, else why not."""
     if storage_uri is None:
-        return "none: no storage to read the sweep's journal from"
+        return "no storage to read the sweep's journal from"
     from trainer.storage import ObjectNotFound, open_store
     from trainer.sweep.plot import load_study, plot_study
 
@@ -86,9 +87,9 @@ def _sweep_plots(storage_uri: str | None, sweep_id: str, folder: Path) -> str:
                 JOURNAL_FILE, journal
             )
         except ObjectNotFound:
-            return f"none: sweep {sweep_id} has no {JOURNAL_FILE} in storage yet"
+            return f"sweep {sweep_id} has no {JOURNAL_FILE} in storage yet"
         plot_study(load_study(journal, sweep_id), folder, f"sweep {sweep_id}")
-    return f"{folder}/ (Optuna's history, parallel coordinates, validation MAE per epoch)"
+    return None
 
 
 def _result_lines(result: dict | None) -> list[str]:
@@ -149,4 +150,5 @@ def runs(c, dataset="", state="", sweep="", json=False, local="", plot="",
     if view:
         for line in _result_lines(view["result"]):
             out.print(line, highlight=False)
-        out.print(f"plot: {view['plot']}", highlight=False)
+        drawn = f"{view['plot']}/ (Optuna's history, parallel coordinates, MAE per epoch)"
+        out.print(f"plots: {view['plot_missing'] or drawn}", highlight=False)

@@ -210,6 +210,7 @@ def test_a_sweep_ranks_its_trials_by_validation_mae_and_plots_them(stack, monkey
     ]  # fmt: skip
     assert "pruned" in ranked[2]
     assert "chosen: sweep-a-t001" in done.stdout and "evaluated once" in done.stdout
+    assert f"plots: {plots}/ (Optuna's history" in done.stdout
     for name in ("history", "parallel_coordinates", "intermediate_values"):
         assert (plots / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
 
