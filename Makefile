@@ -9,7 +9,7 @@ DEMO_RUN   := $(DEMO)/runs/cpu-demo
 DEMO_STAMP := .venv/.demo-installed
 STAMP      := .venv/.installed
 
-.PHONY: demo test test-fast lint docs format system-deps venv offerings
+.PHONY: demo test test-fast lint docs docs-serve format system-deps venv offerings
 
 venv: $(STAMP)
 
@@ -57,6 +57,10 @@ lint: $(STAMP)
 ## anchor, or a page missing from the nav, fails. MkDocs' banner about its 2.0 is noise.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
+
+## The same site at http://127.0.0.1:8000, rebuilt as you edit (MkDocs comes with `make venv`).
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve
 
 format: $(STAMP)
 	.venv/bin/ruff check --fix .

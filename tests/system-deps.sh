@@ -18,6 +18,7 @@ need node nodejs
 need npm npm
 need cloud-init cloud-init  # checks the box's user data against its schema
 need openssl openssl  # the keyless Blob fixture serves HTTPS with its own certificate
+need chromium chromium  # a real headless browser looks at `fab tensorboard`'s pages
 
 if [ "${#apt_packages[@]}" -gt 0 ]; then
     $SUDO apt-get update -q

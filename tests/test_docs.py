@@ -131,3 +131,20 @@ def test_no_comment_or_docstring_names_a_document_outside_the_repository():
         if not (REPO / name).is_file()
     ]
     assert outside == []
+
+
+def test_the_architecture_page_is_architecture_md_as_it_stands():
+    """A code host shows docs/architecture.md as it is (an include line would be all it
+    showed), so the page is a copy, kept equal here."""
+    page, source = REPO / "docs" / "architecture.md", REPO / "ARCHITECTURE.md"
+    assert page.read_text() == source.read_text(), (
+        "docs/architecture.md differs from ARCHITECTURE.md: cp ARCHITECTURE.md docs/architecture.md"
+    )
+
+
+def test_the_readme_serves_the_docs_with_a_make_target_that_installs_mkdocs():
+    """`.venv/bin/mkdocs` is not there after `make demo`: the README names the target."""
+    readme, makefile = (REPO / "README.md").read_text(), (REPO / "Makefile").read_text()
+    assert "make docs-serve" in readme and ".venv/bin/mkdocs serve" not in readme
+    assert re.search(r"^docs-serve: \$\(STAMP\)\n\t.*\.venv/bin/mkdocs serve", makefile, re.M)
+    assert "mkdocs" in (REPO / "pyproject.toml").read_text().split("dev = [", 1)[1]

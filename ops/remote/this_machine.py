@@ -5,13 +5,15 @@ here, without SSH.
 (through invoke, the library Fabric's own `run` is built on, so output, stdin and
 errors behave the same), `run_with_input`, `exists`, `read_text`, `location`,
 `dropped`. Files are read here directly. The box root is a directory of this machine
-(`ops.target.local`), made on first use as a cloud box's setup makes its own; the first
-command checks that the engine answers `docker info` (as a lab box's first connection
+(`ops.target.local`), made before the first container starts (as a cloud box's setup
+makes its own), never by a command that only looks (`fab status`, `runs`, `logs`); the
+first command checks that the engine answers `docker info` (as a lab box's first connection
 does, `ops.remote.lab_box`), so a stopped engine is one line, not a failed `docker ps`.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from ops.target import local
 from ops.target.resolve import Target
 
 SHELL = "/bin/bash"
+STARTS_CONTAINER = re.compile(r"\bdocker (run|create)\b")
 
 
 class ThisMachine:
@@ -40,21 +43,29 @@ class ThisMachine:
         self.root = target.box_root
         self._shell = Context()
         self._engine_answered = False
+        self._folders_made = False
+
+    def _make_folders(self, command: str) -> None:
+        """Before a container starts: it mounts the box root's folders and the store at
+        their paths, which must be there and the user's (docker would make them as root)."""
+        if self._folders_made or not STARTS_CONTAINER.search(command):
+            return
         folders = [Path(self.root, directory) for directory in contract.USER_DIRS]
-        # Containers mount the store at its path: it must be there, and the user's.
-        storage = local.file_storage_dir(target.storage_uri)
+        storage = local.file_storage_dir(self.target.storage_uri)
         for folder in [*folders, *([Path(storage)] if storage else [])]:
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as error:
                 raise Exit(
-                    f"{target.source}: cannot make {folder} ({error.strerror}); set boxRoot "
-                    "and storageUri in a target file to directories you own"
+                    f"{self.target.source}: cannot make {folder} ({error.strerror}); set "
+                    "boxRoot and storageUri in a target file to directories you own"
                 ) from None
+        self._folders_made = True
 
     def run(self, command: str, *, check: bool = True, stdin: str | None = None, **kwargs):
         """Run `command` here (output hidden unless `hide=False`); one-line errors."""
         self._require_engine()
+        self._make_folders(command)
         return run_command(self._shell, self, command, check=check, stdin=stdin, **kwargs)
 
     def _require_engine(self) -> None:
@@ -74,6 +85,7 @@ class ThisMachine:
         """Run `command` with `data` on its stdin, never on a command line; (exit code,
         output), one-line Exit on failure when `check`."""
         self._require_engine()
+        self._make_folders(command)
         done = subprocess.run(
             [SHELL, "-c", command], input=data.encode(), capture_output=True, check=False
         )

@@ -20,6 +20,12 @@ from ops.run.records import RunRow, read_run, run_ids
 from stack import storage_layout
 
 RUNS_PREFIX = f"{storage_layout.RUNS_PREFIX}/"
+LOCAL_RUNS = "runs"
+DEMO_RUNS = "demo/runs"  # the Makefile's DEMO_RUN is a run in it
+POINT_IT = (
+    "point --local DIR at a folder of runs, or --target local at this machine's; "
+    "or start one: fab train"
+)
 SECONDS_PER_HOUR = 3600
 
 
@@ -37,14 +43,30 @@ def _read_all(uri: str, prefix: str, where: str) -> list[RunRow]:
     return [read_run(store, run_id, prefix, where) for run_id in run_ids(store, prefix)]
 
 
-def gather(storage_uri: str | None, local_dir: Path) -> Listing:
-    """Rows from storage (when a stack or target names one) and from `local_dir`,
-    newest first."""
+def local_dirs(local: str) -> list[Path]:
+    """`--local DIR`, else where `fab download` (`runs/`) and `make demo` (`demo/runs/`)
+    put runs."""
+    return [Path(local)] if local else [Path(LOCAL_RUNS), Path(DEMO_RUNS)]
+
+
+def sources(storage_uri: str | None, local: list[Path]) -> list[tuple[str, str, str]]:
+    """(store URI, the runs' prefix in it, what to call it) of each place runs are read
+    from: storage first, then each local folder that exists."""
+    found = [(f"file://{d.resolve()}", "", "local") for d in local if d.is_dir()]
+    return [(storage_uri, RUNS_PREFIX, "storage"), *found] if storage_uri else found
+
+
+def looked_in(storage_uri: str | None, local: list[Path]) -> str:
+    """Where runs were looked for, for a line that says none were found."""
+    places = [f"{d}/" for d in local]
+    return " and ".join(([storage_uri] if storage_uri else []) + [", ".join(places)])
+
+
+def gather(storage_uri: str | None, local: list[Path]) -> Listing:
+    """Rows from storage (when a stack or target names one) and from the `local`
+    folders, newest first."""
     listing, found = Listing(), {}
-    sources = [(f"file://{local_dir.resolve()}", "", "local")] if local_dir.is_dir() else []
-    if storage_uri:
-        sources.insert(0, (storage_uri, RUNS_PREFIX, "storage"))
-    for uri, prefix, where in sources:
+    for uri, prefix, where in sources(storage_uri, local):
         try:
             rows = _read_all(uri, prefix, where)
         except Exception as error:  # one source down must not hide the other

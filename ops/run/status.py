@@ -21,6 +21,7 @@ from box import contract
 from ops.remote.ssh import Box
 from ops.run import on_box
 from ops.run.on_box import ContainerState
+from ops.run.readable import duration, log_sentence, money
 from trainer.reports import cost
 from trainer.reports.status import UPLOAD_PENDING, RunRecord
 
@@ -243,29 +244,23 @@ def box_lines(snap: BoxSnapshot, now: float) -> list[str]:
     return [line for line in [*lines, last_stop_line(snap.last_stop, now)] if line]
 
 
-def _hours(seconds: float) -> str:
-    return f"{seconds / SECONDS_PER_HOUR:.2f} h"
-
-
 def cost_lines(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> list[str]:
     """What the run's boxes billed while it lived and, while it runs, to its ETA."""
     spent = snap.cost(hourly_price_usd)
     if spent is None or spent.hourly_price_usd <= 0:
         return ["cost:       unknown (no launch record or no hourlyPriceUsd)"]
     kind = "spot" if spot else "on-demand"
-    hours = ", ".join(
-        f"box {n} {s / SECONDS_PER_HOUR:.2f} h" for n, s in enumerate(spent.box_seconds)
-    )
+    hours = ", ".join(f"box {n} {duration(s)}" for n, s in enumerate(spent.box_seconds))
     so_far = "so far" if snap.state == "running" else "in all (the run is not running)"
     lines = [
-        f"cost:       ${spent.usd:.2f} {so_far}: up {hours} while the run lived, at "
-        f"${spent.hourly_price_usd:.3f}/h {kind} a box"
+        f"cost:       {money(spent.usd)} {so_far}: up {hours} while the run lived, at "
+        f"{money(spent.hourly_price_usd)}/h {kind} a box"
     ]
     eta = snap.status.eta_s
     if snap.state == "running" and eta is not None:
         boxes = len(spent.box_seconds)
         projected = spent.usd + eta / SECONDS_PER_HOUR * spent.hourly_price_usd * boxes
-        lines.append(f"projected:  ${projected:.2f} for the whole run (ETA {_hours(eta)})")
+        lines.append(f"projected:  {money(projected)} for the whole run (ETA {duration(eta)})")
     return lines
 
 
@@ -282,18 +277,17 @@ def render(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> str:
         f" / {_fmt(s.total_steps, 'd')}",
         f"train loss: {_fmt(s.train_loss, '.4f')}   val MAE: {_fmt(s.val_mae, '.2f')} mg/dL",
         f"speed:      {_fmt(s.windows_per_s, ',.0f')} windows/s   "
-        f"ETA: {_hours(s.eta_s) if s.eta_s is not None else '-'}",
+        f"ETA: {duration(s.eta_s) if s.eta_s is not None else '-'}",
     ]
     if s.updated_at is not None:
-        lines.append(f"updated:    {snap.now - s.updated_at:.0f} s ago")
+        lines.append(f"updated:    {duration(snap.now - s.updated_at)} ago")
     if s.recoveries:
         lines.append(
             f"recovered:  {s.recoveries} time(s) after a stop it did not ask for "
-            f"(eviction, host failure, a daily stop); {_hours(s.time_lost_s or 0)} lost"
+            f"(eviction, host failure, a daily stop); {duration(s.time_lost_s or 0)} lost"
         )
     if snap.last_metrics:
-        shown = {k: v for k, v in snap.last_metrics.items() if not isinstance(v, (dict, list))}
-        lines.append(f"last log:   {json.dumps(shown)}")
+        lines.append(f"last log:   {log_sentence(snap.last_metrics)}")
     for gpu in snap.gpus:
         index, name, util, used, total = (part.strip() for part in gpu.split(","))
         lines.append(f"gpu {index}:      {name}: {util}% busy, {used}/{total} MiB")

@@ -1,5 +1,6 @@
-"""Reach the box yourself: a shell on it, or its TensorBoard through an SSH tunnel (on
-this machine, the local target, TensorBoard needs no tunnel and a shell no SSH)."""
+"""Reach the box yourself: a shell on it, or a run's TensorBoard through an SSH tunnel (on
+this machine, the local target, TensorBoard needs no tunnel and a shell no SSH); or
+every run of the stack in one TensorBoard here, from storage (ops.run.board)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+from pathlib import Path
 
 from invoke.exceptions import Exit
 from rich.console import Console
@@ -17,9 +19,11 @@ from box import contract
 from ops.remote.boxes import AnyBox, box_for
 from ops.remote.ssh import openssh_args
 from ops.run import on_box
+from ops.run.listing import LOCAL_RUNS, local_dirs
 from ops.target.resolve import resolve_target
 from ops.target.schema import image_reference_ok
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
+from ops.tasks.runs import storage_uri_or_note
 
 TENSORBOARD_PORT = 6006
 console = Console(stderr=True, soft_wrap=True)
@@ -102,14 +106,27 @@ def _launched_image(record: str) -> str:
 
 @task(
     help={
-        "run": "run id (default: the newest run on the box)",
+        "run": "one run's TensorBoard on its box (default: every run of the stack, here)",
         "port": f"local port for the browser (default: {TENSORBOARD_PORT}, or a free one)",
+        "local": f"without --run: a folder of runs to add (default: {LOCAL_RUNS}/, demo/runs/)",
+        "cache": "without --run: the folder the runs are gathered in (default: under .cache/)",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
     }
 )
-def tensorboard(c, run="", port=TENSORBOARD_PORT, target="", stack=""):
-    """Tunnel a run's TensorBoard here and print its URL."""
+def tensorboard(c, run="", port=TENSORBOARD_PORT, local="", cache="", target="",
+                stack=""):  # fmt: skip
+    """Serve every run in one TensorBoard here (HParams: settings and final metrics)."""
+    if not run:
+        from ops.run import board  # TensorBoard's protocol buffers: seconds to import
+
+        notes: list[str] = []
+        storage_uri = storage_uri_or_note(target, stack, notes)
+        for note in notes:
+            console.print(f"[yellow]note:[/] {note}")
+        where = local_dirs(local)
+        board.serve(storage_uri, where, _free_local_port(int(port)), Path(cache) if cache else None)
+        return
     box = box_for(resolve_target(target or None, stack or None))
     run_id = on_box.resolve_run_id(box, run)
     local_port = _free_local_port(int(port))

@@ -20,6 +20,7 @@ from ops.remote.boxes import AnyBox, box_for, nodes
 from ops.run import deadline, launch, look, on_box
 from ops.run import stop as run_stop
 from ops.run.container import Launch
+from ops.run.stored_log import no_log_message, stored_log
 from ops.target.guard_rails import none_note
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
@@ -172,13 +173,20 @@ def logs(c, run="", follow=False, tail="all", node=0, target="", stack=""):
     flags = f"--tail {shlex.quote(str(tail))}" + (" --follow" if follow else "")
     try:
         result = box.run(
-            f"docker logs {flags} {shlex.quote(name)}", check=False, hide=False, pty=False
+            f"docker logs {flags} {shlex.quote(name)}", check=False, hide="stderr", pty=False
         )
     except (OSError, EOFError) as error:
         raise Exit(_lost_box_message(box, run_id, error)) from None
     if result.exited == -1 or box.dropped:
         raise Exit(_lost_box_message(box, run_id, "connection closed"))
-    if result.exited != 0:
+    if result.exited != 0 and "No such container" in result.stderr:
+        uri = box.target.storage_uri
+        text = stored_log(uri, run_id, str(tail))
+        if text is None:
+            raise Exit(no_log_message(run_id, box.address, uri))
+        console.print(f"run {run_id} has no container on {box.address}: its log from {uri}")
+        print(text, end="", flush=True)
+    elif result.exited != 0:
         raise Exit(f"no log for run {run_id} on {box.address}: {result.stderr.strip()}")
 
 

@@ -2,8 +2,8 @@
 
 Reads storage only (no box): it works with the boxes stopped, and after `pulumi
 destroy` from what `fab download` left locally. `--sweep ID` ranks a sweep's trials by
-validation MAE, says which was chosen and its one test evaluation, and draws
-validation MAE against each swept value.
+validation MAE, says which was chosen and its one test evaluation, and draws Optuna's
+plots of its study from the sweep's journal in storage.
 """
 
 from __future__ import annotations
@@ -11,25 +11,27 @@ from __future__ import annotations
 import dataclasses
 import json as jsonlib
 import sys
+import tempfile
 from pathlib import Path
 
 from invoke.exceptions import Exit
 from rich.console import Console
 
 from ops.run import listing
+from ops.run.filters import check_filters
 from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 from stack import storage_layout
-from trainer.sweep.spec import RESULT_FILE, TRIALS_FILE
+from trainer.sweep.spec import JOURNAL_FILE, PLOTS_DIR, RESULT_FILE, TRIALS_FILE
 
 console = Console(stderr=True, soft_wrap=True)
-LOCAL_RUNS = "runs"
 LOCAL_SWEEPS = "sweeps"
 _WIDE_COLUMNS = 200  # when piped, never squeeze the table
 
 
-def _storage_uri(target: str, stack: str, notes: list[str]) -> str | None:
+def storage_uri_or_note(target: str, stack: str, notes: list[str]) -> str | None:
+    """The stack's storage, or None with a note saying why it is not read."""
     try:
         return resolve_target(target or None, stack or None).storage_uri
     except Exit as error:  # no stack any more (`pulumi destroy`): the local runs still count
@@ -61,20 +63,33 @@ def _with_trial_states(rows: list, trials: dict | None) -> list:
 
 
 def _sweep_view(rows: list, sweep_id: str, storage_uri: str | None, plot: str) -> dict:
-    from trainer.sweep.plot import plot_val_mae
-
     trials = _sweep_record(storage_uri, sweep_id, TRIALS_FILE)
     rows = listing.ranked(_with_trial_states(rows, trials))
-    keys = listing.differing(rows)
-    path = Path(plot or f"{LOCAL_SWEEPS}/{sweep_id}/val_mae.png")
-    points = [
-        ({listing.short(k): row.settings.get(k) for k in keys}, row.best_val_mae)
-        for row in rows
-        if row.best_val_mae is not None
-    ]
-    plot_val_mae(points, path, f"sweep {sweep_id}: validation MAE per trial (test split unused)")
-    return {"rows": rows, "keys": keys, "plot": str(path),
+    folder = Path(plot or f"{LOCAL_SWEEPS}/{sweep_id}/{PLOTS_DIR}")
+    missing = _sweep_plots(storage_uri, sweep_id, folder)
+    return {"rows": rows, "keys": listing.differing(rows),
+            "plot": None if missing else str(folder), "plot_missing": missing,
             "result": _sweep_record(storage_uri, sweep_id, RESULT_FILE)}  # fmt: skip
+
+
+def _sweep_plots(storage_uri: str | None, sweep_id: str, folder: Path) -> str | None:
+    """Draw Optuna's plots of the sweep's study into `folder`, from its journal in
+    storage; None when drawn, else why not."""
+    if storage_uri is None:
+        return "no storage to read the sweep's journal from"
+    from trainer.storage import ObjectNotFound, open_store
+    from trainer.sweep.plot import load_study, plot_study
+
+    with tempfile.TemporaryDirectory() as scratch:
+        journal = Path(scratch) / JOURNAL_FILE
+        try:
+            open_store(storage_layout.sweep_uri(storage_uri, sweep_id)).get_file(
+                JOURNAL_FILE, journal
+            )
+        except ObjectNotFound:
+            return f"sweep {sweep_id} has no {JOURNAL_FILE} in storage yet"
+        plot_study(load_study(journal, sweep_id), folder, f"sweep {sweep_id}")
+    return None
 
 
 def _result_lines(result: dict | None) -> list[str]:
@@ -95,20 +110,23 @@ def _result_lines(result: dict | None) -> list[str]:
         "state": "only runs in this state (running, finished, failed, torn, ...)",
         "sweep": "the trials of this sweep, best validation MAE first, and a plot",
         "json": "print JSON instead of a table",
-        "local": f"where `fab download` put runs (default: {LOCAL_RUNS}/)",
-        "plot": f"with --sweep: the PNG to write (default: {LOCAL_SWEEPS}/<ID>/val_mae.png)",
+        "local": f"a folder of runs (default: {listing.LOCAL_RUNS}/, where `fab download` puts "
+        f"them, and {listing.DEMO_RUNS}/, `make demo`'s)",
+        "plot": f"with --sweep: the folder for its plots (default: {LOCAL_SWEEPS}/<ID>/plots/)",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
     }
 )
-def runs(c, dataset="", state="", sweep="", json=False, local=LOCAL_RUNS, plot="",
+def runs(c, dataset="", state="", sweep="", json=False, local="", plot="",
          target="", stack=""):  # fmt: skip
     """List every run with its state, settings, validation MAE, time and cost."""
     notes: list[str] = []
-    storage_uri = _storage_uri(target, stack, notes)
-    found = listing.gather(storage_uri, Path(local))
+    storage_uri = storage_uri_or_note(target, stack, notes)
+    local_dirs = listing.local_dirs(local)
+    found = listing.gather(storage_uri, local_dirs)
     notes += found.notes
     sweep_id = checked_name(sweep, "--sweep") if sweep else ""
+    check_filters(found.rows, storage_uri, dataset, state, sweep_id)
     rows = listing.select(found.rows, dataset, state, sweep_id)
     view = _sweep_view(rows, sweep_id, storage_uri, plot) if sweep_id else None
     keys = view["keys"] if view else listing.differing(rows)
@@ -121,13 +139,16 @@ def runs(c, dataset="", state="", sweep="", json=False, local=LOCAL_RUNS, plot="
         return
     for note in notes:
         console.print(f"[yellow]note:[/] {note}")
+    if not found.rows:
+        print(f"no runs in {listing.looked_in(storage_uri, local_dirs)}; {listing.POINT_IT}")
+        return
     if not rows:
-        matching = " match" if dataset or state or sweep else ""
-        print(f"no runs{matching}; start one: fab train")
+        print(f"none of the {len(found.rows)} runs matches; `fab runs` lists them all")
         return
     out = Console(width=None if sys.stdout.isatty() else _WIDE_COLUMNS)
     out.print(listing.table(rows, keys, rank=bool(view)))
     if view:
         for line in _result_lines(view["result"]):
             out.print(line, highlight=False)
-        out.print(f"plot: {view['plot']}", highlight=False)
+        drawn = f"{view['plot']}/ (Optuna's history, parallel coordinates, MAE per epoch)"
+        out.print(f"plots: {view['plot_missing'] or drawn}", highlight=False)

@@ -17,6 +17,7 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
+from ops.data import transfer as storage_sync
 from ops.image.shipping import image_on_boxes
 from ops.remote import lease as box_lease
 from ops.remote import update as box_update
@@ -164,11 +165,12 @@ def sweep(
         spec = _resumed(existing, flags) if existing else _spec(box, sweep_id, flags)
     except UserError as error:
         raise Exit(str(error)) from None
+    data_uri = storage_layout.dataset_uri(box.target.storage_uri, spec.dataset)
+    storage_sync.require_dataset(data_uri, box.target.storage_uri)  # before any image work
     if box.target.node_count > 1:
         console.print(f"sweep {sweep_id}: on box 0 ({box.address}); the other boxes stay idle")
     with _start_up_lease(box, sweep_id):
         image = image_on_boxes([box], image_name, base_image, build_arg or [], extra_ca)
-        data_uri = storage_layout.dataset_uri(box.target.storage_uri, spec.dataset)
         launch.fetch_dataset_on_boxes([box], image, data_uri)
         spec = dataclasses.replace(spec, image=image)
         on_box_sweep.start(box, spec, gpus=spec.gpus > 0, user=on_box.box_user(box))

@@ -4,6 +4,7 @@ train-median baseline, and plots/learning_curve.png and plots/clarke_grid.png.""
 from __future__ import annotations
 
 import json
+from dataclasses import MISSING
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,10 @@ import numpy as np
 
 from trainer.metrics import clarke_zones
 from trainer.reports.progress import read_metrics
+from trainer.reports.settings import flag_rows
 
 GRID_MAX_MG_DL = 400.0
+AUTO_LR = "auto: 2e-3 x sqrt(batch / 256)"  # trainer.config resolves it
 CONFIG_FILE = "config.json"  # the run's resolved settings, written at its start
 # Clarke error grid zone boundaries (reference x, prediction y), mg/dL, as Clarke 1987 draws them.
 CLARKE_LINES = (
@@ -219,28 +222,31 @@ def _shown(value: Any) -> str:
 
 
 def _settings_table(config: dict[str, Any], summary: dict[str, Any]) -> list[str]:
-    """The trainer flags the run trained with, as config.json resolved them."""
-    train, optim = config["train"], config["optim"]
+    """Every trainer flag the run trained with, as config.json resolved them, and the
+    default beside each one the run changed."""
+    train = config["train"]
     batch = f"{train['batch_size']} ({train['per_rank_batch_size']} a rank x {train['world_size']})"
-    rows = (
-        ("--data", config["data"]["data_dir"]),
-        ("--model", config["model"]["arch"]),
-        ("--epochs", train["epochs"]),
-        ("--batch-size", batch),
-        ("--lr", optim["lr"]),
-        ("--grad-accum", optim["grad_accum"]),
-        ("--precision", f"{summary['precision']} (asked: {train['precision']})"),
-        ("--formulation", train["formulation"]),
-        ("--seed", train["seed"]),
-        ("--patience", train["patience"]),
-        ("--max-steps", train["max_steps"]),
-        ("--deterministic", train["deterministic"]),
-        ("--compile", train["compile"]),
-        ("--checkpoint-every", f"{config['checkpoint_every_seconds']:g} s"),
-        ("--checkpoint-every-steps", config["checkpoint_every_steps"]),
-        ("--checkpoint-uri", config["checkpoint_uri"]),
+    resolved = (
+        ("--data", config["data"]["data_dir"], MISSING),
+        ("--batch-size", batch, MISSING),
+        ("--precision", f"{summary['precision']} (asked: {train['precision']})", MISSING),
+        ("--checkpoint-every", f"{config['checkpoint_every_seconds']:g} s", MISSING),
     )
-    return ["| flag | value |", "|---|---|", *(f"| `{f}` | {_shown(v)} |" for f, v in rows)]
+    rows = [*resolved, *flag_rows(config)]
+    return [
+        "| flag | value | default, where it differs |",
+        "|---|---|---|",
+        *(
+            f"| `{f}` | {_shown(v)} | {'' if d is MISSING else _default(f, d)} |"
+            for f, v, d in rows
+        ),
+    ]
+
+
+def _default(flag: str, value: Any) -> str:
+    if value is MISSING:  # the run kept it
+        return ""
+    return AUTO_LR if flag == "--lr" and value is None else _shown(value)
 
 
 def write_report(

@@ -4,7 +4,7 @@ Trials are compared on validation MAE alone (each ran with `--skip-test`). Once 
 search is over, the trial with the lowest validation MAE is chosen and its best
 checkpoint evaluated on the test split, once: `python -m trainer evaluate`, its result
 kept in result.json, which a resumed or restarted sweep reuses instead of evaluating
-again. report.md says all of this beside the ranked trials and the plot.
+again. report.md says all of this beside the ranked trials and Optuna's plots of the study.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 from trainer.atomic_write import write_json_atomic
 from trainer.exit_codes import EXIT_OK
-from trainer.sweep.plot import plot_val_mae
-from trainer.sweep.spec import PLOT_FILE, REPORT_FILE, RESULT_FILE, SweepSpec, read_json
+from trainer.sweep.plot import PLOTS, plot_study
+from trainer.sweep.spec import PLOTS_DIR, REPORT_FILE, RESULT_FILE, SweepSpec, read_json
 
 EXIT_FAILED = 1
 EVALUATE_TIMEOUT_SECONDS = 3600
@@ -68,16 +68,12 @@ def _evaluate_test(spec: SweepSpec, run_id: str) -> dict[str, Any]:
 
 
 def finish(spec: SweepSpec, study: Any, sweep_dir: Path) -> int:
-    """Choose, evaluate the test split once, write result.json, report.md and the plot."""
+    """Choose, evaluate the test split once, write result.json, report.md and the plots."""
     import optuna
 
     rows = trial_rows(spec, study, set())
     complete = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
-    plot_val_mae(
-        [(row["values"], row["val_mae"]) for row in rows if row["val_mae"] is not None],
-        sweep_dir / PLOT_FILE,
-        f"sweep {spec.sweep_id}: validation MAE per trial (the test split is not used)",
-    )
+    plot_study(study, sweep_dir / PLOTS_DIR, f"sweep {spec.sweep_id}")
     if not complete:
         _write_report(spec, sweep_dir, rows, None)
         print(f"sweep {spec.sweep_id}: no trial finished; see each trial's train.log", flush=True)
@@ -154,5 +150,6 @@ def _write_report(spec: SweepSpec, sweep_dir: Path, rows: list[dict], result: di
         lines.append(
             f"| {place} | {row['run_id']} | {row['state']} | {' | '.join(values)} | {mae} |"
         )
-    lines += ["", f"![validation MAE against each swept value]({PLOT_FILE})", ""]
+    lines += ["", *(f"![{shows}]({PLOTS_DIR}/{stem}.png)" for stem, (_, shows) in PLOTS.items())]
+    lines += [""]
     (sweep_dir / REPORT_FILE).write_text("\n".join(lines))

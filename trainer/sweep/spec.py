@@ -9,7 +9,7 @@ container), mirrored to `<storageUri>/sweeps/<id>/`:
                      steps added up, so it moves while any trial trains)
     trials.json      each trial: number, run id, state, values, validation MAE
     result.json      the chosen trial and its test metrics (the test split's one use)
-    report.md, plots/val_mae.png
+    report.md, plots/ Optuna's plots of the study (trainer.sweep.plot)
 
 A trial is a run like any other, `runs/<sweep_id>-tNNN/`, started with `--skip-test`;
 its launch.json says `sweep` and `trial`. Torch-free: `fab` imports this.
@@ -30,7 +30,10 @@ STATUS_FILE = "status.json"
 TRIALS_FILE = "trials.json"
 RESULT_FILE = "result.json"
 REPORT_FILE = "report.md"
-PLOT_FILE = "plots/val_mae.png"
+PLOTS_DIR = "plots"
+TRIAL_LOG_FILE = "train.log"
+"""In a trial's run dir (mirrored with it): the trial's output, which `fab logs` reads
+from storage once no container holds the run."""
 METHODS = ("grid", "random", "tpe")
 # A trial's run id is `<sweep_id>-tNNN`: with the box's 64-character names, the sweep
 # id keeps 59.

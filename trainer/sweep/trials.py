@@ -23,9 +23,8 @@ from typing import Any
 from trainer.atomic_write import write_json_atomic
 from trainer.reports.status import METRICS_FILE
 from trainer.sweep.space import trial_flags
-from trainer.sweep.spec import SweepSpec
+from trainer.sweep.spec import TRIAL_LOG_FILE, SweepSpec
 
-LOG_FILE = "train.log"
 LAUNCH_FILE = "launch.json"
 
 
@@ -74,7 +73,7 @@ class TrialProcess:
     def last_line(self) -> str:
         """The last line the trial printed (a failure's one-line reason), and where the
         rest is."""
-        path = self.run_dir / LOG_FILE
+        path = self.run_dir / TRIAL_LOG_FILE
         try:
             lines = path.read_text(errors="replace").strip().splitlines()
         except OSError:
@@ -137,7 +136,7 @@ class TrialPool:
         run_dir.mkdir(parents=True, exist_ok=True)
         self._write_launch(run_dir, run_id, number, values)
         slot = self._free_slot()
-        log = (run_dir / LOG_FILE).open("a")
+        log = (run_dir / TRIAL_LOG_FILE).open("a")
         process = subprocess.Popen(
             self.command(run_id, values),
             stdout=log,

@@ -45,10 +45,20 @@ def test_the_local_target_is_one_box_this_machine(here):
         box_for(here, 1)
 
 
-def test_box_root_and_file_storage_are_made_on_first_use(here, tmp_path):
-    box_for(here)
+def test_box_root_and_file_storage_are_made_before_the_first_container(here, tmp_path):
+    box = box_for(here)
+    box.run("docker ps")
+    assert not (tmp_path / "box").exists() and not (tmp_path / "store").exists()
+    box.run("docker run --rm no-such-image-here-i32", check=False)
     assert {p.name for p in (tmp_path / "box").iterdir()} == set(contract.USER_DIRS)
     assert (tmp_path / "store").is_dir()
+
+
+@pytest.mark.parametrize("command", [("runs",), ("runs", "--json"), ("status",), ("logs",),
+                                     ("logs", "--run", "gone")])  # fmt: skip
+def test_a_command_that_only_looks_makes_no_folder(docker_engine, tmp_path, command):
+    _fab(_target_file(tmp_path), *command, GLUCOSE_KNOWN_HOSTS=str(tmp_path / "known_hosts"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["here.json"]
 
 
 def test_commands_run_here_as_this_user(here, tmp_path):
@@ -65,7 +75,7 @@ def test_a_failed_command_is_one_line_naming_this_machine(here):
 
 
 def test_input_goes_on_stdin_never_on_a_command_line(here, tmp_path):
-    secret = tmp_path / "box" / "secret"
+    secret = tmp_path / "secret"
     code, _ = box_for(here).run_with_input(f"umask 077 && cat > {secret}", "KEY=value\n")
     assert code == 0 and secret.read_text() == "KEY=value\n"
     assert oct(secret.stat().st_mode & 0o777) == "0o600"
@@ -75,6 +85,7 @@ def test_input_goes_on_stdin_never_on_a_command_line(here, tmp_path):
 
 def test_files_are_read_here_and_a_missing_one_is_none(here, tmp_path):
     box = box_for(here)
+    (tmp_path / "box" / "runs").mkdir(parents=True)
     (tmp_path / "box" / "runs" / "status.json").write_text("{}")
     assert box.exists(f"{here.box_root}/runs/status.json")
     assert box.read_text(f"{here.box_root}/runs/status.json") == "{}"
@@ -89,9 +100,10 @@ def test_an_engine_that_does_not_answer_is_one_line_at_the_first_command(tmp_pat
     assert "the docker group" in message
 
 
-def test_a_box_root_that_cannot_be_made_names_the_keys_to_set(tmp_path):
-    result = _fab(_target_file(tmp_path, boxRoot="/dev/null/box"), "status")
-    assert_one_line_error(result, "cannot make /dev/null/box/runs", "set boxRoot and storageUri")
+def test_a_box_root_that_cannot_be_made_names_the_keys_to_set(docker_engine, tmp_path):
+    where = load_target_file(_target_file(tmp_path, boxRoot="/dev/null/box"))
+    with pytest.raises(Exit, match=r"cannot make /dev/null/box/runs .* set boxRoot and storageUri"):
+        box_for(where).run("docker run --rm no-such-image-here-i32")
 
 
 def test_fab_ssh_says_there_is_no_box_to_ssh_to(here, tmp_path):

@@ -70,7 +70,9 @@ def test_status_shows_progress_speed_and_money(local_box):
     assert "12,345 windows/s" in out
     assert "gpu:        none" in out
     assert "$1.50 so far" in out  # one hour at the target's 1.5 $/h
-    assert "projected:  $3.00" in out  # plus the one-hour ETA
+    assert "projected:  $3.00 for the whole run (ETA 1 h 00 min)" in out  # plus the ETA
+    assert "at $1.50/h on-demand a box" in out
+    assert "last log:   step 40, train_loss 0.25" in out
 
 
 def test_stop_of_a_run_the_box_does_not_hold_says_so(local_box):
@@ -94,4 +96,4 @@ def test_status_counts_the_runs_recoveries_and_the_time_they_cost(local_box):
     result = local_box.fab("status", "--run", "r3")
     assert result.returncode == 0, result.stderr
     assert "recovered:  2 time(s) after a stop it did not ask for" in result.stdout
-    assert "0.75 h lost" in result.stdout
+    assert "45 min lost" in result.stdout

@@ -402,7 +402,7 @@ def test_a_sweep_runs_on_the_box_stops_mid_trial_and_the_resume_unit_finishes_it
         assert "resume: step" in (box.root / "runs" / run_id / "train.log").read_text()
 
     ranked = _fab_ok(box, "runs", "--sweep", SWEEP_ID, "--local", str(tmp_path / "runs"),
-                     "--plot", str(tmp_path / "sweep.png")).stdout  # fmt: skip
+                     "--plot", str(tmp_path / "plots")).stdout  # fmt: skip
     chosen = _sweep_file(box, "result.json")["chosen"]
     assert f"chosen: {chosen}" in ranked and "evaluated once" in ranked
-    assert (tmp_path / "sweep.png").is_file()
+    assert (tmp_path / "plots" / "parallel_coordinates.png").is_file()

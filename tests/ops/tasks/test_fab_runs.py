@@ -13,7 +13,8 @@ import subprocess
 
 import pytest
 
-from tests.ops.conftest import FAB
+from tests.fixtures.run_folders import storage_only_target, write_journal
+from tests.ops.conftest import FAB, assert_one_line_error
 from tests.paths import REPO
 from trainer.storage import open_store
 
@@ -42,15 +43,6 @@ def _launch(started_at: float, dataset: str = "synth", **more) -> dict:
     return {"started_at": started_at, "dataset": dataset, "hourly_price_usd": 1.5, **more}
 
 
-def _target(path, uri: str) -> None:
-    path.write_text(json.dumps({
-        "cloud": "local", "hosts": ["127.0.0.1"], "sshUser": "nobody", "sshPort": 22,
-        "sshKeyPath": str(path.parent / "no-key"), "storageUri": uri, "registry": "",
-        "imageRepository": "glucose-training", "vmSize": "local", "gpuCount": 0,
-        "hourlyPriceUsd": 1.5, "spot": False,
-    }))  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def stack(moto_server, tmp_path_factory) -> dict:
     """A target whose storage holds runs in several states; `fab runs` run against it once
@@ -61,7 +53,7 @@ def stack(moto_server, tmp_path_factory) -> dict:
             patch.setenv(name, value)
         uri = moto_server.create_bucket(prefix="stack")
         _store_runs(open_store(uri))
-    _target(tmp / "target.json", uri)
+    storage_only_target(tmp / "target.json", uri)
     found = {"target": tmp / "target.json", "local": tmp / "runs", "tmp": tmp,
              "env": moto_server.env, "moto": moto_server}  # fmt: skip
     table = _fab_runs(found)
@@ -184,7 +176,7 @@ def test_a_sweep_ranks_its_trials_by_validation_mae_and_plots_them(stack, monkey
         monkeypatch.setenv(name, value)
     uri = stack["moto"].create_bucket(prefix="stack")  # a stack of its own: only the sweep
     store, sweep = open_store(uri), "sweep-a"
-    _target(stack["tmp"] / "sweep-target.json", uri)
+    storage_only_target(stack["tmp"] / "sweep-target.json", uri)
     stack = {**stack, "target": stack["tmp"] / "sweep-target.json"}
     for number, (lr, mae) in enumerate([(1e-3, 14.0), (3e-3, 11.0), (1e-2, None)]):
         run_id = f"{sweep}-t{number:03d}"
@@ -202,8 +194,11 @@ def test_a_sweep_ranks_its_trials_by_validation_mae_and_plots_them(stack, monkey
         json.dumps({"chosen": f"{sweep}-t001", "val_mae": 11.0,
                     "test": {"mae": 13.5, "baseline": {"mae": 30.0}}}).encode(),
     )  # fmt: skip
-    plot = stack["tmp"] / "sweep.png"
-    done = _fab_runs(stack, "--sweep", sweep, "--plot", str(plot))
+    journal = [(1e-3, [20.0, 14.0], False), (3e-3, [18.0, 11.0], False), (1e-2, [25.0], True)]
+    store.put_file(f"sweeps/{sweep}/optuna.journal",
+                   write_journal(stack["tmp"] / "optuna.journal", sweep, journal))  # fmt: skip
+    plots = stack["tmp"] / "sweep-plots"
+    done = _fab_runs(stack, "--sweep", sweep, "--plot", str(plots))
     assert done.returncode == 0, done.stderr
     ranked = [
         [cell.strip() for cell in line.split("│")]
@@ -215,4 +210,50 @@ def test_a_sweep_ranks_its_trials_by_validation_mae_and_plots_them(stack, monkey
     ]  # fmt: skip
     assert "pruned" in ranked[2]
     assert "chosen: sweep-a-t001" in done.stdout and "evaluated once" in done.stdout
-    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"plots: {plots}/ (Optuna's history" in done.stdout
+    for name in ("history", "parallel_coordinates", "intermediate_values"):
+        assert (plots / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+def _fab_in(folder, stack, *args: str):
+    """`fab runs` run from `folder` with no --local: its default folders, relative to it."""
+    env = {key: value for key, value in os.environ.items() if key != "GLUCOSE_TARGET"}
+    env.update(stack["env"], COLUMNS="250")
+    command = [str(FAB), "--search-root", str(REPO), "runs", *args]
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+
+
+def test_the_demos_runs_are_listed_without_a_flag(stack, tmp_path):
+    _downloaded(tmp_path / "demo" / "runs")  # where `make demo` writes its run
+    done = _fab_in(tmp_path, stack)
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[0] for line in done.stdout.splitlines() if "r-" in line] == ["r-finished"]
+
+
+def test_no_runs_anywhere_says_where_it_looked_and_how_to_point_it(stack, tmp_path):
+    done = _fab_in(tmp_path, stack)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "no runs in runs/, demo/runs/; point --local DIR at a folder of runs, or --target local "
+        "at this machine's; or start one: fab train"
+    )
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--state", "done", "is no run state; use one of: running, preempted, stopped, finished"),
+        ("--sweep", "nosuch", "names nothing in storage or the local runs; there are: none"),
+        ("--dataset", "nosuch", "there are: synth, vitaldb-m1"),
+    ],
+)
+def test_a_filter_nothing_could_match_is_one_line_and_fails(stack, flag, value, said):
+    message = assert_one_line_error(_fab_runs(stack, flag, value), f"{flag} {value!r}", said)
+    assert message.startswith(flag), message
+
+
+def test_a_filter_that_could_match_but_does_not_says_so_and_succeeds(stack):
+    done = _fab_runs(stack, "--state", "preempted")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "none of the 4 runs matches; `fab runs` lists them all"

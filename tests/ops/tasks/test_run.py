@@ -1,18 +1,25 @@
-"""`fab train`'s checks before it builds, pushes or pulls anything."""
+"""`fab train`'s and `fab sweep`'s checks before they build, push or pull anything."""
 
 from __future__ import annotations
+
+import pytest
 
 from tests.ops.conftest import assert_one_line_error
 
 
-def test_train_on_a_dataset_storage_lacks_is_one_line_before_any_image_work(
-    local_box, recording_tool
+@pytest.mark.parametrize(
+    "command",
+    [("train", "--dataset", "synht-small"),
+     ("sweep", "--dataset", "synht-small", "--param", "lr=1e-3,1e-2")],
+)  # fmt: skip
+def test_a_dataset_storage_lacks_is_one_line_before_any_image_work(
+    local_box, recording_tool, command
 ):
     docker = recording_tool("docker")
     stored = local_box.root.parent / "storage" / "datasets" / "synth-small"
     stored.mkdir(parents=True)
     (stored / "manifest.json").write_text('{"files": {}}\n')
-    result = local_box.fab("train", "--dataset", "synht-small")
+    result = local_box.fab(*command)
     assert result.returncode == 1
     assert_one_line_error(
         result,

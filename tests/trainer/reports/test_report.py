@@ -23,11 +23,28 @@ def test_the_report_lists_the_flags_the_run_trained_with(trained_run):
     config = json.loads((trained_run / "config.json").read_text())
     lines = _report(trained_run)
     settings = lines[lines.index("## Settings (config.json)") :]
-    assert "| `--model` | resnet18 |" in settings
-    assert "| `--epochs` | 2 |" in settings
-    assert "| `--batch-size` | 32 (32 a rank x 1) |" in settings
-    assert f"| `--lr` | {config['optim']['lr']:g} |" in settings
-    assert "| `--checkpoint-uri` | none |" in settings
+    assert "| `--model` | resnet18 | resnet34 |" in settings
+    assert "| `--epochs` | 2 | 20 |" in settings
+    assert "| `--batch-size` | 32 (32 a rank x 1) |  |" in settings
+    assert f"| `--lr` | {config['optim']['lr']:g} | auto: 2e-3 x sqrt(batch / 256) |" in settings
+    assert "| `--checkpoint-uri` | none |  |" in settings
+
+
+def test_the_report_names_every_flag_that_differs_from_its_default(trained_run, tmp_path):
+    run_dir = shutil.copytree(trained_run, tmp_path / "run")
+    config = json.loads((run_dir / "config.json").read_text())
+    config["model"].update(dropout=0.0, kernel_size=7)
+    config["optim"].update(weight_decay=0.05, warmup_fraction=0.1, min_lr_fraction=0.0,
+                           grad_clip_norm=0.5)  # fmt: skip
+    (run_dir / "config.json").write_text(json.dumps(config))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    write_report(run_dir, summary, np.array([100.0, 150.0]), np.array([110.0, 140.0]))
+    lines = _report(run_dir)
+    for row in ("| `--dropout` | 0 | 0.2 |", "| `--kernel-size` | 7 | 3 |",
+                "| `--weight-decay` | 0.05 | 0.01 |", "| `--warmup-fraction` | 0.1 | 0.05 |",
+                "| `--min-lr-fraction` | 0 | 0.02 |", "| `--grad-clip` | 0.5 | 1 |",
+                "| `--seed` | 0 |  |"):  # fmt: skip
+        assert row in lines, row
 
 
 def _rewritten(trained_run, tmp_path, **summary_changes) -> list[str]:

@@ -128,4 +128,5 @@ def test_the_sweeps_folder_is_mirrored_to_storage(lives):
     stored = lives.root / "storage" / "sweeps" / SWEEP
     for name in ("sweep.json", "optuna.journal", "status.json", "result.json", "report.md"):
         assert (stored / name).read_bytes() == (lives.sweep_dir / name).read_bytes(), name
-    assert (stored / "plots" / "val_mae.png").is_file()
+    for plot in ("history", "parallel_coordinates", "intermediate_values"):
+        assert (stored / "plots" / f"{plot}.png").is_file(), plot

@@ -1,0 +1,70 @@
+"""`fab tensorboard` with no `--run`: every run of the stack in one TensorBoard, here.
+
+The runs come from storage and the local `runs/` (ops.data.run_cache), so no box need
+be up; TensorBoard runs on this machine, from this venv, on the loopback only. Its
+Scalars page shows all runs' curves together, its HParams page one row per run and
+sweep trial with the run's settings and final metrics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import warnings
+from pathlib import Path
+
+from invoke.exceptions import Exit
+from rich.console import Console
+
+from ops import CHECKOUT
+from ops.data import run_cache
+from ops.run.listing import POINT_IT, looked_in
+
+CACHE_ROOT = CHECKOUT / ".cache" / "tensorboard"
+console = Console(stderr=True, soft_wrap=True)
+
+
+def cache_for(storage_uri: str | None, local: list[Path]) -> Path:
+    """One cache per place runs are read from: two stacks never mix their runs."""
+    where = "|".join([storage_uri or "", *(str(d.resolve()) for d in local)])
+    return CACHE_ROOT / hashlib.sha256(where.encode()).hexdigest()[:16]
+
+
+def serve(storage_uri: str | None, local: list[Path], port: int, cache: Path | None) -> None:
+    """Gather the runs, then serve them until Ctrl-C."""
+    cache = cache or cache_for(storage_uri, local)
+    gathered = run_cache.gather(storage_uri, local, cache)
+    for note in gathered.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    if not gathered.run_ids:
+        raise Exit(f"no runs in {looked_in(storage_uri, local)}; {POINT_IT}")
+    url = _launch(cache, port)
+    print(f"TensorBoard of {len(gathered.run_ids)} runs: {url}", flush=True)
+    console.print(f"runs gathered in {cache}; HParams: {url}#hparams")
+    console.print("Ctrl-C stops it; run it again to gather newer runs")
+    try:
+        while True:  # TensorBoard serves from its own threads
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+
+
+def _launch(logdir: Path, port: int) -> str:
+    """TensorBoard in this process (its server runs in threads of its own); its URL."""
+    try:
+        with warnings.catch_warnings():  # setuptools' word on pkg_resources, which 2.20 imports
+            warnings.simplefilter("ignore", UserWarning)
+            from tensorboard import default, program
+    except ModuleNotFoundError as error:  # a venv made before the project pinned setuptools
+        raise Exit(
+            f"TensorBoard cannot start: no module {error.name!r} (setuptools 82 removed "
+            "pkg_resources, which TensorBoard 2.20 imports); run `make venv`, or "
+            "`.venv/bin/pip install 'setuptools<82'`"
+        ) from None
+
+    board = program.TensorBoard(plugins=default.get_static_plugins())
+    board.configure(logdir=str(logdir), host="127.0.0.1", port=port, reload_interval=30)
+    try:
+        return board.launch()
+    except program.TensorBoardServerException as error:
+        raise Exit(f"TensorBoard did not start on port {port}: {error.msg}") from None

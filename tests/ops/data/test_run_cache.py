@@ -1,0 +1,96 @@
+"""Every run of a stack gathered into one folder for one TensorBoard: its event files
+from storage and from the local `runs/`, and its settings and final metrics as HParams.
+
+The stores are real `file://` stores (the local target's kind of storage) written with
+the storage client the trainer mirrors with; the event files are written by torch's
+SummaryWriter, as the trainer's are, and read back with TensorBoard's own loader.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+from tensorboard.plugins.hparams import metadata
+
+from ops.data import run_cache
+from ops.run.hparams import HPARAMS_FILE
+from tests.fixtures.run_folders import put_run
+from trainer.storage import open_store
+
+
+def session(folder: Path) -> tuple[dict, dict[str, float], bool]:
+    """What TensorBoard reads from a run's HParams file: its hyperparameters, its
+    scalars, and whether the session ended."""
+    hparams, scalars, ended = {}, {}, False
+    for event in EventFileLoader(str(folder / HPARAMS_FILE)).Load():
+        for value in event.summary.value:
+            if value.tag == metadata.SESSION_START_INFO_TAG:
+                start = metadata.parse_session_start_info_plugin_data(
+                    value.metadata.plugin_data.content
+                )
+                hparams = {key: _plain(v) for key, v in start.hparams.items()}
+            elif value.tag == metadata.SESSION_END_INFO_TAG:
+                ended = True
+            elif value.HasField("tensor") or value.HasField("simple_value"):
+                scalars[value.tag] = value.simple_value or value.tensor.float_val[0]
+    return hparams, scalars, ended
+
+
+def _plain(value):
+    return getattr(value, value.WhichOneof("kind"))
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> dict:
+    storage = open_store(f"file://{tmp_path / 'storage'}")
+    put_run(storage, "runs/", "r-one", tmp_path, lr=1e-3, val_mae=12.5)
+    put_run(storage, "runs/", "r-two", tmp_path, lr=3e-3, sweep="s-lr")
+    local = tmp_path / "runs"
+    put_run(open_store(f"file://{local}"), "", "r-demo", tmp_path, lr=2e-3, val_mae=20.0)
+    return {"uri": f"file://{tmp_path / 'storage'}", "local": local, "cache": tmp_path / "c"}
+
+
+def test_every_run_of_storage_and_of_the_local_runs_gets_a_folder_of_event_files(stores):
+    gathered = run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
+    assert gathered.run_ids == ["r-demo", "r-one", "r-two"] and gathered.notes == []
+    for run_id in gathered.run_ids:
+        files = [p.name for p in (stores["cache"] / run_id).iterdir()]
+        assert any(name.startswith("events.out.tfevents.") and name != HPARAMS_FILE
+                   for name in files), files  # fmt: skip
+
+
+def test_a_finished_run_shows_its_settings_and_final_metrics_as_hparams(stores):
+    run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
+    hparams, scalars, ended = session(stores["cache"] / "r-one")
+    assert hparams["optim.lr"] == pytest.approx(1e-3)
+    assert hparams["model.arch"] == "resnet18" and hparams["dataset"] == "synth"
+    assert hparams["state"] == "finished" and ended
+    assert scalars == {
+        "best_checkpoint/val_mae": 12.5,
+        "best_checkpoint/val_rmse": 17.5,
+        "best_checkpoint/test_mae": 13.5,
+    }
+
+
+def test_a_running_sweep_trial_names_its_sweep_and_has_no_final_metrics_yet(stores):
+    run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
+    hparams, scalars, ended = session(stores["cache"] / "r-two")
+    assert hparams["sweep"] == "s-lr" and hparams["state"] == "running"
+    assert scalars == {} and not ended
+
+
+def test_an_unchanged_event_file_is_not_fetched_again(stores):
+    run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
+    copy = next(p for p in (stores["cache"] / "r-one").iterdir() if p.name != HPARAMS_FILE)
+    copy.write_bytes(copy.read_bytes() + b"kept")  # a fetch would replace it
+    run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
+    assert copy.read_bytes().endswith(b"kept")
+
+
+def test_a_key_that_would_leave_the_run_folder_is_skipped_and_said(stores, tmp_path):
+    open_store(stores["uri"]).write_bytes("runs/r-one/tb/a\\b", b"x")
+    gathered = run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
+    assert any("a\\b" in note for note in gathered.notes), gathered.notes
+    assert not (stores["cache"] / "r-one" / "a\\b").exists()

@@ -1,0 +1,99 @@
+"""`fab tensorboard` with no `--run`, seen in a real headless Chromium: every run of the
+stack's storage (moto's S3; no box at all) and of the local `runs/` in one TensorBoard,
+its HParams table showing each run's settings and final metrics.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.chromium import chromium_page
+from tests.fixtures.run_folders import put_run, storage_only_target
+from tests.local_server import free_port
+from tests.ops.conftest import FAB, assert_one_line_error
+from tests.paths import REPO
+from trainer.storage import open_store
+
+START_TIMEOUT_SECONDS = 60
+PAGE_TIMEOUT_SECONDS = 60
+
+
+def _url(fab: subprocess.Popen) -> str:
+    """The URL `fab tensorboard` prints once it serves."""
+    deadline, seen = time.monotonic() + START_TIMEOUT_SECONDS, ""
+    while time.monotonic() < deadline and fab.poll() is None:
+        if select.select([fab.stdout], [], [], 1.0)[0]:
+            line = fab.stdout.readline()
+            seen += line
+            if line.startswith("TensorBoard of "):
+                return line.split(": ", 1)[1].strip()
+    raise AssertionError(f"fab tensorboard did not serve: {seen}{fab.stderr.read()}")
+
+
+@pytest.fixture
+def board(moto_server, tmp_path: Path):
+    """`fab tensorboard` serving two runs from S3 and one from the local runs/."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in moto_server.env.items():
+            patch.setenv(name, value)
+        uri = moto_server.create_bucket(prefix="board")
+        storage = open_store(uri)
+        put_run(storage, "runs/", "r-lr-small", tmp_path, lr=1e-3, val_mae=12.5, sweep="s-lr")
+        put_run(storage, "runs/", "r-lr-large", tmp_path, lr=3e-2, val_mae=19.75, sweep="s-lr")
+    put_run(open_store(f"file://{tmp_path / 'runs'}"), "", "cpu-demo", tmp_path, lr=2e-3,
+            val_mae=21.0)  # fmt: skip
+    env = {
+        **os.environ,
+        **moto_server.env,
+        "GLUCOSE_TARGET": str(storage_only_target(tmp_path / "t", uri)),
+    }
+    command = [str(FAB), "tensorboard", "--port", str(free_port()), "--local",
+               str(tmp_path / "runs"), "--cache", str(tmp_path / "cache")]  # fmt: skip
+    fab = subprocess.Popen(command, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        yield _url(fab)
+    finally:
+        fab.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        fab.wait(timeout=30)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_the_hparams_table_shows_every_run_with_its_settings_and_final_metrics(board, tmp_path):
+    with chromium_page(tmp_path / "chromium-profile") as page:
+        page.open(f"{board}#hparams")
+        text = page.wait_for_text("r-lr-small", "r-lr-large", "cpu-demo", "optim.lr",
+                                  "0.0010000", "0.030000", "best_checkpoint/val_mae",
+                                  timeout_s=PAGE_TIMEOUT_SECONDS)  # fmt: skip
+        shot = page.screenshot(tmp_path / "hparams.png")
+    assert "Number of matching session groups: 3" in text, text
+    assert shot.read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_the_scalars_page_lists_every_run_for_their_curves_together(board, tmp_path):
+    with chromium_page(tmp_path / "chromium-profile") as page:
+        page.open(f"{board}#timeseries")
+        page.wait_for_text("r-lr-small", "r-lr-large", "cpu-demo", "/val_mae",
+                           timeout_s=PAGE_TIMEOUT_SECONDS)  # fmt: skip
+
+
+def test_no_runs_anywhere_is_one_line_saying_where_it_looked(tmp_path):
+    target = storage_only_target(tmp_path / "target.json", f"file://{tmp_path / 'storage'}")
+    env = {**os.environ, "GLUCOSE_TARGET": str(target)}
+    done = subprocess.run(
+        [str(FAB), "tensorboard", "--local", str(tmp_path / "runs"), "--cache",
+         str(tmp_path / "cache")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    looked = f"no runs in file://{tmp_path / 'storage'} and {tmp_path / 'runs'}/"
+    assert_one_line_error(done, looked, "point --local DIR", "--target local")
