@@ -30,6 +30,8 @@ INSTALLER = bootstrap.INSTALLER
 SHIPPED_SUFFIXES = (".py", ".sh", ".service", ".timer")
 FIRST_BOOT_FILES = ("bootstrap.py", "glucose-bootstrap.service")
 """In the user data (stack/cloud_init.py): what fetches the archive cannot be in it."""
+ALSO_IN_THE_ARCHIVE = ("bootstrap.py",)
+"""First-boot files the programs import too: box/notify.py signs with its SigV4."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,8 @@ def shipped_sources() -> list[Path]:
     return sorted(
         path
         for path in BOX_DIR.iterdir()
-        if path.suffix in SHIPPED_SUFFIXES and path.name not in FIRST_BOOT_FILES
+        if path.suffix in SHIPPED_SUFFIXES
+        and (path.name not in FIRST_BOOT_FILES or path.name in ALSO_IN_THE_ARCHIVE)
     )
 
 
