@@ -73,12 +73,13 @@ def build_programs() -> Programs:
     return Programs(data, hashlib.sha256(data).hexdigest())
 
 
-def settings_text(cloud: str, **guard: object) -> str:
+def settings_text(cloud: str, notify: dict | None = None, **guard: object) -> str:
     """watchdog.json for a box of `cloud` with these guard settings (GUARD_SETTINGS' box
-    keys; left out: the programs' defaults). ValueError naming every bad one, so a bad
+    keys; left out: the programs' defaults) and where it tells a run's end (`notify`:
+    stack.outputs.NOTIFY_OUTPUTS' box keys). ValueError naming every bad one, so a bad
     setting fails at `pulumi preview` or in `fab box-update`, not on a booting box; a
     setting out of its range (GuardSetting.limits, the stack's) is refused here too."""
     problems = guard_problems(guard)
     if problems:
         raise ValueError("; ".join(problems))
-    return WatchdogConfig(cloud=cloud, **guard).to_json()
+    return WatchdogConfig(cloud=cloud, **(notify or {}), **guard).to_json()
