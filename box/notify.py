@@ -38,6 +38,7 @@ NOTICES_FILE = "notices.json"
 MAX_TRIES = 3
 BUDGET_SECONDS = 10
 """No request starts after this; each one is bounded by the config's timeout."""
+LOCK_POLL_SECONDS = 0.2
 SNS_API_VERSION = "2010-03-31"
 SUBJECT_LIMIT = 100  # SNS's, for the mail's subject
 
@@ -81,33 +82,56 @@ def channels(config: WatchdogConfig) -> list[str]:
 
 
 def notify_once(config: WatchdogConfig, key: str, text: str, log: Callable[[str], None]) -> None:
-    """Send `text` to each channel that has not taken the message of run end `key`."""
+    """Send `text` to each channel that has not taken the message of run end `key`, within
+    BUDGET_SECONDS (and one request's timeout). Never raises: a message must not hold up
+    the stop or the resume that calls it, so a failure is logged and tried at the next look."""
     wanted = channels(config)
     if not wanted:
         return
+    give_up = time.monotonic() + BUDGET_SECONDS
     path = Path(config.box_root) / contract.WATCHDOG_DIR / NOTICES_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # The resume unit and the watchdog may look at the same minute.
-    with open(path.with_name(NOTICES_FILE + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        notices = _load(path)
-        notice = notices.setdefault(key, {"text": text, "sent": [], "tries": 0})
-        left = [name for name in wanted if name not in notice["sent"]]
-        if not left or notice["tries"] >= MAX_TRIES:
-            return
-        notice["tries"] += 1
-        give_up = time.monotonic() + BUDGET_SECONDS
-        for name in left:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # The resume unit and the watchdog may look in the same minute.
+        with open(path.with_name(NOTICES_FILE + ".lock"), "a") as lock:
+            if not _locked(lock.fileno(), give_up):
+                log(f"WARNING: {path} stayed locked; the end of {key} is told at the next look")
+                return
+            notices = _load(path)
+            notice = notices.setdefault(key, {"text": text, "sent": [], "tries": 0})
+            left = [name for name in wanted if name not in notice["sent"]]
+            if not left or notice["tries"] >= MAX_TRIES:
+                return
+            notice["tries"] += 1
+            for name in left:
+                if time.monotonic() < give_up and _sent(config, name, text, key, notice, log):
+                    notice["sent"].append(name)
+            _save(path, notices, log)
+    except Exception as error:  # a message never holds up a stop (docstring)
+        log(f"WARNING: the end of {key} was not told: {error}")
+
+
+def _locked(fd: int, give_up: float) -> bool:
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
             if time.monotonic() >= give_up:
-                break
-            try:
-                SENDERS[name](config, text)
-            except (instance_metadata.MetadataError, ValueError, KeyError) as error:
-                log(f"WARNING: the {name} notice of {key} failed (try {notice['tries']}): {error}")
-                continue
-            notice["sent"].append(name)
-            log(f"told ({name}): {text}")
-        _save(path, notices, log)
+                return False
+            time.sleep(LOCK_POLL_SECONDS)
+
+
+def _sent(
+    config: WatchdogConfig, name: str, text: str, key: str, notice: dict, log: Callable
+) -> bool:
+    try:
+        SENDERS[name](config, text)
+    except Exception as error:  # one channel failed, for any reason: retried
+        log(f"WARNING: the {name} notice of {key} failed (try {notice['tries']}): {error}")
+        return False
+    log(f"told ({name}): {text}")
+    return True
 
 
 def _load(path: Path) -> dict:

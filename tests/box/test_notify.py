@@ -195,3 +195,11 @@ def test_an_aws_box_publishes_the_end_to_the_stacks_sns_topic_with_its_role(
     assert messages[0]["Subject"] == "glucose-training: run run-1 finished"
     seen = [request.path for request in fake_metadata.requests]
     assert "/latest/meta-data/iam/security-credentials/glucose-box-role" in seen
+
+
+def test_a_notice_that_cannot_be_recorded_never_holds_up_the_watchdogs_stop(box, webhook):
+    (box.box_root / "watchdog" / "notices.json.lock").mkdir(parents=True)
+    box.add_trainer("run-1", running=True, created_at=T0 - 3600)
+    box.write_status("run-1", step=10, updated_at=T0 - 3600)
+    assert box.ticks_until_stop(T0, minutes=20) is not None
+    assert box.calls("shutdown")
