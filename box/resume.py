@@ -26,6 +26,9 @@ At most RETRY_DELAYS_SECONDS' length starts per run and boot, the later ones aft
 pause, counted in the config's `resume_state_path` (on /run, so a boot
 starts the count over).
 
+A run that stays down for good (finished, failed, past its deadline; not one the user
+stopped) is told once to the stack's webhook and topic (notify.py).
+
 Settings: $GLUCOSE_WATCHDOG_CONFIG (the watchdog's). Standard library only.
 """
 

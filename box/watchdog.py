@@ -5,7 +5,8 @@ Busy = a trainer container (or a `fab prepare-data` one) is running and making
 progress, a GPU is working (without a hung run to blame), a person has an
 interactive SSH session, or a lease from `fab train` / `fab hold` is running. After
 `idle_shutdown_minutes` of idleness in a row it stops billing (billing_stop.py), after
-writing why (stop_records.py).
+writing why (stop_records.py) and telling the end of a run it stops because it hung
+(notify.py).
 Every decision goes to stdout (the journal: `journalctl -u glucose-watchdog`) with
 the signals it saw, and to the state file (config `state_path`, on /run), which
 carries the countdown across runs and which `fab status` reads.
