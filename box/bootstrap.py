@@ -98,32 +98,37 @@ def aws_credentials(src):
 
 def signed_s3_get(url, region, credentials, now):
     """The headers of a SigV4-signed S3 GET of `url`, as botocore signs one."""
+    return signed_request("GET", url, region, "s3", credentials, now)
+
+
+def signed_request(method, url, region, service, credentials, now, body=b""):
+    """The headers of a SigV4-signed request (box/notify.py signs its SNS Publish here)."""
     parts = urllib.parse.urlsplit(url)
     stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
-    empty = hashlib.sha256(b"").hexdigest()
+    payload = hashlib.sha256(body).hexdigest()
     headers = {
         "host": parts.netloc,
-        "x-amz-content-sha256": empty,
+        "x-amz-content-sha256": payload,
         "x-amz-date": stamp,
         "x-amz-security-token": credentials["Token"],
     }
     names = ";".join(sorted(headers))
     canonical = "\n".join(
         [
-            "GET",
-            parts.path,
+            method,
+            parts.path or "/",
             parts.query,
             "".join(f"{name}:{headers[name]}\n" for name in sorted(headers)),
             names,
-            empty,
+            payload,
         ]
     )
-    scope = f"{day}/{region}/s3/aws4_request"
+    scope = f"{day}/{region}/{service}/aws4_request"
     to_sign = "\n".join(
         ["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()]
     )
     key = ("AWS4" + credentials["SecretAccessKey"]).encode()
-    for part in (day, region, "s3", "aws4_request"):
+    for part in (day, region, service, "aws4_request"):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()
     signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
     headers["Authorization"] = (

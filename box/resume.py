@@ -26,6 +26,9 @@ At most RETRY_DELAYS_SECONDS' length starts per run and boot, the later ones aft
 pause, counted in the config's `resume_state_path` (on /run, so a boot
 starts the count over).
 
+A run that stays down for good (finished, failed, past its deadline; not one the user
+stopped) is told once to the stack's webhook and topic (notify.py).
+
 Settings: $GLUCOSE_WATCHDOG_CONFIG (the watchdog's). Standard library only.
 """
 
@@ -37,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-from box import contract, docker_cli, user_files
+from box import contract, docker_cli, notify, user_files
 from box.box_time import boot_time, now_seconds, read_boot_id
 from box.watchdog_config import WatchdogConfig, load_config_or_say_why
 
@@ -49,6 +52,8 @@ DOCKER_POLL_SECONDS = 2
 RETRY_DELAYS_SECONDS = (0, 60, 180)
 # Pause before starting again a run whose boxes did not meet (exit 69).
 BOXES_AWAY_RETRY_SECONDS = 60
+STOPPED_BY_USER_REASON = "stopped by the user"
+PAST_DEADLINE_REASON = "past its deadline"
 
 
 def log(message: str) -> None:
@@ -60,7 +65,7 @@ def why_not_resume(
 ) -> str:
     """Empty when the container should be started again, else the reason it stays down."""
     if os.path.lexists(run_dir / contract.STOPPED_BY_USER):
-        return "stopped by the user"
+        return STOPPED_BY_USER_REASON
     status = (
         user_files.read_json(run_dir.parent, run_dir.name, contract.STATUS_FILE)
         or user_files.read_json(run_dir.parent, run_dir.name, contract.HEARTBEAT_FILE)
@@ -73,7 +78,7 @@ def why_not_resume(
         return ""
     deadline = run_deadline(run_dir)
     if deadline is not None and now >= deadline:
-        return "past its deadline (`fab train --run ID --hours H` gives it another)"
+        return f"{PAST_DEADLINE_REASON} (`fab train --run ID --hours H` gives it another)"
     if state == "finished" or container.exit_code == 0:
         return "finished"
     if container.exit_code == USER_ERROR_EXIT_CODE:
@@ -156,10 +161,35 @@ def resume_newest(config: WatchdogConfig, newest: docker_cli.TrainerContainer, h
     reason = why_not_resume(newest, run_dir, boot_time(config.proc_root), now_seconds())
     if reason:
         log(f"{what} stays down: {reason}")
+        tell_the_end(config, newest, home, reason)
         return 0
     if newest.exit_code == contract.EXIT_BOXES_AWAY and run_deadline(run_dir) is not None:
         return start_when_boxes_may_be_back(config, newest)
     return start_within_bounds(config, newest)
+
+
+def tell_the_end(
+    config: WatchdogConfig, container: docker_cli.TrainerContainer, home: Path, reason: str
+) -> None:
+    """One message for the end of this container's run (box/notify.py); none for a run
+    the user stopped: they know."""
+    if reason == STOPPED_BY_USER_REASON:
+        return
+    run_dir = home / container.run_id
+    if (
+        not (run_dir / contract.STATUS_FILE).exists()
+        and (run_dir / contract.HEARTBEAT_FILE).exists()
+    ):
+        return  # a box of workers: rank 0's box tells
+    if container.exit_code == contract.EXIT_FINISHED:
+        state = "finished"
+    elif reason.startswith(PAST_DEADLINE_REASON):
+        state = "missed its deadline"
+    else:
+        state = f"failed (exit {container.exit_code})"
+    key = f"{container.id}@{container.finished_at:.0f}"
+    text = notify.summary_line(config, home, container.run_id, state, now_seconds())
+    notify.notify_once(config, key, text, log)
 
 
 def start_when_boxes_may_be_back(

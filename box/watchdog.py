@@ -5,7 +5,8 @@ Busy = a trainer container (or a `fab prepare-data` one) is running and making
 progress, a GPU is working (without a hung run to blame), a person has an
 interactive SSH session, or a lease from `fab train` / `fab hold` is running. After
 `idle_shutdown_minutes` of idleness in a row it stops billing (billing_stop.py), after
-writing why (stop_records.py).
+writing why (stop_records.py) and telling the end of a run it stops because it hung
+(notify.py).
 Every decision goes to stdout (the journal: `journalctl -u glucose-watchdog`) with
 the signals it saw, and to the state file (config `state_path`, on /run), which
 carries the countdown across runs and which `fab status` reads.
@@ -36,6 +37,7 @@ from box import (
     busy_signals,
     contract,
     docker_cli,
+    notify,
     stop_records,
     verdict_metric,
 )
@@ -64,6 +66,7 @@ WORST_CASE_SECONDS = (
         billing_stop.SHUTDOWN_TIMEOUT_SECONDS + REAP,
     )
     + FILE_WRITES * bounded_write.WRITE_TIMEOUT_SECONDS
+    + notify.BUDGET_SECONDS + HTTP_WORST_SECONDS + bounded_write.WRITE_TIMEOUT_SECONDS
 )  # fmt: skip
 
 
@@ -148,12 +151,24 @@ def describe(state: dict, now: float) -> str:
     return " ".join(parts)
 
 
+def tell_hung_runs(config: WatchdogConfig, state: dict, now: float) -> None:
+    """The runs and sweeps this stop ends (they hung), each told once (box/notify.py)."""
+    minutes = state["hung_trainer_minutes"]
+    hung = [(config.runs_dir, run_id) for run_id in state["hung_run_ids"]]
+    hung += [(config.sweeps_dir, sweep_id) for sweep_id in state.get("hung_sweeps") or ()]
+    for home, name in hung:
+        end = f"stopped by the idle watchdog (no progress for {minutes} min)"
+        text = notify.summary_line(config, home, name, end, now)
+        notify.notify_once(config, f"hung:{name}@{state['boot_id']}", text, log)
+
+
 def request_stop(config: WatchdogConfig, state: dict, now: float) -> None:
     log(f"idle past the limit: stopping billing ({config.cloud})")
     state["stop_requested_at"] = now
     if not state.get("stop_recorded"):
         stop_records.append(config, stop_records.watchdog_record(state, now), log)
         state["stop_recorded"] = True
+        tell_hung_runs(config, state, now)
     # Saved first: an OS shutdown may end this process before it returns.
     save_state(Path(config.state_path), state)
     result = billing_stop.stop_billing(config, log)

@@ -140,6 +140,12 @@ class WatchdogConfig:
     daily_stop_time: str = ""
     """HH:MM of the cloud's daily stop ("" unknown), to name that stop in the records."""
     daily_stop_time_zone: str = GUARD_DEFAULTS["daily_stop_time_zone"]
+    notify_webhook: str = ""
+    """Where a run's end is POSTed as `{"text": ...}` (Slack, Teams); "" none (box/notify.py)."""
+    notify_topic_arn: str = ""
+    """AWS: the stack's SNS topic that mails alertEmails a run's end; "" none."""
+    sns_url: str = ""
+    """SNS's endpoint; "" the topic's region's (https://sns.REGION.amazonaws.com)."""
 
     def __post_init__(self) -> None:
         for name, file in (
@@ -169,6 +175,11 @@ class WatchdogConfig:
             problems.append(f"http_timeout_seconds is {self.http_timeout_seconds!r}, expected > 0")
         if self.daily_stop_time and not DAILY_TIME.fullmatch(self.daily_stop_time):
             problems.append(f"daily_stop_time is {self.daily_stop_time!r}, expected HH:MM")
+        for name in ("notify_webhook", "sns_url"):
+            if getattr(self, name) and not getattr(self, name).startswith(("https://", "http://")):
+                problems.append(f"{name} is {getattr(self, name)!r}, expected an http(s) URL")
+        if self.notify_topic_arn and not self.notify_topic_arn.startswith("arn:aws:sns:"):
+            problems.append(f"notify_topic_arn is {self.notify_topic_arn!r}, expected an SNS ARN")
         if not self.shutdown_command:
             problems.append("shutdown_command is empty, expected a command line")
         if problems:

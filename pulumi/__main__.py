@@ -62,6 +62,8 @@ def main() -> None:
     # What `fab box-update` renders the box's settings from: all of cloud-init's.
     for setting in GUARD_SETTINGS:
         pulumi.export(setting.stack_key, getattr(config, setting.stack_field))
+    if config.notify_webhook:  # a secret: whoever has the URL may post to the channel
+        pulumi.export(StackOutput.NOTIFY_WEBHOOK, pulumi.Output.secret(config.notify_webhook))
     for key, value in box.cloud_outputs.items():
         pulumi.export(key, value)
 

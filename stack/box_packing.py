@@ -30,6 +30,8 @@ INSTALLER = bootstrap.INSTALLER
 SHIPPED_SUFFIXES = (".py", ".sh", ".service", ".timer")
 FIRST_BOOT_FILES = ("bootstrap.py", "glucose-bootstrap.service")
 """In the user data (stack/cloud_init.py): what fetches the archive cannot be in it."""
+ALSO_IN_THE_ARCHIVE = ("bootstrap.py",)
+"""First-boot files the programs import too: box/notify.py signs with its SigV4."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,8 @@ def shipped_sources() -> list[Path]:
     return sorted(
         path
         for path in BOX_DIR.iterdir()
-        if path.suffix in SHIPPED_SUFFIXES and path.name not in FIRST_BOOT_FILES
+        if path.suffix in SHIPPED_SUFFIXES
+        and (path.name not in FIRST_BOOT_FILES or path.name in ALSO_IN_THE_ARCHIVE)
     )
 
 
@@ -70,12 +73,13 @@ def build_programs() -> Programs:
     return Programs(data, hashlib.sha256(data).hexdigest())
 
 
-def settings_text(cloud: str, **guard: object) -> str:
+def settings_text(cloud: str, notify: dict | None = None, **guard: object) -> str:
     """watchdog.json for a box of `cloud` with these guard settings (GUARD_SETTINGS' box
-    keys; left out: the programs' defaults). ValueError naming every bad one, so a bad
+    keys; left out: the programs' defaults) and where it tells a run's end (`notify`:
+    stack.outputs.NOTIFY_OUTPUTS' box keys). ValueError naming every bad one, so a bad
     setting fails at `pulumi preview` or in `fab box-update`, not on a booting box; a
     setting out of its range (GuardSetting.limits, the stack's) is refused here too."""
     problems = guard_problems(guard)
     if problems:
         raise ValueError("; ".join(problems))
-    return WatchdogConfig(cloud=cloud, **guard).to_json()
+    return WatchdogConfig(cloud=cloud, **(notify or {}), **guard).to_json()

@@ -82,6 +82,13 @@ def render_cloud_init(source: ProgramsSource, settings: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def box_notify_settings(config, topic_arn: str = "") -> dict:
+    """Where the box tells a run's end (box/notify.py), as watchdog.json keys: the
+    StackConfig's notifyWebhook and the stack's SNS topic (AWS), those that are set."""
+    named = {"notify_webhook": config.notify_webhook or "", "notify_topic_arn": topic_arn}
+    return {key: value for key, value in named.items() if value}
+
+
 def box_guard_settings(config) -> dict:
     """The guard settings (box keys) of a StackConfig (stack/config.py)."""
     return {setting.box_key: getattr(config, setting.stack_field) for setting in GUARD_SETTINGS}

@@ -14,6 +14,7 @@ import ipaddress
 import json
 import math
 import re
+import urllib.parse
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -47,6 +48,7 @@ KEYS: dict[str, str] = {
     "deployerPrincipalType": "deployer_principal_type",
     "maxRunHours": "max_run_hours",
     "autoRecover": "auto_recover",
+    "notifyWebhook": "notify_webhook",
 }
 # Keys that mean something on one cloud only: set on the other, they are a mistake.
 CLOUD_ONLY_KEYS: dict[str, str] = {
@@ -123,6 +125,8 @@ class StackConfig:
     auto_recover: bool | None = None
     """Bring back a run stopped by what it did not ask for (a spot eviction, a host
     failure) until its deadline; unset: on for spot boxes, off otherwise."""
+    notify_webhook: str | None = None
+    """An https URL told each run's end as Slack/Teams JSON (box/notify.py)."""
     project: str = NAMESPACE
     stack: str = "dev"
 
@@ -261,8 +265,25 @@ def _check(v: dict[str, Any]) -> list[str]:
     """Every problem with parsed values; a None value was already reported by its parser."""
     problems = _cloud_problems(v) + _ssh_problems(v) + _budget_problems(v)
     problems += _schedule_problems(v) + _size_problems(v) + _identity_problems(v)
-    problems += placeholder_problems(v)
+    problems += placeholder_problems(v) + _notify_problems(v)
     return problems
+
+
+def _notify_problems(v: dict[str, Any]) -> list[str]:
+    url = v.get("notify_webhook")
+    if url is None:
+        return []
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # an unclosed [IPv6 or a bad port
+        host = None
+    if not url.startswith("https://") or not host or any(c.isspace() for c in url):
+        return [
+            f"notifyWebhook: got {url!r}, expected an https URL such as a Slack or Teams "
+            "incoming webhook (https://hooks.slack.com/services/...)"
+        ]
+    return []
 
 
 def _cloud_only_problems(raw: dict[str, Any]) -> list[str]:

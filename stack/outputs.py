@@ -28,3 +28,15 @@ class StackOutput:
     """AWS only: the image the boxes booted."""
     DAILY_STOP_SCHEDULES = "dailyStopSchedules"
     """Azure only: each VM's daily-stop schedule id, rank order."""
+    NOTIFY_TOPIC_ARN = "notifyTopicArn"
+    """AWS only: the SNS topic a box tells a run's end to (alertEmails subscribed)."""
+    NOTIFY_WEBHOOK = "notifyWebhook"
+    """The stack's notifyWebhook, when set (a secret output: the URL is a credential)."""
+
+
+NOTIFY_OUTPUTS = {
+    StackOutput.NOTIFY_WEBHOOK: "notify_webhook",
+    StackOutput.NOTIFY_TOPIC_ARN: "notify_topic_arn",
+}
+"""The outputs that carry where a box tells a run's end, by their watchdog.json keys
+(box/notify.py): what `fab box-update` renders a box's settings with."""

@@ -50,7 +50,14 @@ def settings_from_file(path: Path) -> StackSettings:
     except yaml.YAMLError as error:
         raise Exit(f"stack file {path} is not valid YAML ({error}); fix it and retry") from None
     stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
-    return StackSettings(stack, dict(document.get("config") or {}))
+    # A `--secret` value (`{secure: ...}`) opens only with the stack's key: `pulumi
+    # preview` checks it, this file cannot.
+    values = {
+        key: value
+        for key, value in dict(document.get("config") or {}).items()
+        if not (isinstance(value, dict) and set(value) == {"secure"})
+    }
+    return StackSettings(stack, values)
 
 
 def settings_from_pulumi(stack: str | None) -> StackSettings:

@@ -36,6 +36,7 @@ from ops.remote.boxes import nodes
 from ops.remote.ssh import Box
 from ops.target.resolve import Target
 from stack import box_packing
+from stack.outputs import NOTIFY_OUTPUTS
 
 CLOUDS = ("aws", "azure")
 # Settings the box programs have no default for: a box cannot run without them.
@@ -59,12 +60,14 @@ class BoxSettings:
 
     cloud: str
     guard: dict[str, Any]
+    notify: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Where the box tells a run's end (stack.outputs.NOTIFY_OUTPUTS' box keys)."""
 
 
 def settings_text(settings: BoxSettings) -> str:
     """The watchdog.json these settings make; Exit naming what does not fit."""
     try:
-        return box_packing.settings_text(settings.cloud, **settings.guard)
+        return box_packing.settings_text(settings.cloud, settings.notify, **settings.guard)
     except ValueError as error:
         raise Exit(f"the box's settings do not fit: {error}") from None
 
@@ -128,7 +131,13 @@ def settings_for(
             raise Exit(f"{where} is {value!r}, expected {kind.__name__} for {key}") from None
     if target.cloud == "aws":
         _check_idle_alarm(outputs, guard)
-    return BoxSettings(target.cloud, guard)
+    # From the stack, else what the box was told: an update never silences its messages.
+    notify = {
+        key: value
+        for output, key in NOTIFY_OUTPUTS.items()
+        if isinstance(value := outputs.get(output) or on_box.get(key), str) and value
+    }
+    return BoxSettings(target.cloud, guard, notify)
 
 
 def _check_idle_alarm(outputs: dict[str, Any], guard: dict[str, Any]) -> None:

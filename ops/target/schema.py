@@ -71,6 +71,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     StackOutput.DAILY_STOP_SCHEDULES: (list, type(None)),
     "autoShutdownTime": (str, type(None)),
     "autoShutdownTimeZone": (str, type(None)),
+    StackOutput.NOTIFY_WEBHOOK: (str, type(None)),
+    StackOutput.NOTIFY_TOPIC_ARN: (str, type(None)),
 }
 # What a target file may name: the keys above, the guard settings `fab box-update` reads
 # from it, and AWS's `amiId`, which a copy of `pulumi stack output --json` holds.

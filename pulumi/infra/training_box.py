@@ -17,7 +17,13 @@ from typing import Any, ClassVar
 import pulumi
 
 from stack import box_packing, storage_layout
-from stack.cloud_init import ProgramsSource, box_guard_settings, encode_user_data, render_cloud_init
+from stack.cloud_init import (
+    ProgramsSource,
+    box_guard_settings,
+    box_notify_settings,
+    encode_user_data,
+    render_cloud_init,
+)
 from stack.config import StackConfig
 from stack.outputs import StackOutput
 
@@ -90,23 +96,27 @@ def box_user_data(
     ssh_user: str,
     storage_uri: pulumi.Output[str],
     programs: box_packing.Programs,
+    notify_topic_arn: pulumi.Output[str] | None = None,
 ) -> pulumi.Output[str]:
-    """The encoded cloud-init of every box of the stack: its settings, and where in
+    """The encoded cloud-init of every box of the stack: its settings (with where it
+    tells a run's end: the stack's webhook, `notify_topic_arn` on AWS), and where in
     `storage_uri` the programs' archive is (and its sha256). The settings are checked
     now: a bad one fails the preview, not a booting box."""
-    settings = box_packing.settings_text(config.cloud, **box_guard_settings(config))
-    return storage_uri.apply(
-        lambda uri: encode_user_data(
-            render_cloud_init(
-                ProgramsSource(
-                    cloud=config.cloud,
-                    ssh_user=ssh_user,
-                    storage=uri,
-                    key=storage_layout.box_programs_key(programs.sha256),
-                    sha256=programs.sha256,
-                    region=config.region,
-                ),
-                settings,
-            )
+    guard = box_guard_settings(config)
+    box_packing.settings_text(config.cloud, box_notify_settings(config), **guard)
+    topic = notify_topic_arn if notify_topic_arn is not None else pulumi.Output.from_input("")
+
+    def user_data(uri: str, topic_arn: str) -> str:
+        notify = box_notify_settings(config, topic_arn)
+        source = ProgramsSource(
+            cloud=config.cloud,
+            ssh_user=ssh_user,
+            storage=uri,
+            key=storage_layout.box_programs_key(programs.sha256),
+            sha256=programs.sha256,
+            region=config.region,
         )
-    )
+        settings = box_packing.settings_text(config.cloud, notify, **guard)
+        return encode_user_data(render_cloud_init(source, settings))
+
+    return pulumi.Output.all(storage_uri, topic).apply(lambda args: user_data(*args))

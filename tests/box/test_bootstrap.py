@@ -133,6 +133,25 @@ def test_the_s3_request_is_signed_as_botocore_signs_it(monkeypatch):
     assert ours["Authorization"] == request.headers["Authorization"]
 
 
+def test_an_sns_publish_is_signed_as_botocore_signs_it(monkeypatch):
+    # box/notify.py publishes a run's end with this signature.
+    now = datetime.datetime(2026, 11, 23, 3, 0, 0, tzinfo=datetime.timezone.utc)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: now)
+    url, body = "https://sns.eu-west-1.amazonaws.com/", b"Action=Publish&Message=run+r1+finished"
+    ours = bootstrap.signed_request("POST", url, "eu-west-1", "sns", AWS_CREDENTIALS, now, body)
+    request = botocore.awsrequest.AWSRequest(
+        method="POST",
+        url=url,
+        data=body,
+        headers={"x-amz-content-sha256": ours["x-amz-content-sha256"]},
+    )
+    credentials = botocore.credentials.Credentials(
+        AWS_CREDENTIALS["AccessKeyId"], AWS_CREDENTIALS["SecretAccessKey"], AWS_CREDENTIALS["Token"]
+    )
+    botocore.auth.SigV4Auth(credentials, "sns", "eu-west-1").add_auth(request)
+    assert ours["Authorization"] == request.headers["Authorization"]
+
+
 def test_an_azure_box_fetches_its_programs_with_its_managed_identity(
     tmp_path, keyless_blob, fake_metadata, monkeypatch
 ):

@@ -98,6 +98,7 @@ def _computed_outputs(cloud_ids: bool) -> dict[str, Any]:
         },
         "aws:iam/role:Role": lambda a: {"arn": f"arn:aws:iam::{ACCOUNT_ID}:role/{a.name}"},
         "aws:ec2/keyPair:KeyPair": lambda a: {"keyName": a.name},
+        "aws:sns/topic:Topic": lambda a: {"arn": _arn("sns", a.name)},
     }
 
 

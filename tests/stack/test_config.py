@@ -359,3 +359,19 @@ def test_an_aws_spot_stack_cannot_turn_recovery_off_and_is_told_why():
     aws = {**GOOD, "cloud": "aws", "vmSize": "g5.xlarge", "spot": "true", "autoRecover": "false"}
     (problem,) = problems_of(aws, "us-east-1")
     assert problem.startswith("autoRecover: false cannot hold on an AWS spot stack")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://hooks.slack.com/services/T0/B0/x", "hooks.slack.com/x", "https://", "https://[::1"],
+)
+def test_a_notify_webhook_that_is_no_https_url_is_refused_in_one_line(url):
+    (problem,) = problems_of({**GOOD, "notifyWebhook": url})
+    assert problem.startswith("notifyWebhook:") and "expected an https URL" in problem
+    assert "\n" not in problem
+
+
+def test_a_notify_webhook_is_optional_and_kept_as_given():
+    assert validate(GOOD, "eastus").notify_webhook is None
+    url = "https://example.webhook.office.com/webhookb2/abc"
+    assert validate({**GOOD, "notifyWebhook": url}, "eastus").notify_webhook == url

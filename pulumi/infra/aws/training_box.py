@@ -17,7 +17,8 @@ project/stack/owner:
   default quota of 5 Elastic IPs per region;
 - an S3 bucket (private, encrypted, versioned, lifecycle-trimmed: `storage.py`) and an
   ECR repo (`registry.py`);
-- an instance role: this bucket, this repository, one metric namespace (`access.py`);
+- an instance role: this bucket, this repository, one metric namespace (`access.py`),
+  and the SNS topic that mails alertEmails when a run ends (`notify.py`);
 - guard rails (`guard_rails.py`): an EventBridge Scheduler daily stop, a monthly
   budget with e-mail alerts that stops the boxes at 100 %, a CloudWatch alarm that
   stops a box whose GPUs stay idle.
@@ -34,6 +35,7 @@ import pulumi_aws as aws
 
 from infra.aws import access, guard_rails
 from infra.aws.network import AwsNetwork, declare_network
+from infra.aws.notify import declare_notify
 from infra.aws.registry import declare_registry
 from infra.aws.spot_requests import SpotRequestGuard, spot_request_valid_until
 from infra.aws.storage import declare_box_programs, declare_storage
@@ -73,8 +75,13 @@ class AwsTrainingBox(TrainingBox):
         programs_object = declare_box_programs(name, bucket, programs, self._tags, self)
         repository = declare_registry(name, self._tags, self)
         profile = access.declare_access(name, bucket, repository, self._tags, self)
+        run_ends = declare_notify(name, config, profile.role, self._tags, self)
         user_data = box_user_data(
-            config, SSH_USER, bucket.bucket.apply(lambda b: f"s3://{b}"), programs
+            config,
+            SSH_USER,
+            bucket.bucket.apply(lambda b: f"s3://{b}"),
+            programs,
+            notify_topic_arn=run_ends.arn,
         )
         instances = self._instances(network, profile, user_data, programs_object)
         address = aws.ec2.Eip(
@@ -112,6 +119,7 @@ class AwsTrainingBox(TrainingBox):
                 StackOutput.AMI_ID: instances[0].ami,
                 # `fab train --hours` moves this schedule's start past the run's deadline.
                 StackOutput.DAILY_STOP_SCHEDULES: pulumi.Output.all(daily_stop.name),
+                StackOutput.NOTIFY_TOPIC_ARN: run_ends.arn,
             },
         )
 

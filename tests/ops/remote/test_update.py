@@ -188,6 +188,16 @@ def test_settings_the_stack_lacks_are_the_boxes_own(cloud_box):
     ]
 
 
+def test_where_run_ends_are_told_comes_from_the_stack_else_stays_the_boxes_own(cloud_box):
+    topic = "arn:aws:sns:us-east-1:123456789012:glucose-run-ends"
+    hook = "https://hooks.slack.com/services/T0/B0/x"
+    cloud_box.write_target(cloud="aws", idleShutdownMinutes=45, notifyTopicArn=topic)
+    _write_watchdog_json(cloud_box, idle_shutdown_minutes=45, notify_webhook=hook)
+    assert cloud_box.fab("box-update").returncode == 0
+    watchdog = _watchdog_json(cloud_box)
+    assert (watchdog["notify_topic_arn"], watchdog["notify_webhook"]) == (topic, hook)
+
+
 def test_settings_nobody_has_take_cloud_inits_defaults(cloud_box, connect):
     box = connect(cloud_box)
     settings = box_update.settings_for(box.target, {"idleShutdownMinutes": "45"}, {}, box)

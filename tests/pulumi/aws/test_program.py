@@ -39,6 +39,7 @@ SCHEDULE = "aws:scheduler/schedule:Schedule"
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+TOPIC = "aws:sns/topic:Topic"
 PROGRAMS_OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"
 # Resource types AWS gives no tags to.
 UNTAGGED_TYPES = {
@@ -52,6 +53,7 @@ UNTAGGED_TYPES = {
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
     "aws:costexplorer/costAllocationTag:CostAllocationTag",
     "pulumi-python:dynamic/glucose-training:SpotRequestGuard",
+    "aws:sns/topicSubscription:TopicSubscription",
 }
 BUCKET_TYPES = {
     BUCKET,
@@ -225,6 +227,7 @@ def test_user_data_is_the_shared_cloud_init_pointing_at_the_programs_in_the_buck
     packed = base64.b64decode(box.one(INSTANCE).inputs["userDataBase64"])
     settings = box_packing.settings_text(
         "aws",
+        {"notify_topic_arn": box.one(TOPIC).outputs["arn"]},
         idle_shutdown_minutes=45,
         daily_stop_time="21:30",
         daily_stop_time_zone="Europe/Berlin",
@@ -370,6 +373,39 @@ def test_box_may_touch_only_its_bucket_and_pull_only_its_repository(box):
     assert statements["PullThisRepository"]["Resource"] == [repository_arn]
     assert not any(a.startswith("ecr:Put") for a in statements["PullThisRepository"]["Action"])
     assert box.named("glucose-box-access").inputs["role"] == box.named("glucose-box-role").id
+
+
+def test_the_alert_emails_are_subscribed_to_the_run_ends_topic(box):
+    topic = box.one(TOPIC)
+    subscriptions = box.of_type("aws:sns/topicSubscription:TopicSubscription")
+    assert sorted((s.inputs["protocol"], s.inputs["endpoint"]) for s in subscriptions) == [
+        ("email", "lab@lab.dev"),
+        ("email", "me@lab.dev"),
+    ]
+    assert {s.inputs["topic"] for s in subscriptions} == {topic.outputs["arn"]}
+
+
+def test_the_box_may_publish_to_the_run_ends_topic_and_no_other(box):
+    (statement,) = _policy(box, "glucose-box-notify")["Statement"]
+    assert statement["Action"] == ["sns:Publish"]
+    assert statement["Resource"] == [box.one(TOPIC).outputs["arn"]]
+    assert box.named("glucose-box-notify").inputs["role"] == box.named("glucose-box-role").name
+
+
+def test_the_topic_reaches_the_box_settings_and_the_stack_outputs(box):
+    arn = box.one(TOPIC).outputs["arn"]
+    packed = base64.b64decode(box.one(INSTANCE).inputs["userDataBase64"])
+    assert f'"notify_topic_arn": "{arn}"' in gzip.decompress(packed).decode()
+    assert box.exports["notifyTopicArn"] == arn
+    assert "notifyWebhook" not in box.exports
+
+
+def test_a_stacks_notify_webhook_reaches_the_box_settings_and_a_secret_output():
+    url = "https://hooks.slack.com/services/T0/B0/secret"
+    result = run_stack(notifyWebhook=url)
+    packed = base64.b64decode(result.one(INSTANCE).inputs["userDataBase64"])
+    assert f'"notify_webhook": "{url}"' in gzip.decompress(packed).decode()
+    assert result.exports["notifyWebhook"] == url
 
 
 def test_wildcard_resources_are_only_the_registry_login_and_the_namespaced_metric(box):
@@ -566,6 +602,7 @@ def test_program_exports_the_design_outputs_for_aws(box):
         "autoRecover": False,
         "amiId": AMI_ID,
         "dailyStopSchedules": [box.one(SCHEDULE).outputs["name"]],
+        "notifyTopicArn": box.one(TOPIC).outputs["arn"],
     }
 
 

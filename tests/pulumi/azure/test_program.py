@@ -236,6 +236,20 @@ def test_spot_vm_deallocates_on_eviction_and_never_for_price(spot):
     assert vm["billingProfile"] == {"maxPrice": -1}
 
 
+def test_an_azure_box_tells_run_ends_to_the_stacks_webhook_alone():
+    url = "https://example.webhook.office.com/webhookb2/abc"
+    result = run_stack(notifyWebhook=url)
+    custom_data = result.one(VM).inputs["osProfile"]["customData"]
+    files = {
+        f["path"]: f["content"]
+        for f in yaml.safe_load(gzip.decompress(base64.b64decode(custom_data)))["write_files"]
+    }
+    watchdog = json.loads(files["/etc/glucose-training/watchdog.json"])
+    assert watchdog["notify_webhook"] == url
+    assert "notify_topic_arn" not in watchdog
+    assert result.exports["notifyWebhook"] == url
+
+
 def test_vm_boots_the_box_cloud_init(on_demand):
     custom_data = on_demand.one(VM).inputs["osProfile"]["customData"]
     text = gzip.decompress(base64.b64decode(custom_data)).decode()

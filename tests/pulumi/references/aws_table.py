@@ -257,6 +257,21 @@ AWS: dict[str, Rows] = {
         "role": (Api("iam", "PutRolePolicy", "RoleName"),),
         "policy": (Api("iam", "PutRolePolicy", "PolicyDocument"), PolicyDocument()),
     },
+    "aws:sns/topic:Topic": {
+        "@name": (Api("sns", "CreateTopic", "Name"), Cfn("AWS::SNS::Topic", "TopicName")),
+        "tags": (TagMap("sns", "CreateTopic", "Tags"),),
+    },
+    "aws:sns/topicSubscription:TopicSubscription": {
+        "topic": (Api("sns", "Subscribe", "TopicArn"), Cfn("AWS::SNS::Subscription", "TopicArn")),
+        "protocol": (
+            Api("sns", "Subscribe", "Protocol"),
+            Cfn("AWS::SNS::Subscription", "Protocol"),
+        ),
+        "endpoint": (
+            Api("sns", "Subscribe", "Endpoint"),
+            Cfn("AWS::SNS::Subscription", "Endpoint"),
+        ),
+    },
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment": {
         "role": (Api("iam", "AttachRolePolicy", "RoleName"),),
         "policyArn": (Api("iam", "AttachRolePolicy", "PolicyArn"), ManagedPolicy()),
