@@ -86,6 +86,12 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--compile", action="store_true", help="torch.compile the network (minutes at start)"
     )
+    train.add_argument(
+        "--no-graph",
+        dest="graph",
+        action="store_false",
+        help="on a GPU, eager steps instead of the step replayed as one CUDA graph",
+    )
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--model", choices=ARCHS, default="resnet34")
     train.add_argument("--grad-accum", type=int, default=1)
@@ -287,6 +293,7 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
             formulation=args.formulation,
             deterministic=args.deterministic,
             compile=args.compile,
+            graph=args.graph,
             name=args.name,
             skip_test=args.skip_test,
         ),

@@ -34,7 +34,7 @@ from trainer.data.dataset import Dataset
 from trainer.data.pipeline import Normalisation, WindowPipeline
 from trainer.loop.defaults import PER_RANK_BATCH
 from trainer.loop.device import DeviceChoice, choose_device
-from trainer.loop.formulation import pick, training_step
+from trainer.loop.formulation import pick, timed_step
 from trainer.model import FORMULATIONS, build_model, default_formulation
 
 WINDOW_LENGTH = 100
@@ -105,15 +105,18 @@ def _model(choice: DeviceChoice, formulation: str) -> torch.nn.Module:
 def our_train_step(
     pipeline: WindowPipeline, choice: DeviceChoice, formulation: str
 ) -> Callable[[], int]:
-    """Our step: batches indexed from the resident tensor, autocast, no host sync."""
-    model = _model(choice, formulation)
-    step = training_step(model, choice.optimizer(model.parameters(), 1e-3, 1e-2), choice)
+    """Our step as `train` takes it (`trainer.loop.step`, replayed as one CUDA graph on a
+    GPU): batches indexed from the resident tensor, no host sync; the short last batch
+    of the epoch eager, as in `train`."""
+    torch.manual_seed(0)
+    step = timed_step(ModelConfig("resnet34"), formulation, choice)
     order = pipeline.permutation(0, 0)
     position = itertools.count()
 
     def one() -> int:
-        x, y = pipeline.batch(order, next(position) % pipeline.steps_per_epoch)
-        step(x, y)
+        micro = next(position) % pipeline.steps_per_epoch
+        x, y = pipeline.batch(order, micro)
+        step(x, y, 1 / x.shape[0], full=x.shape[0] == pipeline.batch_size)
         return x.shape[0]
 
     return one
