@@ -77,9 +77,10 @@ class TrainStep:
         # `trained` compiled: the module to fall back to if compiling fails (at the
         # first forward, where torch.compile compiles).
         self.uncompiled = uncompiled
-        self.full_steps = 0  # eager full steps taken before the capture
+        self.full_steps = 0  # full steps taken on the static buffers before the capture
+        self._static: tuple[torch.Tensor, torch.Tensor] | None = None
         self._graph: torch.cuda.CUDAGraph | None = None
-        self._static: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._graph_loss: torch.Tensor | None = None
 
     @property
     def captured(self) -> bool:
@@ -94,12 +95,7 @@ class TrainStep:
         of the run's size (whose `scale` is every full batch's). Captured when possible:
         the returned loss is then valid until the next call."""
         if steps and full and self.capture:
-            if self._graph is not None:
-                return self._replay(x, y)
-            if self.full_steps >= WARMUP_STEPS:
-                return self._capture_and_replay(x, y, scale)
-            self.full_steps += 1
-            return self._on_side_stream(x, y, scale)
+            return self._static_step(x, y, scale)
         loss = self.forward_backward(x, y, scale)
         if steps:
             self.optimizer_step()
@@ -141,10 +137,35 @@ class TrainStep:
         self.optimizer_step()
         return loss
 
+    def _static_step(self, x: torch.Tensor, y: torch.Tensor, scale: float) -> torch.Tensor:
+        """A full step through the static input buffers: (x, y) copied in, then the
+        graph replayed; before the capture, the same step eagerly on the buffers."""
+        if self._static is None:
+            self._static = (torch.empty_like(x), torch.empty_like(y))
+        static_x, static_y = self._static
+        static_x.copy_(x)
+        static_y.copy_(y)
+        if self._graph is not None:
+            self._graph.replay()
+            return self._graph_loss
+        if self.full_steps < WARMUP_STEPS:
+            self.full_steps += 1
+            return self._on_side_stream(static_x, static_y, scale)
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                loss = self._whole(static_x, static_y, scale)
+        except Exception as error:  # capture is an optimisation: any failure keeps the run
+            self.fall_back(error)
+            return self._whole(x, y, scale)
+        self._graph, self._graph_loss = graph, loss
+        graph.replay()  # recording ran nothing: this batch's step
+        return loss
+
     def _on_side_stream(self, x: torch.Tensor, y: torch.Tensor, scale: float) -> torch.Tensor:
         """An eager step before the capture, on a side stream as torch's CUDA graph
         recipe asks (what the warm-up allocates must not be the capture's)."""
-        if self.choice.device.type != "cuda":  # no streams: the capture will say why
+        if self.choice.device.type != "cuda":  # no streams (nor graphs: the capture says so)
             return self._whole(x, y, scale)
         side = torch.cuda.Stream(self.choice.device)
         side.wait_stream(torch.cuda.current_stream(self.choice.device))
@@ -152,21 +173,6 @@ class TrainStep:
             loss = self._whole(x, y, scale)
         torch.cuda.current_stream(self.choice.device).wait_stream(side)
         return loss
-
-    def _capture_and_replay(self, x: torch.Tensor, y: torch.Tensor, scale: float) -> torch.Tensor:
-        """Record the step on static copies of (x, y), then replay it for this batch;
-        on a failure, this step and the rest of the run eager, and one line."""
-        try:
-            static_x, static_y = x.clone(), y.clone()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                static_loss = self._whole(static_x, static_y, scale)
-        except Exception as error:  # capture is an optimisation: any failure keeps the run
-            self.fall_back(error)
-            return self._whole(x, y, scale)
-        self._graph, self._static = graph, (static_x, static_y, static_loss)
-        graph.replay()
-        return static_loss
 
     def fall_back(self, error: BaseException) -> None:
         """Eager from here on, said in one line; the half-recorded step left no trace."""
@@ -177,13 +183,6 @@ class TrainStep:
             self.scaler._per_optimizer_states.clear()
         self.optimizer.zero_grad(set_to_none=False)
         self.say(f"graph: capture failed, eager steps ({_first_line(error)})")
-
-    def _replay(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        static_x, static_y, static_loss = self._static
-        static_x.copy_(x)
-        static_y.copy_(y)
-        self._graph.replay()
-        return static_loss
 
 
 def _first_line(error: BaseException) -> str:
