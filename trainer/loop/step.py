@@ -188,3 +188,44 @@ class TrainStep:
 def _first_line(error: BaseException) -> str:
     detail = (str(error).strip().splitlines() or [""])[0][:160]
     return f"{type(error).__name__}: {detail}"
+
+
+class EvalForward:
+    """Evaluation's forward at a large batch: on a GPU recorded once per evaluation as a
+    CUDA graph over a static input, replayed for every full batch (the last, short one
+    eager); eager where `capture` is off or the capture fails (one line)."""
+
+    def __init__(
+        self, model: nn.Module, choice: DeviceChoice, capture: bool, say: Callable[[str], None]
+    ) -> None:
+        self.model, self.choice, self.capture, self.say = model, choice, capture, say
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._static: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def __call__(self, x: torch.Tensor, full: bool) -> torch.Tensor:
+        """The model's output for `x` (under the caller's inference mode and autocast)."""
+        if not (self.capture and full):
+            return self.model(x)
+        if self._graph is None:
+            try:
+                self._record(x)
+            except Exception as error:  # an optimisation: evaluation goes on eager
+                self.capture, self._graph = False, None
+                self.say(f"graph: evaluation's capture failed, eager ({_first_line(error)})")
+                return self.model(x)
+        static_x, static_out = self._static
+        static_x.copy_(x)
+        self._graph.replay()
+        return static_out.clone()  # the next replay overwrites it
+
+    def _record(self, x: torch.Tensor) -> None:
+        static_x = x.clone()
+        side = torch.cuda.Stream(self.choice.device)
+        side.wait_stream(torch.cuda.current_stream(self.choice.device))
+        with torch.cuda.stream(side):
+            self.model(static_x)  # cuDNN's autotuning before the capture
+        torch.cuda.current_stream(self.choice.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = self.model(static_x)
+        self._graph, self._static = graph, (static_x, static_out)

@@ -268,7 +268,8 @@ class Run:
     def report(self, pipeline: WindowPipeline) -> tuple[dict[str, Any], Any, Any]:
         """`split_report` of the current weights, every rank evaluating its share."""
         self.group.sync_buffers(self.model)  # rank 0's BatchNorm statistics, as saved
-        return split_report(self.model, pipeline, self.choice, self.norm, self.group)
+        graph = self.config.train.graph
+        return split_report(self.model, pipeline, self.choice, self.norm, self.group, graph)
 
     def resume_refusal(self, state: dict[str, Any]) -> str | None:
         """Why `state` cannot continue this run (`trainer.checkpoints.resume` skips it), or None."""

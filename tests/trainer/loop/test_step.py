@@ -14,7 +14,7 @@ from torch import nn
 
 from trainer.config import ModelConfig
 from trainer.loop.device import DeviceChoice
-from trainer.loop.step import WARMUP_STEPS, TrainStep, eager_reason
+from trainer.loop.step import WARMUP_STEPS, EvalForward, TrainStep, eager_reason
 from trainer.model import build_model
 
 CPU = DeviceChoice(torch.device("cpu"), "fp32", "CPU")
@@ -124,3 +124,15 @@ def test_the_compiled_step_trains_as_the_eager_one_does():
     assert lines == [] and compiled.uncompiled is None  # compiled, no fallback
     for a, b in zip(model.state_dict().values(), eager_model.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_an_evaluation_capture_that_cannot_happen_is_one_line_and_the_eager_outputs():
+    lines: list[str] = []
+    model = _step(False, []).trained.eval()
+    forward = EvalForward(model, CPU, True, lines.append)
+    x = _batches(1)[0][0]
+    with torch.inference_mode():
+        outputs = [forward(x, full=True), forward(x, full=True), forward(x[:3], full=False)]
+        expected = model(x)
+    assert torch.equal(outputs[0], expected) and torch.equal(outputs[1], expected)
+    assert len(lines) == 1 and lines[0].startswith("graph: evaluation's capture failed, eager (")
