@@ -32,7 +32,7 @@ from trainer.bench.throughput_record import append_record
 from trainer.config import ModelConfig
 from trainer.data.dataset import Dataset
 from trainer.data.pipeline import Normalisation, WindowPipeline
-from trainer.loop.defaults import PER_RANK_BATCH
+from trainer.loop.defaults import per_rank_batch
 from trainer.loop.device import DeviceChoice, choose_device
 from trainer.loop.formulation import pick, timed_step
 from trainer.model import FORMULATIONS, build_model, default_formulation
@@ -206,7 +206,7 @@ def _device_name(choice: DeviceChoice) -> tuple[str, int]:
 def measure(quick: bool, batch_size: int | None) -> dict[str, Any]:
     """Every number the bench reports, as one dict."""
     choice = choose_device("auto")
-    batch = batch_size or PER_RANK_BATCH[choice.device.type]
+    batch = batch_size or per_rank_batch(choice.device.type, 0)
     if quick:  # one round of everything at a small batch: proves the wiring, not the speed
         batch, windows, budgets_s, warmup = min(batch, 32), 512, (0.0, 0.0), 1
     else:

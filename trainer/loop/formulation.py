@@ -13,12 +13,14 @@ the run records it and its resumes keep it (`trainer.loop.defaults`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
-from trainer.config import ModelConfig
+from trainer.config import ModelConfig, RunConfig, UserError
+from trainer.loop.defaults import UNFIT_FORMULATIONS
 from trainer.loop.device import DeviceChoice
 from trainer.loop.step import WARMUP_STEPS as CAPTURE_WARMUP_STEPS
 from trainer.loop.step import TrainStep
@@ -100,3 +102,22 @@ def pick(seconds: dict[str, float], device: torch.device) -> str:
     if default in seconds and seconds[fastest] > (1 - MARGIN) * seconds[default]:
         return default
     return fastest
+
+
+def resolve_formulation(
+    config: RunConfig, device: torch.device, fastest: Callable[[], str]
+) -> RunConfig:
+    """`config` with `--formulation auto` resolved: gemm on a CPU; on a GPU `fastest()`
+    (a timing), unless torch's deterministic mode is on: a timing would let two runs
+    pick different kernels, which --deterministic promises they do not."""
+    formulation = config.train.formulation
+    if formulation in UNFIT_FORMULATIONS.get(device.type, ()):
+        raise UserError(
+            f"--formulation {formulation} is not for the {device.type.upper()}: torch's "
+            "channels-last CPU kernels computed other gradients; use gemm, torch or auto"
+        )
+    if formulation == "auto":
+        measure = device.type == "cuda" and not torch.are_deterministic_algorithms_enabled()
+        formulation = fastest() if measure else default_formulation(device)
+    train = dataclasses.replace(config.train, formulation=formulation)
+    return dataclasses.replace(config, train=train)

@@ -40,11 +40,11 @@ from trainer.config import RunConfig, UserError
 from trainer.data.dataset import load_dataset, split_cases
 from trainer.data.pipeline import Normalisation, WindowPipeline, micro_batch_seed, norm_to_state
 from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
-from trainer.loop.defaults import resolve_formulation, settle
+from trainer.loop.defaults import settle
 from trainer.loop.device import choose_device, use_deterministic_kernels
 from trainer.loop.distributed import Group, RankInfo
 from trainer.loop.evaluate import split_report
-from trainer.loop.formulation import fastest_formulation
+from trainer.loop.formulation import fastest_formulation, resolve_formulation
 from trainer.loop.preemption import StopSignal
 from trainer.loop.rank_outputs import Heartbeat, QuietCheckpoints, QuietOutputs
 from trainer.loop.run_ending import RunEnding
@@ -139,7 +139,8 @@ class Run:
         settings, build the model and optimizer, and load the checkpoint into them.
         The Position to go on from, or None for a fresh run."""
         state = self.group.broadcast_state(self.checkpoints.load_latest(self.resume_refusal))
-        self.config = settle(self.config, self.choice.device, state and state["config"])
+        saved = state and state["config"]
+        self.config = settle(self.config, self.choice.device, saved, self.train_windows)
         self.config = resolve_formulation(self.config, self.choice.device, self._fastest)
         self._build()
         if state is None:
@@ -273,7 +274,7 @@ class Run:
 
     def resume_refusal(self, state: dict[str, Any]) -> str | None:
         """Why `state` cannot continue this run (`trainer.checkpoints.resume` skips it), or None."""
-        config = settle(self.config, self.choice.device, state["config"])
+        config = settle(self.config, self.choice.device, state["config"], self.train_windows)
         _, total_steps = self.steps(config)
         return misfit(state, config, self.dataset.fingerprint, total_steps)
 
