@@ -31,8 +31,9 @@ from trainer.reports.progress import read_metrics
 # name: (cases, windows per case, epochs)
 SIZES = {"tiny": (10, 100, 8), "m2": (240, 10_000, 20)}
 # The best validation MAE (mg/dL) of the default before this change on each size's
-# data: tiny measured on a CPU (main at fab8f01); m2 not measured (no GPU at hand).
-TARGET_MAE: dict[str, float] = {}
+# data: tiny measured on a CPU (main at fab8f01: 31.93, test MAE 26.45); m2 not
+# measured (no GPU at hand).
+TARGET_MAE: dict[str, float] = {"tiny": 31.93}
 TOLERANCE = 0.03  # the bound: the full schedule within 3% of today's default
 
 
