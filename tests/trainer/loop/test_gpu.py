@@ -1,6 +1,7 @@
 """What only a CUDA GPU can show: the run's GPU memory figure, --deterministic's bitwise
-resume, fp16 with its GradScaler, --compile, the captured step against the eager one. They skip without CUDA (CI, the build
-machines); the GPU acceptance kit (../shared/gpu-accept/) runs the same on an H100."""
+resume, fp16 with its GradScaler, --compile, the captured step against the eager one.
+They skip without CUDA (CI, the build machines); the GPU acceptance kit
+(../shared/gpu-accept/) runs the same on an H100."""
 
 from __future__ import annotations
 
