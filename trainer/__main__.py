@@ -66,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
         "--batch-size",
         type=int,
         default=None,
-        help="global, over all ranks (default: 1024 a GPU, 256 on CPU; a resume keeps the run's)",
+        help="global, over all ranks (default: ~200 steps an epoch, 1024-16384 a GPU; 256 on "
+        "CPU; a resume keeps the run's)",
     )
     train.add_argument(
         "--lr", type=float, default=None, help="peak (default: 2e-3 x sqrt(batch / 256))"

@@ -156,8 +156,9 @@ class TrainConfig:
     """Passes over the training cases' windows."""
     batch_size: int | None = None
     """Windows per micro-batch over all ranks (the global batch; each rank takes
-    1/world_size). None: the trainer's per-rank batch for the device times the ranks
-    at the run's first start, the run's own on a resume (`trainer.loop.defaults`)."""
+    1/world_size). None: the trainer's per-rank batch for the device and the training
+    set (on a GPU about 200 steps an epoch, 1024 to 16384) times the ranks at the run's
+    first start, the run's own on a resume (`trainer.loop.defaults`)."""
     precision: str = "auto"
     """auto = bf16 on GPUs that compute it natively (sm_80+), fp16 + GradScaler on older
     GPUs (V100, T4), fp32 on CPU."""
