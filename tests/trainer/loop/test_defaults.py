@@ -22,7 +22,7 @@ from trainer.loop.defaults import (
 )
 from trainer.loop.device import choose_device
 from trainer.loop.formulation import MARGIN, fastest_formulation, resolve_formulation
-from trainer.loop.train import train
+from trainer.loop.train import lr_lambda, train
 from trainer.model import FORMULATIONS
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda")
@@ -151,3 +151,11 @@ def test_a_resume_without_batch_size_keeps_the_runs_own(tiny_data, tmp_path):
     assert train(tiny_run_config(tiny_data, run_dir, batch_size=None, max_steps=3)) == 0
     state = checkpoint_file.load(run_dir / "checkpoints/last.pt")
     assert (state["step"], state["config"]["train"]["batch_size"]) == (3, 64)
+
+
+def test_the_warm_up_lasts_at_least_one_epoch_and_none_without_a_share():
+    factor = lr_lambda(1000, warmup_fraction=0.05, min_lr_fraction=0.02, steps_per_epoch=200)
+    assert factor(0) == pytest.approx(1 / 200) and factor(199) == 1.0  # not 5%'s 50 steps
+    longer = lr_lambda(10_000, warmup_fraction=0.05, min_lr_fraction=0.02, steps_per_epoch=200)
+    assert longer(199) == pytest.approx(200 / 500)  # 5% of 10,000 is longer than an epoch
+    assert lr_lambda(1000, warmup_fraction=0.0, min_lr_fraction=0.02, steps_per_epoch=200)(0) == 1
