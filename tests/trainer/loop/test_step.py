@@ -111,7 +111,11 @@ class _Small(nn.Module):
 
 
 @pytest.mark.e2e  # inductor's first compile: about a minute on two shared cores
-def test_the_compiled_step_trains_as_the_eager_one_does():
+def test_the_compiled_step_trains_as_the_eager_one_does(monkeypatch, tmp_path):
+    # Inductor writes its cache dir into os.environ when none is set: undone after the
+    # test, or every trainer this pytest process starts later inherits it (and keeps
+    # its compiled code there, not in its run dir).
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     torch.manual_seed(0)
     eager_model = _Small()
     torch.manual_seed(0)
