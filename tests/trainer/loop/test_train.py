@@ -216,7 +216,12 @@ def test_a_deterministic_run_on_the_cpu_ends_with_the_plain_runs_weights(tiny_da
 
 
 @pytest.mark.e2e  # inductor compiles resnet18's step: minutes on two shared cores
-def test_a_compiled_run_keeps_its_compiled_code_in_the_run_dir_for_its_resumes(tiny_data, tmp_path):
+def test_a_compiled_run_keeps_its_compiled_code_in_the_run_dir_for_its_resumes(
+    tiny_data, tmp_path, monkeypatch
+):
+    # torch sets TORCHINDUCTOR_CACHE_DIR in this process once any in-process run used
+    # inductor; the trainer must start without one, as on a box.
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     run_dir = tmp_path / "run"
     flags = ("--batch-size", "32", "--compile")
     process = start_training(tiny_data, run_dir, *flags, "--max-steps", "1")
