@@ -46,6 +46,7 @@ class GpuSpec:
     fp16_tflops: float
     bf16_tflops: float  # 0 when the GPU has no bf16 support
     compute_capability: str
+    memory_tb_s: float  # memory bandwidth, TB/s: a small model's step is partly bound by it
 
 
 @dataclass(frozen=True)
@@ -102,15 +103,16 @@ class VmSize:
 GPUS: dict[str, GpuSpec] = {
     g.model: g
     for g in (
-        # T4 and V100 have no bf16; their fp16 figure is the tensor-core peak.
-        GpuSpec("T4", 16, 8.1, 65.0, 0.0, "7.5"),
-        GpuSpec("V100 16GB", 16, 15.7, 125.0, 0.0, "7.0"),
-        GpuSpec("A10G", 24, 31.2, 70.0, 70.0, "8.6"),
-        GpuSpec("L4", 24, 30.3, 121.0, 121.0, "8.9"),
-        GpuSpec("A100 40GB", 40, 19.5, 312.0, 312.0, "8.0"),
-        GpuSpec("A100 80GB", 80, 19.5, 312.0, 312.0, "8.0"),
-        GpuSpec("H100 80GB", 80, 67.0, 989.0, 989.0, "9.0"),  # SXM5
-        GpuSpec("H100 94GB", 94, 60.0, 835.0, 835.0, "9.0"),  # H100 NVL (Azure NCads H100 v5)
+        # T4 and V100 have no bf16; their fp16 figure is the tensor-core peak. Memory
+        # bandwidth: A100 80GB as the PCIe card the catalog's sizes carry (SXM: 2.04).
+        GpuSpec("T4", 16, 8.1, 65.0, 0.0, "7.5", 0.32),
+        GpuSpec("V100 16GB", 16, 15.7, 125.0, 0.0, "7.0", 0.9),
+        GpuSpec("A10G", 24, 31.2, 70.0, 70.0, "8.6", 0.6),
+        GpuSpec("L4", 24, 30.3, 121.0, 121.0, "8.9", 0.3),
+        GpuSpec("A100 40GB", 40, 19.5, 312.0, 312.0, "8.0", 1.555),
+        GpuSpec("A100 80GB", 80, 19.5, 312.0, 312.0, "8.0", 1.935),
+        GpuSpec("H100 80GB", 80, 67.0, 989.0, 989.0, "9.0", 3.35),  # SXM5
+        GpuSpec("H100 94GB", 94, 60.0, 835.0, 835.0, "9.0", 3.9),  # H100 NVL (Azure NCads H100 v5)
     )
 }
 

@@ -108,6 +108,15 @@ def _add_bench_commands(commands) -> None:
     )
     bench.add_argument("--quick", action="store_true", help="a few seconds, for tests")
     bench.add_argument("--batch-size", type=int, default=None)
+    bench.add_argument(
+        "--time-to-quality",
+        action="store_true",
+        help="seconds from start to today's default's val MAE, training with the defaults on "
+        "fixed synthetic data (M2-sized on a GPU, tiny on a CPU or with --quick)",
+    )
+    bench.add_argument(
+        "--target-mae", type=float, default=None, help="--time-to-quality's target (mg/dL)"
+    )
 
     bench_checkpoint = commands.add_parser(
         "bench-checkpoint",
@@ -267,6 +276,13 @@ def _bench(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             json_output=args.json,
         )
+    if args.time_to_quality:
+        import torch
+
+        from trainer.bench.time_to_quality import run_time_to_quality
+
+        size = "m2" if torch.cuda.is_available() and not args.quick else "tiny"
+        return run_time_to_quality(size, args.target_mae, args.json)
     from trainer.bench.train_step import run_bench
 
     return run_bench(

@@ -179,11 +179,14 @@ class TrainConfig:
     epochs: int = flag(DEFAULT_EPOCHS)
     """Passes over the training cases' windows."""
     batch_size: int | None = flag(
-        None, "global, over all ranks (default: 1024 a GPU, 256 on CPU; a resume keeps the run's)"
+        None,
+        "global, over all ranks (default: ~200 steps an epoch, 1024-16384 a GPU; 256 on CPU; "
+        "a resume keeps the run's)",
     )
     """Windows per micro-batch over all ranks (the global batch; each rank takes
-    1/world_size). None: the trainer's per-rank batch for the device times the ranks
-    at the run's first start, the run's own on a resume (`trainer.loop.defaults`)."""
+    1/world_size). None: the trainer's per-rank batch for the device and the training
+    set (on a GPU about 200 steps an epoch, 1024 to 16384) times the ranks at the run's
+    first start, the run's own on a resume (`trainer.loop.defaults`)."""
     precision: str = flag("auto", choices=PRECISIONS)
     """auto = bf16 on GPUs that compute it natively (sm_80+), fp16 + GradScaler on older
     GPUs (V100, T4), fp32 on CPU."""
@@ -209,7 +212,16 @@ class TrainConfig:
     """The same result every run on one GPU: no cuDNN autotuning, deterministic kernels
     only (slower); the CPU is deterministic anyway."""
     compile: bool = flag(False, "torch.compile the network (minutes at start)")
-    """torch.compile the network (minutes of compiling at every start)."""
+    """torch.compile the network (mode reduce-overhead on a GPU: its own CUDA graphs;
+    the compiled code is cached in the run dir, a resume does not compile again)."""
+    graph: bool = flag(
+        True,
+        "on a GPU, eager steps instead of the step replayed as one CUDA graph",
+        name="no-graph",
+    )
+    """On a GPU, record the whole training step (and evaluation's forward) as a CUDA
+    graph once and replay it: one launch a step instead of ~850 (`trainer.loop.step`).
+    --no-graph: eager steps. A capture that fails falls back to eager by itself."""
     name: str = flag("", "a label for the run (the id stays its key)")
     """A person's label for the run (`fab train --name`); the run id stays its key. A
     resume that gives none keeps the run's."""
@@ -331,7 +343,9 @@ def _add_flag(parser: argparse.ArgumentParser, item: dataclasses.Field, kind: An
     meta = item.metadata
     name = "--" + (meta["flag"] or item.name.replace("_", "-"))
     if kind is bool:
-        parser.add_argument(name, dest=item.name, action="store_true", help=meta["help"])
+        # A flag switches its field away from the default: --no-graph turns graph off.
+        action = "store_false" if item.default else "store_true"
+        parser.add_argument(name, dest=item.name, action=action, help=meta["help"])
         return
     given = [arg for arg in typing.get_args(kind) if arg is not type(None)]
     options: dict[str, Any] = {"dest": item.name, "type": given[0] if given else kind}

@@ -17,10 +17,10 @@ from ops.plan.pricing import HourlyPrice, snapshot_price
 from ops.plan.throughput import (
     ESTIMATED_PEAK_FRACTION,
     MODEL_PARAMETERS,
-    PER_GPU_BATCH,
     MeasuredThroughput,
     Throughput,
     ddp_assumptions,
+    planned_batch,
     throughput,
     train_flops_per_window,
 )
@@ -123,7 +123,7 @@ class PlanRow:
     gpu_count: int
     precision: str
     windows_per_s: float
-    throughput_source: str  # "measured" or "estimated"
+    throughput_source: str  # "measured", "modelled" (fitted to measured GPUs) or "estimated"
     throughput_detail: str
     hours: float
     on_demand_usd: float
@@ -188,9 +188,13 @@ def _compute_hours(request: PlanRequest, size: VmSize, measured) -> tuple[float,
     """Hours of training on `size` and the throughput they rest on: one run over every
     GPU, or a sweep's trials one GPU each, as many at once as the box has GPUs."""
     if not request.sweep_trials:
-        tp = throughput(size.gpu, size.gpu_count, request.window_length, measured, size.gpu_link)
+        batch = planned_batch(request.windows, size.gpu_count)
+        tp = throughput(
+            size.gpu, size.gpu_count, request.window_length, measured, size.gpu_link, batch
+        )
         return request.window_passes / tp.windows_per_s / 3600, tp
-    tp = throughput(size.gpu, 1, request.window_length, measured)
+    batch = planned_batch(request.windows, 1)
+    tp = throughput(size.gpu, 1, request.window_length, measured, batch=batch)
     waves = math.ceil(request.sweep_trials / size.gpu_count)
     return waves * request.window_passes / tp.windows_per_s / 3600, tp
 
@@ -302,9 +306,9 @@ def _notes(request: PlanRequest, rows: list[PlanRow]) -> list[str]:
         )
     elif any(r.gpu_count > 1 for r in rows):
         notes.append(
-            "multi-GPU rows: torchrun DDP at --batch-size "
-            f"{PER_GPU_BATCH} x GPUs (`fab train` runs torchrun over every GPU), scaled "
-            "by the all-reduce model (docs/distributed.md)"
+            "multi-GPU rows: torchrun DDP at the trainer's default batch over every GPU "
+            "(`fab train` runs torchrun over every GPU), scaled by the all-reduce model "
+            "(docs/distributed.md)"
         )
     if request.region and any(r.price_region != request.region for r in rows):
         notes.append(
@@ -318,6 +322,7 @@ def _assumptions(request: PlanRequest) -> dict:
     return {
         "train_gflop_per_window": train_flops_per_window(request.window_length) / 1e9,
         "estimated_peak_fraction": ESTIMATED_PEAK_FRACTION,
+        "one_gpu_batch": planned_batch(request.windows, 1),
         "ddp": ddp_assumptions(),
         "setup_hours": SETUP_HOURS,
         "checkpoint_gb": round(checkpoint_gb(), 4),

@@ -105,9 +105,12 @@ def footer_lines(plan: Plan) -> list[str]:
     sources = sorted({f"{r.cloud}: {r.price_source} ({r.price_region})" for r in plan.rows})
     lines = [
         "Prices: " + "; ".join(sources) + ". Spot prices move hourly.",
-        f"Estimated rows: {a['train_gflop_per_window']:.3f} GFLOP per training window at "
+        f"Windows/s at the trainer's default batch for the data ({a['one_gpu_batch']} on one "
+        "GPU); measured rows come from ops/plan/measured_throughput.csv, modelled rows from "
+        "the measured GPUs' step cost scaled by datasheet compute and memory bandwidth; "
+        f"estimated rows: {a['train_gflop_per_window']:.3f} GFLOP per training window at "
         f"{a['estimated_peak_fraction']:.0%} of the GPU's datasheet peak (bf16, or fp16 on "
-        "T4/V100); measured rows come from ops/plan/measured_throughput.csv.",
+        "T4/V100).",
         f"Hours include {a['setup_hours']:g} h of setup (boot, image pull, data sync).",
         f"Storage+egress: dataset plus {a['kept_checkpoints']} checkpoints of "
         f"{a['checkpoint_gb'] * 1000:.0f} MB kept {a['storage_months']:g} month "

@@ -1,10 +1,16 @@
-"""Training windows per second on a GPU: measured where we have it, estimated otherwise.
+"""Training windows per second on a GPU at the batch the trainer takes: measured where
+we have it, modelled from the measurements otherwise.
 
 Measured rows come from `ops/plan/measured_throughput.csv`, which `python -m trainer
-bench --record` appends to on a real box. Without one for a GPU, the estimate is the
-model's FLOPs per training window against the GPU's datasheet peak at the share of their
-peaks the measured GPUs sustained (their median), or at an assumed share while none is.
-Several
+bench --record` appends to on a real box, two rows a GPU at two batch sizes: a step
+costs a fixed time (its launch, the optimizer over every parameter) plus a time per
+window, and the two rows give both (`StepCost`), so the GPU's speed at any batch
+follows. A GPU without rows is modelled (`StepModel`): the fixed time the measured GPUs
+took, and a time per window of its datasheet's compute (FLOPs per window over the peak)
+plus memory traffic (bytes per window over the bandwidth), times the factor the
+measured GPUs needed to match (medians over them). With no GPU measured at two batches,
+the estimate is the FLOPs against the peak at the share the measured GPUs sustained,
+or at an assumed share while none is. Several
 GPUs (torchrun DDP) keep the share of that per-GPU rate that `ddp_scaling` models:
 each step's compute against the ring all-reduce of the fp32 gradients over the
 slowest link, partly hidden behind the backward pass. Plain arithmetic and the
@@ -21,6 +27,7 @@ from typing import Any, Literal
 
 from stack.catalog import GPU_LINKS, GPUS, GpuSpec
 from trainer.bench.throughput_record import RECORD_FIELDS
+from trainer.loop.defaults import per_rank_batch, train_windows_of
 
 MEASURED_CSV = Path(__file__).with_name("measured_throughput.csv")
 # The CSV's columns are the trainer's (`bench --record` writes the rows).
@@ -72,9 +79,13 @@ HOP_LATENCY_S = {"box": 5e-6, "network": 50e-6}
 # stages 3..1 and the stem. We assume half the backward pass is left to hide the
 # all-reduce behind; the optimizer step waits for all of it.
 OVERLAPPED_BACKWARD_FRACTION = 0.5
-# The per-rank batch a multi-GPU estimate assumes: the trainer's default on a GPU
-# (trainer.loop.defaults.PER_RANK_BATCH), which `train` without --batch-size and `bench` take.
-PER_GPU_BATCH = 1024
+# Memory traffic of one training window, an assumption the fitted factor scales: each
+# convolution's output (bf16) is written and read about this many times in a step:
+# forward (convolution, batch norm, ReLU, the residual add) and backward (about twice).
+ACTIVATION_ACCESSES = 15
+ACTIVATION_BYTES = 2
+# The per-GPU batch of a row costed without a dataset (a smallest GPU default).
+GPU_BATCH = per_rank_batch("cuda", 0)
 
 Precision = Literal["bf16", "fp16"]
 
@@ -83,28 +94,42 @@ def _conv_out(length: int, kernel: int, stride: int, padding: int) -> int:
     return (length + 2 * padding - kernel) // stride + 1
 
 
-def forward_flops_per_window(window_length: int) -> int:
-    """Forward FLOPs (2 x multiply-accumulates) of ResNet34-1D for one window.
-
-    Convolutions and the linear head only: batch norm, ReLU and pooling add well
-    under 1% and are memory-bound work that the efficiency factor already covers.
-    """
+def _conv_outputs(window_length: int) -> list[tuple[int, int, int, int]]:
+    """(in channels, out channels, kernel, output length) of each convolution of
+    ResNet34-1D, the 1x1 projection shortcuts included, in order."""
     if window_length < 32:
         raise ValueError(f"window length {window_length} is below the model's minimum of 32")
     length = _conv_out(window_length, STEM_KERNEL, 2, STEM_KERNEL // 2)
-    macs = 1 * RESNET_WIDTHS[0] * STEM_KERNEL * length
+    convs = [(1, RESNET_WIDTHS[0], STEM_KERNEL, length)]
     length = _conv_out(length, 3, 2, 1)  # max pool
     channels = RESNET_WIDTHS[0]
     for stage, (blocks, width) in enumerate(zip(RESNET34_BLOCKS, RESNET_WIDTHS, strict=True)):
         for block in range(blocks):
             stride = 2 if stage > 0 and block == 0 else 1
             out = _conv_out(length, BLOCK_KERNEL, stride, BLOCK_KERNEL // 2)
-            macs += channels * width * BLOCK_KERNEL * out + width * width * BLOCK_KERNEL * out
+            convs += [(channels, width, BLOCK_KERNEL, out), (width, width, BLOCK_KERNEL, out)]
             if stride != 1 or channels != width:
-                macs += channels * width * out  # 1x1 projection shortcut
+                convs.append((channels, width, 1, out))  # 1x1 projection shortcut
             channels, length = width, out
-    macs += channels * 1  # linear head to one glucose value
+    return convs
+
+
+def forward_flops_per_window(window_length: int) -> int:
+    """Forward FLOPs (2 x multiply-accumulates) of ResNet34-1D for one window.
+
+    Convolutions and the linear head only: batch norm, ReLU and pooling add well
+    under 1% and are memory-bound work that the efficiency factor already covers.
+    """
+    convs = _conv_outputs(window_length)
+    macs = sum(cin * cout * kernel * out for cin, cout, kernel, out in convs)
+    macs += RESNET_WIDTHS[-1] * 1  # linear head to one glucose value
     return 2 * macs
+
+
+def train_bytes_per_window(window_length: int) -> int:
+    """Bytes of activation memory traffic in one training step, per window."""
+    elements = sum(cout * out for _, cout, _, out in _conv_outputs(window_length))
+    return elements * ACTIVATION_ACCESSES * ACTIVATION_BYTES
 
 
 def train_flops_per_window(window_length: int) -> int:
@@ -176,7 +201,6 @@ def ddp_assumptions() -> dict[str, Any]:
     """The scaling model's inputs, for `fab plan --json`."""
     return {
         "gradient_mb": GRADIENT_BYTES / 1e6,
-        "per_gpu_batch": PER_GPU_BATCH,
         "link_gb_s": LINK_GB_S,
         "link_efficiency": LINK_EFFICIENCY,
         "hop_latency_us": {hop: seconds * 1e6 for hop, seconds in HOP_LATENCY_S.items()},
@@ -204,8 +228,9 @@ class MeasuredThroughput:
     batch_size: int
     window_length: int
     train_windows_per_s: float
-    pipeline_windows_per_s: float
+    pipeline_windows_per_s: float | None  # None: not measured with this row
     torch_version: str
+    step: str  # what step produced it (`bench`: the formulation, captured or eager)
 
 
 @dataclass(frozen=True)
@@ -214,7 +239,7 @@ class Throughput:
 
     windows_per_s: float
     precision: Precision
-    source: Literal["measured", "estimated"]
+    source: Literal["measured", "modelled", "estimated"]
     detail: str
 
 
@@ -241,13 +266,18 @@ def load_measured(path: Path = MEASURED_CSV) -> tuple[MeasuredThroughput, ...]:
                         batch_size=int(raw["batch_size"]),
                         window_length=int(raw["window_length"]),
                         train_windows_per_s=float(raw["train_windows_per_s"]),
-                        pipeline_windows_per_s=float(raw["pipeline_windows_per_s"]),
+                        pipeline_windows_per_s=_optional_float(raw["pipeline_windows_per_s"]),
                         torch_version=raw["torch_version"],
+                        step=raw["step"],
                     )
                 )
             except (TypeError, ValueError) as e:
                 raise ValueError(f"{path}:{line}: unreadable row ({e}); fix or delete it") from e
     return tuple(rows)
+
+
+def _optional_float(text: str) -> float | None:
+    return float(text) if text.strip() else None
 
 
 # Device names that do not spell the catalog's memory size (`torch.cuda.get_device_name`).
@@ -283,9 +313,99 @@ def fitted_peak_fraction(
     )
     if not fractions:
         return None
-    middle = len(fractions) // 2
-    median = (fractions[middle] + fractions[~middle]) / 2
-    return median, len(fractions)
+    return _median(fractions), len(fractions)
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """One GPU's training step: `fixed_s` a step plus `window_s` a window."""
+
+    fixed_s: float
+    window_s: float
+
+    def windows_per_s(self, batch: int) -> float:
+        return batch / (self.fixed_s + batch * self.window_s)
+
+
+def _roofline_s(gpu: GpuSpec, window_length: int) -> float:
+    """A window's compute at the datasheet peak plus its memory traffic at the datasheet
+    bandwidth, in seconds: what `StepModel.factor` scales."""
+    peak = _peak_tflops(gpu, training_precision(gpu)) * 1e12
+    return train_flops_per_window(window_length) / peak + train_bytes_per_window(window_length) / (
+        gpu.memory_tb_s * 1e12
+    )
+
+
+def _one_gpu_rows(
+    measured: tuple[MeasuredThroughput, ...], gpu: GpuSpec, window_length: int
+) -> list[MeasuredThroughput]:
+    """The GPU's one-GPU rows at `window_length` and its training precision, oldest first."""
+    precision = training_precision(gpu)
+    return sorted(
+        (
+            r
+            for r in measured
+            if gpu_matches(r.gpu, gpu.model)
+            and r.window_length == window_length
+            and r.precision == precision
+            and r.gpu_count == 1
+        ),
+        key=lambda r: r.date,
+    )
+
+
+def measured_cost(rows: list[MeasuredThroughput]) -> StepCost | None:
+    """The step cost through the newest row at each batch size of the newest step kind
+    (a line through the smallest and the largest batch); None below two batch sizes."""
+    if not rows:
+        return None
+    step = rows[-1].step
+    newest = {r.batch_size: r for r in rows if r.step == step}
+    if len(newest) < 2:
+        return None
+    small, large = newest[min(newest)], newest[max(newest)]
+    small_s = small.batch_size / small.train_windows_per_s
+    large_s = large.batch_size / large.train_windows_per_s
+    window_s = (large_s - small_s) / (large.batch_size - small.batch_size)
+    return StepCost(max(small_s - small.batch_size * window_s, 0.0), window_s)
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """A GPU's step cost from its datasheet: the measured GPUs' fixed time a step, and
+    `factor` times its compute-plus-memory time a window (medians over `gpus`)."""
+
+    fixed_s: float
+    factor: float
+    gpus: int
+
+    def cost(self, gpu: GpuSpec, window_length: int) -> StepCost:
+        return StepCost(self.fixed_s, self.factor * _roofline_s(gpu, window_length))
+
+
+def _median(values: list[float]) -> float:
+    ordered, middle = sorted(values), len(values) // 2
+    return (ordered[middle] + ordered[~middle]) / 2
+
+
+def fit_step_model(
+    measured: tuple[MeasuredThroughput, ...], window_length: int
+) -> StepModel | None:
+    """The model fitted to every catalog GPU measured at two batch sizes; None without."""
+    costs = {
+        model: cost
+        for model, gpu in GPUS.items()
+        if (cost := measured_cost(_one_gpu_rows(measured, gpu, window_length))) is not None
+    }
+    if not costs:
+        return None
+    return StepModel(
+        fixed_s=_median([c.fixed_s for c in costs.values()]),
+        factor=_median(
+            [c.window_s / _roofline_s(GPUS[m], window_length) for m, c in costs.items()]
+        ),
+        gpus=len(costs),
+    )
 
 
 def estimate(
@@ -294,15 +414,26 @@ def estimate(
     window_length: int,
     gpu_link: str | None = None,
     measured: tuple[MeasuredThroughput, ...] = (),
+    batch: int = GPU_BATCH,
 ) -> Throughput:
-    """Windows/s from FLOPs per window and datasheet peak, at the share of peak the
-    `measured` GPUs sustained (else `ESTIMATED_PEAK_FRACTION`), and DDP's scaling."""
+    """Windows/s at `batch` a GPU: modelled (`fit_step_model`) when a GPU was measured at
+    two batch sizes, else from FLOPs per window and datasheet peak at the share of peak
+    the `measured` GPUs sustained (else `ESTIMATED_PEAK_FRACTION`); and DDP's scaling."""
     precision = training_precision(gpu)
+    model = fit_step_model(measured, window_length)
+    if model is not None:
+        per_gpu = model.cost(gpu, window_length).windows_per_s(batch)
+        windows_per_s, scaled = _on_gpus(per_gpu, batch, gpu_count, gpu_link)
+        detail = (
+            f"batch {batch}: {model.fixed_s * 1e3:.2f} ms a step + {model.factor:.2f} x "
+            f"(compute + memory) a window, fitted to {model.gpus} measured GPU(s){scaled}"
+        )
+        return Throughput(windows_per_s, precision, "modelled", detail)
     fitted = fitted_peak_fraction(measured, window_length)
     fraction = fitted[0] if fitted else ESTIMATED_PEAK_FRACTION
     flops_per_s = _peak_tflops(gpu, precision) * 1e12 * fraction
     per_gpu = flops_per_s / train_flops_per_window(window_length)
-    windows_per_s, scaled = _on_gpus(per_gpu, PER_GPU_BATCH, gpu_count, gpu_link)
+    windows_per_s, scaled = _on_gpus(per_gpu, batch, gpu_count, gpu_link)
     basis = f"as {fitted[1]} measured GPU(s) sustained" if fitted else "assumed"
     return Throughput(
         windows_per_s=windows_per_s,
@@ -312,17 +443,26 @@ def estimate(
     )
 
 
+def planned_batch(windows: int, gpus: int) -> int:
+    """The per-GPU batch `train` takes for a dataset of `windows` over `gpus` ranks (the
+    trainer's own rule, `trainer.loop.defaults`)."""
+    return per_rank_batch("cuda", train_windows_of(windows), gpus)
+
+
 def throughput(
     gpu: GpuSpec,
     gpu_count: int,
     window_length: int,
     measured: tuple[MeasuredThroughput, ...] = (),
     gpu_link: str | None = None,
+    batch: int = GPU_BATCH,
 ) -> Throughput:
-    """The newest measurement for this GPU, precision and window length, else the estimate.
+    """Windows/s of the box at `batch` a GPU: its own measurements (the newest row at
+    this GPU count and batch; else its one-GPU step cost at this batch, else its newest
+    one-GPU row as it was measured), else the model (`estimate`).
 
     A one-GPU measurement stands in for a multi-GPU box (linked by `gpu_link`),
-    scaled by `ddp_scaling` at the batch it was measured with.
+    scaled by `ddp_scaling` at the batch.
     """
     precision = training_precision(gpu)
     rows = sorted(
@@ -335,15 +475,24 @@ def throughput(
         ),
         key=lambda r: r.date,
     )
-    exact = [r for r in rows if r.gpu_count == gpu_count]
+    exact = [r for r in rows if r.gpu_count == gpu_count and r.batch_size == batch]
     if exact:
         row = exact[-1]
-        return Throughput(row.train_windows_per_s, precision, "measured", f"{row.date}")
+        return Throughput(row.train_windows_per_s, precision, "measured", _said(row))
     single = [r for r in rows if r.gpu_count == 1]
+    cost = measured_cost(single)
+    if cost is not None:
+        windows_per_s, scaled = _on_gpus(cost.windows_per_s(batch), batch, gpu_count, gpu_link)
+        detail = f"{_said(single[-1])}, its step cost at batch {batch}{scaled}"
+        return Throughput(windows_per_s, precision, "measured", detail)
     if single:
         row = single[-1]
         windows_per_s, scaled = _on_gpus(
             row.train_windows_per_s, row.batch_size, gpu_count, gpu_link
         )
-        return Throughput(windows_per_s, precision, "measured", f"{row.date}{scaled}")
-    return estimate(gpu, gpu_count, window_length, gpu_link, measured)
+        return Throughput(windows_per_s, precision, "measured", f"{_said(row)}{scaled}")
+    return estimate(gpu, gpu_count, window_length, gpu_link, measured, batch)
+
+
+def _said(row: MeasuredThroughput) -> str:
+    return f"{row.date}, {row.step or 'step unrecorded'}, batch {row.batch_size}"

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from trainer.checkpoints import checkpoint_file
 from trainer.checkpoints.manager import CheckpointConfig, CheckpointManager
 from trainer.config import ModelConfig, UserError
-from trainer.loop.defaults import PER_RANK_BATCH
+from trainer.loop.defaults import per_rank_batch
 from trainer.loop.device import choose_device
 from trainer.model import build_model
 
@@ -46,7 +46,7 @@ class _Trainer:
         torch.manual_seed(0)
         self.model = build_model(ModelConfig("resnet34"), self.choice.device).train()
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
-        self.batch_size = batch_size or PER_RANK_BATCH[self.choice.device.type]
+        self.batch_size = batch_size or per_rank_batch(self.choice.device.type, 0)
         self.x = torch.randn(self.batch_size, 1, WINDOW_LENGTH, device=self.choice.device)
         self.y = torch.randn(self.batch_size, device=self.choice.device)
         self.steps = 0

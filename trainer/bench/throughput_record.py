@@ -20,6 +20,7 @@ RECORD_FIELDS = (
     "train_windows_per_s",
     "pipeline_windows_per_s",
     "torch_version",
+    "step",  # what produced the row: the formulation, "graph" (captured) or "eager"
 )
 
 

@@ -3,9 +3,13 @@ a seeds-style baseline (per-sample Dataset + DataLoader, batch 64, fp32, `.item(
 every step, `nn.Conv1d`) measured in the same run on the same data, so other load on
 the machine hits both alike. Our step is the trainer's (`trainer.loop.formulation`),
 timed in every formulation of the network (`trainer.model`) at the trainer's
-per-rank batch for the device; the one reported as ours is the one `train` takes:
-gemm on a CPU, the fastest on a GPU. On a GPU it also reports the most GPU memory
-each took.
+smallest default per-rank batch for the device; the one reported as ours is the one
+`train` takes: gemm on a CPU, the fastest on a GPU. Our step is `train`'s own
+(`trainer.loop.step`: replayed as one CUDA graph on a GPU), timed in rounds of
+`STEPS_PER_ROUND` steps with one sync a round, as `train` syncs once a log interval.
+The chosen one is timed again at `LARGE_BATCH_FACTOR` times the batch: `--record`
+stores both rows, from which `fab plan` takes the GPU's fixed cost a step and its
+cost a window. On a GPU it also reports the most GPU memory each took.
 
 Also states the FLOPs of one training window and the windows/s that would mean 30%
 of an H100's dense bf16 peak: the figure a GPU run must feed without being input-bound.
@@ -32,15 +36,21 @@ from trainer.bench.throughput_record import append_record
 from trainer.config import ModelConfig
 from trainer.data.dataset import Dataset
 from trainer.data.pipeline import Normalisation, WindowPipeline
-from trainer.loop.defaults import PER_RANK_BATCH
+from trainer.loop.defaults import per_rank_batch
 from trainer.loop.device import DeviceChoice, choose_device
-from trainer.loop.formulation import pick, training_step
+from trainer.loop.formulation import pick, timed_step
 from trainer.model import FORMULATIONS, build_model, default_formulation
 
 WINDOW_LENGTH = 100
 BASELINE_BATCH_SIZE = 64
 BENCH_CASES = 16
 PIPELINE_EPOCHS_PER_ROUND = 20
+# Our steps per timed round: the GPU syncs once a round, as `train` syncs once a log
+# interval, not after every step (which hid the captured step's speed).
+STEPS_PER_ROUND = 10
+# The second batch, this many times the first: two points give a step's fixed cost and
+# its cost a window, what `fab plan` models every GPU by.
+LARGE_BATCH_FACTOR = 4
 FULL_BUDGETS_S = (3.0, 45.0)  # pipeline, training step: the bench takes ~1-2 minutes
 H100_BF16_DENSE_PEAK_FLOPS = 989e12
 TARGET_PEAK_FRACTION = 0.30
@@ -105,15 +115,18 @@ def _model(choice: DeviceChoice, formulation: str) -> torch.nn.Module:
 def our_train_step(
     pipeline: WindowPipeline, choice: DeviceChoice, formulation: str
 ) -> Callable[[], int]:
-    """Our step: batches indexed from the resident tensor, autocast, no host sync."""
-    model = _model(choice, formulation)
-    step = training_step(model, choice.optimizer(model.parameters(), 1e-3, 1e-2), choice)
+    """Our step as `train` takes it (`trainer.loop.step`, replayed as one CUDA graph on a
+    GPU): batches indexed from the resident tensor, no host sync; the short last batch
+    of the epoch eager, as in `train`."""
+    torch.manual_seed(0)
+    step = timed_step(ModelConfig("resnet34"), formulation, choice)
     order = pipeline.permutation(0, 0)
     position = itertools.count()
 
     def one() -> int:
-        x, y = pipeline.batch(order, next(position) % pipeline.steps_per_epoch)
-        step(x, y)
+        micro = next(position) % pipeline.steps_per_epoch
+        x, y = pipeline.batch(order, micro)
+        step(x, y, 1 / x.shape[0], full=x.shape[0] == pipeline.batch_size)
         return x.shape[0]
 
     return one
@@ -203,11 +216,12 @@ def _device_name(choice: DeviceChoice) -> tuple[str, int]:
 def measure(quick: bool, batch_size: int | None) -> dict[str, Any]:
     """Every number the bench reports, as one dict."""
     choice = choose_device("auto")
-    batch = batch_size or PER_RANK_BATCH[choice.device.type]
+    batch = batch_size or per_rank_batch(choice.device.type, 0)
     if quick:  # one round of everything at a small batch: proves the wiring, not the speed
-        batch, windows, budgets_s, warmup = min(batch, 32), 512, (0.0, 0.0), 1
+        batch, windows, budgets_s, warmup, steps = min(batch, 32), 512, (0.0, 0.0), 1, 1
     else:
-        batch, windows, budgets_s, warmup = batch, max(16 * batch, 8192), FULL_BUDGETS_S, 2
+        windows = max(16 * LARGE_BATCH_FACTOR * batch, 8192)
+        budgets_s, warmup, steps = FULL_BUDGETS_S, 2, STEPS_PER_ROUND
     dataset = _synthetic(windows)
     pipeline = our_pipeline(dataset, choice, batch)
     pipe, _ = interleaved_rates(
@@ -219,10 +233,10 @@ def measure(quick: bool, batch_size: int | None) -> dict[str, Any]:
         budgets_s[0],
         warmup_steps=1,
     )
-    baseline_repeats = max(1, batch // BASELINE_BATCH_SIZE)
+    baseline_repeats = max(1, steps * batch // BASELINE_BATCH_SIZE)
     train, memory = interleaved_rates(
         {
-            **{name: (our_train_step(pipeline, choice, name), 1) for name in FORMULATIONS},
+            **{name: (our_train_step(pipeline, choice, name), steps) for name in FORMULATIONS},
             "baseline": (baseline_train_step(dataset, choice), baseline_repeats),
         },
         choice,
@@ -234,6 +248,13 @@ def measure(quick: bool, batch_size: int | None) -> dict[str, Any]:
     seconds_per_window = {name: 1 / rate for name, rate in ours.items()}
     cuda = choice.device.type == "cuda"
     chosen = pick(seconds_per_window, choice.device) if cuda else default_formulation(choice.device)
+    large = our_pipeline(dataset, choice, LARGE_BATCH_FACTOR * batch)
+    large_rate, _ = interleaved_rates(
+        {"ours": (our_train_step(large, choice, chosen), steps)},
+        choice,
+        budgets_s[1] / len(train),  # one contender's share of the first comparison
+        warmup_steps=warmup,
+    )
     flops = train_flops_per_window()
     gpu, gpu_count = _device_name(choice)
     return {
@@ -254,6 +275,8 @@ def measure(quick: bool, batch_size: int | None) -> dict[str, Any]:
         "gpu_count": gpu_count,
         "precision": choice.precision,
         "batch_size": batch,
+        "step": f"{'graph' if cuda else 'eager'} {chosen}",
+        "batches": {batch: ours[chosen], LARGE_BATCH_FACTOR * batch: large_rate["ours"]},
         "window_length": WINDOW_LENGTH,
         "torch_version": torch.__version__,
         "quick": quick,
@@ -279,6 +302,11 @@ def _print_text(result: dict[str, Any]) -> None:
         + "   ".join(f"{n} {r:,.0f}" for n, r in result["formulations_windows_per_s"].items())
         + " windows/s"
     )
+    print(
+        f"step ({result['step']}):  "
+        + "   ".join(f"batch {b} {r:,.0f}" for b, r in result["batches"].items())
+        + " windows/s"
+    )
     if result["gpu_memory_gib"] is not None:
         print(f"GPU memory:     {result['gpu_memory_gib']:.2f} GiB at batch {result['batch_size']}")
     print(
@@ -295,5 +323,8 @@ def run_bench(json_output: bool, record: Path | None, quick: bool, batch_size: i
     else:
         _print_text(result)
     if record is not None:
-        append_record(Path(record), result)
+        for batch, rate in result["batches"].items():
+            append_record(
+                Path(record), {**result, "batch_size": batch, "train_windows_per_s": rate}
+            )
     return 0

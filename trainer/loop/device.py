@@ -55,19 +55,47 @@ class DeviceChoice:
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
         return self.precision == "fp16"
 
-    def autocast(self) -> contextlib.AbstractContextManager:
+    def autocast(self, cache: bool = True) -> contextlib.AbstractContextManager:
+        """Mixed precision at the run's precision. `cache=False` inside a CUDA graph:
+        autocast's cache of cast weights is freed at the context's exit, under the
+        graph's feet."""
         if self.precision == "fp32":
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype, cache_enabled=cache)
 
     def optimizer(
         self, parameters: Iterable[nn.Parameter], lr: float, weight_decay: float
     ) -> torch.optim.AdamW:
-        """AdamW, on a GPU fused into a few kernels a step instead of a launch per
-        parameter group and operation (the step is launch-bound at small batches); on
-        the CPU torch's default implementation, as before (bitwise resume there)."""
-        fused = True if self.device.type == "cuda" else None
-        return torch.optim.AdamW(parameters, lr=lr, weight_decay=weight_decay, fused=fused)
+        """AdamW. On a GPU fused into a few kernels a step, and capturable with its
+        learning rate a device tensor (the scheduler fills it; a CUDA graph replays the
+        step, `trainer.loop.step`); on the CPU torch's default implementation, as before
+        (bitwise resume there)."""
+        cuda = self.device.type == "cuda"
+        rate = torch.tensor(lr, device=self.device) if cuda else lr
+        optimizer = torch.optim.AdamW(
+            parameters,
+            lr=rate,
+            weight_decay=weight_decay,
+            fused=True if cuda else None,
+            capturable=cuda,
+        )
+        for group in optimizer.param_groups:
+            # The schedule's base as a float: it writes each step's rate into the
+            # tensor without reading the tensor back (a host sync).
+            group["initial_lr"] = lr
+        return optimizer
+
+    def adopt(self, optimizer: torch.optim.Optimizer) -> None:
+        """After `load_state_dict`: the saved groups' settings replaced ours (a float
+        rate and no capture from an older or a CPU run, a GPU tensor on the CPU); put
+        this device's back, keeping the saved rates."""
+        cuda = self.device.type == "cuda"
+        for group in optimizer.param_groups:
+            rate, initial = float(group["lr"]), group.get("initial_lr")
+            group["lr"] = torch.tensor(rate, device=self.device) if cuda else rate
+            if initial is not None:
+                group["initial_lr"] = float(initial)
+            group["fused"], group["capturable"] = (True if cuda else None), cuda
 
     def synchronize(self) -> None:
         """Wait for the GPU's queued work (timing); nothing to wait for on the CPU."""

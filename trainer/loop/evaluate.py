@@ -16,10 +16,18 @@ from trainer.data.dataset import Splits, load_dataset
 from trainer.data.pipeline import Normalisation, WindowPipeline, norm_from_state
 from trainer.loop.device import DeviceChoice, choose_device
 from trainer.loop.distributed import Group
+from trainer.loop.step import EvalForward
 from trainer.metrics import regression_report
 from trainer.model import build_model
 
-EVAL_BATCH_SIZE = 1024
+EVAL_BATCH_SIZE = 1024  # on the CPU
+# On a GPU: large enough that an evaluation is a few replays of one graph, small
+# enough for any GPU's memory next to the resident splits.
+GPU_EVAL_BATCH_SIZE = 8192
+
+
+def eval_batch_size(device: torch.device) -> int:
+    return GPU_EVAL_BATCH_SIZE if device.type == "cuda" else EVAL_BATCH_SIZE
 
 
 def predict(
@@ -28,8 +36,10 @@ def predict(
     choice: DeviceChoice,
     norm: Normalisation,
     group: Group | None = None,
+    graph: bool = True,
 ) -> np.ndarray:
-    """Glucose predictions (mg/dL) for every window of `pipeline`, in stored order.
+    """Glucose predictions (mg/dL) for every window of `pipeline`, in stored order; on a
+    GPU the forward replayed as a CUDA graph unless `graph` is off (`EvalForward`).
 
     With a `group` of several ranks (which must hold the same weights and buffers),
     each rank predicts its share of whole evaluation batches and all ranks gather the
@@ -37,12 +47,15 @@ def predict(
     single-process evaluation's, in 1/world_size of its time.
     """
     group = group or Group()
-    start, stop = group.shard(len(pipeline), EVAL_BATCH_SIZE)
+    batch = eval_batch_size(choice.device)
+    start, stop = group.shard(len(pipeline), batch)
     model.eval()
+    capture = graph and choice.device.type == "cuda"
+    forward = EvalForward(model, choice, capture, lambda line: print(line, flush=True))
     outputs = [torch.zeros(0, device=choice.device)]
-    with torch.inference_mode(), choice.autocast():
-        for x, _ in pipeline.in_order(EVAL_BATCH_SIZE, start, stop):
-            outputs.append(model(x).float())
+    with torch.inference_mode(), choice.autocast(cache=not capture):
+        for x, _ in pipeline.in_order(batch, start, stop):
+            outputs.append(forward(x, full=x.shape[0] == batch).float())
     mine = torch.cat(outputs).cpu().numpy()  # the one host sync
     normalised = group.all_gather_rows(mine).astype(np.float64)
     return normalised * norm.label_std + norm.label_mean
@@ -54,9 +67,10 @@ def split_report(
     choice: DeviceChoice,
     norm: Normalisation,
     group: Group | None = None,
+    graph: bool = True,
 ) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
     """(metrics with the train-median baseline, reference mg/dL, predictions mg/dL)."""
-    pred = predict(model, pipeline, choice, norm, group)
+    pred = predict(model, pipeline, choice, norm, group, graph)
     ref = pipeline.glucose_mg_dl.numpy().astype(np.float64)
     return regression_report(ref, pred, baseline_value=norm.label_median), ref, pred
 
@@ -86,7 +100,7 @@ def evaluate_checkpoint(
     model = build_model(ModelConfig(**state["config"]["model"]), choice.device)
     model.load_state_dict(state["model"])
     norm = norm_from_state(state["label_norm"], state["input_norm"])
-    pipeline = WindowPipeline(dataset, cases, norm, choice.device, EVAL_BATCH_SIZE)
+    pipeline = WindowPipeline(dataset, cases, norm, choice.device, eval_batch_size(choice.device))
     report, _, _ = split_report(model, pipeline, choice, norm)
     return {
         "checkpoint": str(checkpoint_arg),

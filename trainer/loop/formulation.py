@@ -4,25 +4,30 @@ cuDNN's Conv1d over (batch, channels, length), one GEMM per convolution, and
 Conv2d(1 x k) in channels-last memory run at speeds that depend on the GPU, the
 batch, the precision and the cuDNN version, and none of them was measured on a GPU
 when this was written. So `--formulation auto` on a GPU times a few steps of each at
-the run's per-rank batch and precision at its first start (seconds) and keeps the
-fastest; the run records it and its resumes keep it (`trainer.loop.defaults`).
+the run's per-rank batch and precision at its first start (seconds), as the run will
+take them (replayed as one CUDA graph, `trainer.loop.step`: eager and launch-bound,
+nhwc was 4.7% faster on an H100 where its GPU time was half), and keeps the fastest;
+the run records it and its resumes keep it (`trainer.loop.defaults`).
 `python -m trainer bench` reports the same comparison.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-from trainer.config import ModelConfig
+from trainer.config import ModelConfig, RunConfig, UserError
+from trainer.loop.defaults import UNFIT_FORMULATIONS
 from trainer.loop.device import DeviceChoice
+from trainer.loop.step import WARMUP_STEPS as CAPTURE_WARMUP_STEPS
+from trainer.loop.step import TrainStep
 from trainer.model import build_model, default_formulation
 
-WARMUP_STEPS = 3  # cuDNN's autotuning and the allocator settle in the first steps
+# cuDNN's autotuning and the allocator settle in the first steps, then the capture
+WARMUP_STEPS = CAPTURE_WARMUP_STEPS + 2
 TIMED_STEPS = 10
 # Another formulation replaces the device's default only when it is this much faster: a
 # near-tie would flip from one run to the next, and with it every kernel of the run.
@@ -30,22 +35,18 @@ MARGIN = 0.05
 GRAD_CLIP_NORM = 1.0  # OptimConfig's default: the timed step clips as the loop does
 
 
-def training_step(
-    model: nn.Module, optimizer: torch.optim.Optimizer, choice: DeviceChoice
-) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """One optimizer step as the loop takes it (autocast forward, smooth-L1 as a mean,
-    backward, clip, AdamW), without a host sync; returns the loss."""
-
-    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        with choice.autocast():
-            loss = F.smooth_l1_loss(model(x).float(), y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP_NORM)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss
-
-    return step
+def timed_step(
+    model_config: ModelConfig, formulation: str, choice: DeviceChoice, graph: bool = True
+) -> TrainStep:
+    """The step `train` runs for `formulation` (captured on a GPU unless `graph` is off),
+    on a fresh network: what the formulation timing and `bench` measure."""
+    model = build_model(model_config, choice.device, formulation).train()
+    optimizer = choice.optimizer(model.parameters(), 1e-3, 1e-2)
+    scaler = torch.amp.GradScaler(choice.device.type) if choice.needs_grad_scaler else None
+    capture = graph and choice.device.type == "cuda"
+    return TrainStep(
+        model, list(model.parameters()), optimizer, scaler, choice, GRAD_CLIP_NORM, capture
+    )
 
 
 def step_seconds(
@@ -54,18 +55,20 @@ def step_seconds(
     choice: DeviceChoice,
     batch: int,
     window_length: int,
+    graph: bool = True,
 ) -> float:
-    """Seconds per training step of `formulation` at `batch` random windows."""
-    model = build_model(model_config, choice.device, formulation).train()
-    step = training_step(model, choice.optimizer(model.parameters(), 1e-3, 1e-2), choice)
+    """Seconds per training step of `formulation` at `batch` random windows, as `train`
+    takes it: captured and replayed on a GPU unless `graph` is off (the capture is in
+    the warm-up)."""
+    step = timed_step(model_config, formulation, choice, graph)
     x = torch.randn(batch, 1, window_length, device=choice.device)
     y = torch.randn(batch, device=choice.device)
     for _ in range(WARMUP_STEPS):
-        step(x, y)
+        step(x, y, 1 / batch)
     choice.synchronize()
     started = time.perf_counter()
     for _ in range(TIMED_STEPS):
-        step(x, y)
+        step(x, y, 1 / batch)
     choice.synchronize()
     return (time.perf_counter() - started) / TIMED_STEPS
 
@@ -76,12 +79,13 @@ def fastest_formulation(
     batch: int,
     window_length: int,
     formulations: Sequence[str],
+    graph: bool = True,
 ) -> tuple[str, dict[str, float]]:
     """The formulation whose training step is fastest here (the device's default unless
     another beats it by `MARGIN`), and each one's seconds. The peak-memory count
     starts again after it: the run's GPU memory figure is its own."""
     seconds = {
-        name: step_seconds(model_config, name, choice, batch, window_length)
+        name: step_seconds(model_config, name, choice, batch, window_length, graph)
         for name in formulations
     }
     if choice.device.type == "cuda":
@@ -98,3 +102,22 @@ def pick(seconds: dict[str, float], device: torch.device) -> str:
     if default in seconds and seconds[fastest] > (1 - MARGIN) * seconds[default]:
         return default
     return fastest
+
+
+def resolve_formulation(
+    config: RunConfig, device: torch.device, fastest: Callable[[], str]
+) -> RunConfig:
+    """`config` with `--formulation auto` resolved: gemm on a CPU; on a GPU `fastest()`
+    (a timing), unless torch's deterministic mode is on: a timing would let two runs
+    pick different kernels, which --deterministic promises they do not."""
+    formulation = config.train.formulation
+    if formulation in UNFIT_FORMULATIONS.get(device.type, ()):
+        raise UserError(
+            f"--formulation {formulation} is not for the {device.type.upper()}: torch's "
+            "channels-last CPU kernels computed other gradients; use gemm, torch or auto"
+        )
+    if formulation == "auto":
+        measure = device.type == "cuda" and not torch.are_deterministic_algorithms_enabled()
+        formulation = fastest() if measure else default_formulation(device)
+    train = dataclasses.replace(config.train, formulation=formulation)
+    return dataclasses.replace(config, train=train)

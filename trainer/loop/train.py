@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import random
 import time
 from collections.abc import Callable
@@ -28,7 +29,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from trainer.atomic_write import write_json_atomic
 from trainer.checkpoints import checkpoint_file
@@ -40,18 +40,21 @@ from trainer.config import RunConfig, UserError
 from trainer.data.dataset import load_dataset, split_cases
 from trainer.data.pipeline import Normalisation, WindowPipeline, micro_batch_seed, norm_to_state
 from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
-from trainer.loop.defaults import resolve_formulation, settle
+from trainer.loop.defaults import settle
 from trainer.loop.device import choose_device, use_deterministic_kernels
 from trainer.loop.distributed import Group, RankInfo
 from trainer.loop.evaluate import split_report
-from trainer.loop.formulation import fastest_formulation
+from trainer.loop.formulation import fastest_formulation, resolve_formulation
 from trainer.loop.preemption import StopSignal
 from trainer.loop.rank_outputs import Heartbeat, QuietCheckpoints, QuietOutputs
 from trainer.loop.run_ending import RunEnding
+from trainer.loop.step import TrainStep, eager_reason
 from trainer.model import FORMULATIONS, build_model, count_parameters
 from trainer.reports.cost import box_run_cost
 from trainer.reports.progress import RunOutputs, process_spans, read_metrics
 from trainer.reports.report import CONFIG_FILE, data_identity, write_report
+
+COMPILE_CACHE = "compile-cache"  # in the run dir: torch.compile's code, kept for resumes
 
 
 def train(config: RunConfig) -> int:
@@ -173,10 +176,14 @@ class Position:
 
 
 def lr_lambda(
-    total_steps: int, warmup_fraction: float, min_lr_fraction: float
+    total_steps: int, warmup_fraction: float, min_lr_fraction: float, steps_per_epoch: int = 1
 ) -> Callable[[int], float]:
-    """Linear warmup to the peak, then cosine down to min_lr_fraction of it."""
+    """Linear warmup to the peak, then cosine down to min_lr_fraction of it. A warm-up
+    lasts at least one epoch (of all steps, at most): at the large batches a GPU takes,
+    an epoch is ~200 steps and a share of a few epochs' steps would be a handful."""
     warmup = max(1, int(total_steps * warmup_fraction))
+    if warmup_fraction > 0:
+        warmup = max(warmup, min(steps_per_epoch, total_steps))
 
     def factor(step: int) -> float:
         if step < warmup:
@@ -239,7 +246,8 @@ class Run:
         settings, build the model and optimizer, and load the checkpoint into them.
         The Position to go on from, or None for a fresh run."""
         state = self.group.broadcast_state(self.checkpoints.load_latest(self.resume_refusal))
-        self.config = settle(self.config, self.choice.device, state and state["config"])
+        saved = state and state["config"]
+        self.config = settle(self.config, self.choice.device, saved, self.train_windows)
         self.config = resolve_formulation(self.config, self.choice.device, self._fastest)
         self._build()
         if state is None:
@@ -248,6 +256,7 @@ class Run:
         try:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
+            self.choice.adopt(self.optimizer)
             self.scheduler.load_state_dict(state["scheduler"])
             if self.scaler is not None and state["scaler"] is not None:
                 self.scaler.load_state_dict(state["scaler"])
@@ -273,15 +282,31 @@ class Run:
         self.val_data = self.pipeline(self.splits.val)
         self.model = build_model(config.model, self.choice.device, tc.formulation)
         trained = self.group.wrap(self.model)  # DDP under torchrun; saved: self.model
-        self.trained = torch.compile(trained) if tc.compile else trained
+        self.trained = self._compiled(trained) if tc.compile else trained
         self.optimizer = self.choice.optimizer(self.model.parameters(), oc.lr, oc.weight_decay)
         self.steps_per_epoch, self.total_steps = self.steps(config)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lr_lambda(self.total_steps, oc.warmup_fraction, oc.min_lr_fraction)
+            self.optimizer,
+            lr_lambda(
+                self.total_steps, oc.warmup_fraction, oc.min_lr_fraction, self.steps_per_epoch
+            ),
         )
         self.scaler = (
             torch.amp.GradScaler(self.choice.device.type) if self.choice.needs_grad_scaler else None
         )
+        eager = self._eager_reason()
+        self.step = TrainStep(
+            self.trained,
+            list(self.model.parameters()),
+            self.optimizer,
+            self.scaler,
+            self.choice,
+            oc.grad_clip_norm,
+            capture=eager is None,
+            say=self.say,
+            uncompiled=trained if tc.compile else None,
+        )
+        self.say(f"steps: {'eager (' + eager + ')' if eager else 'one CUDA graph, replayed'}")
         self.say(
             f"data: {len(self.train_data)} train / {len(self.val_data)} val windows, cases "
             f"{len(self.splits.train)}/{len(self.splits.val)}/{len(self.splits.test)}; "
@@ -295,6 +320,20 @@ class Run:
                 f"batch {tc.per_rank_batch_size}, global batch {tc.batch_size}"
             )
 
+    def _eager_reason(self) -> str | None:
+        tc = self.config.train
+        return eager_reason(
+            self.choice, tc.graph, tc.compile, tc.world_size, self.config.optim.grad_accum
+        )
+
+    def _compiled(self, module: torch.nn.Module) -> torch.nn.Module:
+        """torch.compile, on a GPU in reduce-overhead mode (CUDA graphs of its own), its
+        code cached in the run dir unless TORCHINDUCTOR_CACHE_DIR says where: a resumed
+        or restarted run finds it there and does not compile again."""
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(self.run_dir / COMPILE_CACHE))
+        mode = "reduce-overhead" if self.choice.device.type == "cuda" else None
+        return torch.compile(module, mode=mode)
+
     def _fastest(self) -> str:
         """The formulation that trains fastest here (timed; every rank takes rank 0's)."""
         tc = self.config.train
@@ -304,6 +343,7 @@ class Run:
             tc.per_rank_batch_size,
             self.dataset.windows.shape[1],
             FORMULATIONS,
+            graph=self._eager_reason() is None,
         )
         timed = ", ".join(f"{f} {s * 1e3:.1f}" for f, s in seconds.items())
         self.say(f"formulation: {name} (ms per step at batch {tc.per_rank_batch_size}: {timed})")
@@ -336,11 +376,12 @@ class Run:
     def report(self, pipeline: WindowPipeline) -> tuple[dict[str, Any], Any, Any]:
         """`split_report` of the current weights, every rank evaluating its share."""
         self.group.sync_buffers(self.model)  # rank 0's BatchNorm statistics, as saved
-        return split_report(self.model, pipeline, self.choice, self.norm, self.group)
+        graph = self.config.train.graph
+        return split_report(self.model, pipeline, self.choice, self.norm, self.group, graph)
 
     def resume_refusal(self, state: dict[str, Any]) -> str | None:
         """Why `state` cannot continue this run (`trainer.checkpoints.resume` skips it), or None."""
-        config = settle(self.config, self.choice.device, state["config"])
+        config = settle(self.config, self.choice.device, state["config"], self.train_windows)
         _, total_steps = self.steps(config)
         return misfit(state, config, self.dataset.fingerprint, total_steps)
 
@@ -353,21 +394,6 @@ class Run:
                 f"{saved['batch_size'] // was} -> {tc.per_rank_batch_size}, global batch "
                 f"{tc.batch_size}, learning rate and steps per epoch unchanged"
             )
-
-
-def _optimizer_step(run: Run) -> None:
-    """Unscale (fp16), clip, step, clear, advance the schedule; no host sync outside fp16."""
-    if run.scaler is not None:
-        run.scaler.unscale_(run.optimizer)
-    if run.config.optim.grad_clip_norm:
-        torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.config.optim.grad_clip_norm)
-    if run.scaler is not None:
-        run.scaler.step(run.optimizer)
-        run.scaler.update()
-    else:
-        run.optimizer.step()
-    run.optimizer.zero_grad(set_to_none=True)
-    run.scheduler.step()
 
 
 def train_epoch(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> str | None:
@@ -393,21 +419,20 @@ def train_epoch(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> s
         # A sum over this rank's windows scaled to the global batch's mean: DDP's
         # average over ranks then gives one process's gradient, short batches too.
         scale = group.world_size / (data.windows_in_batch(micro) * accum)
+        full = data.windows_in_batch(micro) == data.batch_size
         with group.accumulating(run.trained, skip_all_reduce=not steps):
-            with run.choice.autocast():
-                loss = F.smooth_l1_loss(run.trained(x).float(), y, reduction="sum") * scale
-            (run.scaler.scale(loss) if run.scaler is not None else loss).backward()
+            loss = run.step(x, y, scale, steps=steps, full=full)
         out.meter.add(loss, data.windows_in_batch(micro))
         pos.step_in_epoch += 1
         if not steps:
             continue
-        _optimizer_step(run)
+        run.scheduler.step()  # fills the device-side learning rate on a GPU
         pos.step += 1
         if out.meter.due(pos.step):
             out.interval(
                 pos.epoch + 1,  # `pos.epoch` counts the epochs done
                 pos.step,
-                run.scheduler.get_last_lr()[0],
+                float(run.scheduler.get_last_lr()[0]),  # a log interval's sync
                 run.checkpoints.last_saved_at,
                 run.choice.peak_memory_gib(),
             )

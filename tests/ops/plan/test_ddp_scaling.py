@@ -77,14 +77,14 @@ def test_a_faster_gpu_scales_worse_over_the_same_link():
 def test_multi_gpu_estimate_is_per_gpu_rate_times_gpus_times_efficiency():
     gpu = catalog.GPUS["A100 80GB"]
     four = throughput.estimate(gpu, 4, 100, "PCIe 4.0")
-    scaling = ddp_scaling(A100_WINDOWS_PER_S, throughput.PER_GPU_BATCH, 4, "PCIe 4.0")
+    scaling = ddp_scaling(A100_WINDOWS_PER_S, throughput.GPU_BATCH, 4, "PCIe 4.0")
     assert four.windows_per_s == pytest.approx(A100_WINDOWS_PER_S * 4 * scaling.efficiency)
     assert "DDP over PCIe 4.0" in four.detail
 
 
 def test_a_one_gpu_measurement_scales_at_the_batch_it_was_measured_with():
     row = throughput.MeasuredThroughput(
-        "2026-11-22", "A100 80GB", 1, "bf16", 64, 100, 100_000.0, 1e6, "2.13.0"
+        "2026-11-22", "A100 80GB", 1, "bf16", 64, 100, 100_000.0, 1e6, "2.13.0", "graph"
     )
     four = throughput.throughput(catalog.GPUS["A100 80GB"], 4, 100, (row,), "PCIe 4.0")
     scaling = ddp_scaling(100_000.0, 64, 4, "PCIe 4.0")
@@ -106,9 +106,3 @@ def test_every_multi_gpu_size_in_the_catalog_names_a_link_the_model_knows():
         assert (size.gpu_link in throughput.LINK_GB_S) == (size.gpu_count > 1), size.name
     with pytest.raises(ValueError, match="gpu_link"):
         catalog.VmSize("x", "aws", "A10G", 4, 24, 48, 192, 5.0, None, "us-east-1", ("us-east-1",))
-
-
-def test_the_per_gpu_batch_is_the_one_bench_measures_on_a_gpu():
-    from trainer.loop.defaults import PER_RANK_BATCH  # torch: only in this test
-
-    assert PER_RANK_BATCH["cuda"] == throughput.PER_GPU_BATCH

@@ -33,10 +33,16 @@ FIXED_CATALOG = (T4, A100, A10G, V100_RETIRED)
 
 
 def _measured(
-    gpu, windows_per_s, gpu_count=1, precision="bf16", window_length=100, date="2026-11-01"
+    gpu,
+    windows_per_s,
+    gpu_count=1,
+    precision="bf16",
+    window_length=100,
+    date="2026-11-01",
+    batch=1024,
 ):
     return MeasuredThroughput(
-        date, gpu, gpu_count, precision, 1024, window_length, windows_per_s, 1e6, "2.13.0"
+        date, gpu, gpu_count, precision, batch, window_length, windows_per_s, 1e6, "2.13.0", "graph"
     )
 
 
@@ -205,7 +211,7 @@ def test_recorded_device_names_match_catalog_gpu_models(recorded, model, same):
 def test_measured_csv_round_trips_and_rejects_a_wrong_header(tmp_path):
     good = tmp_path / "good.csv"
     good.write_text(",".join(throughput.MEASURED_COLUMNS) + "\n"
-                    "2026-11-22,NVIDIA A10G,1,bf16,1024,100,51000.5,3000000,2.13.0\n")  # fmt: skip
+                    "2026-11-22,NVIDIA A10G,1,bf16,1024,100,51000.5,,2.13.0,graph\n")  # fmt: skip
     assert throughput.load_measured(good)[0].train_windows_per_s == 51000.5
     bad = tmp_path / "bad.csv"
     bad.write_text("gpu,speed\nA10G,5\n")

@@ -26,7 +26,7 @@ def test_record_appends_rows_under_one_header(tmp_path, capsys):
         assert main(["bench", "--quick", "--record", str(record)]) == 0
     rows = list(csv.DictReader(record.open()))
     assert record.read_text().splitlines()[0] == ",".join(RECORD_FIELDS)
-    assert len(rows) == 2 and rows[0]["gpu"] == "cpu" and float(rows[0]["train_windows_per_s"]) > 0
+    assert len(rows) == 4 and rows[0]["gpu"] == "cpu" and float(rows[0]["train_windows_per_s"]) > 0
     assert "windows/s" in capsys.readouterr().out
 
 
@@ -37,8 +37,11 @@ def test_recorded_row_is_one_fab_plan_reads(tmp_path, capsys):
 
     record = tmp_path / "measured_throughput.csv"
     assert main(["bench", "--quick", "--record", str(record)]) == 0
-    (row,) = load_measured(record)
-    assert row.gpu == "cpu" and row.window_length == 100 and row.train_windows_per_s > 0
+    small, large = load_measured(record)
+    assert small.gpu == "cpu" and small.window_length == 100 and small.train_windows_per_s > 0
+    assert (
+        (small.batch_size * 4, small.step) == (large.batch_size, large.step) == (128, "eager gemm")
+    )
 
 
 def test_bench_times_every_formulation_and_reports_the_one_train_takes(capsys):

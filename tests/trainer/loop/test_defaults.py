@@ -13,13 +13,20 @@ import torch
 from tests.trainer.conftest import tiny_run_config
 from trainer.checkpoints import checkpoint_file
 from trainer.config import DataConfig, ModelConfig, OptimConfig, RunConfig, TrainConfig, UserError
-from trainer.loop.defaults import default_lr, resolve_formulation, settle
+from trainer.loop.defaults import (
+    GPU_BATCH_RANGE,
+    STEPS_PER_EPOCH,
+    default_lr,
+    per_rank_batch,
+    settle,
+)
 from trainer.loop.device import choose_device
-from trainer.loop.formulation import MARGIN, fastest_formulation
-from trainer.loop.train import train
+from trainer.loop.formulation import MARGIN, fastest_formulation, resolve_formulation
+from trainer.loop.train import lr_lambda, train
 from trainer.model import FORMULATIONS
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda")
+SMALL = 100_000  # training windows: the smallest GPU batch's data
 
 
 def _config(world_size: int = 1, **train) -> RunConfig:
@@ -31,38 +38,64 @@ def _no_timing() -> str:
     raise AssertionError("no formulation should have been timed")
 
 
-def test_without_batch_size_each_gpu_takes_1024_windows_not_a_share_of_256():
-    settled = settle(_config(world_size=8), GPU, saved=None)
+def test_without_batch_size_each_gpu_of_a_small_set_takes_1024_windows_not_a_share():
+    settled = settle(_config(world_size=8), GPU, saved=None, train_windows=SMALL)
     assert (settled.train.batch_size, settled.train.per_rank_batch_size) == (8192, 1024)
 
 
 def test_without_batch_size_a_cpu_rank_takes_256_windows():
-    assert settle(_config(world_size=2), CPU, saved=None).train.batch_size == 512
+    assert (
+        settle(_config(world_size=2), CPU, saved=None, train_windows=SMALL).train.batch_size == 512
+    )
+
+
+def test_the_default_gpu_batch_gives_about_200_steps_an_epoch_as_a_power_of_two():
+    assert per_rank_batch("cuda", 1_680_000) == 8192  # M2's training windows: 205 steps
+    assert per_rank_batch("cuda", 1_680_000, world_size=4) == 2048
+    assert per_rank_batch("cuda", 700_000) == 4096
+    assert STEPS_PER_EPOCH == 200
+
+
+def test_the_default_gpu_batch_stays_within_its_bounds_and_a_cpu_keeps_256():
+    assert per_rank_batch("cuda", 1_000) == GPU_BATCH_RANGE[0] == 1024
+    assert per_rank_batch("cuda", 8_400_000) == GPU_BATCH_RANGE[1] == 16384  # M3
+    assert per_rank_batch("cpu", 8_400_000) == 256
+
+
+def test_a_gpu_run_settles_the_batch_its_training_set_gives():
+    settled = settle(_config(world_size=2), GPU, saved=None, train_windows=1_680_000)
+    assert (settled.train.batch_size, settled.train.per_rank_batch_size) == (8192, 4096)
+    assert settled.optim.lr == pytest.approx(default_lr(8192))
 
 
 def test_the_default_learning_rate_grows_with_the_square_root_of_the_global_batch():
     assert default_lr(256) == pytest.approx(2e-3)
     assert default_lr(8192) == pytest.approx(2e-3 * math.sqrt(32))
-    settled = settle(_config(world_size=4), GPU, saved=None)
+    settled = settle(_config(world_size=4), GPU, saved=None, train_windows=SMALL)
     assert settled.optim.lr == pytest.approx(default_lr(4096))
 
 
 def test_flags_win_over_every_default():
     config = dataclasses.replace(_config(batch_size=96), optim=OptimConfig(lr=5e-4))
-    settled = settle(config, GPU, saved={"train": {"batch_size": 8192}, "optim": {"lr": 1.0}})
+    settled = settle(
+        config,
+        GPU,
+        saved={"train": {"batch_size": 8192}, "optim": {"lr": 1.0}},
+        train_windows=SMALL,
+    )
     assert (settled.train.batch_size, settled.optim.lr) == (96, 5e-4)
 
 
 def test_a_resume_on_a_box_with_fewer_gpus_keeps_the_runs_global_batch_and_lr():
     saved = {"train": {"batch_size": 8192, "formulation": "nhwc"}, "optim": {"lr": 0.011}}
-    settled = settle(_config(world_size=4), GPU, saved=saved)
+    settled = settle(_config(world_size=4), GPU, saved=saved, train_windows=SMALL)
     assert (settled.train.batch_size, settled.train.per_rank_batch_size) == (8192, 2048)
     assert (settled.optim.lr, settled.train.formulation) == (0.011, "nhwc")
 
 
 def test_a_gpu_runs_nhwc_resumed_on_a_cpu_trains_gemm():
     saved = {"train": {"batch_size": 1024, "formulation": "nhwc"}, "optim": {"lr": 4e-3}}
-    settled = settle(_config(), CPU, saved=saved)
+    settled = settle(_config(), CPU, saved=saved, train_windows=SMALL)
     assert resolve_formulation(settled, CPU, _no_timing).train.formulation == "gemm"
 
 
@@ -118,3 +151,11 @@ def test_a_resume_without_batch_size_keeps_the_runs_own(tiny_data, tmp_path):
     assert train(tiny_run_config(tiny_data, run_dir, batch_size=None, max_steps=3)) == 0
     state = checkpoint_file.load(run_dir / "checkpoints/last.pt")
     assert (state["step"], state["config"]["train"]["batch_size"]) == (3, 64)
+
+
+def test_the_warm_up_lasts_at_least_one_epoch_and_none_without_a_share():
+    factor = lr_lambda(1000, warmup_fraction=0.05, min_lr_fraction=0.02, steps_per_epoch=200)
+    assert factor(0) == pytest.approx(1 / 200) and factor(199) == 1.0  # not 5%'s 50 steps
+    longer = lr_lambda(10_000, warmup_fraction=0.05, min_lr_fraction=0.02, steps_per_epoch=200)
+    assert longer(199) == pytest.approx(200 / 500)  # 5% of 10,000 is longer than an epoch
+    assert lr_lambda(1000, warmup_fraction=0.0, min_lr_fraction=0.02, steps_per_epoch=200)(0) == 1

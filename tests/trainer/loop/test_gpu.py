@@ -1,6 +1,7 @@
 """What only a CUDA GPU can show: the run's GPU memory figure, --deterministic's bitwise
-resume, fp16 with its GradScaler, --compile. They skip without CUDA (CI, the build
-machines); on a GPU machine they run as they are (measured on an H100)."""
+resume, fp16 with its GradScaler, --compile, the captured step against the eager one.
+They skip without CUDA (CI, the build machines); on a GPU machine they run as they are
+(measured on an H100)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,16 @@ def test_auto_formulation_on_a_gpu_is_timed_and_recorded(tiny_data, tmp_path):
     recorded = json.loads((tmp_path / "run/config.json").read_text())["train"]["formulation"]
     assert recorded in ("gemm", "torch", "nhwc")
     assert "formulation: " in (tmp_path / "run.log").read_text()
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_captured_steps_train_the_eager_steps_weights_bitwise(tiny_data, tmp_path, precision):
+    if precision == "bf16" and torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("this GPU has no native bf16")
+    flags = ("--deterministic", "--precision", precision, "--max-steps", "12")
+    _train(tiny_data, tmp_path / "graph", *flags)
+    _train(tiny_data, tmp_path / "eager", *flags, "--no-graph")
+    log = (tmp_path / "graph.log").read_text()
+    assert "steps: one CUDA graph, replayed" in log and "capture failed" not in log
+    a, b = _weights(tmp_path / "graph"), _weights(tmp_path / "eager")
+    assert all(torch.equal(a[key], b[key]) for key in a)

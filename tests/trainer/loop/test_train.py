@@ -16,7 +16,7 @@ from tests.trainer.trainer_process import (
 )
 from trainer.__main__ import main
 from trainer.checkpoints import checkpoint_file
-from trainer.loop.train import EXIT_STOPPED, train
+from trainer.loop.train import COMPILE_CACHE, EXIT_STOPPED, train
 
 RUN_DIR_FILES = (
     "splits.json",
@@ -213,3 +213,20 @@ def test_a_deterministic_run_on_the_cpu_ends_with_the_plain_runs_weights(tiny_da
     a, b = (checkpoint_file.load(run_dir / "checkpoints/last.pt") for run_dir in runs.values())
     assert all(torch.equal(a["model"][key], b["model"][key]) for key in a["model"])
     assert b["config"]["train"]["deterministic"] is True
+
+
+@pytest.mark.e2e  # inductor compiles resnet18's step: minutes on two shared cores
+def test_a_compiled_run_keeps_its_compiled_code_in_the_run_dir_for_its_resumes(
+    tiny_data, tmp_path, monkeypatch
+):
+    # torch sets TORCHINDUCTOR_CACHE_DIR in this process once any in-process run used
+    # inductor; the trainer must start without one, as on a box.
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    run_dir = tmp_path / "run"
+    flags = ("--batch-size", "32", "--compile")
+    process = start_training(tiny_data, run_dir, *flags, "--max-steps", "1")
+    assert process.wait(EXIT_WAIT_SECONDS) == 0
+    cache = run_dir / COMPILE_CACHE
+    assert any(path.is_file() for path in cache.rglob("*"))
+    log = (tmp_path / "run.log").read_text()
+    assert "compile: failed" not in log

@@ -43,6 +43,7 @@ FLAGS = [
     ("--formulation", "torch", "train", "formulation", "torch"),
     ("--deterministic", None, "train", "deterministic", True),
     ("--compile", None, "train", "compile", True),
+    ("--no-graph", None, "train", "graph", False),
     ("--name", "lr-probe", "train", "name", "lr-probe"),
     ("--skip-test", None, "train", "skip_test", True),
 ]

@@ -1,0 +1,91 @@
+"""`fab plan` from measurement: a GPU's step cost from its rows at two batch sizes, a
+model of the others fitted to them, at the batch the trainer takes for the dataset."""
+
+from __future__ import annotations
+
+import pytest
+
+from ops.plan import estimate as plan
+from ops.plan import throughput
+from ops.plan.throughput import MeasuredThroughput, StepCost
+from stack import catalog
+from stack.catalog import VmSize
+from trainer.config import DataConfig, RunConfig, TrainConfig
+from trainer.loop.defaults import settle, train_windows_of
+
+H100 = catalog.GPUS["H100 80GB"]
+A100 = catalog.GPUS["A100 80GB"]
+TRUE_COST = StepCost(fixed_s=2.5e-3, window_s=1.4e-6)
+M3 = 12_000_000
+
+
+def _row(gpu: str, batch: int, cost: StepCost, step: str = "graph nhwc") -> MeasuredThroughput:
+    rate = cost.windows_per_s(batch)
+    return MeasuredThroughput("2026-11-26", gpu, 1, "bf16", batch, 100, rate, None, "2.11", step)
+
+
+H100_ROWS = tuple(_row("NVIDIA H100 80GB HBM3", batch, TRUE_COST) for batch in (1024, 4096))
+
+
+def test_two_batch_sizes_give_a_gpus_fixed_cost_a_step_and_cost_a_window():
+    cost = throughput.measured_cost(list(H100_ROWS))
+    assert cost.fixed_s == pytest.approx(TRUE_COST.fixed_s)
+    assert cost.window_s == pytest.approx(TRUE_COST.window_s)
+
+
+def test_one_batch_size_or_rows_of_an_older_step_give_no_cost():
+    assert throughput.measured_cost([H100_ROWS[0]]) is None
+    older = _row("NVIDIA H100 80GB HBM3", 8192, StepCost(0.02, 1e-6), step="eager torch")
+    assert throughput.measured_cost([older, H100_ROWS[0]]) is None
+
+
+def test_a_measured_gpu_is_planned_at_its_own_cost_at_the_batch_asked():
+    tp = throughput.throughput(H100, 1, 100, H100_ROWS, batch=16384)
+    assert tp.source == "measured" and "batch 16384" in tp.detail
+    assert tp.windows_per_s == pytest.approx(TRUE_COST.windows_per_s(16384))
+
+
+def test_the_model_fitted_to_one_gpu_reproduces_its_rows():
+    model = throughput.fit_step_model(H100_ROWS, 100)
+    assert model.gpus == 1 and model.fixed_s == pytest.approx(TRUE_COST.fixed_s)
+    for row in H100_ROWS:
+        modelled = model.cost(H100, 100).windows_per_s(row.batch_size)
+        assert modelled == pytest.approx(row.train_windows_per_s)
+
+
+def test_a_gpu_without_rows_is_modelled_by_its_compute_and_memory_against_the_measured():
+    tp = throughput.throughput(A100, 1, 100, H100_ROWS, batch=4096)
+    assert tp.source == "modelled"
+    flops, traffic = throughput.train_flops_per_window(100), throughput.train_bytes_per_window(100)
+
+    def roofline(gpu):
+        return flops / (gpu.bf16_tflops * 1e12) + traffic / (gpu.memory_tb_s * 1e12)
+
+    window_s = TRUE_COST.window_s * roofline(A100) / roofline(H100)
+    assert tp.windows_per_s == pytest.approx(4096 / (TRUE_COST.fixed_s + 4096 * window_s))
+
+
+def test_the_plan_costs_the_batch_the_trainer_takes_for_the_dataset():
+    config = RunConfig(DataConfig("data"), TrainConfig(run_dir="run"))
+    trainer_batch = settle(config, _Cuda(), None, train_windows_of(M3)).train.batch_size
+    assert trainer_batch == throughput.planned_batch(M3, 1) == 16384
+    size = VmSize("test.h100", "aws", "H100 80GB", 1, 80, 26, 200, 4.0, None, "us-east-1",
+                  ("us-east-1",))  # fmt: skip
+    row = plan.make_plan(plan.PlanRequest(windows=M3, epochs=1), (size,), measured=H100_ROWS).rows[
+        0
+    ]
+    assert row.windows_per_s == pytest.approx(TRUE_COST.windows_per_s(trainer_batch))
+
+
+def test_the_repositorys_h100_rows_are_the_captured_steps_and_fit():
+    rows = throughput.load_measured()
+    h100 = [r for r in rows if throughput.gpu_matches(r.gpu, "H100 80GB")]
+    assert {r.batch_size for r in h100} >= {1024, 4096}
+    assert all(r.step.startswith("graph") for r in h100)
+    assert throughput.fit_step_model(rows, 100) is not None
+
+
+class _Cuda:
+    """What `settle` reads of a torch.device: its type (a GPU's, without torch here)."""
+
+    type = "cuda"

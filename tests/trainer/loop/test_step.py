@@ -1,0 +1,142 @@
+"""The training step (`trainer.loop.step`): what a CPU can prove of the captured GPU step.
+
+The CUDA graph itself needs a GPU (tests/trainer/loop/test_gpu.py). Here: full steps
+fed through the static input buffers train the weights the plain eager steps train,
+a capture that cannot happen leaves the run eager with one line, which runs are eager
+and why, and the compiled step trains.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from trainer.config import ModelConfig
+from trainer.loop.device import DeviceChoice
+from trainer.loop.step import WARMUP_STEPS, EvalForward, TrainStep, eager_reason
+from trainer.model import build_model
+
+CPU = DeviceChoice(torch.device("cpu"), "fp32", "CPU")
+GPU = DeviceChoice(torch.device("cuda"), "bf16", "GPU")
+BATCH, LENGTH = 8, 64
+
+
+def _step(
+    capture: bool, lines: list[str], model: nn.Module | None = None, uncompiled=None
+) -> TrainStep:
+    torch.manual_seed(0)
+    if model is None:
+        model = build_model(ModelConfig("resnet18"), CPU.device, "gemm").train()
+    optimizer = CPU.optimizer(model.parameters(), 1e-3, 1e-2)
+    parameters = list(model.parameters())
+    return TrainStep(
+        model, parameters, optimizer, None, CPU, 1.0, capture, lines.append, uncompiled
+    )
+
+
+def _batches(count: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(1)
+    return [
+        (
+            torch.randn(BATCH, 1, LENGTH, generator=generator),
+            torch.randn(BATCH, generator=generator),
+        )
+        for _ in range(count)
+    ]
+
+
+def _train(step: TrainStep, batches, short_last: bool = False) -> list[float]:
+    losses = []
+    for index, (x, y) in enumerate(batches):
+        torch.manual_seed(index)  # the loop seeds each batch's dropout so
+        full = not (short_last and index == len(batches) - 1)
+        x, y = (x, y) if full else (x[:3], y[:3])
+        losses.append(float(step(x, y, 1 / x.shape[0], full=full)))
+    return losses
+
+
+def test_steps_fed_through_the_static_buffers_train_the_eager_steps_weights():
+    batches = _batches(WARMUP_STEPS + 3)
+    fed, plain = _step(True, []), _step(False, [])
+    assert _train(fed, batches, short_last=True) == _train(plain, batches, short_last=True)
+    for a, b in zip(
+        fed.trained.state_dict().values(), plain.trained.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b)
+
+
+def test_a_capture_that_cannot_happen_leaves_one_line_and_eager_steps():
+    lines: list[str] = []
+    step = _step(True, lines)
+    _train(step, _batches(WARMUP_STEPS))
+    assert lines == []  # the warm-up steps are eager on the static buffers
+    _train(step, _batches(3))
+    assert len(lines) == 1 and lines[0].startswith("graph: capture failed, eager steps (")
+    assert not step.captured and not step.capture
+
+
+def test_the_gradients_stay_the_same_tensors_from_step_to_step():
+    step = _step(True, [])
+    _train(step, _batches(1))
+    grads = [p.grad for p in step.parameters]
+    _train(step, _batches(2))
+    assert all(p.grad is g for p, g in zip(step.parameters, grads, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("choice", "graph", "compiled", "world_size", "accum", "reason"),
+    [
+        (GPU, True, False, 1, 1, None),
+        (CPU, True, False, 1, 1, "the CPU has no CUDA graphs"),
+        (GPU, False, False, 1, 1, "--no-graph"),
+        (GPU, True, True, 1, 1, "--compile replays the compiled network's own graphs"),
+        (GPU, True, False, 2, 1, "DDP's all-reduce hooks are not captured: the eager DDP step"),
+        (GPU, True, False, 1, 2, "--grad-accum > 1: an optimizer step spans several batches"),
+    ],
+)
+def test_which_runs_step_eagerly_and_why(choice, graph, compiled, world_size, accum, reason):
+    assert eager_reason(choice, graph, compiled, world_size, accum) == reason
+
+
+class _Small(nn.Module):
+    """Small enough for inductor to compile in seconds on a shared CPU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.head = nn.Conv1d(1, 4, 3), nn.Linear(4 * (LENGTH - 2), 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.conv(x)).flatten(1)).squeeze(1)
+
+
+@pytest.mark.e2e  # inductor's first compile: about a minute on two shared cores
+def test_the_compiled_step_trains_as_the_eager_one_does(monkeypatch, tmp_path):
+    # Inductor writes its cache dir into os.environ when none is set: undone after the
+    # test, or every trainer this pytest process starts later inherits it (and keeps
+    # its compiled code there, not in its run dir).
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    torch.manual_seed(0)
+    eager_model = _Small()
+    torch.manual_seed(0)
+    model = _Small()
+    lines: list[str] = []
+    compiled = _step(False, lines, torch.compile(model), uncompiled=model)
+    eager = _step(False, [], eager_model)
+    batches = _batches(3)
+    assert _train(compiled, batches) == pytest.approx(_train(eager, batches), rel=1e-4)
+    assert lines == [] and compiled.uncompiled is None  # compiled, no fallback
+    for a, b in zip(model.state_dict().values(), eager_model.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_an_evaluation_capture_that_cannot_happen_is_one_line_and_the_eager_outputs():
+    lines: list[str] = []
+    model = _step(False, []).trained.eval()
+    forward = EvalForward(model, CPU, True, lines.append)
+    x = _batches(1)[0][0]
+    with torch.inference_mode():
+        outputs = [forward(x, full=True), forward(x, full=True), forward(x[:3], full=False)]
+        expected = model(x)
+    assert torch.equal(outputs[0], expected) and torch.equal(outputs[1], expected)
+    assert len(lines) == 1 and lines[0].startswith("graph: evaluation's capture failed, eager (")
