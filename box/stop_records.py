@@ -7,8 +7,9 @@ glucose-stop-record unit's ExecStop, at every OS shutdown) it records a shutdown
 that no watchdog record of this boot explains: the daily stop, a spot eviction,
 a reboot, or something outside the box (the AWS alarm, the console, a CLI).
 A record that cannot be written (a full disk) or is not written within a few
-seconds (a stalled one) is logged and skipped: it never holds up a stop. Standard
-library only.
+seconds (a stalled one) is logged and skipped: it never holds up a stop. A shutdown
+that a watchdog record explains adds a copy of it marked `shutdown`, at the moment the
+box went down: the end of its bill (trainer/reports/cost.py). Standard library only.
 """
 
 from __future__ import annotations
@@ -181,6 +182,10 @@ def main() -> int:
     last = last_record(config)
     if last is not None and last.get("boot_id") == boot_id:
         log(f"shutdown already explained: {last.get('summary')}")
+        if not last.get("shutdown"):
+            # The moment billing ended: the watchdog's record was written before its first
+            # stop request, which the cloud may have refused for a while.
+            append(config, {**last, "at": now_seconds(), "shutdown": True}, log)
         return 0
     record = shutdown_record(config, now_seconds(), boot_id)
     log(f"recording the shutdown: {record['summary']}")

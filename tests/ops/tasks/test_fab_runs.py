@@ -216,3 +216,37 @@ def test_a_sweep_ranks_its_trials_by_validation_mae_and_plots_them(stack, monkey
     assert "pruned" in ranked[2]
     assert "chosen: sweep-a-t001" in done.stdout and "evaluated once" in done.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _sweep_stack(stack: dict, monkeypatch, name: str) -> tuple[dict, object]:
+    """A stack of its own for one sweep's folders; `fab runs` pointed at it."""
+    for key, value in stack["env"].items():
+        monkeypatch.setenv(key, value)
+    uri = stack["moto"].create_bucket(prefix="stack")
+    _target(stack["tmp"] / f"{name}.json", uri)
+    return {**stack, "target": stack["tmp"] / f"{name}.json"}, open_store(uri)
+
+
+def test_a_sweep_shows_what_its_trials_cost_and_which_are_not_counted_yet(stack, monkeypatch):
+    stack, store = _sweep_stack(stack, monkeypatch, "sweep-cost")
+    for number, spent in enumerate([0.35, 1.0, None]):
+        run_id = f"sweep-c-t{number:03d}"
+        summary = {"summary_json": {"val": {"mae": 12.0 + number}, "cost_usd": spent}}
+        _put(store, run_id, launch_json=_launch(T0, sweep="sweep-c", trial=number),
+             status_json={"state": "finished" if spent else "running", "updated_at": T0},
+             **(summary if spent else {}))  # fmt: skip
+    done = _fab_runs(stack, "--sweep", "sweep-c", "--plot", str(stack["tmp"] / "c.png"))
+    assert done.returncode == 0, done.stderr
+    assert "cost:   $1.35 for 2 trial(s); 1 trial(s) not ended yet, not counted" in done.stdout
+    listed = _json(stack, "--sweep", "sweep-c", "--plot", str(stack["tmp"] / "c.png"))
+    assert listed["cost_usd"] == 1.35
+
+
+def test_a_sweep_result_without_a_validation_mae_shows_a_dash(stack, monkeypatch):
+    stack, store = _sweep_stack(stack, monkeypatch, "sweep-odd")
+    _put(store, "sweep-d-t000", launch_json=_launch(T0, sweep="sweep-d", trial=0),
+         status_json={"state": "finished", "updated_at": T0})  # fmt: skip
+    store.write_bytes("sweeps/sweep-d/result.json", b'{"chosen": "sweep-d-t000", "test": 3}')
+    done = _fab_runs(stack, "--sweep", "sweep-d", "--plot", str(stack["tmp"] / "d.png"))
+    assert done.returncode == 0, done.stderr
+    assert "chosen: sweep-d-t000 (lowest validation MAE, -); its test MAE - mg/dL" in done.stdout
