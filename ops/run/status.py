@@ -88,7 +88,7 @@ class RunSnapshot:
 def _json_or_empty(text: str | None) -> dict:
     try:
         value = json.loads(text) if text else {}
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # torn, or nested past what json follows
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -52,7 +52,7 @@ def records(text: str | None) -> list[dict]:
     for line in (text or "").splitlines():
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # torn, or nested past what json follows
             continue
         if isinstance(record, dict) and isinstance(record.get("at"), int | float):
             found.append(record)
@@ -197,7 +197,7 @@ def box_run_cost(run_dir: Path, now: float) -> RunCost | None:
         launch = json.loads((Path(run_dir) / LAUNCH_RECORD).read_text())
         started, price = float(launch["started_at"]), float(launch["hourly_price_usd"])
         boxes = int(launch.get("boxes") or 1)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     if not records:
         return None

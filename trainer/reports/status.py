@@ -78,7 +78,7 @@ class RunRecord:
         """The record in `text`; an empty one for None, a torn file or another shape."""
         try:
             return cls.from_dict(json.loads(text)) if text else cls()
-        except ValueError:
+        except (ValueError, RecursionError):  # torn, or nested past what json follows
             return cls()
 
     @classmethod

@@ -126,3 +126,14 @@ def test_a_run_stopped_and_resumed_pays_only_the_spans_it_ran(local_box):
     assert "$2.25 in all (the run is not running): up box 0 1.50 h" in _cost_of(
         local_box, "resumed"
     )
+
+
+def test_a_status_json_nested_too_deep_reads_as_no_status(local_box):
+    nested = "[" * 1000 + "]" * 1000
+    _write_run(local_box, "deep", {}, started_ago_s=60)
+    for name in ("status.json", "launch.json"):
+        (local_box.root / "runs" / "deep" / name).write_text(nested)
+    result = local_box.fab("status", "--run", "deep")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "state:      not started" in result.stdout
