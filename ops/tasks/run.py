@@ -22,7 +22,15 @@ from ops.run import stop as run_stop
 from ops.run.container import Launch
 from ops.target.guard_rails import none_note
 from ops.target.resolve import resolve_target
-from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
+from ops.tasks.flags import (
+    BUILD_HELP,
+    IMAGE_HELP,
+    STACK_HELP,
+    TARGET_HELP,
+    positive_seconds,
+    task,
+    trainer_flags,
+)
 from ops.tasks.power import start_boxes
 from stack import storage_layout
 from trainer.config import UserError, check_run_name
@@ -49,7 +57,7 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str, name: str) -> 
         args += ["--max-steps", str(max_steps)]
     if name:
         args += ["--name", name]
-    return (*args, *shlex.split(trainer_args))
+    return (*args, *trainer_flags(trainer_args))
 
 
 def _warn(line: str) -> None:
@@ -97,6 +105,7 @@ def train(
     stack="",
 ):
     """Ship the image and start (or resume) a run on the box (every box of the stack)."""
+    args = _trainer_args(epochs, max_steps, trainer_args, name)  # bad quotes: before any box
     where = resolve_target(target or None, stack or None)
     if not (data_uri or dataset):
         raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
@@ -130,7 +139,6 @@ def train(
         image = image_on_boxes(boxes, image_name, base_image, build_arg or [], extra_ca)
         renew_leases()
         dataset_name = launch.fetch_dataset_on_boxes(boxes, image, data_uri)
-        args = _trainer_args(epochs, max_steps, trainer_args, name)
         stop_at = until.until.timestamp() if until else None
         launch.start_run(
             boxes, Launch(run_id, image, dataset_name, args, deadline=stop_at, name=name)
@@ -195,13 +203,14 @@ def _lost_box_message(box: AnyBox, run_id: str, why) -> str:
 )
 def status(c, run="", start=False, watch=False, every=10, json=False, target="", stack=""):
     """Show a run's state, progress, cost, and the box's power and idle guard."""
+    every_s = positive_seconds("--every", every) if watch else None
     where = resolve_target(target or None, stack or None)
     if note := none_note(where):
         console.print(f"guard rails: {note}")
     if start:
         start_boxes(where)
     if watch:
-        look.watch(lambda: look.look(where, run), float(every))
+        look.watch(lambda: look.look(where, run), every_s)
         return
     view = look.look(where, run)
     print(jsonlib.dumps(view.to_json(), indent=2) if json else view.render())

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import shlex
 import time
 
 from invoke.exceptions import Exit
@@ -25,7 +24,14 @@ from ops.run import launch, on_box
 from ops.run import sweep as on_box_sweep
 from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
-from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
+from ops.tasks.flags import (
+    BUILD_HELP,
+    IMAGE_HELP,
+    STACK_HELP,
+    TARGET_HELP,
+    task,
+    trainer_flags,
+)
 from stack import storage_layout
 from trainer.config import UserError, check_run_name
 from trainer.sweep import space
@@ -61,7 +67,7 @@ def _spec(box: AnyBox, sweep_id: str, flags: dict) -> SweepSpec:
         gpus=gpus,
         prune=flags["prune"],
         seed=flags["seed"],
-        trainer_args=shlex.split(flags["trainer_args"]),
+        trainer_args=flags["trainer_args"],
         name=flags["name"],
         hourly_price_usd=box.target.hourly_price_usd,
         spot=box.target.spot,
@@ -137,6 +143,7 @@ def sweep(
     stack="",
 ):
     """Search trainer flags with trials on the box, which runs the sweep by itself."""
+    split_trainer_args = trainer_flags(trainer_args)  # an unbalanced quote: before any box
     box = box_for(resolve_target(target or None, stack or None))
     if stop:
         if not sweep:
@@ -152,7 +159,8 @@ def sweep(
     sweep_id = checked_name(sweep or time.strftime("sweep-%Y%m%d-%H%M%S"), "--sweep")
     flags = dict(
         dataset=dataset, param=param or [], trials=int(trials), method=method,
-        concurrent=int(concurrent), prune=prune, seed=int(seed), trainer_args=trainer_args,
+        concurrent=int(concurrent), prune=prune, seed=int(seed),
+        trainer_args=split_trainer_args,
         name=name,
     )  # fmt: skip
     existing = on_box_sweep.existing_spec(box, sweep_id) if sweep else None
