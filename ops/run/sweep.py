@@ -92,15 +92,21 @@ def start(box: Box, spec: SweepSpec, *, gpus: bool, user: str) -> None:
     box.run(docker_run_command(box, spec, gpus=gpus, user=user))
 
 
-def stop(box: Box, sweep_id: str) -> int | str:
+def stop(box: Box, sweep_id: str) -> str:
     """Mark the sweep stopped by the user (nothing resumes it), then `docker stop`: the
-    driver stops its trials at a checkpoint. The driver's exit code."""
+    driver stops its trials at a checkpoint. A sweep that exited 75 (stopped, evicted)
+    waits for the resume unit: the mark alone keeps it down. What was done, in words."""
     state = inspect(box, sweep_id)
-    if state is None or not (state.running or state.restarting):
+    waiting = state is not None and state.exit_code == contract.EXIT_STOPPED
+    if state is None or not (state.running or state.restarting or waiting):
         raise Exit(f"sweep {sweep_id} is not running on {box.address}; nothing to stop")
     folder = shlex.quote(contract.sweep_dir(box.root, sweep_id))
     box.run(f"touch {folder}/{contract.STOPPED_BY_USER}")
+    # Stopped even when it looked stopped: a resume unit that read no mark just before
+    # it was written may have started the container since.
     name = shlex.quote(container_name(sweep_id))
     box.run(f"docker stop --time {contract.STOP_TIMEOUT_SECONDS} {name}")
     after = inspect(box, sweep_id)
-    return after.exit_code if after else "?"
+    if not (state.running or state.restarting):
+        return f"sweep {sweep_id} was waiting for its restart (exit 75); it stays down"
+    return f"sweep {sweep_id} stopped (exit {after.exit_code if after else '?'})"

@@ -150,8 +150,8 @@ def sweep(
             raise Exit("which sweep? pass --stop --sweep ID (`fab runs` lists sweeps' trials)")
         sweep_id = checked_name(sweep, "--sweep")
         with console.status(f"stopping sweep {sweep_id}: its trials checkpoint"):
-            code = on_box_sweep.stop(box, sweep_id)
-        print(f"sweep {sweep_id} stopped (exit {code}); resume: fab sweep --sweep {sweep_id}")
+            done = on_box_sweep.stop(box, sweep_id)
+        print(f"{done}; resume: fab sweep --sweep {sweep_id}")
         return
     stale = box_update.stale_warning(box)
     if stale:  # the box's watchdog and resume unit must know the sweep's container
