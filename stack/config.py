@@ -36,6 +36,7 @@ KEYS: dict[str, str] = {
     "autoShutdownTimeZone": "auto_shutdown_time_zone",
     "idleShutdownMinutes": "idle_shutdown_minutes",
     "hungTrainerMinutes": "hung_trainer_minutes",
+    "peerWaitMinutes": "peer_wait_minutes",
     "budgetAmount": "budget_amount",
     "alertEmails": "alert_emails",
     "keepStorageOnDestroy": "keep_storage_on_destroy",
@@ -65,6 +66,7 @@ MAX_NODE_COUNT = 16
 IDLE_SHUTDOWN_MINUTES_RANGE = (5, 24 * 60)
 # A run whose step has not moved this long is hung: the watchdog stops counting it.
 HUNG_TRAINER_MINUTES_RANGE = (10, 24 * 60)
+PEER_WAIT_MINUTES_RANGE = (5, 24 * 60)
 # 64 GB: the Azure Ubuntu HPC image's own disk, and room for a ~10 GB CUDA image and a
 # cached dataset. 4095 GB: the largest boot disk both clouds take.
 OS_DISK_SIZE_GB_RANGE = (64, 4095)
@@ -111,6 +113,8 @@ class StackConfig:
     """An IANA zone name."""
     idle_shutdown_minutes: int = GUARD_DEFAULTS["idle_shutdown_minutes"]
     hung_trainer_minutes: int = GUARD_DEFAULTS["hung_trainer_minutes"]
+    peer_wait_minutes: int = GUARD_DEFAULTS["peer_wait_minutes"]
+    """How long a box of a multi-node run tries to meet its other boxes in a boot."""
     keep_storage_on_destroy: bool = False
     os_disk_size_gb: int = 128  # CUDA images are ~10 GB each; datasets are cached too
     owner: str | None = None
@@ -254,6 +258,7 @@ _PARSERS = {
     "node_count": _integer,
     "idle_shutdown_minutes": _integer,
     "hung_trainer_minutes": _integer,
+    "peer_wait_minutes": _integer,
     "os_disk_size_gb": _integer,
     "max_run_hours": _integer,
     "budget_amount": _amount,
@@ -408,6 +413,7 @@ def _schedule_problems(v: dict[str, Any]) -> list[str]:
         ("nodeCount", "node_count", (1, MAX_NODE_COUNT)),
         ("idleShutdownMinutes", "idle_shutdown_minutes", IDLE_SHUTDOWN_MINUTES_RANGE),
         ("hungTrainerMinutes", "hung_trainer_minutes", HUNG_TRAINER_MINUTES_RANGE),
+        ("peerWaitMinutes", "peer_wait_minutes", PEER_WAIT_MINUTES_RANGE),
         ("osDiskSizeGb", "os_disk_size_gb", OS_DISK_SIZE_GB_RANGE),
         ("maxRunHours", "max_run_hours", MAX_RUN_HOURS_RANGE),
     )

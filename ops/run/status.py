@@ -112,7 +112,8 @@ def describe_state(
     if container.exit_code == contract.EXIT_BOXES_AWAY:
         return (
             "waiting for its other boxes (they did not meet in time: one is away, evicted "
-            "or stopped; the box tries again every minute until the deadline)"
+            "or stopped; the box tries again every minute until the deadline, for at most "
+            "peerWaitMinutes a boot, then stops itself)"
         )
     if container.exit_code == contract.EXIT_USER_ERROR:
         return "failed (exit 2: bad flags or dataset; see `fab logs`)"
