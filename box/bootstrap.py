@@ -70,7 +70,8 @@ def _http(url, headers=None, method="GET", data=None):
         body = bytearray()
         while chunk := response.read1(READ_CHUNK_BYTES):
             body += chunk
-            if time.monotonic() >= fetch_deadline:
+            # A body read to its end is kept, whenever it ended (length: bytes left).
+            if time.monotonic() >= fetch_deadline and response.length != 0:
                 raise TimeoutError(f"{len(body)} bytes in the time the box had; too slow")
         return bytes(body)
 
