@@ -48,7 +48,7 @@ def _spec(box: AnyBox, sweep_id: str, flags: dict) -> SweepSpec:
     if not flags["dataset"]:
         raise UserError("which dataset? pass --dataset NAME (see `fab upload-data`)")
     check_run_name(flags["name"])
-    check_train_flags(trainer_flags(flags["trainer_args"]))  # each trial's, before anything ships
+    check_train_flags(flags["trainer_args"])  # each trial's, before anything ships
     params = space.parse_params(flags["param"])
     method = flags["method"] or ("random" if any(p.is_range for p in params) else "grid")
     trials = flags["trials"] or (space.grid_size(params) if method == "grid" else DEFAULT_TRIALS)
