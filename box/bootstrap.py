@@ -9,10 +9,12 @@ credentials), on Azure the managed identity (a bearer token from IMDS). Then
 install.py from the archive installs them and setup-box.sh sets the box up.
 
 Fail closed: a box without its programs has no idle watchdog. While they cannot be
-had the box says why in BOX_ROOT/failed (what `fab` shows) and retries; after
-`deadline_seconds` it stops billing (AWS: shutdown, which stops the instance; Azure:
-deallocate through ARM, OS shutdown as the last resort). glucose-bootstrap.service runs
-this again at every boot until the programs are installed.
+had the box says why in BOX_ROOT/failed (what `fab` shows) and retries; at
+`deadline_seconds` after boot (12 min) it stops billing (AWS: shutdown, which stops the
+instance; Azure: deallocate through ARM, OS shutdown as the last resort): a download
+that trickles is cut at the deadline, a marker that cannot be written does not hold up
+the stop, so the stop is asked within 15 minutes of boot on every path.
+glucose-bootstrap.service runs this again at every boot until the programs are installed.
 
 Standard library only, Python 3.10+ (contract.MIN_PYTHON): on an older one the
 archive's install.py refuses, and the box says so and stops itself.
@@ -59,12 +61,22 @@ DEFAULTS = {
 }
 HTTP_TIMEOUT_SECONDS = 20
 BLOB_API_VERSION = "2021-08-06"
+READ_CHUNK_BYTES = 64 * 1024
+# The fetch's end (time.monotonic()): urllib's timeout holds per read, so an endpoint
+# that trickles a byte at a time would otherwise keep the box up for days.
+fetch_deadline = float("inf")
 
 
 def _http(url, headers=None, method="GET", data=None):
     request = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
     with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as response:
-        return response.read()
+        body = bytearray()
+        while chunk := response.read1(READ_CHUNK_BYTES):
+            body += chunk
+            # A body read to its end is kept, whenever it ended (length: bytes left).
+            if time.monotonic() >= fetch_deadline and response.length != 0:
+                raise TimeoutError(f"{len(body)} bytes in the time the box had; too slow")
+        return bytes(body)
 
 
 def _imds_token(src, resource):
@@ -181,15 +193,30 @@ def install(archive):
 
 
 def say_failed(src, text):
-    """BOX_ROOT/failed: its first line is what `fab` shows."""
-    marker = Path(src["box_root"], FAILED_MARKER)
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.with_name(FAILED_MARKER + ".tmp").write_text(text + "\n")
-    os.replace(marker.with_name(FAILED_MARKER + ".tmp"), marker)
+    """BOX_ROOT/failed: its first line is what `fab` shows. A marker that cannot be
+    written (a full or read-only disk) is logged: it never holds up the stop."""
     print(f"glucose-bootstrap: {text}", file=sys.stderr, flush=True)
+    marker = Path(src["box_root"], FAILED_MARKER)
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.with_name(FAILED_MARKER + ".tmp").write_text(text + "\n")
+        os.replace(marker.with_name(FAILED_MARKER + ".tmp"), marker)
+    except OSError as error:
+        print(f"glucose-bootstrap: {marker} not written: {error}", file=sys.stderr, flush=True)
+
+
+def seconds_since_boot():
+    """The kernel's uptime: the box's deadline counts from its boot, not from this start
+    (cloud-init may start it minutes in); 0 where it cannot be read."""
+    try:
+        return float((ROOT / "proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def stop_billing(src):
+    global fetch_deadline
+    fetch_deadline = float("inf")  # the stop's own requests get their whole timeouts
     if src["cloud"] == "azure":
         try:
             url = f"{src['imds_url']}/metadata/instance?api-version=2021-02-01"
@@ -206,9 +233,11 @@ def stop_billing(src):
 def main():
     if (PROGRAM_DIR / CURRENT).exists():
         return 0  # installed: later boots have nothing to do
+    global fetch_deadline
     src = {**DEFAULTS, **json.loads(SOURCE_PATH.read_text())}
-    give_up = time.monotonic() + src["deadline_seconds"]
-    stop_at = datetime.datetime.now() + datetime.timedelta(seconds=src["deadline_seconds"])
+    left = max(0.0, src["deadline_seconds"] - seconds_since_boot())
+    give_up = fetch_deadline = time.monotonic() + left
+    stop_at = datetime.datetime.now() + datetime.timedelta(seconds=left)
     where = f"{src['storage']}/{src['key']}"
     while True:
         try:
@@ -230,7 +259,7 @@ def main():
             )
             stop_billing(src)
             return 1
-        time.sleep(src["retry_seconds"])
+        time.sleep(max(0.0, min(src["retry_seconds"], give_up - time.monotonic())))
     problem = install(archive)
     if problem:
         say_failed(src, f"the box programs could not be installed ({problem}); it stopped itself")

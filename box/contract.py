@@ -54,6 +54,9 @@ RECORD_AT, RECORD_BOOT_ID = "at", "boot_id"
 STOP_BY, STOP_SUMMARY = "by", "summary"
 """Keys of a stop record too: who stopped the box (`idle-watchdog`, `spot`...), and one
 line that says so (`fab status` shows it)."""
+STOP_SHUTDOWN = "shutdown"
+"""Key of the copy of a watchdog's stop record written as the box went down: the end of
+its bill, where the cloud refused the watchdog's first stop requests."""
 USER_DIRS = (RUNS_DIR, DATASETS_DIR, LEASES_DIR, SWEEPS_DIR)
 """Owned by the SSH user: `fab` writes them without root."""
 

@@ -11,7 +11,9 @@ minute (glucose-resume.timer) and starts the newest trainer container again
 - it exited 75 (a checkpoint was uploaded: a spot notice, or a docker restart
   stopped it), or 69 (a box of a multi-node run met the others not in time: one of
   them is away, evicted; started again a minute apart until the run's deadline, not
-  counted against the bound below, so the run comes back whenever its last box does), or
+  counted against the bound below, so the run comes back whenever its last box does,
+  but for at most `peer_wait_minutes` in a boot: then it stays down and the idle
+  watchdog stops the box), or
 - it was started before this boot and its status.json still says running or
   preempted (the host went down under it), or
   (on a box of a multi-node run without rank 0: its heartbeat.json says so), or
@@ -197,6 +199,14 @@ def start_when_boxes_may_be_back(
 ) -> int:
     """A run whose boxes did not meet starts again a minute after its last try, as
     often as it takes until its deadline (why_not_resume ends it there)."""
+    waited = now_seconds() - peers_away_since(config, container)
+    if waited >= config.peer_wait_minutes * 60:
+        log(
+            f"run {container.run_id} stays down: its other boxes did not meet for "
+            f"{waited / 60:.0f} min (peerWaitMinutes {config.peer_wait_minutes}); the box "
+            "idles into its stop instead of billing until the run's deadline"
+        )
+        return 0
     wait = round(container.finished_at + BOXES_AWAY_RETRY_SECONDS - now_seconds())
     if wait > 0:
         log(f"run {container.run_id}: its other boxes are away; trying again in {wait:.0f}s")
@@ -204,6 +214,21 @@ def start_when_boxes_may_be_back(
     log(f"starting run {container.run_id} again: its boxes may all be back")
     docker_cli.start(config.docker_command, container.id)
     return 0
+
+
+def peers_away_since(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> float:
+    """When, in this boot, the run first found its other boxes away: its first exit 69
+    this boot's count saw (the count is on /run, so a boot starts it over)."""
+    boot_id = read_boot_id(config.boot_id_path)
+    path = Path(config.resume_state_path)
+    runs = load_attempts(path, boot_id)
+    entry = runs.get(container.key) or {}
+    since = entry.get("peers_away_since")
+    if isinstance(since, (int, float)) and not isinstance(since, bool):
+        return float(since)
+    runs[container.key] = {**entry, "peers_away_since": container.finished_at}
+    save_attempts(path, boot_id, runs)
+    return container.finished_at
 
 
 def start_within_bounds(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> int:

@@ -14,8 +14,9 @@ glucose-stop-record unit's ExecStop, at every OS shutdown) it records a shutdown
 that no watchdog record of this boot explains: the daily stop, a spot eviction,
 a reboot, or something outside the box (the AWS alarm, the console, a CLI).
 A record that cannot be written (a full disk) or is not written within a few
-seconds (a stalled one) is logged and skipped: it never holds up a stop. Standard
-library only.
+seconds (a stalled one) is logged and skipped: it never holds up a stop. A shutdown
+that a watchdog record explains adds a copy of it marked `shutdown`, at the moment the
+box went down: the end of its bill (trainer/reports/cost.py). Standard library only.
 """
 
 from __future__ import annotations
@@ -191,6 +192,14 @@ def main() -> int:
     last = last_record(config)
     if last is not None and last.get(contract.RECORD_BOOT_ID) == boot_id:
         log(f"shutdown already explained: {last.get(contract.STOP_SUMMARY)}")
+        if not last.get(contract.STOP_SHUTDOWN):
+            # The moment billing ended: the watchdog's record was written before its first
+            # stop request, which the cloud may have refused for a while.
+            append(
+                config,
+                {**last, contract.RECORD_AT: now_seconds(), contract.STOP_SHUTDOWN: True},
+                log,
+            )
         return 0
     record = shutdown_record(config, now_seconds(), boot_id)
     log(f"recording the shutdown: {record[contract.STOP_SUMMARY]}")

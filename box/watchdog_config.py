@@ -78,6 +78,8 @@ GUARD_SETTINGS = (
     GuardSetting(
         "hung_trainer_minutes", "hungTrainerMinutes", "hung_trainer_minutes", 120, (10, 24 * 60)
     ),
+    # How long a box of a multi-node run tries to meet its other boxes in a boot.
+    GuardSetting("peer_wait_minutes", "peerWaitMinutes", "peer_wait_minutes", 30, (5, 24 * 60)),
     GuardSetting("daily_stop_time", "autoShutdownTime", "auto_shutdown_time", "23:00"),
     GuardSetting("daily_stop_time_zone", "autoShutdownTimeZone", "auto_shutdown_time_zone", "UTC"),
 )
@@ -102,6 +104,10 @@ class WatchdogConfig:
     """Stop billing after the box has been idle this long in a row."""
     hung_trainer_minutes: int = GUARD_DEFAULTS["hung_trainer_minutes"]
     """A running trainer whose step has not advanced for this long counts as hung (idle)."""
+    peer_wait_minutes: int = GUARD_DEFAULTS["peer_wait_minutes"]
+    """A box of a multi-node run whose other boxes do not meet (exit 69) tries again for
+    this long in a boot, then no more: it idles into its stop instead of billing until
+    the run's deadline."""
     gpu_busy_percent: int = 10
     """GPU utilisation at or above this (any GPU) makes the box busy."""
     box_root: str = contract.BOX_ROOT
@@ -162,7 +168,7 @@ class WatchdogConfig:
         problems = []
         if self.cloud not in CLOUDS:
             problems.append(f"cloud is {self.cloud!r}, expected one of {', '.join(CLOUDS)}")
-        for name in ("idle_shutdown_minutes", "hung_trainer_minutes"):
+        for name in ("idle_shutdown_minutes", "hung_trainer_minutes", "peer_wait_minutes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 problems.append(f"{name} is {value!r}, expected a whole number of minutes >= 1")

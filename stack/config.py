@@ -37,6 +37,7 @@ KEYS: dict[str, str] = {
     "autoShutdownTimeZone": "auto_shutdown_time_zone",
     "idleShutdownMinutes": "idle_shutdown_minutes",
     "hungTrainerMinutes": "hung_trainer_minutes",
+    "peerWaitMinutes": "peer_wait_minutes",
     "budgetAmount": "budget_amount",
     "alertEmails": "alert_emails",
     "keepStorageOnDestroy": "keep_storage_on_destroy",
@@ -109,6 +110,8 @@ class StackConfig:
     """An IANA zone name."""
     idle_shutdown_minutes: int = GUARD_DEFAULTS["idle_shutdown_minutes"]
     hung_trainer_minutes: int = GUARD_DEFAULTS["hung_trainer_minutes"]
+    peer_wait_minutes: int = GUARD_DEFAULTS["peer_wait_minutes"]
+    """How long a box of a multi-node run tries to meet its other boxes in a boot."""
     keep_storage_on_destroy: bool = False
     os_disk_size_gb: int = 128  # CUDA images are ~10 GB each; datasets are cached too
     owner: str | None = None
@@ -254,6 +257,7 @@ _PARSERS = {
     "node_count": _integer,
     "idle_shutdown_minutes": _integer,
     "hung_trainer_minutes": _integer,
+    "peer_wait_minutes": _integer,
     "os_disk_size_gb": _integer,
     "max_run_hours": _integer,
     "budget_amount": _amount,

@@ -111,7 +111,7 @@ def test_the_runs_dollars_are_the_boxs_up_time_from_its_own_records(tmp_path, sc
     up = cost.uptimes(
         cost.records_of(records / "boots.jsonl"), cost.records_of(records / "stops.jsonl")
     )
-    counted = cost.run_cost([up], start, world.stops[-1][0] + HOUR, 1.0)
+    counted = cost.run_cost([up], [(start, world.stops[-1][0] + HOUR)], 1.0)
     billed = sum(off - on for on, off in world.billed) - MINUTE  # up before the start
     assert counted.box_seconds[0] == pytest.approx(billed, abs=2 * MINUTE)
     assert counted.box_seconds[0] < 6 * HOUR  # not the 8 h since the start

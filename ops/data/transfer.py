@@ -16,6 +16,7 @@ sidecar) is named and skipped; the rest still come.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -202,6 +203,9 @@ class _RunDownload:
         except (FileExistsError, NotADirectoryError, IsADirectoryError):
             self._fail(key, f"it collides with another key's file or directory at {path}")
             return
+        except OSError as error:  # a key this file system cannot hold (a name too long)
+            self._fail(key, f"it cannot be written here: {error.strerror or error}")
+            return
         except ObjectNotFound:
             self._fail(key, "it was deleted from the store after the listing (pruned by the run?)")
             return
@@ -258,7 +262,8 @@ class _RunDownload:
 
     def _get(self, key: str, path: Path, expected, how: str, progress: Progress) -> str:
         """Fetch `key` to `path` through a partial file; a doubt, or "" when none."""
-        partial = path.with_name(f".{path.name}.part")
+        # A name near the file system's 255-byte limit has no room for the suffix.
+        partial = path.with_name(f".{hashlib.sha256(path.name.encode()).hexdigest()[:16]}.part")
         bar = progress.add_task(escape(key), total=None)
         try:
             self.store.get_file(key, partial, lambda n: progress.advance(bar, n))

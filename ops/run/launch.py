@@ -161,7 +161,7 @@ def write_launch_record(box: Box, launch: Launch) -> None:
     # this start's.
     try:
         first = json.loads(box.read_text(path) or "null")
-    except ValueError:
+    except (ValueError, RecursionError):
         first = None
     record = (
         first

@@ -139,7 +139,11 @@ def table(rows: list[RunRow], keys: list[str], *, rank: bool = False) -> Table:
     columns += ["epochs", "best val MAE", "wall", "$", "recoveries"]
     grid = Table(show_edge=False, pad_edge=False)
     for name in columns:
-        grid.add_column(name, overflow="fold", justify="right" if name in _NUMERIC else "left")
+        # One line per run: a narrow terminal cuts cells short (…) instead of folding
+        # them, all but the run id, which `--run` needs whole.
+        justify = "right" if name in _NUMERIC else "left"
+        whole = max((len(row.run_id) for row in rows), default=0) if name == "run" else None
+        grid.add_column(name, overflow="ellipsis", no_wrap=True, justify=justify, min_width=whole)
     for place, row in enumerate(rows, start=1):
         values = [_value(row.settings.get(k, "-")) for k in keys]
         cells = [str(place)] * rank + [row.run_id, row.name or "-", _state(row)]

@@ -94,6 +94,9 @@ class _Files:
             return None
         try:
             value = json.loads(text)
+        except RecursionError:  # nested past what a parser can follow: hostile, not torn
+            self.problems.append(f"{name}: nested too deep to read")
+            return None
         except ValueError:
             self.problems.append(f"{name}: not JSON (torn?)")
             return None
@@ -104,7 +107,16 @@ class _Files:
 
 
 def read_run(store: ObjectStore, run_id: str, prefix: str = "", where: str = "storage") -> RunRow:
-    """The row of run `run_id` from its folder `<prefix><run_id>/` in the store."""
+    """The row of run `run_id` from its folder `<prefix><run_id>/` in the store; what
+    cannot be read, for whatever reason, is a problem on this row alone."""
+    try:
+        return _read_run(store, run_id, prefix, where)
+    except Exception as error:  # one run's files never hide the others
+        problem = f"unreadable: {type(error).__name__}: {error}"[:200]
+        return RunRow(run_id=run_id, where=where, state="torn", problems=(problem,))
+
+
+def _read_run(store: ObjectStore, run_id: str, prefix: str, where: str) -> RunRow:
     files = _Files(store, f"{prefix}{run_id}/")
     summary = files.json(SUMMARY)
     status_dict = files.json(contract.STATUS_FILE)
@@ -133,6 +145,8 @@ def read_run(store: ObjectStore, run_id: str, prefix: str = "", where: str = "st
 def _state(
     status: RunRecord, summary: dict | None, status_dict: dict | None, problems: list[str]
 ) -> str:
+    if any(problem.startswith(SUMMARY) for problem in problems):
+        return "torn"  # a summary cut mid-upload: its status may say finished already
     if status.state == "failed" and status.exit_code is not None:
         return f"failed (exit {status.exit_code})"
     if status.state:
@@ -151,8 +165,8 @@ def _best_val_mae(files: _Files) -> float | None:
     for line in (text or "").splitlines():
         try:
             record = json.loads(line)
-        except ValueError:
-            continue  # a torn last line: the trainer drops it too
+        except (ValueError, RecursionError):
+            continue  # a torn last line (the trainer drops it too), or a hostile one
         if isinstance(record, dict) and record.get("kind") == "epoch":
             maes.append(_number(record, "val_mae"))
     return min((mae for mae in maes if mae is not None), default=None)

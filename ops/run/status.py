@@ -4,8 +4,9 @@ Sources: the trainer's status.json (ARCHITECTURE.md), the last line of metrics.j
 the container's state (exit code, restarts), nvidia-smi when the box has it,
 launch.json (written by `fab train`) for the time and price the run started with,
 and the box's idle watchdog: its state (countdown, leases, a stop that failed), its
-records of boots and stops. The dollars are each box's up time while the run lived
-(`trainer.reports.cost`), so a box stopped overnight and a run that ended cost no more.
+records of boots and stops. The dollars are each box's up time while the run's trainer
+ran (`trainer.reports.cost`), so a box stopped overnight, a run that ended and the hours
+a stopped run waits cost nothing.
 """
 
 from __future__ import annotations
@@ -30,8 +31,6 @@ NVIDIA_QUERY = (
     "--format=csv,noheader,nounits"
 )
 SECONDS_PER_HOUR = 3600
-# A run in one of these states has ended (for now): its dollars stop at its last word.
-COST_ENDS = ("finished", UPLOAD_PENDING, "failed", "stopped")
 # The boot records, the stop records and the boot the box is in, in one round trip.
 RECORDS = (
     'cd "$0" 2>/dev/null && cat {boots} 2>/dev/null; echo ---; cat {stops} 2>/dev/null; '
@@ -63,29 +62,34 @@ class RunSnapshot:
     now: float
     others: tuple[BoxSnapshot | None, ...] = ()
     """Boxes 1..N-1 of a multi-box run, None where one did not answer."""
+    live: bool = False
+    """Its container runs now: only then do its dollars count until now."""
 
     def cost(self, hourly_price_usd: float) -> cost.RunCost | None:
-        """Each box's up time from the run's first start to its end (now while it goes
-        on), at the price in force at launch; None without a launch record."""
+        """Each box's up time during the spans the run's trainer ran (the last until now
+        while its container runs), at the price in force at launch; None without a
+        launch record. A container that is not running (stopped, preempted, killed with
+        its status still `running`) adds nothing past its last word."""
         started = self.launch.get("started_at")
         price = self.launch.get("hourly_price_usd", hourly_price_usd)
         if not isinstance(started, int | float) or not isinstance(price, int | float):
             return None
-        ended = self.now
-        if self.state != "running" and self.status.state in COST_ENDS:
-            ended = min(self.now, self.status.updated_at or self.now)
+        spans = cost.ran_spans(self.status, self.now if self.live else None)
+        if not spans:  # a run from before status.json kept its spans
+            last_word = min(self.now, self.status.updated_at or self.now)
+            spans = [(float(started), self.now if self.live else last_word)]
         boxes = [self.box, *self.others]
         count = self.launch.get("boxes")
         count = count if isinstance(count, int) and count > 0 else len(boxes)
         uptimes = [list((box or self.box).uptime) for box in boxes][:count]
         uptimes += [list(self.box.uptime)] * (count - len(uptimes))
-        return cost.run_cost(uptimes, float(started), ended, float(price))
+        return cost.run_cost(uptimes, spans, float(price))
 
 
 def _json_or_empty(text: str | None) -> dict:
     try:
         value = json.loads(text) if text else {}
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # torn, or nested past what json follows
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -109,7 +113,8 @@ def describe_state(
     if container.exit_code == contract.EXIT_BOXES_AWAY:
         return (
             "waiting for its other boxes (they did not meet in time: one is away, evicted "
-            "or stopped; the box tries again every minute until the deadline)"
+            "or stopped; the box tries again every minute until the deadline, for at most "
+            "peerWaitMinutes a boot, then stops itself)"
         )
     if container.exit_code == contract.EXIT_USER_ERROR:
         return "failed (exit 2: bad flags or dataset; see `fab logs`)"
@@ -157,6 +162,7 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
         box=box_snapshot(box),
         now=time.time(),
         others=tuple(_reachable_snapshot(other) for other in others),
+        live=container is not None and container.running,
     )
 
 
@@ -245,7 +251,7 @@ def box_lines(snap: BoxSnapshot, now: float) -> list[str]:
 
 
 def cost_lines(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> list[str]:
-    """What the run's boxes billed while it lived and, while it runs, to its ETA."""
+    """What the run's boxes billed while its trainer ran and, while it runs, to its ETA."""
     spent = snap.cost(hourly_price_usd)
     if spent is None or spent.hourly_price_usd <= 0:
         return ["cost:       unknown (no launch record or no hourlyPriceUsd)"]
@@ -253,7 +259,7 @@ def cost_lines(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> list[s
     hours = ", ".join(f"box {n} {duration(s)}" for n, s in enumerate(spent.box_seconds))
     so_far = "so far" if snap.state == "running" else "in all (the run is not running)"
     lines = [
-        f"cost:       {money(spent.usd)} {so_far}: up {hours} while the run lived, at "
+        f"cost:       {money(spent.usd)} {so_far}: up {hours} while its trainer ran, at "
         f"{money(spent.hourly_price_usd)}/h {kind} a box"
     ]
     eta = snap.status.eta_s

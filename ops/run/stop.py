@@ -5,11 +5,13 @@ The record (`runs/<id>/STOPPED_BY_USER`) is what keeps a box's resume unit from 
 the run again, so it is written whether the run is running or not: a run that exited 75
 (stopped or preempted, its restart due within a minute) or one killed with its box (an
 eviction) would otherwise start again by itself. Records first, then the stops: a resume
-unit that looks in between already finds the record.
+unit that looks in between already finds the record. A sweep's trial has no container of
+its own (it trains in the sweep's): its stop is refused, naming `fab sweep --stop`.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass
 
@@ -56,6 +58,13 @@ def stop_run(boxes: list[Box], run_id: str) -> list[BoxStop]:
     first = _look(boxes[0], run_id)
     if first.not_marked:
         raise Exit(_not_recorded(run_id, boxes, first.not_marked))
+    sweep = _sweep_of(boxes[0], run_id) if first.container is None else None
+    if sweep:
+        raise Exit(
+            f"run {run_id} is a trial of sweep {sweep}: it trains inside the sweep's container, "
+            f"which `fab stop` does not touch; nothing was stopped. Stop the sweep (its trials "
+            f"checkpoint): fab sweep --stop --sweep {sweep}"
+        )
     stops = [first, *(_look(box, run_id) for box in boxes[1:])]
     if not any(stop.holds_run for stop in stops):
         raise Exit(
@@ -89,6 +98,18 @@ def _look(box: Box, run_id: str) -> BoxStop:
     except Exit as error:  # the box does not answer: it cannot be marked
         return BoxStop(box, not_marked=f"unreachable: {error.message}")
     return BoxStop(box, container, holds_run, already)
+
+
+def _sweep_of(box: Box, run_id: str) -> str | None:
+    """The sweep whose trial `run_id` is, as its launch.json on `box` says; else None."""
+    text = box.read_text(f"{contract.run_dir(box.root, run_id)}/{contract.LAUNCH_FILE}")
+    try:
+        launch = json.loads(text) if text else None
+    except (ValueError, RecursionError):
+        return None
+    sweep = launch.get("sweep") if isinstance(launch, dict) else None
+    named = isinstance(sweep, str) and contract.name_problem(sweep, "sweep") is None
+    return sweep if named else None
 
 
 def _mark(box: Box, run_id: str) -> str:

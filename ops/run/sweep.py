@@ -4,8 +4,8 @@ The driver (`python -m trainer sweep`) runs in the trainer image, in a container
 and labelled by the box contract (`glucose-sweep-<id>`), restart policy `no` like a
 trainer's: the box's resume unit restarts it after an eviction or a nightly stop.
 It mounts the sweep's folder, the box's whole `runs/` (its trials are runs, made as
-it goes) and the dataset read-only; `containerEnv` reaches it as a run's does, in a
-0600 dot file of the sweep's folder (never mirrored).
+it goes), and read-only the dataset and the box's boot and stop records; `containerEnv`
+reaches it as a run's does, in a 0600 dot file of the sweep's folder (never mirrored).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from invoke.exceptions import Exit
 from box import contract
 from ops.remote.ssh import Box
 from ops.run import env_files
-from ops.run.container import WORKSPACE, container_options, workspace_dataset
+from ops.run.container import BOX_RECORDS, WORKSPACE, container_options, workspace_dataset
 from ops.run.on_box import ContainerState, inspect_named
+from trainer.reports.cost import RECORDS_ENV
 from trainer.sweep.spec import SPEC_FILE, SweepSpec
 
 RUNS_IN_CONTAINER = f"{WORKSPACE}/{contract.RUNS_DIR}"
@@ -52,6 +53,10 @@ def docker_run_command(box: Box, spec: SweepSpec, *, gpus: bool, user: str) -> s
         "--volume", f"{box.root}/{contract.RUNS_DIR}:{RUNS_IN_CONTAINER}",
         "--volume",
         f"{contract.dataset_dir(box.root, spec.dataset)}:{workspace_dataset(spec.dataset)}:ro",
+        # The box's boot and stop records, as a run's container has them: each trial's
+        # summary counts its share of the box's up time (trainer.reports.cost).
+        "--volume", f"{box.root}/{contract.WATCHDOG_DIR}:{BOX_RECORDS}:ro",
+        "--env", f"{RECORDS_ENV}={BOX_RECORDS}",
     ]  # fmt: skip
     if gpus:
         args += ["--gpus", "all"]
@@ -87,15 +92,21 @@ def start(box: Box, spec: SweepSpec, *, gpus: bool, user: str) -> None:
     box.run(docker_run_command(box, spec, gpus=gpus, user=user))
 
 
-def stop(box: Box, sweep_id: str) -> int | str:
+def stop(box: Box, sweep_id: str) -> str:
     """Mark the sweep stopped by the user (nothing resumes it), then `docker stop`: the
-    driver stops its trials at a checkpoint. The driver's exit code."""
+    driver stops its trials at a checkpoint. A sweep that exited 75 (stopped, evicted)
+    waits for the resume unit: the mark alone keeps it down. What was done, in words."""
     state = inspect(box, sweep_id)
-    if state is None or not (state.running or state.restarting):
+    waiting = state is not None and state.exit_code == contract.EXIT_STOPPED
+    if state is None or not (state.running or state.restarting or waiting):
         raise Exit(f"sweep {sweep_id} is not running on {box.address}; nothing to stop")
     folder = shlex.quote(contract.sweep_dir(box.root, sweep_id))
     box.run(f"touch {folder}/{contract.STOPPED_BY_USER}")
+    # Stopped even when it looked stopped: a resume unit that read no mark just before
+    # it was written may have started the container since.
     name = shlex.quote(container_name(sweep_id))
     box.run(f"docker stop --time {contract.STOP_TIMEOUT_SECONDS} {name}")
     after = inspect(box, sweep_id)
-    return after.exit_code if after else "?"
+    if not (state.running or state.restarting):
+        return f"sweep {sweep_id} was waiting for its restart (exit 75); it stays down"
+    return f"sweep {sweep_id} stopped (exit {after.exit_code if after else '?'})"

@@ -9,12 +9,13 @@ None`), so a task can tell a flag left out from a 0 typed.
 
 from __future__ import annotations
 
+import shlex
 import typing
 from collections.abc import Callable
 from typing import Any
 
 import invoke
-from invoke.exceptions import ParseError
+from invoke.exceptions import Exit, ParseError
 from invoke.parser import Argument
 
 TARGET_HELP = (
@@ -95,3 +96,22 @@ class FabTask(invoke.Task):
 def task(*args: Any, **kwargs: Any) -> Any:
     """invoke's `@task` (bare or with options), building a FabTask."""
     return invoke.task(*args, klass=FabTask, **kwargs)
+
+
+def trainer_flags(text: str) -> list[str]:
+    """`--trainer-args`' one string as the trainer's flags, split as a shell would; an
+    unbalanced quote is one line naming it."""
+    try:
+        return shlex.split(text)
+    except ValueError as error:  # shlex: "No closing quotation", "No escaped character"
+        raise Exit(
+            f"--trainer-args {text!r}: {error}; close each quote, e.g. "
+            "--trainer-args \"--name 'first try' --lr 3e-4\""
+        ) from None
+
+
+def positive_seconds(flag: str, value: float) -> float:
+    """A wait in seconds that must be above 0 (`time.sleep` refuses a negative one)."""
+    if value <= 0:
+        raise Exit(f"{flag} is {value:g}, expected seconds above 0; pass e.g. {flag} 10")
+    return float(value)

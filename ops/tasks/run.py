@@ -23,7 +23,15 @@ from ops.run.container import Launch
 from ops.run.stored_log import no_log_message, stored_log
 from ops.target.guard_rails import none_note
 from ops.target.resolve import resolve_target
-from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
+from ops.tasks.flags import (
+    BUILD_HELP,
+    IMAGE_HELP,
+    STACK_HELP,
+    TARGET_HELP,
+    positive_seconds,
+    task,
+    trainer_flags,
+)
 from ops.tasks.power import start_boxes
 from stack import storage_layout
 from trainer.config import UserError, check_run_name, check_train_flags
@@ -50,7 +58,7 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str, name: str) -> 
         args += ["--max-steps", str(max_steps)]
     if name:
         args += ["--name", name]
-    return (*args, *shlex.split(trainer_args))
+    return (*args, *trainer_flags(trainer_args))
 
 
 def _refuse_busy_boxes(boxes: list, run_id: str, allow_concurrent: bool) -> None:
@@ -111,7 +119,7 @@ def train(
     stack="",
 ):
     """Ship the image and start (or resume) a run on the box (every box of the stack)."""
-    args = _trainer_args(epochs, max_steps, trainer_args, name)
+    args = _trainer_args(epochs, max_steps, trainer_args, name)  # bad quotes: before any box
     try:
         check_run_name(name)
         check_train_flags(args)  # the trainer's own parser, before anything ships
@@ -210,13 +218,14 @@ def _lost_box_message(box: AnyBox, run_id: str, why) -> str:
 )
 def status(c, run="", start=False, watch=False, every=10, json=False, target="", stack=""):
     """Show a run's state, progress, cost, and the box's power and idle guard."""
+    every_s = positive_seconds("--every", every) if watch else None
     where = resolve_target(target or None, stack or None)
     if note := none_note(where):
         console.print(f"guard rails: {note}")
     if start:
         start_boxes(where)
     if watch:
-        look.watch(lambda: look.look(where, run), float(every))
+        look.watch(lambda: look.look(where, run), every_s)
         return
     view = look.look(where, run)
     print(jsonlib.dumps(view.to_json(), indent=2) if json else view.render())

@@ -20,6 +20,7 @@ from rich.console import Console
 from ops.run import listing
 from ops.run.filters import check_filters
 from ops.run.names import checked_name
+from ops.run.readable import money
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 from stack import storage_layout
@@ -92,16 +93,31 @@ def _sweep_plots(storage_uri: str | None, sweep_id: str, folder: Path) -> str | 
     return None
 
 
+def _mae(value: object) -> str:
+    return f"{value:.2f}" if isinstance(value, int | float) else "-"
+
+
 def _result_lines(result: dict | None) -> list[str]:
     if not result:
         return ["no trial chosen yet: the test split is untouched until the sweep ends"]
-    test = result.get("test") or {}
+    test = result.get("test") if isinstance(result.get("test"), dict) else {}
+    baseline = test.get("baseline") if isinstance(test.get("baseline"), dict) else {}
     return [
-        f"chosen: {result.get('chosen')} (lowest validation MAE, {result.get('val_mae'):.2f}); "
-        f"its test MAE {test.get('mae', float('nan')):.2f} mg/dL vs baseline "
-        f"{(test.get('baseline') or {}).get('mae', float('nan')):.2f}, evaluated once, "
-        "for this trial only: trials were compared on the validation split"
+        f"chosen: {result.get('chosen')} (lowest validation MAE, {_mae(result.get('val_mae'))}); "
+        f"its test MAE {_mae(test.get('mae'))} mg/dL vs baseline {_mae(baseline.get('mae'))}, "
+        "evaluated once, for this trial only: trials were compared on the validation split"
     ]
+
+
+def _cost_line(rows: list) -> str:
+    """What the sweep's trials cost: each moment of the box split between the trials
+    running then, so the trials add up to what the box billed while they ran."""
+    counted = [row.cost_usd for row in rows if row.cost_usd is not None]
+    if not counted:
+        return "cost:   not counted yet (a trial's dollars are in its summary, once it ends)"
+    left = len(rows) - len(counted)
+    pending = f"; {left} trial(s) not ended yet, not counted" if left else ""
+    return f"cost:   {money(sum(counted))} for {len(counted)} trial(s){pending}"
 
 
 @task(
@@ -135,6 +151,7 @@ def runs(c, dataset="", state="", sweep="", json=False, local="", plot="",
         out = {"runs": [row.to_json() for row in rows], "differing": keys, "notes": notes}
         if view:
             out.update(sweep=sweep_id, result=view["result"], plot=view["plot"])
+            out["cost_usd"] = round(sum(r.cost_usd for r in rows if r.cost_usd is not None), 4)
         print(jsonlib.dumps(out, indent=2))
         return
     for note in notes:
@@ -148,7 +165,7 @@ def runs(c, dataset="", state="", sweep="", json=False, local="", plot="",
     out = Console(width=None if sys.stdout.isatty() else _WIDE_COLUMNS)
     out.print(listing.table(rows, keys, rank=bool(view)))
     if view:
-        for line in _result_lines(view["result"]):
+        for line in [*_result_lines(view["result"]), _cost_line(rows)]:
             out.print(line, highlight=False)
         drawn = f"{view['plot']}/ (Optuna's history, parallel coordinates, MAE per epoch)"
         out.print(f"plots: {view['plot_missing'] or drawn}", highlight=False)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import shlex
 import time
 
 from invoke.exceptions import Exit
@@ -26,7 +25,14 @@ from ops.run import launch, on_box
 from ops.run import sweep as on_box_sweep
 from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
-from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
+from ops.tasks.flags import (
+    BUILD_HELP,
+    IMAGE_HELP,
+    STACK_HELP,
+    TARGET_HELP,
+    task,
+    trainer_flags,
+)
 from stack import storage_layout
 from trainer.config import UserError, check_run_name, check_train_flags
 from trainer.sweep import space
@@ -42,7 +48,7 @@ def _spec(box: AnyBox, sweep_id: str, flags: dict) -> SweepSpec:
     if not flags["dataset"]:
         raise UserError("which dataset? pass --dataset NAME (see `fab upload-data`)")
     check_run_name(flags["name"])
-    check_train_flags(shlex.split(flags["trainer_args"]))  # each trial's, before anything ships
+    check_train_flags(flags["trainer_args"])  # each trial's, before anything ships
     params = space.parse_params(flags["param"])
     method = flags["method"] or ("random" if any(p.is_range for p in params) else "grid")
     trials = flags["trials"] or (space.grid_size(params) if method == "grid" else DEFAULT_TRIALS)
@@ -63,7 +69,7 @@ def _spec(box: AnyBox, sweep_id: str, flags: dict) -> SweepSpec:
         gpus=gpus,
         prune=flags["prune"],
         seed=flags["seed"],
-        trainer_args=shlex.split(flags["trainer_args"]),
+        trainer_args=flags["trainer_args"],
         name=flags["name"],
         hourly_price_usd=box.target.hourly_price_usd,
         spot=box.target.spot,
@@ -139,14 +145,15 @@ def sweep(
     stack="",
 ):
     """Search trainer flags with trials on the box, which runs the sweep by itself."""
+    split_trainer_args = trainer_flags(trainer_args)  # an unbalanced quote: before any box
     box = box_for(resolve_target(target or None, stack or None))
     if stop:
         if not sweep:
             raise Exit("which sweep? pass --stop --sweep ID (`fab runs` lists sweeps' trials)")
         sweep_id = checked_name(sweep, "--sweep")
         with console.status(f"stopping sweep {sweep_id}: its trials checkpoint"):
-            code = on_box_sweep.stop(box, sweep_id)
-        print(f"sweep {sweep_id} stopped (exit {code}); resume: fab sweep --sweep {sweep_id}")
+            done = on_box_sweep.stop(box, sweep_id)
+        print(f"{done}; resume: fab sweep --sweep {sweep_id}")
         return
     stale = box_update.stale_warning(box)
     if stale:  # the box's watchdog and resume unit must know the sweep's container
@@ -154,7 +161,8 @@ def sweep(
     sweep_id = checked_name(sweep or time.strftime("sweep-%Y%m%d-%H%M%S"), "--sweep")
     flags = dict(
         dataset=dataset, param=param or [], trials=int(trials), method=method,
-        concurrent=int(concurrent), prune=prune, seed=int(seed), trainer_args=trainer_args,
+        concurrent=int(concurrent), prune=prune, seed=int(seed),
+        trainer_args=split_trainer_args,
         name=name,
     )  # fmt: skip
     existing = on_box_sweep.existing_spec(box, sweep_id) if sweep else None

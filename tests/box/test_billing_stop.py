@@ -6,7 +6,7 @@ import pytest
 
 from box.contract import DEADLINE_TAG
 from box.watchdog_config import ARM_API_VERSION
-from tests.fakes.fake_box import FakeBox
+from tests.fakes.fake_box import BOOT_TIME, FakeBox
 from tests.fixtures.metadata import AZURE_RESOURCE_ID, TAGS_PATH
 
 T0 = 1_800_000_000.0
@@ -247,3 +247,46 @@ def test_the_verdict_is_published_without_nvidia_smi_too(tmp_path, fake_metadata
     box.set_gpu(None)
     box.tick(T0)
     assert _published(box)[-1] == "0"
+
+
+HOUR = 3600.0
+
+
+def _billed_hours_of_a_run(box, span: tuple[float, float], booted_at=BOOT_TIME) -> float:
+    """What `fab status` and the trainer count for a run that trained during `span` on
+    this box: its boot and stop records, and the boot it is in (since `booted_at`)."""
+    from trainer.reports import cost
+
+    records = box.box_root / "watchdog"
+    current = (box.boot_id_file.read_text().strip(), booted_at)
+    up = cost.uptimes(
+        cost.records_of(records / "boots.jsonl"), cost.records_of(records / "stops.jsonl"), current
+    )
+    return cost.run_cost([up], [span], 1.0).box_seconds[0] / HOUR
+
+
+def test_a_stop_arm_refused_does_not_end_the_bill_of_the_run_after_it(azure_box, fake_metadata):
+    # ARM refuses three times; the box stays up and the next run trains 0.29 h on it.
+    assert azure_box.run("boot_record.py", now=BOOT_TIME + 30).returncode == 0
+    fake_metadata.arm_status = 403
+    _idle_past_the_limit(azure_box)
+    for minute in (1, 3):
+        azure_box.tick(T0 + LIMIT_SECONDS + minute * 60)
+    assert azure_box.watchdog_state()["stop_failures"] == 3 and azure_box.stops()
+    trained = (T0 + LIMIT_SECONDS + 300, T0 + LIMIT_SECONDS + 300 + 0.29 * HOUR)
+    assert _billed_hours_of_a_run(azure_box, trained) == pytest.approx(0.29)
+
+
+def test_a_boot_whose_stop_arm_took_late_bills_until_the_box_went_down(azure_box, fake_metadata):
+    assert azure_box.run("boot_record.py", now=BOOT_TIME + 30).returncode == 0
+    fake_metadata.arm_status = 403
+    _idle_past_the_limit(azure_box)
+    fake_metadata.arm_status = 202
+    azure_box.tick(T0 + LIMIT_SECONDS + 60)
+    down = T0 + LIMIT_SECONDS + 90
+    assert azure_box.run("stop_records.py", now=down).returncode == 0  # the OS shutdown
+    azure_box.reboot("boot-2", at=T0 + 10 * HOUR)
+    # A run that trained from the first stop request on: billed until the box went down.
+    span = (T0 + LIMIT_SECONDS, T0 + 2 * HOUR)
+    billed = _billed_hours_of_a_run(azure_box, span, booted_at=T0 + 10 * HOUR)
+    assert billed * HOUR == pytest.approx(90.0)

@@ -12,6 +12,8 @@ import datetime
 import json
 import subprocess
 import sys
+import time
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import botocore.auth
@@ -22,6 +24,7 @@ import pytest
 from box import bootstrap, contract
 from stack import box_packing, cloud_init, storage_layout
 from stack.blob_upload import put_blob
+from tests.fakes.local_http import LocalHttpServer
 from tests.fakes.system_tools import fake_system
 from tests.fixtures.metadata import AWS_CREDENTIALS, AZURE_RESOURCE_ID
 from tests.paths import BOX_DIR
@@ -236,3 +239,47 @@ def _upload(keyless_blob, container: str, data: bytes) -> None:
         data,
         keyless_blob.token,
     )
+
+
+class _Trickle(BaseHTTPRequestHandler):
+    """An endpoint that answers at once and then sends a byte every 0.2 s."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "143360")
+        self.end_headers()
+        try:
+            for _ in range(143360):
+                self.wfile.write(b"\0")
+                self.wfile.flush()
+                time.sleep(0.2)
+        except OSError:  # the box hung up
+            pass
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_box_whose_programs_trickle_in_stops_itself_at_the_deadline(tmp_path, fake_metadata):
+    trickle = LocalHttpServer(_Trickle)
+    try:
+        source = _source("aws", "s3://glucose-box", trickle.endpoint, fake_metadata.url)
+        box = NewBox(tmp_path, source)
+        began = time.monotonic()
+        done = box.boot()
+    finally:
+        trickle.close()
+    assert done.returncode == 1, done.stderr
+    assert time.monotonic() - began < 3 + 10  # the deadline, not the archive's 8 h
+    assert "too slow" in box.failed() and "the box stopped itself" in box.failed()
+    assert "shutdown -h now" in box.system.calls()
+
+
+def test_a_box_that_cannot_write_why_it_failed_still_stops_itself(tmp_path, fake_metadata):
+    source = _source("aws", "s3://glucose-box", "http://127.0.0.1:9", fake_metadata.url)
+    box = NewBox(tmp_path, source)
+    box.box_root.write_text("a file where BOX_ROOT should be: no marker can go there")
+    done = box.boot()
+    assert done.returncode == 1, done.stderr
+    assert "not written" in done.stderr
+    assert "shutdown -h now" in box.system.calls()

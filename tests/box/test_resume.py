@@ -289,3 +289,32 @@ def test_a_run_and_a_sweep_killed_with_the_host_both_start_again(box):
     _resume(box)
     # Same id, counted apart: each gets its own three starts.
     assert _started(box) == [run, sweep]
+
+
+RENDEZVOUS_MINUTES = 2
+
+
+def test_a_box_whose_peers_never_return_stops_itself_after_the_peer_wait(tmp_path):
+    # Box 0 of a two-box run whose box 1 never comes back, with 72 h to its deadline:
+    # the tries end after peerWaitMinutes and the idle watchdog stops the box.
+    box = FakeBox(tmp_path, docker_wait_seconds=1, peer_wait_minutes=10)
+    container = box.add_trainer(
+        "run-1", running=False, created_at=T0 - 600, exit_code=BOXES_AWAY, finished_at=T0
+    )
+    _deadline(box, "run-1", T0 + 72 * 60 * MINUTE)
+
+    tried_at = []
+
+    def peers_stay_away(now):  # each try waits 2 min at the rendezvous, busy, then exits 69
+        if tried_at and now - tried_at[-1] >= RENDEZVOUS_MINUTES * MINUTE:
+            box.exit_container(container, exit_code=BOXES_AWAY, at=now)
+            tried_at.clear()
+        if not box.containers()[0]["State"]["Running"]:
+            _resume(box, now=now)
+            if box.containers()[0]["State"]["Running"]:
+                tried_at.append(now)
+
+    bound = 10 + RENDEZVOUS_MINUTES + IDLE_LIMIT_MINUTES + 2
+    stopped = box.ticks_until_stop(T0, minutes=bound, between=peers_stay_away)
+    assert stopped is not None, box.watchdog_state()
+    assert "(peerWaitMinutes 10)" in _resume(box, now=stopped).stdout

@@ -61,10 +61,13 @@ def test_a_stalled_disk_does_not_hold_up_the_stop(tmp_path, freezable_disk):
     assert "stop not recorded" in done.stdout
 
 
-def test_the_shutdown_that_follows_a_watchdog_stop_adds_nothing(box):
+def test_the_shutdown_that_follows_a_watchdog_stop_records_when_billing_ended(box):
     box.ticks_until_stop(T0, minutes=IDLE_LIMIT_MINUTES)
     _shutdown(box, T0 + 4 * MINUTE)
-    assert len(box.stops()) == 1
+    _shutdown(box, T0 + 5 * MINUTE)  # the unit stopped twice in one boot adds nothing more
+    watchdog, shutdown = box.stops()
+    assert (shutdown["at"], shutdown["shutdown"]) == (T0 + 4 * MINUTE, True)
+    assert (shutdown["by"], shutdown["summary"]) == (watchdog["by"], watchdog["summary"])
 
 
 def test_a_shutdown_from_outside_is_recorded_as_such(box):

@@ -137,6 +137,7 @@ def test_watchdog_config_matches_the_stack_settings():
 STACK_GUARD_CONFIG = SimpleNamespace(
     idle_shutdown_minutes=40,
     hung_trainer_minutes=90,
+    peer_wait_minutes=45,
     auto_shutdown_time="21:00",
     auto_shutdown_time_zone="Asia/Tokyo",
 )
@@ -146,6 +147,7 @@ def test_the_stack_configs_guard_settings_reach_the_box():
     document = _render("aws", **box_guard_settings(STACK_GUARD_CONFIG))
     box = json.loads(_files(document)[contract.WATCHDOG_CONFIG_PATH]["content"])
     assert (box["idle_shutdown_minutes"], box["hung_trainer_minutes"]) == (40, 90)
+    assert box["peer_wait_minutes"] == 45
     assert (box["daily_stop_time"], box["daily_stop_time_zone"]) == ("21:00", "Asia/Tokyo")
 
 

@@ -169,6 +169,7 @@ def test_key_type_azure_cannot_take_is_refused():
         ("autoShutdownTimeZone", "Mars/Olympus_Mons", "expected an IANA zone"),
         ("idleShutdownMinutes", "1", "expected 5 to 1440"),
         ("hungTrainerMinutes", "5", "expected 10 to 1440"),
+        ("peerWaitMinutes", "2", "expected 5 to 1440"),
         ("osDiskSizeGb", "32", "expected 64 to 4095"),
         ("nodeCount", "two", "expected a whole number"),
         ("spot", "yes", "expected true or false"),

@@ -51,14 +51,18 @@ def sync_and_mark(run_dir: Path, uri: str, timeout_s: float = SYNC_SECONDS) -> i
         raise UserError(f"--checkpoint-uri: {error}") from None
     with uploader_lock(run_dir, "sync"):
         try:
-            owner = RunRecord.parse(_read_or_none(store, STATUS_FILE)).run_id
+            # The marker of its first upload; a store from before markers: its status.json.
+            owner, source = layout.read_owner(store), layout.OWNER_KEY
+            if owner is None:
+                owner = RunRecord.parse(_read_or_none(store, STATUS_FILE)).run_id
+                source = STATUS_FILE
             stored = _Stored.read(store)
         except Exception as error:  # storage down
             log.warning("cannot reach %s (%s); try again when it answers", uri, error)
             return EXIT_STOPPED
         if owner not in (None, run_id):
             raise UserError(
-                f"--checkpoint-uri {uri} holds run {owner!r} (its status.json), not "
+                f"--checkpoint-uri {uri} holds run {owner!r} (its {source}), not "
                 f"{run_id!r} of {run_dir}; nothing was uploaded: pass run {run_id!r}'s own "
                 f"URI (<storageUri>/runs/{run_id})"
             )

@@ -100,6 +100,26 @@ def read_pointer(store: ObjectStore, key: str) -> str | None:
     return text or None
 
 
+OWNER_KEY = ".run-id"
+"""The run a store is (its run id): written with the store's first upload, so a store
+belongs to a run before any file of it (status.json) has landed. A dot key: never
+restored into a run dir, never mirrored from one."""
+
+
+def read_owner(store: ObjectStore) -> str | None:
+    """The run id the store's owner marker names; None when it has none."""
+    try:
+        return store.read_bytes(OWNER_KEY).decode(errors="replace").strip() or None
+    except ObjectNotFound:
+        return None
+
+
+def claim(store: ObjectStore, run_id: str) -> None:
+    """Write the owner marker for `run_id` unless the store has one."""
+    if read_owner(store) is None:
+        store.write_bytes(OWNER_KEY, run_id.encode())
+
+
 def remote_names(store: ObjectStore) -> list[str]:
     """Checkpoint names present in the store, in name order (oldest first)."""
     keys = store.list(CHECKPOINTS_PREFIX)

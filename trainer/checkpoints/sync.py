@@ -115,6 +115,7 @@ class RunSync:
         self._mirrored: dict[str, tuple[int, int]] = {}
         self._uploaded_names: list[str] = []
         self._best: str | None = None
+        self._claimed = False
         self._thread = threading.Thread(target=self._run, name="checkpoint-sync", daemon=True)
 
     # -- the training thread's side -------------------------------------------------
@@ -247,6 +248,9 @@ class RunSync:
                 job = state.current = self._next_checkpoint()
                 mirror_ticket = state.mirrors_wanted
             try:
+                if not self._claimed:  # with the first upload: the store is this run's
+                    layout.claim(self.store, self.run_dir.resolve().name)
+                    self._claimed = True
                 if job is not None:
                     self._upload(job)
                 else:

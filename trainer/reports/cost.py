@@ -1,17 +1,27 @@
-"""A run's dollars: the time each of its boxes was up while the run lived, times its price.
+"""A run's dollars: the time each of its boxes was up while the run's container ran, times
+its price.
 
 A box bills while it is up, whatever it does, so the honest figure is its up time, not
 the wall time since the run began: a box stopped overnight costs nothing, and a run
 that finished hours ago costs no more. A box's up time comes from its own records
-(`boots.jsonl` and `stops.jsonl` under BOX_ROOT/watchdog, box/contract.py's names): from
-each boot to its stop record, and for the current boot until now. A boot without a
-stop record that is not the last (a crash, a power loss) is counted until the next
-boot: at most what it billed. Torch-free: `fab status` uses it on your machine, the
-trainer for `summary.json`.
+(`boots.jsonl` and `stops.jsonl` under BOX_ROOT/watchdog, box/contract.py's names): the
+boot the box is in now counts until now, whatever its stop records say (a stop the
+cloud refused leaves a record and a box that still bills); an earlier boot ends at its
+last stop record (the one written as the OS went down). A boot without a stop record
+that is not the last (a crash, a power loss) is counted until the next boot: at most
+what it billed.
+
+A run pays only for the spans its trainer ran (status.json's `ran`: each process's
+start and last word), so the hours a stopped, preempted or killed run waits, and
+another run's hours on the same box, are not its own. Trials of a sweep that run at
+once split the box: each moment is shared evenly by the trials running then, so the
+trials of a sweep add up to what the box billed while they ran. Torch-free: `fab
+status` uses it on your machine, the trainer for `summary.json`.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Iterable
@@ -19,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.box_files import BOOTS_FILE, LAUNCH_RECORD, RECORD_AT, RECORD_BOOT_ID, STOPS_FILE
+from trainer.reports.status import RunRecord
 
 SECONDS_PER_HOUR = 3600
 
@@ -31,13 +42,17 @@ class Uptime:
     stopped_at: float | None
 
 
+Span = tuple[float, float]
+"""[start, end] of one process of a run, unix seconds."""
+
+
 def records(text: str | None) -> list[dict]:
     """The JSON objects of a .jsonl file's text; torn or foreign lines are skipped."""
     found = []
     for line in (text or "").splitlines():
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # torn, or nested past what json follows
             continue
         if isinstance(record, dict) and isinstance(record.get(RECORD_AT), int | float):
             found.append(record)
@@ -48,20 +63,23 @@ def uptimes(
     boots: Iterable[dict], stops: Iterable[dict], current: tuple[str, float] | None = None
 ) -> list[Uptime]:
     """Each boot of a box and when it ended, oldest first. `current` is (boot id, boot
-    time) of the boot the box is in now, when it is up: that one has not ended."""
+    time) of the boot the box is in now, when it is up: that one has not ended, even
+    where a stop was recorded (the cloud refused it). An earlier boot ends at its last
+    stop record: the shutdown's, after any the cloud refused."""
     booted = {record.get(RECORD_BOOT_ID): float(record[RECORD_AT]) for record in boots}
     if current is not None:
         booted.setdefault(current[0], current[1])
-    stopped = {}
+    stopped: dict = {}
     for record in stops:
-        stopped.setdefault(record.get(RECORD_BOOT_ID), float(record[RECORD_AT]))
+        boot_id, at = record.get(RECORD_BOOT_ID), float(record[RECORD_AT])
+        stopped[boot_id] = max(stopped.get(boot_id, at), at)
     ordered = sorted(booted.items(), key=lambda item: item[1])
     found = []
     for index, (boot_id, at) in enumerate(ordered):
-        end = stopped.get(boot_id)
-        if end is None and current is not None and boot_id == current[0]:
+        if current is not None and boot_id == current[0]:
             found.append(Uptime(at, None))
             continue
+        end = stopped.get(boot_id)
         if end is None:
             later = [start for _, start in ordered[index + 1 :]]
             end = later[0] if later else None
@@ -78,10 +96,53 @@ def billed_seconds(boots: list[Uptime], since: float, until: float) -> float:
     return total
 
 
+def _up_at(boots: list[Uptime], moment: float) -> bool:
+    return any(
+        boot.booted_at <= moment and (boot.stopped_at is None or moment < boot.stopped_at)
+        for boot in boots
+    )
+
+
+def shared_seconds(
+    boots: list[Uptime], spans: Iterable[Span], others: Iterable[Span] = ()
+) -> float:
+    """How long the box was up during `spans`, each moment divided evenly between this
+    run and the `others` (the spans of the sweep's other trials) running then."""
+    others = list(others)
+    edges = [edge for boot in boots for edge in (boot.booted_at, boot.stopped_at)]
+    edges += [edge for span in others for edge in span]
+    total = 0.0
+    for start, end in spans:
+        cuts = sorted({start, end, *(e for e in edges if e is not None and start < e < end)})
+        for left, right in itertools.pairwise(cuts):
+            middle = (left + right) / 2
+            if _up_at(boots, middle):
+                sharing = 1 + sum(1 for s, e in others if s <= middle < e)
+                total += (right - left) / sharing
+    return total
+
+
+def ran_spans(record: RunRecord, now: float | None = None) -> list[Span]:
+    """status.json's `ran` as spans, oldest first; a malformed pair is skipped. `now`:
+    the run's process is running, so its span (the last) lasts until now."""
+    spans = []
+    for pair in record.ran or []:
+        if (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(isinstance(t, int | float) and not isinstance(t, bool) for t in pair)
+        ):
+            spans.append((float(pair[0]), max(float(pair[0]), float(pair[1]))))
+    if spans and now is not None:
+        spans[-1] = (spans[-1][0], max(spans[-1][0], now))
+    return spans
+
+
 @dataclass(frozen=True)
 class RunCost:
     box_seconds: tuple[float, ...]
-    """Each box's billed seconds while the run lived, box 0 first."""
+    """Each box's billed seconds while the run's trainer ran, box 0 first (a trial's
+    share of them)."""
     hourly_price_usd: float
     """One box's price (the price in force at launch)."""
 
@@ -98,11 +159,15 @@ class RunCost:
 
 
 def run_cost(
-    boxes: list[list[Uptime]], started_at: float, ended_at: float, hourly_price_usd: float
+    boxes: list[list[Uptime]],
+    spans: list[Span],
+    hourly_price_usd: float,
+    others: Iterable[Span] = (),
 ) -> RunCost:
-    """The run's cost from each box's up times between its first start and its end (now,
-    while it goes on)."""
-    seconds = tuple(billed_seconds(boots, started_at, ended_at) for boots in boxes)
+    """The run's cost from each box's up times during the spans its trainer ran, shared
+    with the `others` (a sweep's other trials) running at the same moments."""
+    others = list(others)
+    seconds = tuple(shared_seconds(boots, spans, others) for boots in boxes)
     return RunCost(seconds, hourly_price_usd)
 
 
@@ -132,14 +197,28 @@ def box_run_cost(run_dir: Path, now: float) -> RunCost | None:
         launch = json.loads((Path(run_dir) / LAUNCH_RECORD).read_text())
         started, price = float(launch["started_at"]), float(launch["hourly_price_usd"])
         boxes = int(launch.get("boxes") or 1)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     if not records:
         return None
     boots = records_of(Path(records) / BOOTS_FILE)
     stops = records_of(Path(records) / STOPS_FILE)
     up = uptimes(boots, stops, current_boot())
-    return run_cost([up] * boxes, started, now, price)
+    spans = ran_spans(RunRecord.read(run_dir), now) or [(started, now)]
+    others = trial_spans(Path(run_dir), launch.get("sweep"))
+    return run_cost([up] * boxes, spans, price, others)
+
+
+def trial_spans(run_dir: Path, sweep_id: object) -> list[Span]:
+    """The spans of the other trials of sweep `sweep_id`, from their run dirs beside
+    `run_dir` (the sweep's trials share the box's runs folder); none for a plain run."""
+    if not isinstance(sweep_id, str) or not sweep_id:
+        return []
+    spans = []
+    for sibling in sorted(run_dir.parent.glob(f"{sweep_id}-t*")):
+        if sibling.name != run_dir.name and sibling.is_dir():
+            spans += ran_spans(RunRecord.read(sibling))
+    return spans
 
 
 def records_of(path: Path) -> list[dict]:

@@ -218,8 +218,18 @@ class RunOutputs:
         self.log = MetricsLog(run_dir, resume_step=step if resumed else None)
         self.log.record(START_RECORD, step, time=started_at or time.time())
         self.display = ProgressDisplay(total_steps, step)
-        carried = RunRecord.read(run_dir).after_restart(time.time()) if resumed else {}
-        self.status = StatusWriter(run_dir, run_id, total_steps, uploads, fields=carried)
+        before = RunRecord.read(run_dir)
+        carried = before.after_restart(time.time()) if resumed else {}
+        # Every earlier process's span, resumed or not: each one's box hours were billed.
+        carried["ran"] = before.ran or []
+        self.status = StatusWriter(
+            run_dir,
+            run_id,
+            total_steps,
+            uploads,
+            fields=carried,
+            trains_since=started_at or time.time(),
+        )
         self.status.write(step=step)
         self._val_mae: float | None = None
 

@@ -60,6 +60,9 @@ class RunRecord:
     """Starts after a stop the run did not ask for (a spot eviction, a host failure)."""
     time_lost_s: float | None = None
     """Seconds between those stops and the starts that followed them, summed."""
+    ran: list | None = None
+    """[start, last write] of each process that trained the run (unix s), oldest first:
+    the spans its dollars count (trainer.reports.cost)."""
 
     @classmethod
     def from_dict(cls, data: object) -> RunRecord:
@@ -77,7 +80,7 @@ class RunRecord:
         """The record in `text`; an empty one for None, a torn file or another shape."""
         try:
             return cls.from_dict(json.loads(text)) if text else cls()
-        except ValueError:
+        except (ValueError, RecursionError):  # torn, or nested past what json follows
             return cls()
 
     @classmethod
@@ -105,7 +108,7 @@ class RunRecord:
 STATUS_KEYS = tuple(field.name for field in fields(RunRecord))
 
 
-_KINDS = {"int": int, "float": (int, float), "str": str, "dict": dict}
+_KINDS = {"int": int, "float": (int, float), "str": str, "dict": dict, "list": list}
 
 
 def _fits(value: object, annotation: str) -> bool:
@@ -124,7 +127,11 @@ class StatusWriter:
         uploads: Callable[[], dict[str, Any] | None] | None = None,
         *,
         fields: dict[str, Any] | None = None,
+        trains_since: float | None = None,
     ) -> None:
+        """`trains_since`: this process trains the run since then (unix s), so its span
+        opens in `ran` and every write moves its end (a writer that only records an
+        ending or an upload adds none)."""
         self.path = Path(run_dir) / STATUS_FILE
         self.fields: dict[str, Any] = dict.fromkeys(STATUS_KEYS)
         self.fields.update(run_id=run_id, state="running", total_steps=total_steps)
@@ -133,6 +140,10 @@ class StatusWriter:
         # Asked at every write, not pushed by the uploader: its thread never touches
         # the file, and a stalled upload still shows at the next log interval.
         self._uploads = uploads
+        self._span: list[float] | None = None
+        if trains_since is not None:
+            self._span = [trains_since, time.time()]
+            self.fields["ran"] = [*(self.fields.get("ran") or []), self._span]
 
     def write(self, **changes: Any) -> None:
         unknown = set(changes) - set(STATUS_KEYS)
@@ -140,4 +151,6 @@ class StatusWriter:
         assert changes.get("state", "running") in STATES, changes["state"]
         uploads = self._uploads() if self._uploads is not None else None
         self.fields.update(changes, updated_at=time.time(), uploads=uploads)
+        if self._span is not None:
+            self._span[1] = self.fields["updated_at"]
         write_json_atomic(self.path, self.fields)

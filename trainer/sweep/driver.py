@@ -27,11 +27,11 @@ from trainer.atomic_write import write_json_atomic
 from trainer.config import UserError
 from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
 from trainer.reports.status import RunRecord
-from trainer.sweep import selection
+from trainer.sweep import journal, selection
 from trainer.sweep.mirror import Mirror
 from trainer.sweep.space import Param, parse_params
-from trainer.sweep.spec import JOURNAL_FILE, STATUS_FILE, TRIALS_FILE, SweepSpec
-from trainer.sweep.trials import TrialPool, TrialProcess
+from trainer.sweep.spec import STATUS_FILE, TRIALS_FILE, SweepSpec
+from trainer.sweep.trials import TrialPool, TrialProcess, other_values
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,8 @@ class StopRequested(Exception):
 
 
 def open_study(spec: SweepSpec, params: list[Param], sweep_dir: Path):
-    """The sweep's study, created or loaded from its journal."""
+    """The sweep's study, created or loaded from its journal (made readable first:
+    `trainer.sweep.journal`)."""
     import optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
@@ -74,7 +75,7 @@ def open_study(spec: SweepSpec, params: list[Param], sweep_dir: Path):
     )
     study = optuna.create_study(
         study_name=spec.sweep_id,
-        storage=JournalStorage(JournalFileBackend(str(sweep_dir / JOURNAL_FILE))),
+        storage=JournalStorage(JournalFileBackend(str(journal.prepare(spec, sweep_dir)))),
         sampler=samplers[spec.method](seed=spec.seed),
         pruner=pruner,
         direction="minimize",
@@ -140,6 +141,7 @@ class Driver:
             if not self.pool.running and not self._more():
                 break
             self.write_status("running")
+            journal.keep_verified(self.sweep_dir)
             self.mirror.sync()
             self.wake.wait(POLL_SECONDS)
         try:
@@ -166,10 +168,24 @@ class Driver:
         for frozen in self.study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
             trial = optuna.trial.Trial(self.study, frozen._trial_id)
             started = self._start(trial, frozen.params)
-            started.epochs_seen = max(frozen.intermediate_values, default=0)
-            self._say(f"trial {frozen.number} again ({started.run_id}: resumes by itself)")
+            if started is not None:
+                started.epochs_seen = max(frozen.intermediate_values, default=0)
+                self._say(f"trial {frozen.number} again ({started.run_id}: resumes by itself)")
 
-    def _start(self, trial: Any, values: dict[str, Any]) -> TrialProcess:
+    def _start(self, trial: Any, values: dict[str, Any]) -> TrialProcess | None:
+        """Start the trial; None (and the trial failed) where its run id holds an earlier
+        trial's files made under other values (a journal lost, the study made anew)."""
+        import optuna
+
+        run_id = self.spec.trial_run_id(trial.number)
+        other = other_values(self.spec, run_id, values)
+        if other:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self._say(
+                f"trial {trial.number} failed: {run_id} holds checkpoints trained with "
+                f"{other}, not {values}; not resumed as this trial"
+            )
+            return None
         self.asked[trial.number] = trial
         return self.pool.start(trial.number, values)
 
@@ -189,7 +205,8 @@ class Driver:
         while self.pool.has_room() and self._more() and not self.stop_reason:
             trial = self.study.ask(self.space)
             started = self._start(trial, trial.params)
-            self._say(f"trial {trial.number} started ({started.run_id}: {trial.params})")
+            if started is not None:
+                self._say(f"trial {trial.number} started ({started.run_id}: {trial.params})")
 
     def _collect(self) -> None:
         import optuna

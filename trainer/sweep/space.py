@@ -61,6 +61,18 @@ TUNABLE = {
 }
 
 
+CONFIG_SECTIONS = {DataConfig: "data", ModelConfig: "model", OptimConfig: "optim",
+                   TrainConfig: "train"}  # fmt: skip
+"""config.json's section of each config (RunConfig.to_dict)."""
+
+
+def recorded(config: dict, name: str) -> Any:
+    """The value of swept flag `name` that a run's config.json records (None: none)."""
+    tunable = TUNABLE[name]
+    section = config.get(CONFIG_SECTIONS[tunable.config])
+    return section.get(tunable.field) if isinstance(section, dict) else None
+
+
 @dataclass(frozen=True)
 class Param:
     """One swept flag: listed `values`, or a range `low`..`high` (log-uniform if `log`)."""

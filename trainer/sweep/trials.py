@@ -22,10 +22,11 @@ from typing import Any
 
 from trainer.atomic_write import write_json_atomic
 from trainer.reports.status import METRICS_FILE
-from trainer.sweep.space import trial_flags
+from trainer.sweep.space import recorded, trial_flags
 from trainer.sweep.spec import TRIAL_LOG_FILE, SweepSpec
 
 LAUNCH_FILE = "launch.json"
+CONFIG_FILE = "config.json"
 
 
 def _cores() -> int:
@@ -89,6 +90,36 @@ class TrialProcess:
     def close(self) -> None:
         if self.log is not None:
             self.log.close()
+
+
+def recorded_config(spec: SweepSpec, run_id: str) -> dict:
+    """The config.json an earlier trial of this id left, on the box or else in storage
+    (a replaced box); {} when there is none (or storage cannot say)."""
+    from trainer.storage import open_store
+
+    local = Path(spec.runs_dir) / run_id / CONFIG_FILE
+    try:
+        text = local.read_bytes() if local.exists() else None
+        if text is None:
+            store = open_store(f"{spec.storage_uri.rstrip('/')}/runs/{run_id}")
+            text = store.read_bytes(CONFIG_FILE)
+        config = json.loads(text)
+    except Exception:  # none, torn, or storage down: the trainer's own resume checks stand
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def other_values(spec: SweepSpec, run_id: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The swept values an earlier trial of this id trained with where they differ from
+    `values`: its checkpoints are another trial's, never to be resumed as this one."""
+    config = recorded_config(spec, run_id)
+    if not config:
+        return {}
+    return {
+        name: recorded(config, name)
+        for name, value in values.items()
+        if recorded(config, name) not in (None, value)
+    }
 
 
 class TrialPool:

@@ -80,3 +80,20 @@ def test_dataset_fetch_refuses_a_manifest_that_is_no_manifest(tmp_path: Path) ->
     open_store(uri).write_bytes("manifest.json", b'{"files": {"windows.npy": "sha"}}')
     with pytest.raises(UserError, match="is not a dataset manifest"):
         fetch(uri, tmp_path / "cache")
+
+
+def test_download_skips_a_key_too_long_for_the_file_system_naming_it_and_fetches_the_rest(
+    s3_uri: str, tmp_path: Path
+) -> None:
+    run_uri = f"{s3_uri}/r1"
+    store = open_store(run_uri)
+    good = {f"{name}.json": b"{}\n" for name in ("a", "b", "metrics", "status", "summary")}
+    too_long = ["0" + "x" * 300 + "/f.json", "checkpoints/" + "y" * 255 + ".json"]
+    for key, body in {**good, **dict.fromkeys(too_long, b"{}\n")}.items():
+        store.write_bytes(key, body)
+    directory = tmp_path / "laptop" / "runs" / "r1"
+    report = download_run(run_uri, directory, {})
+    assert sorted(report.fetched) == sorted(good)
+    assert sorted(report.failed) == sorted(too_long)
+    assert all("File name too long" in why for why in report.failed.values())
+    assert all((directory / name).read_bytes() == b"{}\n" for name in good)

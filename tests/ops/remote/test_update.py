@@ -145,7 +145,7 @@ def _write_watchdog_json(box: LocalBox, **settings) -> None:
     path.write_text(json.dumps({"cloud": "aws", **settings}))
 
 
-GUARD_KEYS = ("idle_shutdown_minutes", "hung_trainer_minutes")
+GUARD_KEYS = ("idle_shutdown_minutes", "hung_trainer_minutes", "peer_wait_minutes")
 DAILY_STOP_KEYS = ("daily_stop_time", "daily_stop_time_zone")
 
 
@@ -154,15 +154,19 @@ def test_every_guard_setting_comes_from_the_stack(cloud_box):
         cloud="aws",
         idleShutdownMinutes=40,
         hungTrainerMinutes=90,
+        peerWaitMinutes=45,
         autoShutdownTime="21:30",
         autoShutdownTimeZone="Europe/Berlin",
     )
-    _write_watchdog_json(cloud_box, idle_shutdown_minutes=15, hung_trainer_minutes=60)
+    _write_watchdog_json(
+        cloud_box, idle_shutdown_minutes=15, hung_trainer_minutes=60, peer_wait_minutes=20
+    )
     assert cloud_box.fab("box-update").returncode == 0
     watchdog = _watchdog_json(cloud_box)
     assert [watchdog[key] for key in GUARD_KEYS + DAILY_STOP_KEYS] == [
         40,
         90,
+        45,
         "21:30",
         "Europe/Berlin",
     ]
@@ -175,6 +179,7 @@ def test_settings_the_stack_lacks_are_the_boxes_own(cloud_box):
         cloud_box,
         idle_shutdown_minutes=90,
         hung_trainer_minutes=200,
+        peer_wait_minutes=60,
         daily_stop_time="22:00",
         daily_stop_time_zone="Asia/Tokyo",
     )
@@ -183,6 +188,7 @@ def test_settings_the_stack_lacks_are_the_boxes_own(cloud_box):
     assert [watchdog[key] for key in GUARD_KEYS + DAILY_STOP_KEYS] == [
         45,
         200,
+        60,
         "22:00",
         "Asia/Tokyo",
     ]

@@ -97,3 +97,47 @@ def test_status_counts_the_runs_recoveries_and_the_time_they_cost(local_box):
     assert result.returncode == 0, result.stderr
     assert "recovered:  2 time(s) after a stop it did not ask for" in result.stdout
     assert "45 min lost" in result.stdout
+
+
+def _cost_of(box, run_id: str) -> str:
+    result = box.fab("status", "--run", run_id)
+    assert result.returncode == 0, result.stderr
+    return next(line for line in result.stdout.splitlines() if line.startswith("cost:"))
+
+
+def _ran(*hours_ago: tuple[float, float]) -> list[list[float]]:
+    now = time.time()
+    return [[now - start * 3600, now - end * 3600] for start, end in hours_ago]
+
+
+def test_a_run_that_is_not_running_pays_nothing_past_its_last_word(local_box):
+    # Preempted 2 h ago and never back; killed (exit 137) with its status still `running`.
+    _box_up_since(local_box, 6 * 3600)
+    for run_id, state in (("evicted", "preempted"), ("killed", "running")):
+        ran = _ran((3, 2))
+        status = {"state": state, "step": 9, "updated_at": ran[-1][1], "ran": ran}
+        _write_run(local_box, run_id, status, started_ago_s=3 * 3600)
+        assert "$1.50 " in _cost_of(local_box, run_id), run_id
+        assert "up box 0 1 h 00 min while its trainer ran" in _cost_of(local_box, run_id), run_id
+
+
+def test_a_run_stopped_and_resumed_pays_only_the_spans_it_ran(local_box):
+    # Another run had the box for the 3 h between (its hours are its own).
+    _box_up_since(local_box, 6 * 3600)
+    ran = _ran((5, 4), (1, 0.5))
+    status = {"state": "stopped", "step": 9, "updated_at": ran[-1][1], "ran": ran}
+    _write_run(local_box, "resumed", status, started_ago_s=5 * 3600)
+    assert "$2.25 in all (the run is not running): up box 0 1 h 30 min" in _cost_of(
+        local_box, "resumed"
+    )
+
+
+def test_a_status_json_nested_too_deep_reads_as_no_status(local_box):
+    nested = "[" * 1000 + "]" * 1000
+    _write_run(local_box, "deep", {}, started_ago_s=60)
+    for name in ("status.json", "launch.json"):
+        (local_box.root / "runs" / "deep" / name).write_text(nested)
+    result = local_box.fab("status", "--run", "deep")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "state:      not started" in result.stdout

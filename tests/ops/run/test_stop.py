@@ -116,3 +116,47 @@ def test_stop_while_the_box_is_away_says_the_stop_is_not_recorded(sshd_factory, 
 
     message = assert_one_line_error(stopped, "the stop of run r1 is NOT recorded on box 0")
     assert "`fab stop --run r1` again as soon as `fab status` answers" in message
+
+
+@pytest.mark.e2e
+def test_stop_of_a_sweep_waiting_for_its_restart_keeps_it_down(
+    restartable_engine, box, image, tmp_path
+):
+    from ops.remote.ssh import Box
+    from ops.run.sweep import container_name as sweep_container
+    from ops.run.sweep import docker_run_command as sweep_run_command
+    from trainer.sweep.spec import SweepSpec
+
+    engine = restartable_engine
+    spec = SweepSpec(sweep_id="sw-wait", dataset="synthetic", data_dir="/d", runs_dir="/r",
+                     storage_uri="file:///s", params=["lr=1e-3,1e-2"], image=image)  # fmt: skip
+    (box.root / "sweeps" / "sw-wait").mkdir(parents=True)
+    on_box = Box(load_target_file(box.target_file))
+    started = engine.docker(
+        *shlex.split(sweep_run_command(on_box, spec, gpus=False, user="0:0"))[1:]
+    )
+    assert started.returncode == 0, started.stderr
+    done = engine.docker("wait", sweep_container("sw-wait"), timeout_seconds=EXIT_WAIT_SECONDS)
+    assert done.stdout.strip() == str(PREEMPTED)  # evicted: waits for the resume unit
+
+    stopped = box.fab("sweep", "--stop", "--sweep", "sw-wait")
+
+    assert stopped.returncode == 0, stopped.stderr
+    assert "sweep sw-wait was waiting for its restart (exit 75); it stays down" in stopped.stdout
+    assert (box.root / "sweeps" / "sw-wait" / "STOPPED_BY_USER").exists()
+    resumed = _resume_unit(box, tmp_path).run("resume.py", env=engine.env)
+    assert "sweep sw-wait stays down: stopped by the user" in resumed.stdout
+
+
+def test_stop_of_a_sweeps_trial_is_refused_naming_the_sweeps_stop(local_box):
+    trial = local_box.root / "runs" / "sw1-t000"
+    trial.mkdir(parents=True)
+    (trial / "launch.json").write_text(json.dumps({"run_id": "sw1-t000", "sweep": "sw1"}))
+    (trial / "status.json").write_text(json.dumps({"state": "running", "step": 4}))
+
+    stopped = local_box.fab("stop", "--run", "sw1-t000")
+
+    assert_one_line_error(
+        stopped, "run sw1-t000 is a trial of sweep sw1", "fab sweep --stop --sweep sw1"
+    )
+    assert not (trial / "STOPPED_BY_USER").exists()

@@ -34,12 +34,17 @@ def test_the_driver_is_named_labelled_and_left_to_the_resume_unit():
     assert args[-4:] == ["reg/glucose:abc", "sweep", "--dir", "/workspace/sweeps/sw1"]
 
 
-def test_the_sweeps_folder_all_runs_and_the_dataset_read_only_are_mounted():
+def test_the_sweeps_folder_all_runs_and_read_only_the_dataset_and_box_records_are_mounted():
     assert _value(_args(), "--volume") == [
         "/var/lib/glucose-training/sweeps/sw1:/workspace/sweeps/sw1",
         "/var/lib/glucose-training/runs:/workspace/runs",
         "/var/lib/glucose-training/datasets/synth:/workspace/datasets/synth:ro",
+        "/var/lib/glucose-training/watchdog:/workspace/box:ro",
     ]
+
+
+def test_the_trials_see_the_boxs_boot_and_stop_records_to_count_their_dollars():
+    assert "GLUCOSE_BOX_RECORDS=/workspace/box" in _value(_args(), "--env")
 
 
 def test_container_env_reaches_the_driver_as_a_mounted_file_in_its_folder():

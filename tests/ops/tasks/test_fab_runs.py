@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -257,3 +258,97 @@ def test_a_filter_that_could_match_but_does_not_says_so_and_succeeds(stack):
     done = _fab_runs(stack, "--state", "preempted")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "none of the 4 runs matches; `fab runs` lists them all"
+
+
+def _own_stack(stack: dict, monkeypatch, name: str) -> tuple[dict, object]:
+    """A stack of its own (a bucket only one test writes); `fab runs` pointed at it."""
+    for key, value in stack["env"].items():
+        monkeypatch.setenv(key, value)
+    uri = stack["moto"].create_bucket(prefix="stack")
+    storage_only_target(stack["tmp"] / f"{name}.json", uri)
+    return {**stack, "target": stack["tmp"] / f"{name}.json"}, open_store(uri)
+
+
+def test_a_sweep_shows_what_its_trials_cost_and_which_are_not_counted_yet(stack, monkeypatch):
+    stack, store = _own_stack(stack, monkeypatch, "sweep-cost")
+    for number, spent in enumerate([0.35, 1.0, None]):
+        run_id = f"sweep-c-t{number:03d}"
+        summary = {"summary_json": {"val": {"mae": 12.0 + number}, "cost_usd": spent}}
+        _put(store, run_id, launch_json=_launch(T0, sweep="sweep-c", trial=number),
+             status_json={"state": "finished" if spent else "running", "updated_at": T0},
+             **(summary if spent else {}))  # fmt: skip
+    done = _fab_runs(stack, "--sweep", "sweep-c", "--plot", str(stack["tmp"] / "c-plots"))
+    assert done.returncode == 0, done.stderr
+    assert "cost:   $1.35 for 2 trial(s); 1 trial(s) not ended yet, not counted" in done.stdout
+    listed = _json(stack, "--sweep", "sweep-c", "--plot", str(stack["tmp"] / "c-plots"))
+    assert listed["cost_usd"] == 1.35
+
+
+def test_a_sweep_result_without_a_validation_mae_shows_a_dash(stack, monkeypatch):
+    stack, store = _own_stack(stack, monkeypatch, "sweep-odd")
+    _put(store, "sweep-d-t000", launch_json=_launch(T0, sweep="sweep-d", trial=0),
+         status_json={"state": "finished", "updated_at": T0})  # fmt: skip
+    store.write_bytes("sweeps/sweep-d/result.json", b'{"chosen": "sweep-d-t000", "test": 3}')
+    done = _fab_runs(stack, "--sweep", "sweep-d", "--plot", str(stack["tmp"] / "d-plots"))
+    assert done.returncode == 0, done.stderr
+    assert "chosen: sweep-d-t000 (lowest validation MAE, -); its test MAE - mg/dL" in done.stdout
+
+
+def _six_good_runs(store) -> None:
+    for number in range(6):
+        name = f"baseline with a longer learning rate warm-up, try {number}"
+        _put(store, f"good-{number}", launch_json=_launch(T0 + number, name=name),
+             config_json=_config(1e-3 * (number + 1), dropout=0.1 * number, seed=number),
+             status_json={"state": "finished", "updated_at": T0 + HOUR},
+             summary_json={"name": name, "epochs": 5, "val": {"mae": 12.0},
+                           "cost_usd": 1.25})  # fmt: skip
+
+
+def test_a_file_nested_too_deep_is_a_problem_on_its_own_row_only(stack, monkeypatch):
+    stack, store = _own_stack(stack, monkeypatch, "nested")
+    _six_good_runs(store)
+    _put(store, "nested", launch_json=_launch(T0 + 9), status_json="[" * 1000 + "]" * 1000)
+    rows = _by_id(_json(stack))
+    assert sorted(rows) == ["good-0", "good-1", "good-2", "good-3", "good-4", "good-5", "nested"]
+    assert rows["nested"]["state"] == "torn"
+    assert rows["nested"]["problems"] == ["status.json: nested too deep to read"]
+
+
+def test_a_half_written_summary_is_torn_even_when_its_status_says_finished(stack, monkeypatch):
+    stack, store = _own_stack(stack, monkeypatch, "half")
+    _put(store, "half", launch_json=_launch(T0),
+         status_json={"state": "finished", "updated_at": T0 + HOUR},
+         summary_json='{"epochs": 5, "val": {"m')  # fmt: skip
+    row = _by_id(_json(stack))["half"]
+    assert row["state"] == "torn" and row["problems"] == ["summary.json: not JSON (torn?)"]
+
+
+def test_on_a_120_column_terminal_each_run_is_one_line(stack, monkeypatch):
+    import pty
+
+    stack, store = _own_stack(stack, monkeypatch, "narrow")
+    _six_good_runs(store)
+    env = {key: value for key, value in os.environ.items() if key != "GLUCOSE_TARGET"}
+    env.update(stack["env"], COLUMNS="120", LINES="40", GLUCOSE_TARGET=str(stack["target"]))
+    parent, child = pty.openpty()  # a terminal: rich fits the table to its 120 columns
+    with os.fdopen(parent, "rb") as terminal:
+        done = subprocess.run(
+            [str(FAB), "runs", "--local", str(stack["local"])], cwd=REPO, env=env,
+            stdin=child, stdout=child, stderr=subprocess.PIPE, timeout=120, check=False,
+        )  # fmt: skip
+        os.close(child)
+        shown = b""
+        while chunk := _read_some(terminal):
+            shown += chunk
+    assert done.returncode == 0, done.stderr
+    lines = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode()).splitlines()  # no colours
+    assert max(len(line) for line in lines) <= 120, lines
+    assert sum("good-" in line for line in lines) == 6
+    assert len([line for line in lines if line.strip()]) == 6 + 2  # the header and its rule
+
+
+def _read_some(terminal) -> bytes:
+    try:
+        return os.read(terminal.fileno(), 65536)
+    except OSError:  # EIO: the child's side is closed and everything was read
+        return b""

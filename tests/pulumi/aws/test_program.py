@@ -596,6 +596,7 @@ def test_program_exports_the_design_outputs_for_aws(box):
         "imageRepository": f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com/glucose-trainer",
         "idleShutdownMinutes": 45,
         "hungTrainerMinutes": 120,
+        "peerWaitMinutes": 30,
         "autoShutdownTime": "21:30",
         "autoShutdownTimeZone": "Europe/Berlin",
         "maxRunHours": 72,

@@ -48,6 +48,7 @@ def test_flush_uploads_checkpoint_pointers_and_run_files(store_uri: str, tmp_pat
     assert sync.close(FLUSH_SECONDS)
     store = open_store(store_uri)
     assert store.list() == [
+        ".run-id",  # the owner marker, with the first upload
         "checkpoints/BEST",
         "checkpoints/LATEST",
         "checkpoints/step-000000010-epoch-0000.pt",
@@ -85,7 +86,8 @@ def test_pointer_is_written_after_object_and_hash(tmp_path: Path) -> None:
     path, sha = _checkpoint(tmp_path / "run", 7)
     sync.publish_checkpoint(path, sha)
     assert sync.close(FLUSH_SECONDS)
-    assert store.writes[:3] == [
+    assert store.writes[:4] == [
+        ".run-id",  # the owner marker first: the store is this run's before anything lands
         "checkpoints/step-000000007-epoch-0000.pt",
         "checkpoints/step-000000007-epoch-0000.pt.sha256",
         "checkpoints/LATEST",

@@ -85,7 +85,20 @@ def test_sync_into_another_runs_store_is_refused_and_leaves_it_as_it_was(
     assert code == EXIT_USER_ERROR
     error = capsys.readouterr().err
     assert error.count("\n") == 1, error
-    assert f"--checkpoint-uri {uri_b} holds run 'run-b' (its status.json), not 'run-a'" in error
+    assert f"--checkpoint-uri {uri_b} holds run 'run-b' (its .run-id), not 'run-a'" in error
+
+
+def test_sync_into_another_runs_store_before_its_status_json_landed_is_refused(
+    trained: dict[str, Path], store_uri: str, tmp_path: Path
+) -> None:
+    # run-b's checkpoints are up, its status.json not yet (the mirror comes later).
+    run_a, run_b = _copy(trained["run-a"], tmp_path), _copy(trained["run-b"], tmp_path)
+    uri_b = f"{store_uri}/run-b"
+    assert _sync(run_b, uri_b) == 0
+    open_store(uri_b).delete("status.json")
+    before = _small_objects(uri_b)
+    assert _sync(run_a, uri_b) == EXIT_USER_ERROR
+    assert _small_objects(uri_b) == before
 
 
 @pytest.mark.parametrize("run_dir", ["missing", "no run in it"])

@@ -32,7 +32,7 @@ def test_a_week_of_boots_and_stops_bills_only_the_hours_the_box_was_up():
     boots, stops = _week()
     now = MONDAY + 60 * HOUR  # Wednesday 12:00, up since 08:00
     up = cost.uptimes(boots, stops, current=("wed", MONDAY + 56 * HOUR))
-    billed = cost.run_cost([up], MONDAY, now, PRICE)
+    billed = cost.run_cost([up], [(MONDAY, now)], PRICE)
     assert billed.box_seconds == ((14 + 3 + 13 + 4) * HOUR,)
     assert billed.usd == pytest.approx(34 * PRICE)
 
@@ -41,7 +41,7 @@ def test_a_finished_run_costs_no_more_as_time_goes_on():
     boots, stops = _week()
     up = cost.uptimes(boots, stops, current=("wed", MONDAY + 56 * HOUR))
     finished = MONDAY + 40 * HOUR  # Tuesday 16:00
-    later = [cost.run_cost([up], MONDAY, finished, PRICE).usd for _ in range(2)]
+    later = [cost.run_cost([up], [(MONDAY, finished)], PRICE).usd for _ in range(2)]
     assert later[0] == later[1] == pytest.approx((14 + 3 + 2) * PRICE)
 
 
@@ -62,7 +62,7 @@ def test_a_boot_without_a_stop_record_counts_until_the_next_boot_at_most():
 def test_every_box_of_a_run_bills():
     one = [cost.Uptime(0.0, 2 * HOUR)]
     other = [cost.Uptime(0.0, 1 * HOUR)]
-    assert cost.run_cost([one, other], 0.0, 10 * HOUR, PRICE).usd == pytest.approx(9.0)
+    assert cost.run_cost([one, other], [(0.0, 10 * HOUR)], PRICE).usd == pytest.approx(9.0)
 
 
 def test_torn_and_foreign_record_lines_are_skipped():

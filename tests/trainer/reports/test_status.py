@@ -1,6 +1,7 @@
 import dataclasses
 import json
 import time
+from pathlib import Path
 
 from tests.trainer.conftest import tiny_run_config
 from trainer.checkpoints.sync import RunSync, SyncConfig
@@ -55,3 +56,29 @@ def test_status_json_of_a_run_with_a_store_shows_working_uploads(tiny_data, tmp_
 
 def test_status_json_of_a_run_without_a_store_has_no_uploads(trained_run):
     assert json.loads((trained_run / "status.json").read_text())["uploads"] is None
+
+
+def test_each_process_that_trains_a_run_adds_its_span_and_pays_only_for_those(
+    tiny_data, tmp_path, monkeypatch
+):
+    records = tmp_path / "box-records"  # the box's boot record: up since an hour ago
+    records.mkdir()
+    boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    (records / "boots.jsonl").write_text(json.dumps({"at": time.time() - 3600, "boot_id": boot_id}))
+    monkeypatch.setenv("GLUCOSE_BOX_RECORDS", str(records))
+    run_dir = tmp_path / "run"
+    config = dataclasses.replace(
+        tiny_run_config(tiny_data, run_dir, max_steps=2), checkpoint_uri=f"file://{tmp_path}/s"
+    )
+    (run_dir).mkdir()
+    (run_dir / "launch.json").write_text(
+        json.dumps({"started_at": time.time(), "hourly_price_usd": 3600.0})
+    )
+    assert train(config) == 0
+    time.sleep(3)  # the run waits: the box bills, but for another run
+    more = dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=4))
+    assert train(more) == 0
+    ran = json.loads((run_dir / "status.json").read_text())["ran"]
+    assert len(ran) == 2 and ran[0][0] <= ran[0][1] < ran[1][0] - 3 <= ran[1][1]
+    spent = json.loads((run_dir / "summary.json").read_text())["cost"]["box_hours"][0] * 3600
+    assert spent <= sum(end - start for start, end in ran) + 0.5

@@ -43,7 +43,18 @@ class Lives:
 
 def _driver(root: Path):
     sweep_dir = root / "sweeps" / SWEEP
-    return start_process(["-m", "trainer", "sweep", "--dir", str(sweep_dir)], root / "driver.log")
+    # The box's boot and stop records, as the sweep's container has them mounted.
+    records = {"GLUCOSE_BOX_RECORDS": str(root / "box-records")}
+    arguments = ["-m", "trainer", "sweep", "--dir", str(sweep_dir)]
+    return start_process(arguments, root / "driver.log", env=records)
+
+
+def _box_booted(root: Path) -> None:
+    """The box's boot record: the boot it is in (this machine's) began just now."""
+    (root / "box-records").mkdir()
+    boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    record = {"at": time.time(), "boot_id": boot_id}
+    (root / "box-records" / "boots.jsonl").write_text(json.dumps(record) + "\n")
 
 
 def _wait_for_both_trials_to_step(root: Path, process) -> None:
@@ -60,12 +71,13 @@ def _wait_for_both_trials_to_step(root: Path, process) -> None:
 @pytest.fixture(scope="module")
 def lives(tiny_data, tmp_path_factory) -> Lives:
     root = tmp_path_factory.mktemp("sweep-box")
+    _box_booted(root)
     (root / "runs").mkdir()
     (root / "sweeps" / SWEEP).mkdir(parents=True)
     spec = SweepSpec(
         sweep_id=SWEEP, dataset="tiny", data_dir=str(tiny_data), runs_dir=str(root / "runs"),
         storage_uri=f"file://{root / 'storage'}", params=["lr=0.001,0.003"], method="grid",
-        trials=2, concurrent=2, trainer_args=TRIAL_ARGS,
+        trials=2, concurrent=2, trainer_args=TRIAL_ARGS, hourly_price_usd=3600.0,
     )  # fmt: skip
     (root / "sweeps" / SWEEP / "sweep.json").write_text(spec.to_json())
     first = _driver(root)
@@ -130,3 +142,21 @@ def test_the_sweeps_folder_is_mirrored_to_storage(lives):
         assert (stored / name).read_bytes() == (lives.sweep_dir / name).read_bytes(), name
     for plot in ("history", "parallel_coordinates", "intermediate_values"):
         assert (stored / "plots" / f"{plot}.png").is_file(), plot
+
+
+def _union_seconds(spans: list[list[float]]) -> float:
+    total, reached = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        total += max(0.0, end - max(start, reached))
+        reached = max(reached, end)
+    return total
+
+
+def test_trials_that_run_at_once_split_the_box_and_add_up_to_what_it_billed(lives):
+    # At $3600/h a dollar is a second: the box billed every second a trial ran.
+    spans = [span for run_id in TRIALS for span in status_of(lives.run_dir(run_id))["ran"]]
+    paid = [
+        json.loads((lives.run_dir(run_id) / "summary.json").read_text())["cost_usd"]
+        for run_id in TRIALS
+    ]
+    assert sum(paid) == pytest.approx(_union_seconds(spans), abs=5.0)
