@@ -53,7 +53,10 @@ class Recorded:
 
 @dataclass
 class RunResult:
-    """Everything one program run declared, in declaration order, and its exports."""
+    """Everything one program run declared, in name order, and its exports. The engine
+    gets sibling resources in whatever order their inputs resolve, which differs from run
+    to run under load: name order (glucose-box-0 before glucose-box-1) is the box's rank
+    and the same in every run."""
 
     resources: list[Recorded]
     exports: dict[str, Any]
@@ -188,7 +191,8 @@ def run_program(
 
         with _failures_retrieved():
             body()
-    return RunResult(resources=recorder.resources, exports=exports, calls=recorder.calls)
+    resources = sorted(recorder.resources, key=lambda r: r.name)
+    return RunResult(resources=resources, exports=exports, calls=recorder.calls)
 
 
 def main_program(transformation: Callable | None = None) -> Callable[[], None]:

@@ -64,12 +64,6 @@ BUCKET_TYPES = {
 }
 
 
-def _by_name(resources: list) -> list:
-    # The engine receives sibling resources in whatever order their inputs resolve;
-    # the index in each logical name (glucose-box-0, glucose-ip-0...) is the box's.
-    return sorted(resources, key=lambda r: r.name)
-
-
 @pytest.fixture(scope="module")
 def box() -> RunResult:
     return run_stack()
@@ -269,7 +263,7 @@ def test_instance_is_wired_to_its_subnet_group_key_and_profile(box):
 
 def test_only_box_0_gets_an_elastic_ip_after_the_gateway(spot_pair):
     # AWS's default quota is 5 Elastic IPs a region: one per stack, whatever nodeCount.
-    box_0, box_1 = _by_name(spot_pair.of_type(INSTANCE))
+    box_0, box_1 = spot_pair.of_type(INSTANCE)
     address = spot_pair.one("aws:ec2/eip:Eip")
     gateway = spot_pair.one("aws:ec2/internetGateway:InternetGateway")
     assert (address.name, address.inputs["instance"], address.inputs["domain"]) == (
@@ -525,7 +519,7 @@ def test_two_boxes_share_a_cluster_placement_group(spot_pair):
 
 
 def test_two_boxes_reach_each_other_on_any_tcp_port_and_nothing_else_reaches_box_1(spot_pair):
-    nodes, ssh = _by_name(spot_pair.of_type(SECURITY_GROUP))
+    nodes, ssh = spot_pair.of_type(SECURITY_GROUP)
     assert (nodes.name, ssh.name) == ("glucose-nodes", "glucose-ssh")
     assert nodes.inputs["ingress"] == [
         {
@@ -537,19 +531,19 @@ def test_two_boxes_reach_each_other_on_any_tcp_port_and_nothing_else_reaches_box
         }
     ]
     assert [rule["cidrBlocks"] for rule in ssh.inputs["ingress"]] == [["198.18.0.7/32"]]
-    box_0, box_1 = _by_name(spot_pair.of_type(INSTANCE))
+    box_0, box_1 = spot_pair.of_type(INSTANCE)
     assert box_0.inputs["vpcSecurityGroupIds"] == [ssh.id, nodes.id]
     assert box_1.inputs["vpcSecurityGroupIds"] == [nodes.id]
 
 
 def test_two_boxes_each_get_an_idle_alarm(spot_pair):
-    dimensions = [a.inputs["dimensions"] for a in _by_name(spot_pair.of_type(ALARM))]
-    assert dimensions == [{"InstanceId": i.id} for i in _by_name(spot_pair.of_type(INSTANCE))]
+    dimensions = [a.inputs["dimensions"] for a in spot_pair.of_type(ALARM)]
+    assert dimensions == [{"InstanceId": i.id} for i in spot_pair.of_type(INSTANCE)]
 
 
 def test_hosts_is_box_0s_public_address_and_private_hosts_every_box_in_rank_order(spot_pair):
     assert spot_pair.exports["hosts"] == [spot_pair.one("aws:ec2/eip:Eip").outputs["publicIp"]]
-    private = [i.outputs["privateIp"] for i in _by_name(spot_pair.of_type(INSTANCE))]
+    private = [i.outputs["privateIp"] for i in spot_pair.of_type(INSTANCE)]
     assert spot_pair.exports["privateHosts"] == private == ["10.42.0.4", "10.42.0.5"]
 
 

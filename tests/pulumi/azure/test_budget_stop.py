@@ -43,8 +43,8 @@ def _stop_flow(result: RunResult):
     return result.named("glucose-budget-stop-flow")
 
 
-def _sorted_ids(result: RunResult, type_: str) -> list[str]:
-    return [r.id for r in sorted(result.of_type(type_), key=lambda r: r.name)]
+def _ids(result: RunResult, type_: str) -> list[str]:
+    return [r.id for r in result.of_type(type_)]
 
 
 # --- AWS -------------------------------------------------------------------------------
@@ -61,7 +61,7 @@ def test_aws_budget_action_stops_every_box_at_100_percent_of_actual(aws_pair):
     }
     ssm = action["definition"]["ssmActionDefinition"]
     assert ssm["actionSubType"] == "STOP_EC2_INSTANCES"
-    assert sorted(ssm["instanceIds"]) == sorted(_sorted_ids(aws_pair, "aws:ec2/instance:Instance"))
+    assert sorted(ssm["instanceIds"]) == sorted(_ids(aws_pair, "aws:ec2/instance:Instance"))
     assert ssm["region"] == aws_program.REGION
     assert action["subscribers"] == [
         {"address": "me@lab.dev", "subscriptionType": "EMAIL"},
@@ -153,7 +153,7 @@ def test_azure_logic_app_deallocates_every_box_with_its_own_identity(azure_pair)
     definition = unwrap(workflow["definition"])
     assert set(definition["triggers"]) == {azure_guard_rails.STOP_TRIGGER}
     calls = [action["inputs"] for action in definition["actions"].values()]
-    vm_ids = _sorted_ids(azure_pair, "azure-native:compute:VirtualMachine")
+    vm_ids = _ids(azure_pair, "azure-native:compute:VirtualMachine")
     assert sorted(call["uri"] for call in calls if call["method"] == "POST") == sorted(
         f"https://management.azure.com{vm}/deallocate?api-version={ARM_API_VERSION}"
         for vm in vm_ids
@@ -198,7 +198,7 @@ def test_azure_logic_app_may_power_off_and_untag_exactly_the_boxes(azure_pair):
     principal = _stop_flow(azure_pair).outputs["identity"]["principalId"]
     grants = [r.inputs for r in azure_pair.of_type(ROLE_ASSIGNMENT)
               if r.inputs["principalId"] == principal]  # fmt: skip
-    vm_ids = _sorted_ids(azure_pair, "azure-native:compute:VirtualMachine")
+    vm_ids = _ids(azure_pair, "azure-native:compute:VirtualMachine")
     roles = {"40c5ff49-9181-41f8-ae61-143b0e78555e", "4a9ae827-6dc8-4573-8ac7-8239d42aa03f"}
     assert sorted((g["scope"], g["roleDefinitionId"].rsplit("/", 1)[1]) for g in grants) == sorted(
         (vm, role) for vm in vm_ids for role in roles
