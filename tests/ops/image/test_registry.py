@@ -49,19 +49,21 @@ def _docker_shm_dirs():
     return glob.glob("/dev/shm/glucose-docker.*")
 
 
-def test_push_sends_layers_once_then_finds_them_in_the_registry(retag, registry):
-    remote = retag(registry.address)
-    first = push(remote, None, registry.address)
+def test_push_sends_layers_once_then_finds_them_in_the_registry(retag, empty_registry):
+    address = empty_registry.address
+    remote = retag(address)
+    first = push(remote, None, address)
     assert first.pushed_layers == 1 and first.existing_layers == 0
-    second = push(remote, None, registry.address)
+    second = push(remote, None, address)
     assert second.pushed_layers == 0 and second.existing_layers == 1
 
 
-def test_push_with_a_login_leaves_no_credential_behind(retag, auth_registry):
+def test_push_with_a_login_leaves_no_credential_behind(retag, empty_auth_registry):
+    registry = empty_auth_registry
     before = set(_docker_shm_dirs())
-    remote = retag(auth_registry.address)
-    login = RegistryLogin(auth_registry.address, auth_registry.username, auth_registry.password)
-    assert push(remote, login, auth_registry.address).pushed_layers == 1
+    remote = retag(registry.address)
+    login = RegistryLogin(registry.address, registry.username, registry.password)
+    assert push(remote, login, registry.address).pushed_layers == 1
     assert set(_docker_shm_dirs()) == before
 
 
