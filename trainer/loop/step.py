@@ -10,7 +10,9 @@ capturable:
   and capturable, `DeviceChoice.optimizer`), never a float baked into the graph;
 - fp16's loss scale, its inf check and the skipped step stay on the device (GradScaler
   hands them to fused AdamW; no `.item()`);
-- gradients are zeroed in place, never re-allocated, so the graph's addresses hold;
+- gradients are allocated before the first step and zeroed in place, never
+  re-allocated, so the graph's addresses hold (and under `--compile` they are never
+  memory of the compiled network's own CUDA graphs, which its next step overwrites);
 - each batch is copied into the graph's static input buffers;
 - the batch's loss scale (1 / its windows) is the same for every full batch.
 
@@ -78,6 +80,12 @@ class TrainStep:
         # first forward, where torch.compile compiles).
         self.uncompiled = uncompiled
         self.full_steps = 0  # full steps taken on the static buffers before the capture
+        for parameter in parameters:
+            # Ours, not the first backward's: a gradient that backward allocates under
+            # --compile on a GPU lives in the compiled graphs' pool, which the next step
+            # reclaims ("accessing tensor output of CUDAGraphs that has been overwritten").
+            if parameter.grad is None:
+                parameter.grad = torch.zeros_like(parameter)
         self._static: tuple[torch.Tensor, torch.Tensor] | None = None
         self._graph: torch.cuda.CUDAGraph | None = None
         self._graph_loss: torch.Tensor | None = None
