@@ -109,6 +109,12 @@ def _add_bench_commands(commands) -> None:
     bench.add_argument("--quick", action="store_true", help="a few seconds, for tests")
     bench.add_argument("--batch-size", type=int, default=None)
     bench.add_argument(
+        "--no-graph",
+        action="store_true",
+        help="on a GPU, time the eager step (what DDP runs on several GPUs) instead of the "
+        "captured one; its rows plan the multi-GPU sizes",
+    )
+    bench.add_argument(
         "--time-to-quality",
         action="store_true",
         help="seconds from start to today's default's val MAE, training with the defaults on "
@@ -286,7 +292,11 @@ def _bench(args: argparse.Namespace) -> int:
     from trainer.bench.train_step import run_bench
 
     return run_bench(
-        json_output=args.json, record=args.record, quick=args.quick, batch_size=args.batch_size
+        json_output=args.json,
+        record=args.record,
+        quick=args.quick,
+        batch_size=args.batch_size,
+        graph=not args.no_graph,
     )
 
 

@@ -10,11 +10,16 @@ took, and a time per window of its datasheet's compute (FLOPs per window over th
 plus memory traffic (bytes per window over the bandwidth), times the factor the
 measured GPUs needed to match (medians over them). With no GPU measured at two batches,
 the estimate is the FLOPs against the peak at the share the measured GPUs sustained,
-or at an assumed share while none is. Several
-GPUs (torchrun DDP) keep the share of that per-GPU rate that `ddp_scaling` models:
-each step's compute against the ring all-reduce of the fp32 gradients over the
-slowest link, partly hidden behind the backward pass. Plain arithmetic and the
-standard library: `fab plan` must start without torch.
+or at an assumed share while none is.
+
+Every figure is of the step the run will take (`step_kind`): one GPU replays its whole
+step as one CUDA graph; several GPUs (torchrun DDP) step eagerly, bound by the host's
+kernel launches (`trainer.loop.step`: on an H100 the eager step ran at a fifth of the
+captured one at batch 1024), so they are planned from the eager rows. They keep the
+share of that per-GPU rate that `ddp_scaling` models: each step's compute against the
+ring all-reduce of the fp32 gradients over the slowest link, partly hidden behind the
+backward pass. Plain arithmetic and the standard library: `fab plan` must start
+without torch.
 """
 
 from __future__ import annotations
@@ -88,6 +93,18 @@ ACTIVATION_BYTES = 2
 GPU_BATCH = per_rank_batch("cuda", 0)
 
 Precision = Literal["bf16", "fp16"]
+StepKind = Literal["graph", "eager"]
+
+
+def step_kind(gpu_count: int) -> StepKind:
+    """The step a run on `gpu_count` GPUs takes: one GPU's is captured, DDP's is eager
+    (`trainer.loop.step.eager_reason`)."""
+    return "graph" if gpu_count == 1 else "eager"
+
+
+def _of_kind(row: MeasuredThroughput, kind: StepKind) -> bool:
+    # A row's step reads "<graph|eager> <formulation>[ (how it was measured)]".
+    return row.step.split(" ", 1)[0] == kind
 
 
 def _conv_out(length: int, kernel: int, stride: int, padding: int) -> int:
@@ -213,7 +230,9 @@ def _on_gpus(per_gpu: float, batch: int, gpu_count: int, gpu_link: str | None) -
     if gpu_count == 1:
         return per_gpu, ""
     scaling = ddp_scaling(per_gpu, batch, gpu_count, gpu_link)
-    words = f", x{gpu_count} GPUs at {scaling.efficiency:.0%} (DDP over {scaling.link})"
+    words = (
+        f", x{gpu_count} GPUs at {scaling.efficiency:.0%} (DDP over {scaling.link}, eager steps)"
+    )
     return per_gpu * gpu_count * scaling.efficiency, words
 
 
@@ -294,15 +313,16 @@ def gpu_matches(recorded: str, gpu_model: str) -> bool:
 
 
 def fitted_peak_fraction(
-    measured: tuple[MeasuredThroughput, ...], window_length: int
+    measured: tuple[MeasuredThroughput, ...], window_length: int, kind: StepKind = "graph"
 ) -> tuple[float, int] | None:
     """The median share of its datasheet peak (at the precision it ran) that each
-    measured catalog GPU's newest one-GPU row sustained at `window_length`, and how
-    many GPUs that is; None without such a row."""
+    measured catalog GPU's newest one-GPU row of a `kind` step sustained at
+    `window_length`, and how many GPUs that is; None without such a row."""
     newest: dict[str, MeasuredThroughput] = {}
     for row in sorted(measured, key=lambda r: r.date):
         spec = next((g for g in GPUS.values() if gpu_matches(row.gpu, g.model)), None)
         usable = row.gpu_count == 1 and row.window_length == window_length
+        usable = usable and _of_kind(row, kind)
         if spec is not None and usable and row.precision in ("bf16", "fp16"):
             newest[spec.model] = row
     fractions = sorted(
@@ -318,10 +338,12 @@ def fitted_peak_fraction(
 
 @dataclass(frozen=True)
 class StepCost:
-    """One GPU's training step: `fixed_s` a step plus `window_s` a window."""
+    """One GPU's training step: `fixed_s` a step plus `window_s` a window; `step`: the
+    measured rows' step it was fitted to."""
 
     fixed_s: float
     window_s: float
+    step: str = ""
 
     def windows_per_s(self, batch: int) -> float:
         return batch / (self.fixed_s + batch * self.window_s)
@@ -337,9 +359,10 @@ def _roofline_s(gpu: GpuSpec, window_length: int) -> float:
 
 
 def _one_gpu_rows(
-    measured: tuple[MeasuredThroughput, ...], gpu: GpuSpec, window_length: int
+    measured: tuple[MeasuredThroughput, ...], gpu: GpuSpec, window_length: int, kind: StepKind
 ) -> list[MeasuredThroughput]:
-    """The GPU's one-GPU rows at `window_length` and its training precision, oldest first."""
+    """The GPU's one-GPU rows of a `kind` step at `window_length` and its training
+    precision, oldest first."""
     precision = training_precision(gpu)
     return sorted(
         (
@@ -349,25 +372,30 @@ def _one_gpu_rows(
             and r.window_length == window_length
             and r.precision == precision
             and r.gpu_count == 1
+            and _of_kind(r, kind)
         ),
         key=lambda r: r.date,
     )
 
 
-def measured_cost(rows: list[MeasuredThroughput]) -> StepCost | None:
-    """The step cost through the newest row at each batch size of the newest step kind
-    (a line through the smallest and the largest batch); None below two batch sizes."""
-    if not rows:
-        return None
-    step = rows[-1].step
-    newest = {r.batch_size: r for r in rows if r.step == step}
-    if len(newest) < 2:
-        return None
-    small, large = newest[min(newest)], newest[max(newest)]
+def measured_cost(rows: list[MeasuredThroughput], batch: int = GPU_BATCH) -> StepCost | None:
+    """The cost of the step fastest at `batch` among the rows' steps measured at two
+    batch sizes or more (a line through the newest rows at its smallest and largest
+    batch), as the trainer times its formulations and takes the fastest; None without
+    such a step. `rows` oldest first."""
+    costs = []
+    for step in dict.fromkeys(r.step for r in rows):
+        newest = {r.batch_size: r for r in rows if r.step == step}
+        if len(newest) >= 2:
+            costs.append(_line(newest[min(newest)], newest[max(newest)]))
+    return max(costs, key=lambda cost: cost.windows_per_s(batch), default=None)
+
+
+def _line(small: MeasuredThroughput, large: MeasuredThroughput) -> StepCost:
     small_s = small.batch_size / small.train_windows_per_s
     large_s = large.batch_size / large.train_windows_per_s
     window_s = (large_s - small_s) / (large.batch_size - small.batch_size)
-    return StepCost(max(small_s - small.batch_size * window_s, 0.0), window_s)
+    return StepCost(max(small_s - small.batch_size * window_s, 0.0), window_s, small.step)
 
 
 @dataclass(frozen=True)
@@ -389,13 +417,18 @@ def _median(values: list[float]) -> float:
 
 
 def fit_step_model(
-    measured: tuple[MeasuredThroughput, ...], window_length: int
+    measured: tuple[MeasuredThroughput, ...],
+    window_length: int,
+    kind: StepKind = "graph",
+    batch: int = GPU_BATCH,
 ) -> StepModel | None:
-    """The model fitted to every catalog GPU measured at two batch sizes; None without."""
+    """The model of a `kind` step at `batch` fitted to every catalog GPU measured at two
+    batch sizes; None without."""
     costs = {
         model: cost
         for model, gpu in GPUS.items()
-        if (cost := measured_cost(_one_gpu_rows(measured, gpu, window_length))) is not None
+        if (cost := measured_cost(_one_gpu_rows(measured, gpu, window_length, kind), batch))
+        is not None
     }
     if not costs:
         return None
@@ -418,9 +451,10 @@ def estimate(
 ) -> Throughput:
     """Windows/s at `batch` a GPU: modelled (`fit_step_model`) when a GPU was measured at
     two batch sizes, else from FLOPs per window and datasheet peak at the share of peak
-    the `measured` GPUs sustained (else `ESTIMATED_PEAK_FRACTION`); and DDP's scaling."""
-    precision = training_precision(gpu)
-    model = fit_step_model(measured, window_length)
+    the `measured` GPUs sustained (else `ESTIMATED_PEAK_FRACTION`); and DDP's scaling.
+    Each from the rows of the step `gpu_count` GPUs take (`step_kind`)."""
+    precision, kind = training_precision(gpu), step_kind(gpu_count)
+    model = fit_step_model(measured, window_length, kind, batch)
     if model is not None:
         per_gpu = model.cost(gpu, window_length).windows_per_s(batch)
         windows_per_s, scaled = _on_gpus(per_gpu, batch, gpu_count, gpu_link)
@@ -429,7 +463,7 @@ def estimate(
             f"(compute + memory) a window, fitted to {model.gpus} measured GPU(s){scaled}"
         )
         return Throughput(windows_per_s, precision, "modelled", detail)
-    fitted = fitted_peak_fraction(measured, window_length)
+    fitted = fitted_peak_fraction(measured, window_length, kind)
     fraction = fitted[0] if fitted else ESTIMATED_PEAK_FRACTION
     flops_per_s = _peak_tflops(gpu, precision) * 1e12 * fraction
     per_gpu = flops_per_s / train_flops_per_window(window_length)
@@ -457,14 +491,15 @@ def throughput(
     gpu_link: str | None = None,
     batch: int = GPU_BATCH,
 ) -> Throughput:
-    """Windows/s of the box at `batch` a GPU: its own measurements (the newest row at
-    this GPU count and batch; else its one-GPU step cost at this batch, else its newest
-    one-GPU row as it was measured), else the model (`estimate`).
+    """Windows/s of the box at `batch` a GPU, from the rows of the step it takes
+    (`step_kind`): its own measurements (the newest row at this GPU count and batch;
+    else its one-GPU step cost at this batch, else its newest one-GPU row as it was
+    measured), else the model (`estimate`).
 
-    A one-GPU measurement stands in for a multi-GPU box (linked by `gpu_link`),
-    scaled by `ddp_scaling` at the batch.
+    A one-GPU measurement of the eager step stands in for a multi-GPU box (linked by
+    `gpu_link`), scaled by `ddp_scaling` at the batch.
     """
-    precision = training_precision(gpu)
+    precision, kind = training_precision(gpu), step_kind(gpu_count)
     rows = sorted(
         (
             r
@@ -472,6 +507,7 @@ def throughput(
             if gpu_matches(r.gpu, gpu.model)
             and r.window_length == window_length
             and r.precision == precision
+            and _of_kind(r, kind)
         ),
         key=lambda r: r.date,
     )
@@ -480,10 +516,11 @@ def throughput(
         row = exact[-1]
         return Throughput(row.train_windows_per_s, precision, "measured", _said(row))
     single = [r for r in rows if r.gpu_count == 1]
-    cost = measured_cost(single)
+    cost = measured_cost(single, batch)
     if cost is not None:
         windows_per_s, scaled = _on_gpus(cost.windows_per_s(batch), batch, gpu_count, gpu_link)
-        detail = f"{_said(single[-1])}, its step cost at batch {batch}{scaled}"
+        said = _said(next(r for r in reversed(single) if r.step == cost.step))
+        detail = f"{said}, its step cost at batch {batch}{scaled}"
         return Throughput(windows_per_s, precision, "measured", detail)
     if single:
         row = single[-1]

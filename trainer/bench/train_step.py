@@ -6,7 +6,9 @@ timed in every formulation of the network (`trainer.model`) at the trainer's
 smallest default per-rank batch for the device; the one reported as ours is the one
 `train` takes: gemm on a CPU, the fastest on a GPU. Our step is `train`'s own
 (`trainer.loop.step`: replayed as one CUDA graph on a GPU), timed in rounds of
-`STEPS_PER_ROUND` steps with one sync a round, as `train` syncs once a log interval.
+`STEPS_PER_ROUND` steps with one sync a round, as `train` syncs once a log interval;
+with `--no-graph`, the eager step DDP takes on several GPUs (`fab plan` plans those
+sizes from its rows).
 The chosen one is timed again at `LARGE_BATCH_FACTOR` times the batch: `--record`
 stores both rows, from which `fab plan` takes the GPU's fixed cost a step and its
 cost a window. On a GPU it also reports the most GPU memory each took.
@@ -113,13 +115,13 @@ def _model(choice: DeviceChoice, formulation: str) -> torch.nn.Module:
 
 
 def our_train_step(
-    pipeline: WindowPipeline, choice: DeviceChoice, formulation: str
+    pipeline: WindowPipeline, choice: DeviceChoice, formulation: str, graph: bool = True
 ) -> Callable[[], int]:
     """Our step as `train` takes it (`trainer.loop.step`, replayed as one CUDA graph on a
-    GPU): batches indexed from the resident tensor, no host sync; the short last batch
-    of the epoch eager, as in `train`."""
+    GPU unless `graph` is off): batches indexed from the resident tensor, no host sync;
+    the short last batch of the epoch eager, as in `train`."""
     torch.manual_seed(0)
-    step = timed_step(ModelConfig("resnet34"), formulation, choice)
+    step = timed_step(ModelConfig("resnet34"), formulation, choice, graph)
     order = pipeline.permutation(0, 0)
     position = itertools.count()
 
@@ -213,8 +215,8 @@ def _device_name(choice: DeviceChoice) -> tuple[str, int]:
     return "cpu", 0
 
 
-def measure(quick: bool, batch_size: int | None) -> dict[str, Any]:
-    """Every number the bench reports, as one dict."""
+def measure(quick: bool, batch_size: int | None, graph: bool = True) -> dict[str, Any]:
+    """Every number the bench reports, as one dict; `graph`: our step captured on a GPU."""
     choice = choose_device("auto")
     batch = batch_size or per_rank_batch(choice.device.type, 0)
     if quick:  # one round of everything at a small batch: proves the wiring, not the speed
@@ -236,7 +238,10 @@ def measure(quick: bool, batch_size: int | None) -> dict[str, Any]:
     baseline_repeats = max(1, steps * batch // BASELINE_BATCH_SIZE)
     train, memory = interleaved_rates(
         {
-            **{name: (our_train_step(pipeline, choice, name), steps) for name in FORMULATIONS},
+            **{
+                name: (our_train_step(pipeline, choice, name, graph), steps)
+                for name in FORMULATIONS
+            },
             "baseline": (baseline_train_step(dataset, choice), baseline_repeats),
         },
         choice,
@@ -250,7 +255,7 @@ def measure(quick: bool, batch_size: int | None) -> dict[str, Any]:
     chosen = pick(seconds_per_window, choice.device) if cuda else default_formulation(choice.device)
     large = our_pipeline(dataset, choice, LARGE_BATCH_FACTOR * batch)
     large_rate, _ = interleaved_rates(
-        {"ours": (our_train_step(large, choice, chosen), steps)},
+        {"ours": (our_train_step(large, choice, chosen, graph), steps)},
         choice,
         budgets_s[1] / len(train),  # one contender's share of the first comparison
         warmup_steps=warmup,
@@ -275,7 +280,7 @@ def measure(quick: bool, batch_size: int | None) -> dict[str, Any]:
         "gpu_count": gpu_count,
         "precision": choice.precision,
         "batch_size": batch,
-        "step": f"{'graph' if cuda else 'eager'} {chosen}",
+        "step": f"{'graph' if cuda and graph else 'eager'} {chosen}",
         "batches": {batch: ours[chosen], LARGE_BATCH_FACTOR * batch: large_rate["ours"]},
         "window_length": WINDOW_LENGTH,
         "torch_version": torch.__version__,
@@ -316,8 +321,10 @@ def _print_text(result: dict[str, Any]) -> None:
     )
 
 
-def run_bench(json_output: bool, record: Path | None, quick: bool, batch_size: int | None) -> int:
-    result = measure(quick, batch_size)
+def run_bench(
+    json_output: bool, record: Path | None, quick: bool, batch_size: int | None, graph: bool = True
+) -> int:
+    result = measure(quick, batch_size, graph)
     if json_output:
         print(json.dumps(result, indent=2))
     else:

@@ -84,7 +84,7 @@ def test_multi_gpu_estimate_is_per_gpu_rate_times_gpus_times_efficiency():
 
 def test_a_one_gpu_measurement_scales_at_the_batch_it_was_measured_with():
     row = throughput.MeasuredThroughput(
-        "2026-11-22", "A100 80GB", 1, "bf16", 64, 100, 100_000.0, 1e6, "2.13.0", "graph"
+        "2026-11-22", "A100 80GB", 1, "bf16", 64, 100, 100_000.0, 1e6, "2.13.0", "eager torch"
     )
     four = throughput.throughput(catalog.GPUS["A100 80GB"], 4, 100, (row,), "PCIe 4.0")
     scaling = ddp_scaling(100_000.0, 64, 4, "PCIe 4.0")

@@ -16,6 +16,7 @@ from trainer.loop.defaults import settle, train_windows_of
 H100 = catalog.GPUS["H100 80GB"]
 A100 = catalog.GPUS["A100 80GB"]
 TRUE_COST = StepCost(fixed_s=2.5e-3, window_s=1.4e-6)
+EAGER_COST = StepCost(fixed_s=12e-3, window_s=5e-6)  # host-bound: the launches' time
 M3 = 12_000_000
 
 
@@ -77,12 +78,54 @@ def test_the_plan_costs_the_batch_the_trainer_takes_for_the_dataset():
     assert row.windows_per_s == pytest.approx(TRUE_COST.windows_per_s(trainer_batch))
 
 
-def test_the_repositorys_h100_rows_are_the_captured_steps_and_fit():
+def test_several_gpus_are_planned_at_the_eager_step_ddp_takes_not_the_captured_one():
+    eager = tuple(
+        _row("NVIDIA H100 80GB HBM3", batch, EAGER_COST, step="eager torch")
+        for batch in (1024, 4096)
+    )
+    rows = H100_ROWS + eager
+    one = throughput.throughput(H100, 1, 100, rows, batch=1024)
+    eight = throughput.throughput(H100, 8, 100, rows, "NVLink 4", batch=1024)
+    per_gpu = EAGER_COST.windows_per_s(1024)
+    scaling = throughput.ddp_scaling(per_gpu, 1024, 8, "NVLink 4")
+    assert one.windows_per_s == pytest.approx(TRUE_COST.windows_per_s(1024))
+    assert eight.windows_per_s == pytest.approx(per_gpu * 8 * scaling.efficiency)
+    assert "eager torch" in eight.detail and "eager steps" in eight.detail
+
+
+def test_a_gpu_measured_only_captured_is_modelled_for_several_gpus_from_eager_rows():
+    eager = tuple(
+        _row("NVIDIA A100 80GB PCIe", batch, EAGER_COST, step="eager torch")
+        for batch in (1024, 4096)
+    )
+    eight = throughput.throughput(H100, 8, 100, H100_ROWS + eager, "NVLink 4", batch=1024)
+    assert eight.source == "modelled"
+    model = throughput.fit_step_model(eager, 100, "eager", 1024)
+    per_gpu = model.cost(H100, 100).windows_per_s(1024)
+    scaling = throughput.ddp_scaling(per_gpu, 1024, 8, "NVLink 4")
+    assert eight.windows_per_s == pytest.approx(per_gpu * 8 * scaling.efficiency)
+
+
+def test_the_formulation_fastest_at_the_batch_is_the_one_planned():
+    # As the trainer times its formulations and takes the fastest: here torch at a small
+    # batch, nhwc (more fixed cost, less a window) at a large one.
+    torch_cost, nhwc_cost = StepCost(11e-3, 5.4e-6), StepCost(18e-3, 0.2e-6)
+    rows = [
+        _row("NVIDIA H100 80GB HBM3", batch, cost, step=f"eager {name}")
+        for name, cost in (("torch", torch_cost), ("nhwc", nhwc_cost))
+        for batch in (1024, 4096)
+    ]
+    assert throughput.measured_cost(rows, 256).step == "eager torch"
+    assert throughput.measured_cost(rows, 4096).step == "eager nhwc"
+
+
+def test_the_repositorys_h100_rows_hold_both_steps_and_each_fits():
     rows = throughput.load_measured()
     h100 = [r for r in rows if throughput.gpu_matches(r.gpu, "H100 80GB")]
-    assert {r.batch_size for r in h100} >= {1024, 4096}
-    assert all(r.step.startswith("graph") for r in h100)
-    assert throughput.fit_step_model(rows, 100) is not None
+    for kind in ("graph", "eager"):
+        of_kind = [r for r in h100 if r.step.startswith(kind)]
+        assert {r.batch_size for r in of_kind} >= {1024, 4096}
+        assert throughput.fit_step_model(rows, 100, kind) is not None
 
 
 class _Cuda:

@@ -51,3 +51,10 @@ def test_bench_times_every_formulation_and_reports_the_one_train_takes(capsys):
     assert result["formulation"] == "gemm"  # on a CPU; the fastest timed on a GPU
     assert result["train_windows_per_s"] == result["formulations_windows_per_s"]["gemm"]
     assert result["batch_size"] <= 256 and result["gpu_memory_gib"] is None
+
+
+def test_no_graph_bench_records_eager_rows(tmp_path, capsys):
+    record = tmp_path / "measured_throughput.csv"
+    assert main(["bench", "--quick", "--no-graph", "--record", str(record)]) == 0
+    rows = list(csv.DictReader(record.open()))
+    assert [row["step"].split()[0] for row in rows] == ["eager", "eager"]

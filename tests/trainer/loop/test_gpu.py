@@ -71,3 +71,13 @@ def test_captured_steps_train_the_eager_steps_weights_bitwise(tiny_data, tmp_pat
     assert "steps: one CUDA graph, replayed" in log and "capture failed" not in log
     a, b = _weights(tmp_path / "graph"), _weights(tmp_path / "eager")
     assert all(torch.equal(a[key], b[key]) for key in a)
+
+
+def test_bench_records_the_captured_step_and_with_no_graph_the_eager_one(tmp_path, capsys):
+    from trainer.__main__ import main
+
+    record = tmp_path / "measured.csv"
+    assert main(["bench", "--quick", "--record", str(record)]) == 0
+    assert main(["bench", "--quick", "--no-graph", "--record", str(record)]) == 0
+    steps = [line.rsplit(",", 1)[1] for line in record.read_text().splitlines()[1:]]
+    assert [step.split()[0] for step in steps] == ["graph", "graph", "eager", "eager"]
