@@ -40,11 +40,13 @@ demo: $(DEMO_STAMP)
 	@.venv/bin/fab plan --milestone M1 --epochs 100
 
 ## The whole test suite, integration tests against real servers included. The venv and
-## the servers install side by side: both wait on downloads more than on the CPU.
+## the servers install side by side: both wait on downloads more than on the CPU. The
+## tests run in one process a core (at most 4): one process alone kept one core of two
+## busy, the rest of its time spent waiting on servers and subprocesses.
 test:
 	$(MAKE) --jobs=2 --output-sync=target $(STAMP) system-deps
 	$(MAKE) lint docs
-	$(PY) -m pytest -m 'e2e or not e2e' --durations=30
+	$(PY) -m pytest -m 'e2e or not e2e' --durations=30 --numprocesses=auto --maxprocesses=4 --dist=loadgroup
 
 test-fast: $(STAMP) lint docs
 	$(PY) -m pytest
