@@ -211,7 +211,7 @@ def _lost_box_message(box: AnyBox, run_id: str, why) -> str:
     help={
         "run": RUN_HELP,
         "start": "start the stack's stopped boxes first (`fab start`), then look",
-        "watch": "look again every --every seconds, in place, until Ctrl-C",
+        "watch": "look again after each --every, in place, until Ctrl-C",
         "every": "time between looks with --watch (default 10 s)",
         "json": "print one JSON object: the boxes' power, the run, its cost",
         "target": TARGET_HELP,
