@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from trainer.checkpoints.uploader_lock import UploaderBusy
 from trainer.config import SynthConfig, UserError, run_config_from_flags, train_flags
@@ -32,18 +33,33 @@ from trainer.exit_codes import (
     exit_code_for,
     unwritable_message,
 )
+from trainer.quantities import count, duration_type
+
+seconds = duration_type("s")
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse whose mistakes are one line naming the flag and the fix, not ~20 lines of
+    usage; exit 2, as every user error (its subcommands' parsers are of this class too)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(
+            f"error: {self.prog}: {message}; `{self.prog} --help` lists what it takes",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_USER_ERROR)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__.split("\n")[0])
+    parser = _OneLineParser(prog="python -m trainer", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
     synth = commands.add_parser("synth", help="write a synthetic PPG dataset")
     synth.add_argument("--out", type=Path, required=True)
-    synth.add_argument("--cases", type=int, required=True)
-    synth.add_argument("--windows-per-case", type=int, required=True)
-    synth.add_argument("--window-length", type=int, default=100)
-    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--cases", type=count, required=True)
+    synth.add_argument("--windows-per-case", type=count, required=True)
+    synth.add_argument("--window-length", type=count, default=100)
+    synth.add_argument("--seed", type=count, default=0)
     synth.add_argument("--force", action="store_true", help="replace a dataset already in --out")
 
     train_flags(commands.add_parser("train", help="train (resumes from the run dir by itself)"))
@@ -107,7 +123,7 @@ def _add_bench_commands(commands) -> None:
         help="append a row to a measured-throughput CSV",
     )
     bench.add_argument("--quick", action="store_true", help="a few seconds, for tests")
-    bench.add_argument("--batch-size", type=int, default=None)
+    bench.add_argument("--batch-size", type=count, default=None)
     bench.add_argument(
         "--no-graph",
         action="store_true",
@@ -129,12 +145,12 @@ def _add_bench_commands(commands) -> None:
         help="seconds to save + upload a checkpoint, throughput with vs without checkpoints",
     )
     bench_checkpoint.add_argument("--uri", required=True, help="file://, s3:// or az:// URI")
-    bench_checkpoint.add_argument("--every", type=float, default=30.0, metavar="SECONDS")
-    bench_checkpoint.add_argument("--round-seconds", type=float, default=30.0)
-    bench_checkpoint.add_argument("--rounds", type=int, default=10)
-    bench_checkpoint.add_argument("--repeats", type=int, default=3)
+    bench_checkpoint.add_argument("--every", type=seconds, default=30.0, metavar="SECONDS")
+    bench_checkpoint.add_argument("--round-seconds", type=seconds, default=30.0)
+    bench_checkpoint.add_argument("--rounds", type=count, default=10)
+    bench_checkpoint.add_argument("--repeats", type=count, default=3)
     bench_checkpoint.add_argument("--upload-only", action="store_true")
-    bench_checkpoint.add_argument("--batch-size", type=int, default=None)
+    bench_checkpoint.add_argument("--batch-size", type=count, default=None)
     bench_checkpoint.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -170,20 +186,22 @@ def _add_prepare_commands(commands) -> None:
         metavar="FILE.csv",
         help="caseid,dt,name,result (default: fetched from --source-url, --vital-dir too)",
     )
-    prepare.add_argument("--window-seconds", type=float, default=1.0)
+    prepare.add_argument("--window-seconds", type=seconds, default=1.0)
     prepare.add_argument("--sample-rate", type=float, default=100.0, metavar="HZ")
-    prepare.add_argument("--stride-seconds", type=float, default=None, help="default: =window")
-    prepare.add_argument("--label-window-minutes", type=float, default=30.0)
+    prepare.add_argument("--stride-seconds", type=seconds, default=None, help="default: =window")
+    prepare.add_argument("--label-window-minutes", type=duration_type("m"), default=30.0)
     prepare.add_argument("--label-method", choices=LABEL_METHODS, default="nearest")
-    prepare.add_argument("--workers", type=int, default=_cores(), help="default: the cores")
+    prepare.add_argument("--workers", type=count, default=_cores(), help="default: the cores")
     prepare.add_argument("--source-url", default=DEFAULT_SOURCE_URL)
 
     bench = commands.add_parser(
         "bench-prepare", help="cases/min and windows/s of prepare-vitaldb on synthetic cases"
     )
-    bench.add_argument("--cases", type=int, default=16)
-    bench.add_argument("--minutes", type=float, default=30.0, help="recording per case")
-    bench.add_argument("--workers", type=int, default=_cores())
+    bench.add_argument("--cases", type=count, default=16)
+    bench.add_argument(
+        "--minutes", type=duration_type("m"), default=30.0, help="recording per case"
+    )
+    bench.add_argument("--workers", type=count, default=_cores())
     bench.add_argument("--json", action="store_true", help="print one JSON object")
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer.quantities import count, duration_forms, duration_type
+
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 ARCHS = ("resnet34", "resnet18")
 # trainer.model.FORMULATIONS, and "auto"; spelled here so the CLI parses without torch.
@@ -49,10 +51,12 @@ def flag(
     name: str = "",
     choices: tuple[str, ...] = (),
     metavar: str | None = None,
+    unit: str = "",
 ) -> Any:
     """A config field that is also a `train` flag: `--<name>` (default: the field's name
-    with dashes), with this default (none: a required flag) and help."""
-    meta = {"flag": name, "help": help, "choices": choices, "metavar": metavar}
+    with dashes), with this default (none: a required flag) and help; `unit` ("s", "m",
+    "h"): a duration, `10m` or a bare number of that unit (`trainer.quantities`)."""
+    meta = {"flag": name, "help": help, "choices": choices, "metavar": metavar, "unit": unit}
     return field(default=default, metadata=meta)
 
 
@@ -283,8 +287,15 @@ class RunConfig:
     train: TrainConfig
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
-    checkpoint_every_seconds: float = flag(600.0, name="checkpoint-every", metavar="SECONDS")
-    """Wall-clock seconds between `last.pt` saves inside an epoch (0 = only per epoch)."""
+    checkpoint_every_seconds: float = flag(
+        600.0,
+        "wall clock between last.pt saves (0: at epochs only)",
+        name="checkpoint-every",
+        metavar="DURATION",
+        unit="s",
+    )
+    """Wall-clock seconds between `last.pt` saves inside an epoch (0 = only per epoch);
+    the flag takes `10m` too."""
     checkpoint_every_steps: int | None = flag(None, metavar="N")
     """Optimizer steps between `last.pt` saves, on top of the time-based ones."""
     checkpoint_uri: str | None = flag(None)
@@ -348,7 +359,12 @@ def _add_flag(parser: argparse.ArgumentParser, item: dataclasses.Field, kind: An
         parser.add_argument(name, dest=item.name, action=action, help=meta["help"])
         return
     given = [arg for arg in typing.get_args(kind) if arg is not type(None)]
-    options: dict[str, Any] = {"dest": item.name, "type": given[0] if given else kind}
+    kind = given[0] if given else kind
+    help_text = meta["help"]
+    if meta["unit"]:
+        kind = duration_type(meta["unit"])
+        help_text = "; ".join(filter(None, [help_text, duration_forms(meta["unit"])]))
+    options: dict[str, Any] = {"dest": item.name, "type": count if kind is int else kind}
     if item.default is dataclasses.MISSING:
         options["required"] = True
     else:
@@ -356,7 +372,7 @@ def _add_flag(parser: argparse.ArgumentParser, item: dataclasses.Field, kind: An
     if meta["choices"]:
         options["choices"] = meta["choices"]
     metavar = meta["metavar"] or name[2:].upper().replace("-", "_")
-    parser.add_argument(name, metavar=metavar, help=meta["help"] or None, **options)
+    parser.add_argument(name, metavar=metavar, help=help_text or None, **options)
 
 
 def run_config_from_flags(args: argparse.Namespace) -> RunConfig:

@@ -9,7 +9,6 @@ so a forgotten one costs hours, not weeks.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 
 from invoke.exceptions import Exit
@@ -17,8 +16,8 @@ from rich.console import Console
 
 from box import contract
 from ops.remote.ssh import Box
+from trainer.quantities import parse_duration
 
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?$")
 console = Console(stderr=True, soft_wrap=True)
 
 
@@ -27,14 +26,18 @@ def lease_path(box: Box, name: str) -> str:
 
 
 def parse_minutes(text: str) -> int:
-    """`2h`, `90m`, `1h30m` or `0`; Exit beyond contract.MAX_LEASE_MINUTES."""
-    text = text.strip().lower()
-    if text == "0":
-        return 0
-    match = _DURATION.match(text)
-    if not text or not match:
-        raise Exit(f"duration {text!r} is not like 2h, 90m or 1h30m; `fab hold 0` releases")
-    minutes = int(match.group(1) or 0) * 60 + int(match.group(2) or 0)
+    """`2h`, `90m`, `1h30m`, `1.5` (hours) or `0`, in whole minutes (a moment's hold is
+    one); Exit beyond contract.MAX_LEASE_MINUTES."""
+    try:
+        hours = parse_duration(text, "h")
+    except ValueError:
+        hours = -1
+    if hours < 0:
+        raise Exit(
+            f"duration {text!r} is not like 2h, 90m or 1h30m, or a bare number of hours; "
+            "`fab hold 0` releases"
+        )
+    minutes = max(1, round(hours * 60)) if hours else 0
     if minutes > contract.MAX_LEASE_MINUTES:
         raise Exit(
             f"duration {text} is over the {contract.MAX_LEASE_MINUTES // 60}h cap of a hold; "

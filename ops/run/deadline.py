@@ -24,6 +24,7 @@ from ops.plan.throughput import load_measured
 from ops.target.resolve import Target
 from stack import catalog
 from trainer.config import TrainConfig
+from trainer.quantities import duration_forms, parse_duration
 
 AUTO = "auto"
 # `--hours auto`: the plan's hours times this, plus this many, rounded up to whole hours.
@@ -80,11 +81,11 @@ def parse_hours(text: str) -> float | str | None:
     if text == AUTO:
         return AUTO
     try:
-        hours = float(text)
+        hours = parse_duration(text, "h")
     except ValueError:
-        hours = math.nan
-    if not (math.isfinite(hours) and hours > 0):
-        raise Exit(f"--hours is {text!r}; expected hours such as 30 or 1.5, or `auto`")
+        hours = 0
+    if hours <= 0:
+        raise Exit(f"--hours is {text!r}; expected {duration_forms('h')} above 0, or `auto`")
     return hours
 
 

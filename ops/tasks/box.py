@@ -34,12 +34,13 @@ def _described(settings: updates.BoxSettings) -> str:
 
 
 @task(
+    durations={"idle_shutdown_minutes": "m"},
     help={
         "idle-shutdown-minutes": "render the watchdog with this (default: the stack's setting)",
         "dry-run": "say which programs and settings each box would get, change nothing",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
-    }
+    },
 )
 def box_update(c, idle_shutdown_minutes=0, dry_run=False, target="", stack=""):
     """Push box programs and settings to running boxes, no reboot."""

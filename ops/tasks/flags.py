@@ -1,10 +1,14 @@
 """What every `fab` task shares about its flags: the `task` decorator and common help.
 
-invoke casts a typed flag itself (`int("abc")`) and lets the ValueError out as a
-20-line traceback before the task runs. `task` here builds tasks whose number flags
-fail in one line instead (invoke's ParseError: printed alone, exit 1), and reads a
-flag's kind from its annotation where the default is None (`windows: int | None =
-None`), so a task can tell a flag left out from a 0 typed.
+One grammar for every task (docs/fab.md, "Flags"): a short flag means one thing
+wherever it exists (SHORT_FLAGS; no other flag has one, so `-h` is help on every task);
+a count is `20`, `600k`, `1.2M` or `1e6` and a duration `90m`, `2h` or a bare number of
+the flag's unit (`trainer.quantities`, the trainer's own grammar). invoke would cast a
+typed flag itself (`int("abc")`) and let the ValueError out as a 20-line traceback
+before the task runs; here a value a flag refuses is invoke's ParseError instead (printed
+alone, exit 1): one line naming the flag, the value and what it accepts. A flag's kind
+is read from its annotation where the default is None (`windows: int | None = None`),
+so a task can tell a flag left out from a 0 typed.
 """
 
 from __future__ import annotations
@@ -16,7 +20,15 @@ from typing import Any
 
 import invoke
 from invoke.exceptions import Exit, ParseError
-from invoke.parser import Argument
+from invoke.parser import Argument, Parser
+
+from trainer.quantities import (
+    COUNT_FORMS,
+    UNIT_NAMES,
+    duration_forms,
+    parse_count,
+    parse_duration,
+)
 
 TARGET_HELP = (
     "target file, or `local`: this machine's Docker engine (default: $GLUCOSE_TARGET, else "
@@ -30,29 +42,39 @@ BUILD_HELP = {
     "extra-ca": "PEM file of extra CA certificates (networks that intercept TLS)",
 }
 
-# What a user is told a number flag expects, by its kind.
-EXPECTED_NUMBER = {int: ("a whole number", "10"), float: ("a number", "1.5")}
+# The only short flags, each one long flag's on every task that has it.
+SHORT_FLAGS = {"target": "t", "stack": "s", "run": "r", "dataset": "d", "json": "j", "follow": "f"}
+HELP_WORDS = ("-h", "--help")
+
+# How a number flag of each kind is read, what a user is told it expects, an example.
+NUMBERS: dict[type, tuple[Callable[[str], Any], str, str]] = {
+    int: (parse_count, COUNT_FORMS, "10"),
+    float: (float, "a number such as 1.5", "1.5"),
+}
 
 
-class NumberFlag(Argument):
-    """An int or float flag: a value that is not one is a one-line ParseError."""
+class ParsedFlag(Argument):
+    """A count, number or duration flag: a value its parser refuses is a one-line
+    ParseError naming the flag, the value and the forms it accepts."""
 
-    def __init__(self, task_name: str, number: type, **kwargs: Any) -> None:
-        # invoke's help shows a value only for str and int kinds (`--deadline=STRING`),
-        # so a float flag shows as str and is cast here.
-        super().__init__(kind=int if number is int else str, **kwargs)
-        self.task_name, self.number = task_name, number
+    def __init__(
+        self, task_name: str, parse: Callable[[str], Any], expected: str, example: str, **kwargs
+    ) -> None:
+        # invoke's help shows a value only for str and int kinds (`--deadline=STRING`).
+        super().__init__(**kwargs)
+        self.task_name, self.parse, self.expected, self.example = (
+            task_name, parse, expected, example
+        )  # fmt: skip
 
     def set_value(self, value: Any, cast: bool = True) -> None:
         if cast:
             try:
-                value = self.number(value)
+                value = self.parse(value)
             except ValueError:
-                what, example = EXPECTED_NUMBER[self.number]
                 flag = f"--{self.names[0]}"  # as typed: --max-steps, not the attribute
                 raise ParseError(
-                    f"fab {self.task_name}: {flag} is {value!r}, expected {what}; "
-                    f"pass e.g. {flag} {example}"
+                    f"fab {self.task_name}: {flag} is {value!r}, expected {self.expected}; "
+                    f"pass e.g. {flag} {self.example}"
                 ) from None
         super().set_value(value, cast=False)
 
@@ -61,36 +83,75 @@ def _optional_number(body: Callable, name: str) -> type | None:
     """int or float when `name`'s annotation is `int | None` or `float | None`."""
     hint = typing.get_type_hints(body).get(name)
     kinds = set(typing.get_args(hint)) - {type(None)}
-    return kinds.pop() if len(kinds) == 1 and kinds <= set(EXPECTED_NUMBER) else None
+    return kinds.pop() if len(kinds) == 1 and kinds <= set(NUMBERS) else None
 
 
 class FabTask(invoke.Task):
-    """invoke's Task with number flags that fail in one line (see the module's docstring)."""
+    """invoke's Task with the one grammar of flags (see the module's docstring).
+    `durations` maps a parameter to its unit ("s", "m", "h"): a duration flag; one
+    whose default is an int takes whole units only."""
+
+    def __init__(self, *args: Any, durations: dict[str, str] | None = None, **kwargs) -> None:
+        kwargs.setdefault("auto_shortflags", False)
+        super().__init__(*args, **kwargs)
+        self.durations = durations or {}
 
     def arg_opts(self, name: str, default: Any, taken_names: set[str]) -> dict[str, Any]:
         opts = super().arg_opts(name, default, taken_names)
         if default is None and (kind := _optional_number(self.body, name)):
             opts["kind"] = kind
+        long = opts["names"][0]
+        opts["names"] = [long, *([SHORT_FLAGS[long]] if long in SHORT_FLAGS else [])]
         return opts
 
     def get_arguments(self, ignore_unknown_help: bool | None = None) -> list[Argument]:
-        dashed = self.name.replace("_", "-")  # the name `fab -l` shows
-        return [
-            NumberFlag(
-                dashed,
-                arg.kind,
-                names=arg.names,
-                default=arg.default,
-                help=arg.help,
-                positional=arg.positional,
-                optional=arg.optional,
-                incrementable=arg.incrementable,
-                attr_name=arg.attr_name,
-            )
-            if arg.kind in EXPECTED_NUMBER
-            else arg
-            for arg in super().get_arguments(ignore_unknown_help)
-        ]
+        helps = dict(self.help)  # invoke pops each help it uses: a second call would lose it
+        try:
+            return [self._parsed(arg) for arg in super().get_arguments(ignore_unknown_help)]
+        finally:
+            self.help = helps
+
+    def _parsed(self, arg: Argument) -> Argument:
+        unit = self.durations.get(arg.name)
+        if unit:
+            whole = isinstance(arg.default, int)  # e.g. --idle-shutdown-minutes: whole minutes
+            forms = duration_forms(unit) + (f", in whole {UNIT_NAMES[unit]}" if whole else "")
+            read = (lambda text: parse_duration(text, unit, whole=whole), forms, "90m")
+            arg.help = "; ".join(filter(None, [arg.help, forms]))
+        elif arg.kind in NUMBERS:
+            read = NUMBERS[arg.kind]
+        else:
+            return arg
+        parse, expected, example = read
+        return ParsedFlag(
+            self.name.replace("_", "-"),  # the name `fab -l` shows
+            parse,
+            expected,
+            example,
+            kind=int if arg.kind is int and not unit else str,
+            names=arg.names,
+            default=arg.default,
+            help=arg.help,
+            positional=arg.positional,
+            optional=arg.optional,
+            incrementable=arg.incrementable,
+            attr_name=arg.attr_name,
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # invoke hands `fab hold -h` to the positional it waits for, not to --help.
+        if any(kwargs.get(name) in HELP_WORDS for name in self.positional):
+            print_task_help(self)
+            return None
+        return super().__call__(*args, **kwargs)
+
+
+def print_task_help(one: invoke.Task) -> None:
+    """What `fab --help TASK` prints for `one`."""
+    program = invoke.Program(binary="fab")
+    program.collection = invoke.Collection(one)
+    program.parser = Parser(contexts=program.collection.to_contexts())
+    program.print_task_help(next(iter(program.collection.task_names)))
 
 
 def task(*args: Any, **kwargs: Any) -> Any:

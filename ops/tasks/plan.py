@@ -68,14 +68,15 @@ def _warn(message: str) -> None:
 
 
 @task(
+    durations={"deadline": "h"},
     help={
-        "windows": "dataset size in windows (or use --milestone)",
+        "windows": "dataset size in windows, e.g. 600k (or use --milestone)",
         "epochs": f"passes over the dataset (default: the trainer's, {DEFAULT_EPOCHS})",
         "window-length": "samples per window (default 100)",
         "cloud": "azure, aws or all (default all)",
         "region": "only sizes offered in this region (e.g. eastus, us-east-1)",
         "spot": "cost the run at spot prices (volatile; evictions add time)",
-        "deadline": "hours the run may take; the cheapest size within it is marked",
+        "deadline": "how long the run may take; the cheapest size within it is marked",
         "json": "print machine-readable JSON instead of a table",
         "live": "fetch current prices (Azure Retail Prices, AWS Price List); snapshot if offline",
         "milestone": "the seeds' dataset sizes: M1 = 0.6M, M2 = 2.4M, M3 = 12M windows",
@@ -84,7 +85,7 @@ def _warn(message: str) -> None:
         "at once as the size has GPUs)",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
-    }
+    },
 )
 def plan(
     c: Context,

@@ -35,6 +35,7 @@ from ops.tasks.flags import (
 from ops.tasks.power import start_boxes
 from stack import storage_layout
 from trainer.config import UserError, check_run_name, check_train_flags
+from trainer.quantities import duration_forms
 
 console = Console(stderr=True, soft_wrap=True)
 RUN_HELP = "run id (default: the newest run on the box)"
@@ -88,9 +89,9 @@ def _warn(line: str) -> None:
         "max-steps": "stop after this many steps (default: no limit)",
         "trainer-args": "more `python -m trainer train` flags, quoted as one string",
         "allow-concurrent": "start even though another run is busy on the box",
-        "hours": "the run's deadline, H hours from now (at most the stack's maxRunHours): "
+        "hours": "the run's deadline, this long from now (at most the stack's maxRunHours): "
         "past the daily stop, the cloud's hard stop moves there; `auto`: fab plan's "
-        "estimate with room. Default: tonight's daily stop",
+        f"estimate with room. Default: tonight's daily stop. {duration_forms('h').capitalize()}",
         "start": "start the stack's stopped boxes first (`fab start`)",
         "name": "a label for the run, kept in launch.json, config.json and summary.json",
         **BUILD_HELP,
@@ -206,17 +207,18 @@ def _lost_box_message(box: AnyBox, run_id: str, why) -> str:
 
 
 @task(
+    durations={"every": "s"},
     help={
         "run": RUN_HELP,
         "start": "start the stack's stopped boxes first (`fab start`), then look",
-        "watch": "look again every --every seconds, in place, until Ctrl-C",
-        "every": "seconds between looks with --watch (default 10)",
+        "watch": "look again after each --every, in place, until Ctrl-C",
+        "every": "time between looks with --watch (default 10 s)",
         "json": "print one JSON object: the boxes' power, the run, its cost",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
-    }
+    },
 )
-def status(c, run="", start=False, watch=False, every=10, json=False, target="", stack=""):
+def status(c, run="", start=False, watch=False, every=10.0, json=False, target="", stack=""):
     """Show a run's state, progress, cost, and the box's power and idle guard."""
     every_s = positive_seconds("--every", every) if watch else None
     where = resolve_target(target or None, stack or None)
@@ -234,8 +236,8 @@ def status(c, run="", start=False, watch=False, every=10, json=False, target="",
 @task(
     positional=["duration"],
     help={
-        "duration": f"how long: 2h, 90m, 1h30m (at most {contract.MAX_LEASE_MINUTES // 60}h); "
-        "0 ends a hold",
+        "duration": f"how long: 2h, 90m, 1h30m or a bare number of hours (at most "
+        f"{contract.MAX_LEASE_MINUTES // 60}h); 0 ends a hold",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
     },

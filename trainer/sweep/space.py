@@ -24,6 +24,7 @@ from trainer.config import (
     TrainConfig,
     UserError,
 )
+from trainer.quantities import COUNT_FORMS, parse_count
 
 LOG = "log"
 
@@ -100,7 +101,7 @@ class Param:
 
 def _convert(text: str, kind: type, where: str) -> Any:
     try:
-        value = kind(text.strip())
+        value = _READERS[kind](text.strip())  # a count as every flag takes it: 16k, 1e4
     except ValueError:
         raise UserError(f"{where}: {text.strip()!r} is not {_KIND_WORDS[kind]}") from None
     if kind is float and not math.isfinite(value):
@@ -108,7 +109,8 @@ def _convert(text: str, kind: type, where: str) -> Any:
     return value
 
 
-_KIND_WORDS = {float: "a number", int: "a whole number", str: "a name"}
+_READERS = {float: float, int: parse_count, str: str}
+_KIND_WORDS = {float: "a number", int: COUNT_FORMS, str: "a name"}
 
 
 def parse_param(text: str) -> Param:

@@ -70,7 +70,7 @@ def test_hours_past_max_run_hours_are_refused_in_one_line_naming_the_setting():
 
 @pytest.mark.parametrize("text", ["0", "-3", "soon", "nan", "inf"])
 def test_hours_that_are_no_positive_number_are_refused(text):
-    with pytest.raises(Exit, match=r"--hours is .*expected hours such as 30"):
+    with pytest.raises(Exit, match=r"--hours is .*expected a duration such as 90m, 2h"):
         deadline.parse_hours(text)
 
 
@@ -92,3 +92,10 @@ def test_a_run_that_ends_before_the_daily_stop_is_not_warned():
 def test_the_suggested_hours_never_exceed_max_run_hours():
     warning = deadline.crossing_warning(_target(maxRunHours=10), _at("2026-11-23T15:00"), 8.6)
     assert "`--hours 10`" in warning
+
+
+@pytest.mark.parametrize(
+    ("text", "hours"), [("90m", 1.5), ("2h", 2.0), ("1h30m", 1.5), ("1.5", 1.5)]
+)
+def test_hours_read_durations_as_every_flag_does(text, hours):
+    assert deadline.parse_hours(text) == hours

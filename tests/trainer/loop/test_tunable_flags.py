@@ -19,6 +19,7 @@ from trainer.config import (
     run_config_from_flags,
 )
 from trainer.loop.train import train
+from trainer.quantities import duration_forms
 
 # (flag, value given, config section, field, value expected there)
 FLAGS = [
@@ -85,7 +86,9 @@ def test_each_flag_has_its_fields_default_and_help_and_no_other():
     for name, field in fields.items():
         if field.default is not dataclasses.MISSING:
             assert actions[name].default == field.default, name
-        assert (actions[name].help or "") == field.metadata["help"], name
+        unit = field.metadata["unit"]  # a duration's help adds the forms it takes, in its unit
+        said = [field.metadata["help"], duration_forms(unit) if unit else ""]
+        assert (actions[name].help or "") == "; ".join(filter(None, said)), name
 
 
 def test_flags_left_out_give_the_configs_own_defaults():

@@ -64,3 +64,9 @@ def test_a_trials_values_become_train_flags():
     assert trial_flags({"lr": 0.001, "model": "resnet18"}) == [
         "--lr", "0.001", "--model", "resnet18"
     ]  # fmt: skip
+
+
+def test_a_count_flag_takes_counts_as_every_flag_does():
+    assert parse_param("batch-size=8k,16k").values == (8_000, 16_000)
+    ranged = parse_param("batch-size=1k:1.6e4")
+    assert (ranged.low, ranged.high) == (1_000, 16_000)
