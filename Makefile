@@ -29,7 +29,8 @@ $(STAMP): $(DEMO_STAMP)
 	touch $(STAMP)
 
 ## The main job on the local target: synthetic data -> train -> evaluate -> report + cost plan.
-## The cost plan's files hold every column; on a terminal the table is fitted to it.
+## The cost plan: cost_plan.txt the 100-column table (`fab plan --wide`: every column),
+## cost_plan.json every field.
 demo: $(DEMO_STAMP)
 	$(PY) -m trainer synth --out $(DEMO)/data --cases 24 --windows-per-case 400 --seed 0 --force
 	$(PY) -m trainer train --data $(DEMO)/data --run-dir $(DEMO_RUN) --epochs 4 --batch-size 256 --seed 0
