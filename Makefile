@@ -9,7 +9,7 @@ DEMO_RUN   := $(DEMO)/runs/cpu-demo
 DEMO_STAMP := .venv/.demo-installed
 STAMP      := .venv/.installed
 
-.PHONY: demo test test-fast lint docs docs-serve format system-deps venv offerings
+.PHONY: demo test test-fast lint docs docs-serve format system-deps venv offerings prices
 
 venv: $(STAMP)
 
@@ -71,6 +71,13 @@ format: $(STAMP)
 ## AWS from the installed cfn-lint, Azure from the Retail Prices API (needs the internet).
 offerings: $(STAMP)
 	$(PY) -m stack.refresh_offerings
+
+## The price snapshot `fab plan` and `hourlyPriceUsd` read (stack/prices.json), from the
+## clouds' price APIs and dated today: Azure's Retail Prices API (public) and AWS's Price
+## List API plus EC2 spot price history (your AWS credentials). Offline it fails in one
+## line and leaves the snapshot as it was; CLOUD=azure (or aws) refreshes one cloud.
+prices: $(STAMP)
+	@$(PY) -m ops.plan.refresh_prices --cloud $(or $(CLOUD),all)
 
 system-deps:
 	bash tests/system-deps.sh
