@@ -65,11 +65,8 @@ DEFAULT = ("", "size", "GPU", "throughput", "hours", "on-demand $", "spot $", "t
 DROPPED_FIRST = ("throughput", "spot $", "on-demand $")
 
 
-def _name(header: str) -> str:
-    return header.replace("\n", " ")
-
-
-WIDE_ONLY = tuple(_name(h) for h, _, _ in COLUMNS if h not in DEFAULT)
+# What the default table's caption says `--wide` adds.
+WIDE_ONLY = tuple(h.replace("\n", " ") for h, _, _ in COLUMNS if h not in DEFAULT)
 
 # Measures a table's natural width (a console's own width would cap the measurement).
 _UNBOUNDED = Console(width=10_000)
