@@ -9,7 +9,7 @@ DEMO_RUN   := $(DEMO)/runs/cpu-demo
 DEMO_STAMP := .venv/.demo-installed
 STAMP      := .venv/.installed
 
-.PHONY: demo test test-fast lint docs docs-serve format system-deps venv offerings
+.PHONY: demo test test-fast lint docs docs-serve format system-deps venv offerings prices
 
 venv: $(STAMP)
 
@@ -29,7 +29,8 @@ $(STAMP): $(DEMO_STAMP)
 	touch $(STAMP)
 
 ## The main job on the local target: synthetic data -> train -> evaluate -> report + cost plan.
-## The cost plan's files hold every column; on a terminal the table is fitted to it.
+## The cost plan: cost_plan.txt the 100-column table (`fab plan --wide`: every column),
+## cost_plan.json every field.
 demo: $(DEMO_STAMP)
 	$(PY) -m trainer synth --out $(DEMO)/data --cases 24 --windows-per-case 400 --seed 0 --force
 	$(PY) -m trainer train --data $(DEMO)/data --run-dir $(DEMO_RUN) --epochs 4 --batch-size 256 --seed 0
@@ -72,6 +73,13 @@ format: $(STAMP)
 ## AWS from the installed cfn-lint, Azure from the Retail Prices API (needs the internet).
 offerings: $(STAMP)
 	$(PY) -m stack.refresh_offerings
+
+## The price snapshot `fab plan` and `hourlyPriceUsd` read (stack/prices.json), from the
+## clouds' price APIs and dated today: Azure's Retail Prices API (public) and AWS's Price
+## List API plus EC2 spot price history (your AWS credentials). Offline it fails in one
+## line and leaves the snapshot as it was; CLOUD=azure (or aws) refreshes one cloud.
+prices: $(STAMP)
+	@$(PY) -m ops.plan.refresh_prices --cloud $(or $(CLOUD),all)
 
 system-deps:
 	bash tests/system-deps.sh

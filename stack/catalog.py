@@ -6,9 +6,11 @@ the standard library only, so both can import it without pulling in a cloud SDK.
 
 Prices are public pay-as-you-go Linux list prices in `price_region`, taken on
 `price_date`; spot prices move hourly, so `spot_usd_per_hour` is a typical value
-(None where we have no trustworthy figure). Which regions sell a size is not written
-here: `VmSize.regions` reads the dated snapshot of each cloud's own reference
-(`stack.offerings`, refreshed by `python -m stack.refresh_offerings`).
+(None where we have no trustworthy figure). A current size's prices are not written
+here: they come from each cloud's dated price snapshot (`stack.prices`, refreshed by
+`make prices`). Nor are the regions that sell a size: `VmSize.regions` reads the dated
+snapshot of each cloud's own reference (`stack.offerings`, refreshed by
+`python -m stack.refresh_offerings`).
 """
 
 from __future__ import annotations
@@ -17,14 +19,14 @@ import difflib
 from dataclasses import dataclass
 from typing import Literal
 
-from stack import offerings
+from stack import offerings, prices
 
 Cloud = Literal["azure", "aws"]
 CLOUDS: tuple[str, ...] = ("azure", "aws")
 _CLOUD_TITLES = {"azure": "Azure", "aws": "AWS"}
 
-# Which date the list prices below were read (from the clouds' public price pages).
-PRICE_DATE = "2025-07-01"
+# When the retired sizes' last list prices below were read (the clouds' price pages).
+RETIRED_PRICE_DATE = "2025-07-01"
 
 
 # How the GPUs of a multi-GPU box reach each other (what DDP's all-reduce runs over);
@@ -60,12 +62,13 @@ class VmSize:
     gpu_memory_gib: int  # per GPU
     vcpus: int
     ram_gib: int
-    on_demand_usd_per_hour: float
-    spot_usd_per_hour: float | None
-    price_region: str
+    # Unset (None), the three prices and their date are the cloud's price snapshot's.
+    on_demand_usd_per_hour: float = None  # type: ignore[assignment]  # None: filled in below
+    spot_usd_per_hour: float | None = None
+    price_region: str = None  # type: ignore[assignment]
     regions: tuple[str, ...] = None  # type: ignore[assignment]  # None: filled in below
     """Regions selling this size; unset, the cloud's offerings snapshot (`stack.offerings`)."""
-    price_date: str = PRICE_DATE
+    price_date: str = RETIRED_PRICE_DATE
     status: Literal["available", "retired"] = "available"
     retired_on: str | None = None
     replacement: str | None = None
@@ -85,8 +88,23 @@ class VmSize:
             raise ValueError(f"{self.name}: a retired size needs retired_on, only it")
         if self.status == "retired" and not self.replacement:
             raise ValueError(f"{self.name}: a retired size needs a replacement")
+        if self.on_demand_usd_per_hour is None:
+            self._price_from_snapshot()
         if self.regions is None:  # frozen: set once, here
             object.__setattr__(self, "regions", offerings.of(self.cloud).regions_of(self.name))
+
+    def _price_from_snapshot(self) -> None:
+        price_list = prices.of(self.cloud)
+        if self.name not in price_list.usd_per_hour:
+            raise ValueError(f"{self.name}: no price in stack/{prices.PRICES_FILE}; add it there")
+        on_demand, spot = price_list.usd_per_hour[self.name]
+        for name, value in (
+            ("on_demand_usd_per_hour", on_demand),
+            ("spot_usd_per_hour", spot),
+            ("price_region", price_list.region),
+            ("price_date", price_list.date),
+        ):
+            object.__setattr__(self, name, value)  # frozen: set once, here
 
     @property
     def gpu(self) -> GpuSpec:
@@ -121,26 +139,25 @@ _AZ_RETIRED = "2025-09-30"  # NCv3 (V100) retirement, announced by Microsoft in 
 
 _CATALOG: tuple[VmSize, ...] = (
     # Azure NCasT4_v3 — T4 16 GB.
-    VmSize("Standard_NC4as_T4_v3", "azure", "T4", 1, 16, 4, 28, 0.526, 0.21, "eastus"),
-    VmSize("Standard_NC8as_T4_v3", "azure", "T4", 1, 16, 8, 56, 0.752, 0.30, "eastus"),
-    VmSize("Standard_NC16as_T4_v3", "azure", "T4", 1, 16, 16, 110, 1.204, 0.48, "eastus"),
-    VmSize("Standard_NC64as_T4_v3", "azure", "T4", 4, 16, 64, 440, 4.352, 1.74, "eastus",
-           gpu_link="PCIe 3.0"),
+    VmSize("Standard_NC4as_T4_v3", "azure", "T4", 1, 16, 4, 28),
+    VmSize("Standard_NC8as_T4_v3", "azure", "T4", 1, 16, 8, 56),
+    VmSize("Standard_NC16as_T4_v3", "azure", "T4", 1, 16, 16, 110),
+    VmSize("Standard_NC64as_T4_v3", "azure", "T4", 4, 16, 64, 440, gpu_link="PCIe 3.0"),
     # Azure NC A100 v4 — A100 80 GB PCIe.
-    VmSize("Standard_NC24ads_A100_v4", "azure", "A100 80GB", 1, 80, 24, 220, 3.673, 1.47, "eastus"),
+    VmSize("Standard_NC24ads_A100_v4", "azure", "A100 80GB", 1, 80, 24, 220),
     # PCIe cards: costed over PCIe 4.0, without the NVLink bridges some hosts may have.
-    VmSize("Standard_NC48ads_A100_v4", "azure", "A100 80GB", 2, 80, 48, 440, 7.346, 2.94,
-           "eastus", gpu_link="PCIe 4.0"),
-    VmSize("Standard_NC96ads_A100_v4", "azure", "A100 80GB", 4, 80, 96, 880, 14.692, 5.88,
-           "eastus", gpu_link="PCIe 4.0"),
+    VmSize("Standard_NC48ads_A100_v4", "azure", "A100 80GB", 2, 80, 48, 440,
+           gpu_link="PCIe 4.0"),
+    VmSize("Standard_NC96ads_A100_v4", "azure", "A100 80GB", 4, 80, 96, 880,
+           gpu_link="PCIe 4.0"),
     # Azure NCads H100 v5 — H100 NVL 94 GB.
-    VmSize("Standard_NC40ads_H100_v5", "azure", "H100 94GB", 1, 94, 40, 320, 6.98, None, "eastus"),
-    VmSize("Standard_NC80adis_H100_v5", "azure", "H100 94GB", 2, 94, 80, 640, 13.96, None,
-           "eastus", gpu_link="NVLink 4 bridge"),
+    VmSize("Standard_NC40ads_H100_v5", "azure", "H100 94GB", 1, 94, 40, 320),
+    VmSize("Standard_NC80adis_H100_v5", "azure", "H100 94GB", 2, 94, 80, 640,
+           gpu_link="NVLink 4 bridge"),
     # Azure ND A100 v4 — 8x A100 40 GB SXM with NVLink and InfiniBand.
-    VmSize("Standard_ND96asr_v4", "azure", "A100 40GB", 8, 40, 96, 900, 27.197, 10.88,
-           "eastus", gpu_link="NVLink 3"),
-    # Azure NCv3 — V100 16 GB; what the seeds recommend, retired by Azure.
+    VmSize("Standard_ND96asr_v4", "azure", "A100 40GB", 8, 40, 96, 900, gpu_link="NVLink 3"),
+    # Azure NCv3 — V100 16 GB; what the seeds recommend, retired by Azure: its last list
+    # prices are kept here, the snapshot prices only what is sold.
     VmSize("Standard_NC6s_v3", "azure", "V100 16GB", 1, 16, 6, 112, 3.06, None, "eastus",
            status="retired", retired_on=_AZ_RETIRED, replacement="Standard_NC24ads_A100_v4"),
     VmSize("Standard_NC12s_v3", "azure", "V100 16GB", 2, 16, 12, 224, 6.12, None, "eastus",
@@ -150,24 +167,19 @@ _CATALOG: tuple[VmSize, ...] = (
            status="retired", retired_on=_AZ_RETIRED, replacement="Standard_NC48ads_A100_v4",
            gpu_link="PCIe 3.0"),
     # AWS P3 — V100 16 GB SXM2 (needs a CUDA 12.x image: CUDA 13 dropped Volta).
-    VmSize("p3.2xlarge", "aws", "V100 16GB", 1, 16, 8, 61, 3.06, 0.92, "us-east-1"),
-    VmSize("p3.8xlarge", "aws", "V100 16GB", 4, 16, 32, 244, 12.24, 3.67, "us-east-1",
-           gpu_link="NVLink 2"),
-    VmSize("p3.16xlarge", "aws", "V100 16GB", 8, 16, 64, 488, 24.48, 7.34, "us-east-1",
-           gpu_link="NVLink 2"),
-    # AWS P4d / P5 — on-demand prices after AWS's June 2025 P4/P5 price cut.
-    VmSize("p4d.24xlarge", "aws", "A100 40GB", 8, 40, 96, 1152, 21.96, None, "us-east-1",
-           gpu_link="NVLink 3"),
-    VmSize("p5.48xlarge", "aws", "H100 80GB", 8, 80, 192, 2048, 55.04, None, "us-east-1",
-           gpu_link="NVLink 4"),
+    VmSize("p3.2xlarge", "aws", "V100 16GB", 1, 16, 8, 61),
+    VmSize("p3.8xlarge", "aws", "V100 16GB", 4, 16, 32, 244, gpu_link="NVLink 2"),
+    VmSize("p3.16xlarge", "aws", "V100 16GB", 8, 16, 64, 488, gpu_link="NVLink 2"),
+    # AWS P4d / P5 — A100 40 GB / H100 80 GB SXM.
+    VmSize("p4d.24xlarge", "aws", "A100 40GB", 8, 40, 96, 1152, gpu_link="NVLink 3"),
+    VmSize("p5.48xlarge", "aws", "H100 80GB", 8, 80, 192, 2048, gpu_link="NVLink 4"),
     # AWS G5 — A10G 24 GB; G6 — L4 24 GB.
-    VmSize("g5.xlarge", "aws", "A10G", 1, 24, 4, 16, 1.006, 0.40, "us-east-1"),
-    VmSize("g5.2xlarge", "aws", "A10G", 1, 24, 8, 32, 1.212, 0.48, "us-east-1"),
-    VmSize("g5.4xlarge", "aws", "A10G", 1, 24, 16, 64, 1.624, 0.65, "us-east-1"),
-    VmSize("g5.8xlarge", "aws", "A10G", 1, 24, 32, 128, 2.448, 0.98, "us-east-1"),
-    VmSize("g5.12xlarge", "aws", "A10G", 4, 24, 48, 192, 5.672, 2.27, "us-east-1",
-           gpu_link="PCIe 4.0"),
-    VmSize("g6.xlarge", "aws", "L4", 1, 24, 4, 16, 0.8048, 0.32, "us-east-1"),
+    VmSize("g5.xlarge", "aws", "A10G", 1, 24, 4, 16),
+    VmSize("g5.2xlarge", "aws", "A10G", 1, 24, 8, 32),
+    VmSize("g5.4xlarge", "aws", "A10G", 1, 24, 16, 64),
+    VmSize("g5.8xlarge", "aws", "A10G", 1, 24, 32, 128),
+    VmSize("g5.12xlarge", "aws", "A10G", 4, 24, 48, 192, gpu_link="PCIe 4.0"),
+    VmSize("g6.xlarge", "aws", "L4", 1, 24, 4, 16),
 )
 # fmt: on
 

@@ -145,6 +145,8 @@ class Plan:
     excluded_retired: tuple[str, ...]
     notes: tuple[str, ...]
     assumptions: dict = field(default_factory=dict)
+    snapshot_dates: tuple[str, ...] = ()
+    """The dates of the catalog snapshot's prices that rows use (none when all are live)."""
 
     def to_json(self) -> dict:
         """Machine-readable form, what `fab plan --json` prints."""
@@ -264,6 +266,7 @@ def make_plan(
             "drop --region or pick another (stack/offerings.json lists the regions of each size)"
         )
     rows = [_row(request, s, prices.get(s.name) or snapshot_price(s), measured) for s in current]
+    snapshot_dates = {s.price_date for s in current if s.name not in prices}
     rows.sort(key=lambda r: (r.total_usd, r.hours, r.size))
     rows = _mark_pick(rows)
     return Plan(
@@ -273,6 +276,7 @@ def make_plan(
         excluded_retired=tuple(_retired_note(s) for s in chosen if s.status == "retired"),
         notes=tuple(_notes(request, rows)),
         assumptions=_assumptions(request),
+        snapshot_dates=tuple(sorted(snapshot_dates)),
     )
 
 

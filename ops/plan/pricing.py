@@ -20,7 +20,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 
 from stack.catalog import VmSize
 
@@ -45,6 +45,28 @@ class HourlyPrice:
     @property
     def live(self) -> bool:
         return self.source.startswith("live")
+
+
+# A snapshot older than this is said to be stale where its prices are shown.
+STALE_AFTER_MONTHS = 6
+
+
+def months_between(earlier: date, later: date) -> int:
+    """Whole calendar months from `earlier` to `later` (2025-07-01 to 2026-01-01: 6)."""
+    months = (later.year - earlier.year) * 12 + later.month - earlier.month
+    return months - (later.day < earlier.day)
+
+
+def snapshot_age_warning(dates: Iterable[str], today: date) -> str | None:
+    """One line when the oldest snapshot date priced is STALE_AFTER_MONTHS or more before
+    `today` (ISO dates), with how to refresh it; None when it is fresh or none was used."""
+    oldest = min(dates, default=None)
+    if oldest is None:
+        return None
+    age = months_between(date.fromisoformat(oldest), today)
+    if age < STALE_AFTER_MONTHS:
+        return None
+    return f"the price snapshot is from {oldest}, {age} months ago: make prices, or --live"
 
 
 class PriceFetchError(RuntimeError):

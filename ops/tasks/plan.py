@@ -11,7 +11,6 @@ import json as jsonlib
 import sys
 
 from invoke import Context, Exit
-from rich.console import Console
 
 from ops.plan.estimate import (
     MILESTONE_WINDOWS,
@@ -21,14 +20,12 @@ from ops.plan.estimate import (
     stored_dataset_size,
 )
 from ops.plan.pricing import live_prices
-from ops.plan.render import footer_lines, plan_table
+from ops.plan.render import print_plan
 from ops.plan.throughput import load_measured
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 from stack import catalog, storage_layout
 from trainer.config import DEFAULT_EPOCHS
-
-_WIDE_COLUMNS = 170  # when piped (make demo > cost_plan.txt), never squeeze the table
 
 
 def _windows(windows: int | None, milestone: str | None) -> int:
@@ -85,6 +82,7 @@ def _warn(message: str) -> None:
         "at once as the size has GPUs)",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
+        "wide": "every column (cloud, precision, windows/s, ...): wider than 100 columns",
     },
 )
 def plan(
@@ -103,6 +101,7 @@ def plan(
     sweep: int = 0,
     target: str = "",
     stack: str = "",
+    wide: bool = False,
 ) -> None:
     """Estimate hours and dollars of a training run (or a sweep) on every GPU size."""
     if dataset and (windows is not None or milestone):
@@ -132,8 +131,4 @@ def plan(
     if json:
         print(jsonlib.dumps(result.to_json(), indent=2))
         return
-    terminal = sys.stdout.isatty()
-    out = Console(width=None if terminal else _WIDE_COLUMNS)
-    out.print(plan_table(result, out.width if terminal else None))
-    for line in footer_lines(result):
-        out.print(line, highlight=False)
+    print_plan(result, wide)

@@ -1,5 +1,6 @@
-"""ops.plan.render: the cost table fits the terminal it is shown on, and holds every
-column where it is kept (a file, --json)."""
+"""ops.plan.render: the cost table fits 100 columns, or a narrower terminal saying what it
+left out; `--wide` holds every column. The price snapshot's age is told against a given
+day."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import pty
 import re
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from ops.plan.estimate import PlanRequest, make_plan
-from ops.plan.render import COLUMNS, plan_table
+from ops.plan.pricing import HourlyPrice, months_between
+from ops.plan.render import COLUMNS, DEFAULT, WIDE_ONLY, print_plan
 from ops.plan.throughput import load_measured
 from stack import catalog
 from tests.paths import REPO
@@ -28,36 +30,109 @@ PLAN = make_plan(
 )
 ALWAYS = ("size", "GPU", "hours", "total $")
 ANSI_STYLE = re.compile(r"\x1b\[[0-9;]*m")
+FAB = Path(sys.executable).with_name("fab")
+(SNAPSHOT_DAY,) = PLAN.snapshot_dates  # every catalog price is of one snapshot
+SNAPSHOT_DATE = date.fromisoformat(SNAPSHOT_DAY)
 
 
-def _shown(width: int | None) -> list[str]:
-    console = Console(width=width or 400, file=io.StringIO())
-    console.print(plan_table(PLAN, width))
-    return console.file.getvalue().splitlines()
+def _printed(plan=PLAN, wide=False, terminal_width=None, today=SNAPSHOT_DATE) -> list[str]:
+    out = io.StringIO()  # not a terminal: as `fab plan > file` prints
+    print_plan(plan, wide, out, terminal_width, today)
+    return out.getvalue().splitlines()
 
 
-@pytest.mark.parametrize("width", [80, 100, 120])
-def test_a_terminals_table_fits_it_whole_cells_and_the_total_kept(width):
-    lines = _shown(width)
+def _headers(names) -> list[str]:
+    return [line for name in names for line in name.split("\n") if line]
+
+
+def _fab_plan(*args: str) -> subprocess.CompletedProcess:
+    command = [str(FAB), "plan", "--milestone", "M3", "--epochs", "100", *args]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("width", [60, 80, 90])
+def test_a_narrow_terminals_table_fits_it_and_says_how_to_see_the_rest(width):
+    lines = _printed(terminal_width=width)
     assert max(map(len, lines)) <= width
     header = next(line for line in lines if " size " in line)
     assert all(name in header for name in ALWAYS)
     rows = [line for line in lines if "Standard_NC24ads_A100_v4" in line]
     assert rows and "…" not in rows[0]  # no cell cut short
-    assert "columns left out to fit" in " ".join(lines)
+    caption = " ".join(" ".join(lines).split())
+    assert "Left out to fit: throughput" in caption and "fab plan --wide" in caption
 
 
-def test_a_table_for_a_file_has_every_column():
-    text = "\n".join(_shown(None))
-    assert all(line in text for name, _, _ in COLUMNS for line in name.split("\n"))
-    assert "left out" not in text
+def test_a_piped_fab_plan_fits_100_columns_with_the_columns_a_choice_needs():
+    done = _fab_plan("--deadline", "4", "--sweep", "40")  # wide cells: late, 4-digit $
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(map(len, lines)) <= 100
+    header = next(line for line in lines if " size " in line)
+    assert header.split() == ["size", "GPU", "throughput", "hours", "on-demand", "$",
+                              "spot", "$", "total", "$"]  # fmt: skip
+    assert any(line.startswith("late ") for line in lines)
+    assert "--wide adds: cloud, prec, windows/s" in " ".join(done.stdout.split())
+
+
+def test_fab_plan_wide_has_every_column_and_leaves_nothing_out():
+    done = _fab_plan("--wide")
+    assert done.returncode == 0, done.stderr
+    head = "\n".join(done.stdout.splitlines()[:8])
+    assert all(line in head for line in _headers(name for name, _, _ in COLUMNS))
+    assert "Left out" not in done.stdout and "--wide adds" not in done.stdout
+
+
+def test_the_wide_table_has_every_column_at_any_terminal_width():
+    text = "\n".join(_printed(wide=True, terminal_width=80))
+    assert all(line in text for line in _headers(name for name, _, _ in COLUMNS))
+
+
+def test_the_default_table_has_each_default_column_and_names_the_others():
+    lines = _printed()
+    text = " ".join(" ".join(lines).split())
+    assert all(line in "\n".join(lines) for line in _headers(DEFAULT))
+    assert all(name in text for name in WIDE_ONLY)
+
+
+def test_the_plan_says_the_price_snapshots_date():
+    assert f"snapshot {SNAPSHOT_DAY}" in " ".join(_printed())
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "today", "months"),
+    [("2025-07-01", "2026-01-01", 6), ("2025-07-01", "2025-12-31", 5),
+     ("2025-07-31", "2026-01-30", 5), ("2025-07-01", "2026-11-26", 16)],
+)  # fmt: skip
+def test_a_snapshots_age_is_whole_calendar_months(snapshot, today, months):
+    assert months_between(date.fromisoformat(snapshot), date.fromisoformat(today)) == months
+
+
+def test_a_snapshot_six_months_old_is_warned_in_one_line_with_the_fix():
+    today = SNAPSHOT_DATE.replace(year=SNAPSHOT_DATE.year + 1)
+    warnings = [line for line in _printed(today=today) if "warning" in line.lower()]
+    assert warnings == [
+        f"warning: the price snapshot is from {SNAPSHOT_DAY}, 12 months ago: make prices, or --live"
+    ]
+
+
+def test_a_snapshot_under_six_months_old_is_not_warned():
+    today = date.fromordinal(SNAPSHOT_DATE.toordinal() + 150)
+    assert not any("warning" in line.lower() for line in _printed(today=today))
+
+
+def test_a_plan_priced_live_has_no_snapshot_age_to_warn_of():
+    sizes = catalog.sizes()
+    live = {s.name: HourlyPrice(1.0, None, s.price_region, "live 2026-11-26") for s in sizes}
+    plan = make_plan(PlanRequest(windows=600_000, epochs=1), sizes, live, load_measured())
+    today = SNAPSHOT_DATE.replace(year=SNAPSHOT_DATE.year + 5)
+    assert plan.snapshot_dates == ()
+    assert not any("warning" in line.lower() for line in _printed(plan, today=today))
 
 
 def test_fab_plan_on_a_100_column_terminal_fits_it():
     controller, terminal = pty.openpty()
     env = {**os.environ, "COLUMNS": "100", "LINES": "50"}
-    fab = Path(sys.executable).with_name("fab")
-    command = [str(fab), "plan", "--milestone", "M1", "--epochs", "100"]
+    command = [str(FAB), "plan", "--milestone", "M1", "--epochs", "100"]
     with subprocess.Popen(command, cwd=REPO, env=env, stdout=terminal) as done:
         os.close(terminal)  # the child holds it: reading ends when the child does
         shown = ANSI_STYLE.sub("", _read_until_closed(controller))
