@@ -11,10 +11,11 @@ a stopped run waits cost nothing.
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from invoke.exceptions import Exit
 
@@ -35,6 +36,12 @@ SECONDS_PER_HOUR = 3600
 RECORDS = (
     'cd "$0" 2>/dev/null && cat {boots} 2>/dev/null; echo ---; cat {stops} 2>/dev/null; '
     "echo ---; cat /proc/sys/kernel/random/boot_id; awk '/^btime/ {{print $2}}' /proc/stat"
+)
+# Each run dir in $0 named after sweep $1's trials: its name and its status.json (at most
+# 64 KiB, base64: the box's files are untrusted), a line each.
+TRIAL_STATUSES = (
+    'cd "$0" 2>/dev/null || exit 0; for d in "$1"-t*/; do [ -d "$d" ] || continue; '
+    'printf "%s " "${{d%/}}"; head -c 65536 "${{d}}{status}" 2>/dev/null | base64 -w0; echo; done'
 )
 
 
@@ -64,12 +71,17 @@ class RunSnapshot:
     """Boxes 1..N-1 of a multi-box run, None where one did not answer."""
     live: bool = False
     """Its container runs now: only then do its dollars count until now."""
+    trials: dict[str, RunRecord] = field(default_factory=dict)
+    """A sweep's trial: the status.json of each trial of its sweep on box 0, which share
+    the box with it (`cost.trial_spans`)."""
 
     def cost(self, hourly_price_usd: float) -> cost.RunCost | None:
         """Each box's up time during the spans the run's trainer ran (the last until now
         while its container runs), at the price in force at launch; None without a
         launch record. A container that is not running (stopped, preempted, killed with
-        its status still `running`) adds nothing past its last word."""
+        its status still `running`) adds nothing past its last word. A sweep's trial
+        shares each moment with the sweep's other trials running then, as its summary's
+        `cost_usd` does (`cost.box_run_cost`)."""
         started = self.launch.get("started_at")
         price = self.launch.get("hourly_price_usd", hourly_price_usd)
         if not isinstance(started, int | float) or not isinstance(price, int | float):
@@ -83,7 +95,8 @@ class RunSnapshot:
         count = count if isinstance(count, int) and count > 0 else len(boxes)
         uptimes = [list((box or self.box).uptime) for box in boxes][:count]
         uptimes += [list(self.box.uptime)] * (count - len(uptimes))
-        return cost.run_cost(uptimes, spans, float(price))
+        others = cost.trial_spans(self.run_id, self.launch.get("sweep"), self.trials)
+        return cost.run_cost(uptimes, spans, float(price), others)
 
 
 def _json_or_empty(text: str | None) -> dict:
@@ -150,6 +163,7 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
         f"tail -n 1 {shlex.quote(run_dir)}/metrics.jsonl 2>/dev/null", check=False
     ).stdout
     gpus = box.run(NVIDIA_QUERY, check=False)
+    launch = _json_or_empty(box.read_text(f"{run_dir}/{contract.LAUNCH_FILE}"))
     return RunSnapshot(
         run_id=run_id,
         state=describe_state(
@@ -158,12 +172,33 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
         status=status,
         last_metrics=_json_or_empty(metrics_tail.strip()),
         gpus=gpus.stdout.strip().splitlines() if gpus.exited == 0 else [],
-        launch=_json_or_empty(box.read_text(f"{run_dir}/{contract.LAUNCH_FILE}")),
+        launch=launch,
         box=box_snapshot(box),
         now=time.time(),
         others=tuple(_reachable_snapshot(other) for other in others),
         live=container is not None and container.running,
+        trials=trial_statuses(box, launch.get("sweep")),
     )
+
+
+def trial_statuses(box: Box, sweep_id: object) -> dict[str, RunRecord]:
+    """The status of each run on the box that may be a trial of sweep `sweep_id`, read
+    in one round trip; none for a plain run."""
+    if not isinstance(sweep_id, str) or not sweep_id:
+        return {}
+    runs = f"{box.root}/{contract.RUNS_DIR}"
+    script = TRIAL_STATUSES.format(status=contract.STATUS_FILE)
+    found = box.run(
+        f"bash -c {shlex.quote(script)} {shlex.quote(runs)} {shlex.quote(sweep_id)}", check=False
+    )
+    statuses = {}
+    for line in found.stdout.splitlines():
+        run_id, _, encoded = line.partition(" ")
+        try:
+            statuses[run_id] = RunRecord.parse(base64.b64decode(encoded, validate=True))
+        except ValueError:  # not base64: a line this script did not write
+            continue
+    return statuses
 
 
 def _reachable_snapshot(box: Box) -> BoxSnapshot | None:

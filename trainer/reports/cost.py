@@ -21,15 +21,17 @@ status` uses it on your machine, the trainer for `summary.json`.
 
 from __future__ import annotations
 
+import glob
 import itertools
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.box_files import BOOTS_FILE, LAUNCH_RECORD, RECORD_AT, RECORD_BOOT_ID, STOPS_FILE
 from trainer.reports.status import RunRecord
+from trainer.sweep.spec import is_trial_of
 
 SECONDS_PER_HOUR = 3600
 
@@ -205,20 +207,37 @@ def box_run_cost(run_dir: Path, now: float) -> RunCost | None:
     stops = records_of(Path(records) / STOPS_FILE)
     up = uptimes(boots, stops, current_boot())
     spans = ran_spans(RunRecord.read(run_dir), now) or [(started, now)]
-    others = trial_spans(Path(run_dir), launch.get("sweep"))
+    sweep_id = launch.get("sweep")
+    others = trial_spans(
+        Path(run_dir).name, sweep_id, trial_statuses(Path(run_dir).parent, sweep_id)
+    )
     return run_cost([up] * boxes, spans, price, others)
 
 
-def trial_spans(run_dir: Path, sweep_id: object) -> list[Span]:
-    """The spans of the other trials of sweep `sweep_id`, from their run dirs beside
-    `run_dir` (the sweep's trials share the box's runs folder); none for a plain run."""
+def trial_spans(run_id: str, sweep_id: object, statuses: Mapping[str, RunRecord]) -> list[Span]:
+    """The spans of sweep `sweep_id`'s trials other than `run_id`, from `statuses` (run
+    id -> its status.json, of the runs in the box's runs folder, where a sweep's trials
+    are made); none for a plain run. The trainer (`box_run_cost`) and `fab status` read
+    the same files: a trial's dollars are the same wherever they are shown."""
     if not isinstance(sweep_id, str) or not sweep_id:
         return []
-    spans = []
-    for sibling in sorted(run_dir.parent.glob(f"{sweep_id}-t*")):
-        if sibling.name != run_dir.name and sibling.is_dir():
-            spans += ran_spans(RunRecord.read(sibling))
-    return spans
+    return [
+        span
+        for other, record in sorted(statuses.items())
+        if other != run_id and is_trial_of(other, sweep_id)
+        for span in ran_spans(record)
+    ]
+
+
+def trial_statuses(runs_dir: Path, sweep_id: object) -> dict[str, RunRecord]:
+    """The status of each run in `runs_dir` that may be a trial of sweep `sweep_id`."""
+    if not isinstance(sweep_id, str) or not sweep_id:
+        return {}
+    return {
+        found.name: RunRecord.read(found)
+        for found in runs_dir.glob(f"{glob.escape(sweep_id)}-t*")
+        if found.is_dir()
+    }
 
 
 def records_of(path: Path) -> list[dict]:

@@ -129,3 +129,10 @@ def test_the_report_of_a_run_off_a_box_says_its_cost_was_not_counted():
     assert cost_line({"cost_usd": None, "cost": None, "recoveries": 0}).startswith(
         "Cost: not counted"
     )
+
+
+def test_a_trial_shares_the_box_with_its_own_sweeps_trials_only():
+    ran = RunRecord(ran=[[0.0, HOUR]])
+    statuses = {"sw-t000": ran, "sw-t001": ran, "sw-t1x": ran, "swept-t000": ran, "other": ran}
+    assert cost.trial_spans("sw-t000", "sw", statuses) == [(0.0, HOUR)]
+    assert cost.trial_spans("plain", None, statuses) == []
