@@ -119,12 +119,12 @@ class Driver:
         self.params = parse_params(spec.params)
         self.study = open_study(spec, self.params, sweep_dir)
         self.space = distributions(self.params)
-        self.pool = TrialPool(spec)
+        self.wake = threading.Event()
+        self.pool = TrialPool(spec, on_exit=self.wake.set)
         self.asked: dict[int, Any] = {}  # number -> optuna Trial of each running trial
         self.pruned: set[int] = set()
         self.stop_reason = ""
         self.finishing = False
-        self.wake = threading.Event()
         self.mirror = Mirror(spec, sweep_dir)
 
     def run(self) -> int:
@@ -142,6 +142,7 @@ class Driver:
             journal.keep_verified(self.sweep_dir)
             self.mirror.sync()
             self.wake.wait(POLL_SECONDS)
+            self.wake.clear()  # what woke it (a trial's exit, a signal) is seen by the look
         try:
             self.finishing = True  # a stop now ends the test evaluation at once
             code = selection.finish(self.spec, self.study, self.sweep_dir)
