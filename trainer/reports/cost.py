@@ -31,7 +31,6 @@ from pathlib import Path
 
 from trainer.box_files import BOOTS_FILE, LAUNCH_RECORD, RECORD_AT, RECORD_BOOT_ID, STOPS_FILE
 from trainer.reports.status import RunRecord
-from trainer.sweep.spec import is_trial_of
 
 SECONDS_PER_HOUR = 3600
 
@@ -227,6 +226,14 @@ def trial_spans(run_id: str, sweep_id: object, statuses: Mapping[str, RunRecord]
         if other != run_id and is_trial_of(other, sweep_id)
         for span in ran_spans(record)
     ]
+
+
+def is_trial_of(run_id: str, sweep_id: str) -> bool:
+    """Whether `run_id` names a trial of sweep `sweep_id`: its id, then `-t` and the
+    trial's number (trainer.sweep.spec.TRIAL_SUFFIX: `trainer.sweep` imports this
+    package, never the other way)."""
+    tail = run_id[len(sweep_id) :] if run_id.startswith(sweep_id) else ""
+    return tail.startswith("-t") and len(tail) >= 5 and tail[2:].isdigit()
 
 
 def trial_statuses(runs_dir: Path, sweep_id: object) -> dict[str, RunRecord]:

@@ -41,12 +41,6 @@ MAX_SWEEP_ID_CHARS = 59
 TRIAL_SUFFIX = "-t{number:03d}"
 
 
-def is_trial_of(run_id: str, sweep_id: str) -> bool:
-    """Whether `run_id` names a trial of sweep `sweep_id` (TRIAL_SUFFIX after its id)."""
-    tail = run_id[len(sweep_id) :] if run_id.startswith(sweep_id) else ""
-    return tail.startswith("-t") and len(tail) >= 5 and tail[2:].isdigit()
-
-
 @dataclass(frozen=True)
 class SweepSpec:
     """What to search and how: written once by `fab sweep`, kept by every resume."""

@@ -8,6 +8,7 @@ import pytest
 
 from trainer.reports import cost
 from trainer.reports.status import RunRecord
+from trainer.sweep.spec import SweepSpec
 
 HOUR = 3600.0
 MONDAY = 1_800_000_000.0  # a scripted week starts here
@@ -136,3 +137,9 @@ def test_a_trial_shares_the_box_with_its_own_sweeps_trials_only():
     statuses = {"sw-t000": ran, "sw-t001": ran, "sw-t1x": ran, "swept-t000": ran, "other": ran}
     assert cost.trial_spans("sw-t000", "sw", statuses) == [(0.0, HOUR)]
     assert cost.trial_spans("plain", None, statuses) == []
+
+
+def test_a_trial_is_known_by_the_run_id_its_sweep_gives_it():
+    spec = SweepSpec(sweep_id="sw", dataset="d", data_dir="/d", runs_dir="/r",
+                     storage_uri="file:///s", params=["lr=0.1"])  # fmt: skip
+    assert all(cost.is_trial_of(spec.trial_run_id(n), "sw") for n in (0, 7, 123, 4567))
