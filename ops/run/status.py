@@ -6,7 +6,8 @@ launch.json (written by `fab train`) for the time and price the run started with
 and the box's idle watchdog: its state (countdown, leases, a stop that failed), its
 records of boots and stops. The dollars are each box's up time while the run's trainer
 ran (`trainer.reports.cost`), so a box stopped overnight, a run that ended and the hours
-a stopped run waits cost nothing.
+a stopped run waits cost nothing; a moment the run shared the box with other runs (a
+sweep's trials) is split evenly between them.
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ RECORDS = (
     'cd "$0" 2>/dev/null && cat {boots} 2>/dev/null; echo ---; cat {stops} 2>/dev/null; '
     "echo ---; cat /proc/sys/kernel/random/boot_id; awk '/^btime/ {{print $2}}' /proc/stat"
 )
-# Each run dir in $0 named after sweep $1's trials: its name and its status.json (at most
-# 64 KiB, base64: the box's files are untrusted), a line each.
-TRIAL_STATUSES = (
-    'cd "$0" 2>/dev/null || exit 0; for d in "$1"-t*/; do [ -d "$d" ] || continue; '
+# Each run dir in $0: its name and its status.json (at most 64 KiB, base64: the box's
+# files are untrusted), a line each.
+RUN_STATUSES = (
+    'cd "$0" 2>/dev/null || exit 0; for d in */; do [ -d "$d" ] || continue; '
     'printf "%s " "${{d%/}}"; head -c 65536 "${{d}}{status}" 2>/dev/null | base64 -w0; echo; done'
 )
 
@@ -71,17 +72,17 @@ class RunSnapshot:
     """Boxes 1..N-1 of a multi-box run, None where one did not answer."""
     live: bool = False
     """Its container runs now: only then do its dollars count until now."""
-    trials: dict[str, RunRecord] = field(default_factory=dict)
-    """A sweep's trial: the status.json of each trial of its sweep on box 0, which share
-    the box with it (`cost.trial_spans`)."""
+    runs: dict[str, RunRecord] = field(default_factory=dict)
+    """The status.json of each run on box 0, which share the box with this one (a
+    sweep's trials among them: `cost.sharing_spans`)."""
 
     def cost(self, hourly_price_usd: float) -> cost.RunCost | None:
         """Each box's up time during the spans the run's trainer ran (the last until now
         while its container runs), at the price in force at launch; None without a
         launch record. A container that is not running (stopped, preempted, killed with
-        its status still `running`) adds nothing past its last word. A sweep's trial
-        shares each moment with the sweep's other trials running then, as its summary's
-        `cost_usd` does (`cost.box_run_cost`)."""
+        its status still `running`) adds nothing past its last word. A run shares each
+        moment of the box with the other runs (a sweep's trials too) running then, as
+        its summary's `cost_usd` does (`cost.box_run_cost`)."""
         started = self.launch.get("started_at")
         price = self.launch.get("hourly_price_usd", hourly_price_usd)
         if not isinstance(started, int | float) or not isinstance(price, int | float):
@@ -95,7 +96,7 @@ class RunSnapshot:
         count = count if isinstance(count, int) and count > 0 else len(boxes)
         uptimes = [list((box or self.box).uptime) for box in boxes][:count]
         uptimes += [list(self.box.uptime)] * (count - len(uptimes))
-        others = cost.trial_spans(self.run_id, self.launch.get("sweep"), self.trials)
+        others = cost.sharing_spans(self.run_id, self.runs)
         return cost.run_cost(uptimes, spans, float(price), others)
 
 
@@ -163,7 +164,6 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
         f"tail -n 1 {shlex.quote(run_dir)}/metrics.jsonl 2>/dev/null", check=False
     ).stdout
     gpus = box.run(NVIDIA_QUERY, check=False)
-    launch = _json_or_empty(box.read_text(f"{run_dir}/{contract.LAUNCH_FILE}"))
     return RunSnapshot(
         run_id=run_id,
         state=describe_state(
@@ -172,25 +172,20 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
         status=status,
         last_metrics=_json_or_empty(metrics_tail.strip()),
         gpus=gpus.stdout.strip().splitlines() if gpus.exited == 0 else [],
-        launch=launch,
+        launch=_json_or_empty(box.read_text(f"{run_dir}/{contract.LAUNCH_FILE}")),
         box=box_snapshot(box),
         now=time.time(),
         others=tuple(_reachable_snapshot(other) for other in others),
         live=container is not None and container.running,
-        trials=trial_statuses(box, launch.get("sweep")),
+        runs=run_statuses(box),
     )
 
 
-def trial_statuses(box: Box, sweep_id: object) -> dict[str, RunRecord]:
-    """The status of each run on the box that may be a trial of sweep `sweep_id`, read
-    in one round trip; none for a plain run."""
-    if not isinstance(sweep_id, str) or not sweep_id:
-        return {}
+def run_statuses(box: Box) -> dict[str, RunRecord]:
+    """The status of each run on the box, read in one round trip."""
     runs = f"{box.root}/{contract.RUNS_DIR}"
-    script = TRIAL_STATUSES.format(status=contract.STATUS_FILE)
-    found = box.run(
-        f"bash -c {shlex.quote(script)} {shlex.quote(runs)} {shlex.quote(sweep_id)}", check=False
-    )
+    script = RUN_STATUSES.format(status=contract.STATUS_FILE)
+    found = box.run(f"bash -c {shlex.quote(script)} {shlex.quote(runs)}", check=False)
     statuses = {}
     for line in found.stdout.splitlines():
         run_id, _, encoded = line.partition(" ")

@@ -112,12 +112,13 @@ def _ran(*hours_ago: tuple[float, float]) -> list[list[float]]:
 
 
 def test_a_run_that_is_not_running_pays_nothing_past_its_last_word(local_box):
-    # Preempted 2 h ago and never back; killed (exit 137) with its status still `running`.
+    # Preempted 4 h ago and never back; killed (exit 137) 2 h ago with its status still
+    # `running`. One after the other: each had the box to itself while it ran.
     _box_up_since(local_box, 6 * 3600)
-    for run_id, state in (("evicted", "preempted"), ("killed", "running")):
-        ran = _ran((3, 2))
+    for run_id, state, hours in (("evicted", "preempted", (5, 4)), ("killed", "running", (3, 2))):
+        ran = _ran(hours)
         status = {"state": state, "step": 9, "updated_at": ran[-1][1], "ran": ran}
-        _write_run(local_box, run_id, status, started_ago_s=3 * 3600)
+        _write_run(local_box, run_id, status, started_ago_s=hours[0] * 3600)
         assert "$1.50 " in _cost_of(local_box, run_id), run_id
         assert "up box 0 1 h 00 min while its trainer ran" in _cost_of(local_box, run_id), run_id
 
@@ -168,6 +169,20 @@ def test_a_sweeps_trials_share_the_box_and_add_up_to_what_it_billed(local_box):
     paid = {run_id: _dollars(_cost_of(local_box, run_id)) for run_id in trials}
     assert paid == {"sw-t000": 1.50, "sw-t001": 0.75, "sw-t002": 0.75}
     assert sum(paid.values()) == 2 * 1.5
+
+
+def test_a_run_beside_a_sweep_shares_the_box_and_all_add_up_to_what_it_billed(local_box):
+    # A plain run 3-1 h ago beside a sweep's trials (3-2 h, 2-0 h ago): $4.50 billed.
+    _box_up_since(local_box, 4 * 3600)
+    ran = _ran((3, 1))
+    status = {"state": "finished", "step": 9, "updated_at": ran[-1][1], "ran": ran}
+    _write_run(local_box, "plain", status, started_ago_s=3 * 3600)
+    trials = [
+        _write_trial(local_box, "sw", n, _ran(hours)) for n, hours in enumerate([(3, 2), (2, 0)])
+    ]
+    paid = {run_id: _dollars(_cost_of(local_box, run_id)) for run_id in ["plain", *trials]}
+    assert paid == {"plain": 1.50, "sw-t000": 0.75, "sw-t001": 2.25}
+    assert sum(paid.values()) == 3 * 1.5
 
 
 def test_a_trials_dollars_in_fab_status_are_those_fab_runs_shows(local_box, monkeypatch):
