@@ -1,7 +1,7 @@
 """Told when it ends: one short message per run end, to the stack's webhook and SNS topic.
 
 Who calls it, at the moment the box learns a run ended: the resume unit (box/resume.py)
-when the newest container stays down (finished, failed, past its deadline; never for
+when a run's container stays down (finished, failed, past its deadline; never for
 one it starts again, nor one `fab stop` stopped: that person knows), and the idle
 watchdog (box/watchdog.py) before it stops a box whose run hung. The message names
 the run, its state, its best validation MAE (two decimals) and its cost in dollars

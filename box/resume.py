@@ -5,8 +5,8 @@
 Trainer containers run with docker's `--restart no`: docker's own policies restart
 a crash loop forever and bring user-stopped runs back at the next daemon start.
 This program decides instead; it runs at boot (glucose-resume.service) and every
-minute (glucose-resume.timer) and starts the newest trainer container again
-(`docker start`) only when it was interrupted:
+minute (glucose-resume.timer) and starts every trainer container again (`docker
+start`: runs on the box at once all come back) only when it was interrupted:
 
 - it exited 75 (a checkpoint was uploaded: a spot notice, or a docker restart
   stopped it), or 69 (a box of a multi-node run met the others not in time: one of
@@ -140,34 +140,36 @@ def resume(config: WatchdogConfig) -> int:
     containers = docker_cli.list_trainers(config.docker_command, include_stopped=True)
     if not containers:
         log("no trainer containers: nothing to resume")
-    codes = [resume_newest(config, containers[0], config.runs_dir)] if containers else [0]
+    # Every run, not just the newest: runs on the box at once were interrupted at once (an
+    # eviction, a reboot), and each comes back. A run has one container (its name), so
+    # each is judged, and started, once.
+    codes = [resume_one(config, container, config.runs_dir) for container in containers]
     sweeps = docker_cli.list_containers(
         config.docker_command, include_stopped=True, label=contract.SWEEP_LABEL
     )
-    sweeps = [container for container in sweeps if container.kind == "sweep"]
     # A sweep's driver is judged as a run is: its folder holds the same status.json
     # keys and the user's stop marker.
-    if sweeps:
-        codes.append(resume_newest(config, sweeps[0], config.sweeps_dir))
-    return max(codes)
+    sweeps = [container for container in sweeps if container.kind == "sweep"]
+    codes += [resume_one(config, sweep, config.sweeps_dir) for sweep in sweeps]
+    return max(codes, default=0)
 
 
-def resume_newest(config: WatchdogConfig, newest: docker_cli.TrainerContainer, home: Path) -> int:
-    """Start `newest` (the newest container of its kind) again if it was interrupted;
-    `home` holds its folder (runs/ or sweeps/)."""
-    what = f"{'sweep' if newest.kind == 'sweep' else 'run'} {newest.run_id}"
-    if newest.running:
-        log(f"{what} is running ({newest.name})")
+def resume_one(config: WatchdogConfig, container: docker_cli.TrainerContainer, home: Path) -> int:
+    """Start `container` again if it was interrupted; `home` holds its folder (runs/ or
+    sweeps/)."""
+    what = f"{'sweep' if container.kind == 'sweep' else 'run'} {container.run_id}"
+    if container.running:
+        log(f"{what} is running ({container.name})")
         return 0
-    run_dir = home / newest.run_id
-    reason = why_not_resume(newest, run_dir, boot_time(config.proc_root), now_seconds())
+    run_dir = home / container.run_id
+    reason = why_not_resume(container, run_dir, boot_time(config.proc_root), now_seconds())
     if reason:
         log(f"{what} stays down: {reason}")
-        tell_the_end(config, newest, home, reason)
+        tell_the_end(config, container, home, reason)
         return 0
-    if newest.exit_code == contract.EXIT_BOXES_AWAY and run_deadline(run_dir) is not None:
-        return start_when_boxes_may_be_back(config, newest)
-    return start_within_bounds(config, newest)
+    if container.exit_code == contract.EXIT_BOXES_AWAY and run_deadline(run_dir) is not None:
+        return start_when_boxes_may_be_back(config, container)
+    return start_within_bounds(config, container)
 
 
 def tell_the_end(

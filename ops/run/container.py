@@ -26,11 +26,12 @@ from ops.target import local
 from ops.target.resolve import Target
 from stack import storage_layout
 from trainer import container_env
-from trainer.reports.cost import RECORDS_ENV
+from trainer.reports.cost import RECORDS_ENV, RUNS_ENV
 from trainer.storage import storage_environment
 
 WORKSPACE = "/workspace"
 BOX_RECORDS = f"{WORKSPACE}/box"
+BOX_RUNS = f"{WORKSPACE}/box-runs"
 DISTRIBUTED_SHM_SIZE = "2g"
 
 
@@ -115,6 +116,10 @@ def docker_run_command(target: Target, launch: Launch, *, gpus: bool, user: str)
         # dollars by the time its box was up (trainer.reports.cost).
         "--volume", f"{target.box_root}/{contract.WATCHDOG_DIR}:{BOX_RECORDS}:ro",
         "--env", f"{RECORDS_ENV}={BOX_RECORDS}",
+        # The box's other runs, read-only: a moment of the box two runs share is paid
+        # half by each.
+        "--volume", f"{target.box_root}/{contract.RUNS_DIR}:{BOX_RUNS}:ro",
+        "--env", f"{RUNS_ENV}={BOX_RUNS}",
     ]  # fmt: skip
     if gpus:
         args += ["--gpus", "all"]

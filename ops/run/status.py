@@ -6,15 +6,17 @@ launch.json (written by `fab train`) for the time and price the run started with
 and the box's idle watchdog: its state (countdown, leases, a stop that failed), its
 records of boots and stops. The dollars are each box's up time while the run's trainer
 ran (`trainer.reports.cost`), so a box stopped overnight, a run that ended and the hours
-a stopped run waits cost nothing.
+a stopped run waits cost nothing; a moment the run shared the box with other runs (a
+sweep's trials) is split evenly between them.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from invoke.exceptions import Exit
 
@@ -35,6 +37,12 @@ SECONDS_PER_HOUR = 3600
 RECORDS = (
     'cd "$0" 2>/dev/null && cat {boots} 2>/dev/null; echo ---; cat {stops} 2>/dev/null; '
     "echo ---; cat /proc/sys/kernel/random/boot_id; awk '/^btime/ {{print $2}}' /proc/stat"
+)
+# Each run dir in $0: its name and its status.json (at most 64 KiB, base64: the box's
+# files are untrusted), a line each.
+RUN_STATUSES = (
+    'cd "$0" 2>/dev/null || exit 0; for d in */; do [ -d "$d" ] || continue; '
+    'printf "%s " "${{d%/}}"; head -c 65536 "${{d}}{status}" 2>/dev/null | base64 -w0; echo; done'
 )
 
 
@@ -64,12 +72,17 @@ class RunSnapshot:
     """Boxes 1..N-1 of a multi-box run, None where one did not answer."""
     live: bool = False
     """Its container runs now: only then do its dollars count until now."""
+    runs: dict[str, RunRecord] = field(default_factory=dict)
+    """The status.json of each run on box 0, which share the box with this one (a
+    sweep's trials among them: `cost.sharing_spans`)."""
 
     def cost(self, hourly_price_usd: float) -> cost.RunCost | None:
         """Each box's up time during the spans the run's trainer ran (the last until now
         while its container runs), at the price in force at launch; None without a
         launch record. A container that is not running (stopped, preempted, killed with
-        its status still `running`) adds nothing past its last word."""
+        its status still `running`) adds nothing past its last word. A run shares each
+        moment of the box with the other runs (a sweep's trials too) running then, as
+        its summary's `cost_usd` does (`cost.box_run_cost`)."""
         started = self.launch.get("started_at")
         price = self.launch.get("hourly_price_usd", hourly_price_usd)
         if not isinstance(started, int | float) or not isinstance(price, int | float):
@@ -83,7 +96,8 @@ class RunSnapshot:
         count = count if isinstance(count, int) and count > 0 else len(boxes)
         uptimes = [list((box or self.box).uptime) for box in boxes][:count]
         uptimes += [list(self.box.uptime)] * (count - len(uptimes))
-        return cost.run_cost(uptimes, spans, float(price))
+        others = cost.sharing_spans(self.run_id, self.runs)
+        return cost.run_cost(uptimes, spans, float(price), others)
 
 
 def _json_or_empty(text: str | None) -> dict:
@@ -163,7 +177,23 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
         now=time.time(),
         others=tuple(_reachable_snapshot(other) for other in others),
         live=container is not None and container.running,
+        runs=run_statuses(box),
     )
+
+
+def run_statuses(box: Box) -> dict[str, RunRecord]:
+    """The status of each run on the box, read in one round trip."""
+    runs = f"{box.root}/{contract.RUNS_DIR}"
+    script = RUN_STATUSES.format(status=contract.STATUS_FILE)
+    found = box.run(f"bash -c {shlex.quote(script)} {shlex.quote(runs)}", check=False)
+    statuses = {}
+    for line in found.stdout.splitlines():
+        run_id, _, encoded = line.partition(" ")
+        try:
+            statuses[run_id] = RunRecord.parse(base64.b64decode(encoded, validate=True))
+        except ValueError:  # not base64: a line this script did not write
+            continue
+    return statuses
 
 
 def _reachable_snapshot(box: Box) -> BoxSnapshot | None:

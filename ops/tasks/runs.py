@@ -110,8 +110,9 @@ def _result_lines(result: dict | None) -> list[str]:
 
 
 def _cost_line(rows: list) -> str:
-    """What the sweep's trials cost: each moment of the box split between the trials
-    running then, so the trials add up to what the box billed while they ran."""
+    """What the sweep's trials cost: each moment of the box split between the runs (the
+    trials among them) running then, so the trials add up to what the box billed while
+    they ran."""
     counted = [row.cost_usd for row in rows if row.cost_usd is not None]
     if not counted:
         return "cost:   not counted yet (a trial's dollars are in its summary, once it ends)"

@@ -215,13 +215,33 @@ def test_uncountable_attempts_start_nothing(tmp_path):
     assert _started(box) == []
 
 
-def test_only_the_newest_run_is_considered(box):
-    box.add_trainer("old", running=False, created_at=T0 - 7200, exit_code=PREEMPTED)
-    box.write_status("old", state="preempted")
-    box.add_trainer("new", running=False, created_at=T0 - 3600, exit_code=0)
-    box.write_status("new", state="finished")
+def test_runs_on_the_box_at_once_killed_with_the_host_all_start_again_once_each(box):
+    older = box.add_trainer("older", running=False, created_at=T0 - 7200, exit_code=137)
+    box.write_status("older", state="running")
+    newer = box.add_trainer("newer", running=False, created_at=T0 - 3600, exit_code=137)
+    box.write_status("newer", state="running")
+    box.reboot("boot-2", at=T0 - 60)
     _resume(box)
-    assert _started(box) == []
+    assert _started(box) == [newer, older]
+
+
+def test_an_older_preempted_run_starts_again_beside_a_newer_finished_one(box):
+    older = box.add_trainer("older", running=False, created_at=T0 - 7200, exit_code=PREEMPTED)
+    box.write_status("older", state="preempted")
+    box.add_trainer("newer", running=False, created_at=T0 - 3600, exit_code=0)
+    box.write_status("newer", state="finished")
+    done = _resume(box)
+    assert _started(box) == [older]
+    assert "run newer stays down: finished" in done.stdout
+
+
+def test_sweeps_on_the_box_at_once_stopped_by_an_eviction_all_start_again(box):
+    older = box.add_sweep("sweep-a", running=False, created_at=T0 - 7200, exit_code=PREEMPTED)
+    box.write_sweep_status("sweep-a", state="stopped", exit_code=PREEMPTED)
+    newer = box.add_sweep("sweep-b", running=False, created_at=T0 - 3600, exit_code=PREEMPTED)
+    box.write_sweep_status("sweep-b", state="stopped", exit_code=PREEMPTED)
+    _resume(box)
+    assert _started(box) == [newer, older]
 
 
 def test_a_running_run_is_left_alone(box):

@@ -13,9 +13,9 @@ what it billed.
 
 A run pays only for the spans its trainer ran (status.json's `ran`: each process's
 start and last word), so the hours a stopped, preempted or killed run waits, and
-another run's hours on the same box, are not its own. Trials of a sweep that run at
-once split the box: each moment is shared evenly by the trials running then, so the
-trials of a sweep add up to what the box billed while they ran. Torch-free: `fab
+another run's hours on the same box, are not its own. Runs on a box at once split it,
+a sweep's trials as any run: each moment is shared evenly by the runs running then, so
+a box's runs and trials add up to what the box billed while they ran. Torch-free: `fab
 status` uses it on your machine, the trainer for `summary.json`.
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,6 +173,10 @@ def run_cost(
 
 RECORDS_ENV = "GLUCOSE_BOX_RECORDS"
 """Where the trainer container sees its box's records (BOX_ROOT/watchdog, read-only)."""
+RUNS_ENV = "GLUCOSE_BOX_RUNS"
+"""Where the trainer container sees the box's runs folder (BOX_ROOT/runs, read-only): the
+runs beside it, which share the box's time with it. Unset, the folder its run dir is in
+(a sweep's container has the whole runs folder there)."""
 
 
 def current_boot(proc: Path = Path("/proc")) -> tuple[str, float] | None:
@@ -205,20 +209,34 @@ def box_run_cost(run_dir: Path, now: float) -> RunCost | None:
     stops = records_of(Path(records) / STOPS_FILE)
     up = uptimes(boots, stops, current_boot())
     spans = ran_spans(RunRecord.read(run_dir), now) or [(started, now)]
-    others = trial_spans(Path(run_dir), launch.get("sweep"))
+    # A run's container sees the box's runs at RUNS_ENV; a sweep's trials are in them.
+    runs_dir = Path(os.environ.get(RUNS_ENV) or Path(run_dir).parent)
+    others = sharing_spans(Path(run_dir).name, run_statuses(runs_dir))
     return run_cost([up] * boxes, spans, price, others)
 
 
-def trial_spans(run_dir: Path, sweep_id: object) -> list[Span]:
-    """The spans of the other trials of sweep `sweep_id`, from their run dirs beside
-    `run_dir` (the sweep's trials share the box's runs folder); none for a plain run."""
-    if not isinstance(sweep_id, str) or not sweep_id:
-        return []
-    spans = []
-    for sibling in sorted(run_dir.parent.glob(f"{sweep_id}-t*")):
-        if sibling.name != run_dir.name and sibling.is_dir():
-            spans += ran_spans(RunRecord.read(sibling))
-    return spans
+def sharing_spans(run_id: str, statuses: Mapping[str, RunRecord]) -> list[Span]:
+    """The spans of every run on the box but `run_id`, from `statuses` (run id -> its
+    status.json, of the box's runs folder): plain runs and a sweep's trials alike share
+    each moment of the box with the others running then. The trainer (`box_run_cost`)
+    and `fab status` read the same files, so a run's dollars are the same wherever they
+    are shown, and a box's runs add up to what it billed while they ran."""
+    return [
+        span
+        for other, record in sorted(statuses.items())
+        if other != run_id
+        for span in ran_spans(record)
+    ]
+
+
+def run_statuses(runs_dir: Path) -> dict[str, RunRecord]:
+    """The status of each run in the box's runs folder `runs_dir`; none where it cannot
+    be listed."""
+    try:
+        found = [path for path in runs_dir.iterdir() if path.is_dir()]
+    except OSError:
+        return {}
+    return {path.name: RunRecord.read(path) for path in found}
 
 
 def records_of(path: Path) -> list[dict]:

@@ -2,9 +2,9 @@
 
 Reads top to bottom: the spec -> the Optuna study (its journal in the sweep's folder is
 the queue) -> trials that were running when the sweep last stopped, started again
-(each resumes from its checkpoint) -> the loop: collect finished trials, report their
-epochs' validation MAE (and prune), start new ones while there is room -> choose,
-evaluate the test split once, report (`trainer.sweep.selection`).
+(each resumes from its checkpoint) -> the loop: collect finished trials, report each
+epoch's validation MAE in order and judge it (prune), start new ones while there is
+room -> choose, evaluate the test split once, report (`trainer.sweep.selection`).
 
 Stop and resume, as a trainer does: SIGTERM (`docker stop`, a nightly stop, an
 eviction) stops every running trial (each checkpoints and uploads, exit 75), leaves
@@ -119,12 +119,12 @@ class Driver:
         self.params = parse_params(spec.params)
         self.study = open_study(spec, self.params, sweep_dir)
         self.space = distributions(self.params)
-        self.pool = TrialPool(spec)
+        self.wake = threading.Event()
+        self.pool = TrialPool(spec, on_exit=self.wake.set)
         self.asked: dict[int, Any] = {}  # number -> optuna Trial of each running trial
         self.pruned: set[int] = set()
         self.stop_reason = ""
         self.finishing = False
-        self.wake = threading.Event()
         self.mirror = Mirror(spec, sweep_dir)
 
     def run(self) -> int:
@@ -133,17 +133,16 @@ class Driver:
         self.write_status("running")
         self._resume_running()
         while True:
-            self._collect()
+            self.look()
             if self.stop_reason:
                 return self._stop()
-            self._report_epochs()
-            self._fill()
             if not self.pool.running and not self._more():
                 break
             self.write_status("running")
             journal.keep_verified(self.sweep_dir)
             self.mirror.sync()
             self.wake.wait(POLL_SECONDS)
+            self.wake.clear()  # what woke it (a trial's exit, a signal) is seen by the look
         try:
             self.finishing = True  # a stop now ends the test evaluation at once
             code = selection.finish(self.spec, self.study, self.sweep_dir)
@@ -152,6 +151,14 @@ class Driver:
         self.write_status("finished" if code == EXIT_OK else "failed", code)
         self.mirror.sync()
         return code
+
+    def look(self) -> None:
+        """One look at the trials: collect those that ended, judge every epoch each one
+        finished since the last look, start new ones while there is room."""
+        self._collect()
+        if not self.stop_reason:
+            self._report_epochs()
+            self._fill()
 
     def _on_signal(self, number: int, _frame: Any) -> None:
         self.stop_reason = signal.Signals(number).name
@@ -213,20 +220,20 @@ class Driver:
 
         for trial, code in self.pool.finished():
             asked = self.asked.pop(trial.number)
-            # Epochs it finished since the last look: without them the pruner compares
-            # later trials at those epochs against fewer finished ones, or none.
-            for epoch, mae in trial.new_epochs():
-                asked.report(mae, epoch)
-            if code == EXIT_OK:
+            # Epochs it finished since the last look, judged as if seen one by one: a
+            # trial that ended between two looks is pruned as one seen at each epoch is.
+            self._judge(trial, asked)
+            if trial.number in self.pruned:
+                # Asked to stop: 75 from the loop, SIGTERM's own death when the stop
+                # reached it past the loop (writing its report), or it had ended before
+                # the look that judged it; pruned either way.
+                self.study.tell(asked, state=optuna.trial.TrialState.PRUNED)
+                self._say(f"trial {trial.number} pruned (behind the median at its epoch)")
+            elif code == EXIT_OK:
                 mae = selection.val_mae(trial.run_dir)
                 state = optuna.trial.TrialState.COMPLETE if mae is not None else None
                 self.study.tell(asked, mae, state=state or optuna.trial.TrialState.FAIL)
                 self._say(f"trial {trial.number} finished: validation MAE {mae}")
-            elif trial.number in self.pruned:
-                # Asked to stop: 75 from the loop, or SIGTERM's own death when the stop
-                # reached it past the loop (writing its report); pruned either way.
-                self.study.tell(asked, state=optuna.trial.TrialState.PRUNED)
-                self._say(f"trial {trial.number} pruned (behind the median at its epoch)")
             elif code == EXIT_STOPPED:
                 # Not asked to stop: a spot notice reached it. Stay in the study as
                 # running; the whole sweep stops and resumes with the box.
@@ -238,10 +245,18 @@ class Driver:
 
     def _report_epochs(self) -> None:
         for trial in self.pool.running.values():
-            asked = self.asked[trial.number]
-            for epoch, mae in trial.new_epochs():
-                asked.report(mae, epoch)
-            if not trial.stopping and self.spec.prune and asked.should_prune():
+            self._judge(trial, self.asked[trial.number])
+
+    def _judge(self, trial: TrialProcess, asked: Any) -> None:
+        """Report each epoch the trial finished since the last look to the study, in
+        order, and ask the pruner after each: how many epochs passed between two looks
+        changes nothing. A pruned trial stopped at that epoch in the study's eyes: the
+        epochs it ran past it before the stop reached it are not reported."""
+        for epoch, mae in trial.new_epochs():
+            if trial.number in self.pruned:
+                return
+            asked.report(mae, epoch)
+            if self.spec.prune and asked.should_prune():
                 self.pruned.add(trial.number)
                 trial.stop()
 

@@ -4,8 +4,9 @@ A trial has its own run dir (`runs/<sweep_id>-tNNN`), checkpoints to its own
 `<storageUri>/runs/<id>`, and resumes by itself when started again with the same
 flags: the driver only starts, watches and stops processes. Its output goes to
 `train.log` in its run dir (mirrored with the rest). On a GPU box each slot is pinned
-to one GPU (`CUDA_VISIBLE_DEVICES`); on a CPU the cores are split between the slots,
-since oversubscribed OpenMP threads spin-wait each other.
+to one GPU (`CUDA_VISIBLE_DEVICES`); on a CPU the cores are split between the slots
+(at most the container's own OMP_NUM_THREADS each), since oversubscribed OpenMP
+threads spin-wait each other.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,14 @@ CONFIG_FILE = "config.json"
 
 def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _threads(concurrent: int) -> int:
+    """A CPU slot's OpenMP threads: its share of the cores, at most the OMP_NUM_THREADS the
+    sweep's container was given (containerEnv): a box shared with other work spins less."""
+    share = max(1, _cores() // concurrent)
+    given = os.environ.get("OMP_NUM_THREADS", "")
+    return min(share, int(given)) if given.isdigit() and int(given) > 0 else share
 
 
 @dataclass
@@ -126,10 +137,13 @@ class TrialPool:
     """At most `spec.concurrent` trials at once, each in a slot (a GPU, or a share of
     the cores)."""
 
-    def __init__(self, spec: SweepSpec) -> None:
+    def __init__(self, spec: SweepSpec, on_exit: Callable[[], None] = lambda: None) -> None:
         self.spec = spec
         self.running: dict[int, TrialProcess] = {}
-        self.threads = max(1, _cores() // spec.concurrent)
+        self.threads = _threads(spec.concurrent)
+        self.on_exit = on_exit
+        """Called from a watcher thread as each trial's process exits: the driver looks
+        then instead of at its next poll, so the next trial starts at once."""
 
     def has_room(self) -> bool:
         return len(self.running) < self.spec.concurrent
@@ -177,7 +191,12 @@ class TrialPool:
         )
         trial = TrialProcess(number, run_id, values, slot, process, run_dir, log=log)
         self.running[number] = trial
+        threading.Thread(target=self._watch, args=(process,), daemon=True).start()
         return trial
+
+    def _watch(self, process: subprocess.Popen) -> None:
+        process.wait()
+        self.on_exit()
 
     def _write_launch(self, run_dir: Path, run_id: str, number: int, values: dict) -> None:
         """launch.json as `fab train` writes one (ARCHITECTURE.md), plus the sweep's

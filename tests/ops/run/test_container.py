@@ -48,6 +48,7 @@ def test_run_dir_and_dataset_are_mounted_and_checkpoints_go_to_storage():
         "/var/lib/glucose-training/runs/r7:/workspace/runs/r7",
         "/var/lib/glucose-training/datasets/synthetic:/workspace/datasets/synthetic:ro",
         "/var/lib/glucose-training/watchdog:/workspace/box:ro",
+        "/var/lib/glucose-training/runs:/workspace/box-runs:ro",
     ]
     trainer = args[args.index("reg/glucose:abc") + 1 :]
     assert trainer[:7] == [
@@ -61,6 +62,10 @@ def test_run_dir_and_dataset_are_mounted_and_checkpoints_go_to_storage():
 def test_the_trainer_sees_its_boxs_boot_and_stop_records_to_count_its_dollars():
     args = _args(_target())
     assert "GLUCOSE_BOX_RECORDS=/workspace/box" in _value(args, "--env")
+
+
+def test_the_trainer_sees_the_boxs_other_runs_to_share_its_dollars_with_them():
+    assert "GLUCOSE_BOX_RUNS=/workspace/box-runs" in _value(_args(_target()), "--env")
 
 
 def test_gpus_are_requested_only_on_a_gpu_box():

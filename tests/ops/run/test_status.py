@@ -8,6 +8,7 @@ from box import contract
 from ops.run.on_box import ContainerState
 from ops.run.status import describe_state
 from tests.ops.conftest import assert_one_line_error
+from trainer.reports import cost
 from trainer.reports.status import RunRecord
 
 
@@ -111,12 +112,13 @@ def _ran(*hours_ago: tuple[float, float]) -> list[list[float]]:
 
 
 def test_a_run_that_is_not_running_pays_nothing_past_its_last_word(local_box):
-    # Preempted 2 h ago and never back; killed (exit 137) with its status still `running`.
+    # Preempted 4 h ago and never back; killed (exit 137) 2 h ago with its status still
+    # `running`. One after the other: each had the box to itself while it ran.
     _box_up_since(local_box, 6 * 3600)
-    for run_id, state in (("evicted", "preempted"), ("killed", "running")):
-        ran = _ran((3, 2))
+    for run_id, state, hours in (("evicted", "preempted", (5, 4)), ("killed", "running", (3, 2))):
+        ran = _ran(hours)
         status = {"state": state, "step": 9, "updated_at": ran[-1][1], "ran": ran}
-        _write_run(local_box, run_id, status, started_ago_s=3 * 3600)
+        _write_run(local_box, run_id, status, started_ago_s=hours[0] * 3600)
         assert "$1.50 " in _cost_of(local_box, run_id), run_id
         assert "up box 0 1 h 00 min while its trainer ran" in _cost_of(local_box, run_id), run_id
 
@@ -141,3 +143,63 @@ def test_a_status_json_nested_too_deep_reads_as_no_status(local_box):
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     assert "state:      not started" in result.stdout
+
+
+def _write_trial(box, sweep_id: str, number: int, ran: list[list[float]]) -> str:
+    run_id = f"{sweep_id}-t{number:03d}"
+    status = {"state": "finished", "step": 9, "updated_at": ran[-1][1], "ran": ran}
+    _write_run(box, run_id, status, started_ago_s=time.time() - ran[0][0])
+    launch = {"run_id": run_id, "image": "img", "started_at": ran[0][0],
+              "hourly_price_usd": 1.5, "sweep": sweep_id, "trial": number}  # fmt: skip
+    (box.root / "runs" / run_id / "launch.json").write_text(json.dumps(launch))
+    return run_id
+
+
+def _dollars(line: str) -> float:
+    return float(line.split()[1].lstrip("$"))
+
+
+def test_a_sweeps_trials_share_the_box_and_add_up_to_what_it_billed(local_box):
+    # Two trials at a time, for the 2 h the box had trials: $3.00 billed at $1.50/h.
+    _box_up_since(local_box, 4 * 3600)
+    trials = [
+        _write_trial(local_box, "sw", n, _ran(hours))
+        for n, hours in enumerate([(3, 1), (3, 2), (2, 1)])
+    ]
+    paid = {run_id: _dollars(_cost_of(local_box, run_id)) for run_id in trials}
+    assert paid == {"sw-t000": 1.50, "sw-t001": 0.75, "sw-t002": 0.75}
+    assert sum(paid.values()) == 2 * 1.5
+
+
+def test_a_run_beside_a_sweep_shares_the_box_and_all_add_up_to_what_it_billed(local_box):
+    # A plain run 3-1 h ago beside a sweep's trials (3-2 h, 2-0 h ago): $4.50 billed.
+    _box_up_since(local_box, 4 * 3600)
+    ran = _ran((3, 1))
+    status = {"state": "finished", "step": 9, "updated_at": ran[-1][1], "ran": ran}
+    _write_run(local_box, "plain", status, started_ago_s=3 * 3600)
+    trials = [
+        _write_trial(local_box, "sw", n, _ran(hours)) for n, hours in enumerate([(3, 2), (2, 0)])
+    ]
+    paid = {run_id: _dollars(_cost_of(local_box, run_id)) for run_id in ["plain", *trials]}
+    assert paid == {"plain": 1.50, "sw-t000": 0.75, "sw-t001": 2.25}
+    assert sum(paid.values()) == 3 * 1.5
+
+
+def test_a_trials_dollars_in_fab_status_are_those_fab_runs_shows(local_box, monkeypatch):
+    # `fab runs --sweep` shows each trial's summary, whose cost the trainer counted at
+    # its end from the box's records (trainer.loop.train: `cost.box_run_cost`).
+    _box_up_since(local_box, 4 * 3600)
+    runs = local_box.root / "runs"
+    monkeypatch.setenv(cost.RECORDS_ENV, str(local_box.root / contract.WATCHDOG_DIR))
+    ended = {}
+    for n, hours in enumerate([(3, 1.5), (2.5, 1), (2, 0.5)]):
+        ended[_write_trial(local_box, "sw", n, _ran(hours))] = time.time() - hours[1] * 3600
+    for run_id, at in ended.items():
+        counted = cost.box_run_cost(runs / run_id, at)
+        summary = {"val": {"mae": 10.0}, "epochs": 3, "cost_usd": round(counted.usd, 2)}
+        (runs / run_id / "summary.json").write_text(json.dumps(summary))
+    listed = local_box.fab("runs", "--sweep", "sw", "--json", "--local", str(runs))
+    assert listed.returncode == 0, listed.stderr
+    shown = {row["run_id"]: row["cost_usd"] for row in json.loads(listed.stdout)["runs"]}
+    assert shown == {run_id: _dollars(_cost_of(local_box, run_id)) for run_id in shown}
+    assert len(shown) == 3

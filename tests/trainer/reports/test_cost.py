@@ -129,3 +129,37 @@ def test_the_report_of_a_run_off_a_box_says_its_cost_was_not_counted():
     assert cost_line({"cost_usd": None, "cost": None, "recoveries": 0}).startswith(
         "Cost: not counted"
     )
+
+
+def test_runs_on_a_box_at_once_split_each_moment_and_add_up_to_what_it_billed():
+    # A plain run 0-2 h, a sweep's trial 1-3 h, another trial 2-3 h, on a box up 0-3 h.
+    statuses = {
+        "plain": RunRecord(ran=[[0.0, 2 * HOUR]]),
+        "sw-t000": RunRecord(ran=[[HOUR, 3 * HOUR]]),
+        "sw-t001": RunRecord(ran=[[2 * HOUR, 3 * HOUR]]),
+    }
+    up = [cost.Uptime(0.0, 3 * HOUR)]
+    paid = {
+        run_id: cost.run_cost(
+            [up], cost.ran_spans(record), PRICE, cost.sharing_spans(run_id, statuses)
+        ).usd
+        for run_id, record in statuses.items()
+    }
+    assert paid == pytest.approx({"plain": 1.5 * PRICE, "sw-t000": PRICE, "sw-t001": 0.5 * PRICE})
+    assert sum(paid.values()) == pytest.approx(3 * PRICE)
+
+
+def test_the_trainer_shares_its_box_with_the_runs_it_sees_beside_it(tmp_path, monkeypatch):
+    runs, records = tmp_path / "box-runs", tmp_path / "box"
+    records.mkdir()
+    for run_id in ("mine", "other"):
+        (runs / run_id).mkdir(parents=True)
+        (runs / run_id / "status.json").write_text(json.dumps({"ran": [[MONDAY, MONDAY + HOUR]]}))
+    launch = {"started_at": MONDAY, "hourly_price_usd": PRICE}
+    (runs / "mine" / "launch.json").write_text(json.dumps(launch))
+    (records / "boots.jsonl").write_text(json.dumps({"at": MONDAY, "boot_id": "a"}) + "\n")
+    (records / "stops.jsonl").write_text(json.dumps({"at": MONDAY + HOUR, "boot_id": "a"}) + "\n")
+    monkeypatch.setenv(cost.RECORDS_ENV, str(records))
+    monkeypatch.setenv(cost.RUNS_ENV, str(runs))
+    monkeypatch.setattr(cost, "current_boot", lambda: None)
+    assert cost.box_run_cost(runs / "mine", MONDAY + HOUR).usd == pytest.approx(PRICE / 2)

@@ -5,6 +5,7 @@ nightly stop or an eviction sends) and started again, as the box's resume unit d
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ import pytest
 
 from tests.trainer.trainer_process import EXIT_WAIT_SECONDS, start_process, status_of
 from trainer.sweep.spec import SweepSpec
+from trainer.sweep.trials import TrialPool
 
 SWEEP = "sweep-t"
 TRIALS = (f"{SWEEP}-t000", f"{SWEEP}-t001")
@@ -160,3 +162,14 @@ def test_trials_that_run_at_once_split_the_box_and_add_up_to_what_it_billed(live
         for run_id in TRIALS
     ]
     assert sum(paid) == pytest.approx(_union_seconds(spans), abs=5.0)
+
+
+def test_a_cpu_trial_takes_at_most_the_threads_the_sweeps_container_was_given(monkeypatch):
+    # OMP_NUM_THREADS from containerEnv: a box shared with other work; more threads than
+    # it may use spin-wait each other (2-3x slower on two shared cores).
+    spec = SweepSpec(sweep_id="s", dataset="d", data_dir="/d", runs_dir="/r",
+                     storage_uri="file:///s", params=["lr=0.1"], concurrent=1)  # fmt: skip
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert TrialPool(spec).threads == 1
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert TrialPool(spec).threads == len(os.sched_getaffinity(0))

@@ -30,15 +30,19 @@ def test_a_trial_far_behind_the_median_is_pruned_at_a_checkpoint(learnable_data,
         sweep_id="pruned", dataset="synth", data_dir=str(learnable_data),
         runs_dir=str(tmp_path / "runs"), storage_uri=f"file://{tmp_path / 'storage'}",
         # In the grid's order: lr 0.003 with seeds 0 and 1 finish, then lr 1e-7 starts.
-        # Epochs of ~2.5 s here against the driver's look every 5 s, and no warm-up (the
-        # finished trials lead from epoch 2): 6 leave the pruned trial in its loop.
+        # No warm-up (the finished trials lead from epoch 2): judged at epoch 2, the
+        # pruned trial is stopped at the driver's next look (5 s at most, epochs of ~1-3 s
+        # here): 6 epochs leave it in its loop then.
         params=["lr=0.003,0.0000001", "seed=0,1"], method="grid", trials=3, concurrent=1,
         prune=True, trainer_args=["--model", "resnet18", "--batch-size", "32", "--epochs", "6",
                                   "--warmup-fraction", "0"],
     )  # fmt: skip
     (folder / "sweep.json").write_text(spec.to_json())
     driver = start_process(["-m", "trainer", "sweep", "--dir", str(folder)], tmp_path / "log")
-    assert driver.wait(EXIT_WAIT_SECONDS) == 0, (tmp_path / "log").read_text()
+    try:
+        assert driver.wait(EXIT_WAIT_SECONDS) == 0, (tmp_path / "log").read_text()
+    finally:
+        driver.terminate()  # past the wait, the sweep stops its trials at a checkpoint
     trials = json.loads((folder / "trials.json").read_text())["trials"]
     assert [trial["state"] for trial in trials] == ["complete", "complete", "pruned"]
     status = json.loads((tmp_path / "runs" / "pruned-t002" / "status.json").read_text())
