@@ -58,6 +58,13 @@ STOPPED_BY_USER_REASON = "stopped by the user"
 PAST_DEADLINE_REASON = "past its deadline"
 
 
+# An end is told only when first seen within a day of it. The unit looks every minute
+# the box is up, so a real end is seen within minutes (or at the next boot); without the
+# bound, the first look of programs that judge every container (not just the newest)
+# would tell every old run's end on the box at once.
+TELL_ENDS_WITHIN_SECONDS = 24 * 3600
+
+
 def log(message: str) -> None:
     print(f"glucose-resume: {message}", flush=True)
 
@@ -179,6 +186,8 @@ def tell_the_end(
     the user stopped: they know."""
     if reason == STOPPED_BY_USER_REASON:
         return
+    if now_seconds() - container.finished_at > TELL_ENDS_WITHIN_SECONDS:
+        return  # see TELL_ENDS_WITHIN_SECONDS
     run_dir = home / container.run_id
     if (
         not (run_dir / contract.STATUS_FILE).exists()

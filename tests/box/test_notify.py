@@ -14,6 +14,7 @@ from tests.fakes.local_http import LocalHttpServer, reply
 
 T0 = 1_800_000_000.0
 MINUTE = 60.0
+DAY = 24 * 3600.0
 PREEMPTED, CRASHED = 75, 1
 
 
@@ -115,6 +116,18 @@ def test_a_run_past_its_deadline_is_told_it_missed_it_with_its_estimated_cost(bo
     (box.box_root / "runs" / "run-1" / "launch.json").write_text(json.dumps(launch))
     _resume(box)
     assert webhook.texts == ["run run-1 missed its deadline: best val MAE 18.50, cost about $6.00"]
+
+
+def test_a_run_end_first_seen_more_than_a_day_after_it_is_not_told(box, webhook):
+    # What the first look of these programs finds on a box where older runs ended.
+    box.add_trainer(
+        "old", running=False, created_at=T0 - 9 * DAY, exit_code=0, finished_at=T0 - 2 * DAY
+    )
+    box.add_trainer("new", running=False, created_at=T0 - 600, exit_code=0, finished_at=T0 - 30)
+    box.write_status("old", state="finished", val_mae=20.0)
+    box.write_status("new", state="finished", val_mae=16.2)
+    _resume(box)
+    assert webhook.texts == ["run new finished: best val MAE 16.20"]
 
 
 def test_a_run_the_user_stopped_sends_nothing(box, webhook):
