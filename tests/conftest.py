@@ -25,6 +25,8 @@ pytest_plugins = sorted(
 MACHINE_DOCKER_FIXTURES = {"docker_engine", "box_engine", "restartable_engine"}
 
 
+# tryfirst: pytest-xdist reads the group marks in a hook of its own, which must see them.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if MACHINE_DOCKER_FIXTURES & set(getattr(item, "fixturenames", ())):
