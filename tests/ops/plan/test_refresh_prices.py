@@ -133,7 +133,13 @@ def test_make_prices_offline_fails_in_one_line_and_leaves_the_snapshot(closed_po
         # -o: the venv is there already (a worktree's pyproject.toml may look newer)
         ["make", "--no-print-directory", "-o", ".venv/.installed", "prices", "CLOUD=azure"],
         cwd=REPO,
-        env={**os.environ, "GLUCOSE_AZURE_PRICES_URL": closed_port_url},
+        # Not make's own variables: under `make test` this make would be make[1].
+        env={
+            **{
+                k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")
+            },
+            "GLUCOSE_AZURE_PRICES_URL": closed_port_url,
+        },
         capture_output=True,
         text=True,
         timeout=60,
