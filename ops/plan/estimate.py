@@ -311,8 +311,9 @@ def _notes(request: PlanRequest, rows: list[PlanRow]) -> list[str]:
     elif any(r.gpu_count > 1 for r in rows):
         notes.append(
             "multi-GPU rows: torchrun DDP at the trainer's default batch over every GPU "
-            "(`fab train` runs torchrun over every GPU), scaled by the all-reduce model "
-            "(docs/distributed.md)"
+            "(`fab train` runs torchrun over every GPU), each GPU at the eager step's speed "
+            "(DDP's steps are not captured as one CUDA graph, a single GPU's are), scaled by "
+            "the all-reduce model (docs/distributed.md)"
         )
     if request.region and any(r.price_region != request.region for r in rows):
         notes.append(
