@@ -38,24 +38,30 @@ def _number(record: dict, key: str, spec: str) -> str | None:
     return format(value, spec)
 
 
+# What an epoch's and a train step's record add to their first words when they hold it:
+# (words around the value, key, format).
+_ALSO_SAID = {
+    "epoch": (
+        ("best {}", "best_val_mae", ".2f"),
+        ("constant-median baseline {}", "val_baseline_mae", ".2f"),
+    ),
+    "train": (("learning rate {}", "lr", ".2e"), ("{} windows/s", "windows_per_s", ",.0f")),
+}
+
+
 def log_sentence(record: dict[str, Any]) -> str:
     """The trainer's last log record, said: what it measured, in its units."""
     get = functools.partial(_number, record)
     kind, step, epoch = record.get("kind"), get("step", "d"), get("epoch", "d")
-    if kind == "epoch":
-        said = [f"epoch {epoch} done at step {step}: validation MAE {get('val_mae', '.2f')} mg/dL"]
-        if get("best_val_mae", ".2f"):
-            said.append(f"best {get('best_val_mae', '.2f')}")
-        if get("val_baseline_mae", ".2f"):
-            said.append(f"constant-median baseline {get('val_baseline_mae', '.2f')}")
-        return ", ".join(said)
-    if kind == "train":
-        said = [f"step {step} of epoch {epoch}: train loss {get('loss', '.4f')}"]
-        if get("lr", ".2e"):
-            said.append(f"learning rate {get('lr', '.2e')}")
-        if get("windows_per_s", ",.0f"):
-            said.append(f"{get('windows_per_s', ',.0f')} windows/s")
-        return ", ".join(said)
+    if kind in _ALSO_SAID:
+        if kind == "epoch":
+            head = (
+                f"epoch {epoch} done at step {step}: validation MAE {get('val_mae', '.2f')} mg/dL"
+            )
+        else:
+            head = f"step {step} of epoch {epoch}: train loss {get('loss', '.4f')}"
+        also = [words.format(v) for words, key, spec in _ALSO_SAID[kind] if (v := get(key, spec))]
+        return ", ".join([head, *also])
     if kind == "start":
         return f"the trainer started at step {step}"
     shown = [f"{key} {_plain(value)}" for key, value in record.items() if key not in ("time",)]
