@@ -321,8 +321,7 @@ def fitted_peak_fraction(
     newest: dict[str, MeasuredThroughput] = {}
     for row in sorted(measured, key=lambda r: r.date):
         spec = next((g for g in GPUS.values() if gpu_matches(row.gpu, g.model)), None)
-        usable = row.gpu_count == 1 and row.window_length == window_length
-        usable = usable and _of_kind(row, kind)
+        usable = row.gpu_count == 1 and row.window_length == window_length and _of_kind(row, kind)
         if spec is not None and usable and row.precision in ("bf16", "fp16"):
             newest[spec.model] = row
     fractions = sorted(
@@ -358,11 +357,11 @@ def _roofline_s(gpu: GpuSpec, window_length: int) -> float:
     )
 
 
-def _one_gpu_rows(
+def _gpu_rows(
     measured: tuple[MeasuredThroughput, ...], gpu: GpuSpec, window_length: int, kind: StepKind
 ) -> list[MeasuredThroughput]:
-    """The GPU's one-GPU rows of a `kind` step at `window_length` and its training
-    precision, oldest first."""
+    """The GPU's rows of a `kind` step at `window_length` and its training precision, at
+    any GPU count, oldest first."""
     precision = training_precision(gpu)
     return sorted(
         (
@@ -371,11 +370,14 @@ def _one_gpu_rows(
             if gpu_matches(r.gpu, gpu.model)
             and r.window_length == window_length
             and r.precision == precision
-            and r.gpu_count == 1
             and _of_kind(r, kind)
         ),
         key=lambda r: r.date,
     )
+
+
+def _one_gpu(rows: list[MeasuredThroughput]) -> list[MeasuredThroughput]:
+    return [r for r in rows if r.gpu_count == 1]
 
 
 def measured_cost(rows: list[MeasuredThroughput], batch: int = GPU_BATCH) -> StepCost | None:
@@ -427,7 +429,7 @@ def fit_step_model(
     costs = {
         model: cost
         for model, gpu in GPUS.items()
-        if (cost := measured_cost(_one_gpu_rows(measured, gpu, window_length, kind), batch))
+        if (cost := measured_cost(_one_gpu(_gpu_rows(measured, gpu, window_length, kind)), batch))
         is not None
     }
     if not costs:
@@ -499,23 +501,13 @@ def throughput(
     A one-GPU measurement of the eager step stands in for a multi-GPU box (linked by
     `gpu_link`), scaled by `ddp_scaling` at the batch.
     """
-    precision, kind = training_precision(gpu), step_kind(gpu_count)
-    rows = sorted(
-        (
-            r
-            for r in measured
-            if gpu_matches(r.gpu, gpu.model)
-            and r.window_length == window_length
-            and r.precision == precision
-            and _of_kind(r, kind)
-        ),
-        key=lambda r: r.date,
-    )
+    precision = training_precision(gpu)
+    rows = _gpu_rows(measured, gpu, window_length, step_kind(gpu_count))
     exact = [r for r in rows if r.gpu_count == gpu_count and r.batch_size == batch]
     if exact:
         row = exact[-1]
         return Throughput(row.train_windows_per_s, precision, "measured", _said(row))
-    single = [r for r in rows if r.gpu_count == 1]
+    single = _one_gpu(rows)
     cost = measured_cost(single, batch)
     if cost is not None:
         windows_per_s, scaled = _on_gpus(cost.windows_per_s(batch), batch, gpu_count, gpu_link)
