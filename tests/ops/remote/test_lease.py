@@ -19,6 +19,14 @@ def box_env(local_box, monkeypatch):
     return local_box
 
 
+@pytest.fixture
+def box_with_engine(box_env, docker_engine):
+    """A box whose `docker` answers, as `fab status` needs: this machine's engine. Using
+    it puts a test in the docker xdist group, so no other test's trainer container is
+    on the engine meanwhile to be taken for this box's newest run."""
+    return box_env
+
+
 def _lease(box_env, name):
     path = box_env.root / "leases" / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
@@ -69,38 +77,40 @@ def test_a_failed_start_up_releases_its_lease_too(box_env):
     assert _lease(box_env, "train-r1") is None
 
 
-def test_status_without_a_run_still_shows_the_box_guard(box_env):
-    _write_watchdog_state(box_env, decision="idle", busy_reasons=[], stop_at=time.time() + 600)
-    result = box_env.fab("status")
+def test_status_without_a_run_still_shows_the_box_guard(box_with_engine):
+    _write_watchdog_state(
+        box_with_engine, decision="idle", busy_reasons=[], stop_at=time.time() + 600
+    )
+    result = box_with_engine.fab("status")
     assert result.returncode == 0, result.stderr
     assert "run:        none on" in result.stdout
     assert "stops itself (and its bill) in 10 min" in result.stdout
 
 
-def test_status_shows_a_hold_and_its_end(box_env):
+def test_status_shows_a_hold_and_its_end(box_with_engine):
     until = time.time() + 3600
     lease = {"name": "hold", "reason": "fab hold 1h", "until": until}
-    _write_watchdog_state(box_env, busy_reasons=["lease"], signals={"leases": [lease]})
-    out = box_env.fab("status").stdout
+    _write_watchdog_state(box_with_engine, busy_reasons=["lease"], signals={"leases": [lease]})
+    out = box_with_engine.fab("status").stdout
     # HH:MM, with the date in front when the hour ends after midnight.
     assert f"box held up until {run_status.clock(until, time.time())}" in out
 
 
-def test_status_says_still_billed_when_the_stop_failed(box_env):
+def test_status_says_still_billed_when_the_stop_failed(box_with_engine):
     _write_watchdog_state(
-        box_env,
+        box_with_engine,
         decision="stop",
         busy_reasons=[],
         stop_failures=3,
         stop_error="POST .../deallocate: HTTP 403",
         stop_requested_at=time.time() - 120,
     )
-    out = box_env.fab("status").stdout
+    out = box_with_engine.fab("status").stdout
     assert "STILL BILLED" in out
     assert "HTTP 403" in out
 
 
-def test_status_says_why_the_box_last_stopped_in_one_line(box_env):
+def test_status_says_why_the_box_last_stopped_in_one_line(box_with_engine):
     stopped_at = time.time() - 3600
     record = {
         "at": stopped_at,
@@ -108,8 +118,8 @@ def test_status_says_why_the_box_last_stopped_in_one_line(box_env):
         "by": "idle-watchdog",
         "summary": "by the idle watchdog: 30 min with no trainer, GPU 0%, no SSH",
     }
-    (box_env.root / "watchdog" / "stops.jsonl").write_text(json.dumps(record) + "\n")
-    out = box_env.fab("status").stdout
+    (box_with_engine.root / "watchdog" / "stops.jsonl").write_text(json.dumps(record) + "\n")
+    out = box_with_engine.fab("status").stdout
     stamp = time.strftime("%H:%M", time.localtime(stopped_at))
     assert any(
         line.startswith("last stop:") and stamp in line and line.endswith("GPU 0%, no SSH")
