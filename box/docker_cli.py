@@ -145,6 +145,30 @@ def _from_inspect(item: dict) -> TrainerContainer | None:
     )
 
 
+def inspect_one(docker_command: str, container: str) -> TrainerContainer | None:
+    """The container `container` (a name or id) of ours, or None when there is none (or
+    it is no container of ours); DockerError when the engine does not answer."""
+    try:
+        items = json.loads(_docker(docker_command, "inspect", "--type", "container", container))
+    except DockerError as error:
+        if "no such" in str(error).lower():
+            return None
+        raise
+    except ValueError as error:
+        raise DockerError(f"{docker_command} inspect: unexpected answer ({error})") from error
+    return _from_inspect(items[0]) if items else None
+
+
+def wait(docker_command: str, container_id: str, timeout_seconds: float) -> bool:
+    """Block until the container exits or `timeout_seconds` pass; whether `docker wait`
+    returned (the container is down) rather than timed out or failed."""
+    try:
+        done = run_bounded([docker_command, "wait", container_id], timeout_seconds)
+    except (OSError, CommandTimeout):
+        return False
+    return done.returncode == 0
+
+
 def start(docker_command: str, container_id: str) -> None:
     _docker(docker_command, "start", container_id)
 

@@ -172,20 +172,30 @@ def resume_one(config: WatchdogConfig, container: docker_cli.TrainerContainer, h
     reason = why_not_resume(container, run_dir, boot_time(config.proc_root), now_seconds())
     if reason:
         log(f"{what} stays down: {reason}")
-        tell_the_end(config, container, home, reason)
+        if state := end_state(container, reason):
+            tell_the_end(config, container, home, state)
         return 0
     if container.exit_code == contract.EXIT_BOXES_AWAY and run_deadline(run_dir) is not None:
         return start_when_boxes_may_be_back(config, container)
     return start_within_bounds(config, container)
 
 
-def tell_the_end(
-    config: WatchdogConfig, container: docker_cli.TrainerContainer, home: Path, reason: str
-) -> None:
-    """One message for the end of this container's run (box/notify.py); none for a run
-    the user stopped: they know."""
+def end_state(container: docker_cli.TrainerContainer, reason: str) -> str | None:
+    """What the message of a run that stays down for `reason` says it did; None for an
+    end not told: the user stopped it, and knows."""
     if reason == STOPPED_BY_USER_REASON:
-        return
+        return None
+    if container.exit_code == contract.EXIT_FINISHED:
+        return "finished"
+    if reason.startswith(PAST_DEADLINE_REASON):
+        return "missed its deadline"
+    return f"failed (exit {container.exit_code})"
+
+
+def tell_the_end(
+    config: WatchdogConfig, container: docker_cli.TrainerContainer, home: Path, state: str
+) -> None:
+    """One message (box/notify.py) for the end of this container's run: it `state`."""
     if now_seconds() - container.finished_at > TELL_ENDS_WITHIN_SECONDS:
         return  # see TELL_ENDS_WITHIN_SECONDS
     run_dir = home / container.run_id
@@ -194,12 +204,6 @@ def tell_the_end(
         and (run_dir / contract.HEARTBEAT_FILE).exists()
     ):
         return  # a box of workers: rank 0's box tells
-    if container.exit_code == contract.EXIT_FINISHED:
-        state = "finished"
-    elif reason.startswith(PAST_DEADLINE_REASON):
-        state = "missed its deadline"
-    else:
-        state = f"failed (exit {container.exit_code})"
     key = f"{container.id}@{container.finished_at:.0f}"
     text = notify.summary_line(config, home, container.run_id, state, now_seconds())
     notify.notify_once(config, key, text, log)

@@ -75,6 +75,9 @@ class Target:
     daily_stop_schedules: tuple[str, ...] = ()
     """The daily hard stop's schedules (AWS: one EventBridge schedule's name; Azure: each
     VM's DevTestLab schedule id), which `fab train --hours` moves."""
+    notify_webhook: str = ""
+    """Where a run's end is POSTed (`{"text": ...}`); on this machine and lab boxes
+    ops.run.end_watch watches for it, on a stack's boxes the resume unit."""
     target_file: Path | None = None
     """The target file this came from; None for a Pulumi stack's outputs."""
 
@@ -171,6 +174,7 @@ def from_outputs(
         auto_shutdown_time_zone=str(outputs.get("autoShutdownTimeZone") or "UTC"),
         auto_recover=bool(outputs.get(StackOutput.AUTO_RECOVER)),
         daily_stop_schedules=tuple(outputs.get(StackOutput.DAILY_STOP_SCHEDULES) or ()),
+        notify_webhook=str(outputs.get(StackOutput.NOTIFY_WEBHOOK) or ""),
         target_file=target_file,
     )
 

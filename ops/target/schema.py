@@ -16,6 +16,7 @@ import difflib
 import ipaddress
 import math
 import re
+import urllib.parse
 from typing import Any
 
 from invoke.exceptions import Exit
@@ -184,6 +185,11 @@ def problems(target) -> list[str]:
          "an EventBridge schedule name or an Azure schedule resource id (/subscriptions/...)"),
         (StackOutput.REGION, target.region, not target.region or bool(TOKEN.match(target.region)),
          "a region name"),
+        # The URL is a credential: its host is shown, never its path.
+        (StackOutput.NOTIFY_WEBHOOK, _webhook_shown(target.notify_webhook),
+         not target.notify_webhook or _webhook_ok(target.notify_webhook),
+         "an https URL that takes a JSON POST (a Slack or Teams incoming webhook), or "
+         "http to this machine (127.0.0.1, localhost)"),
         (StackOutput.PRIVATE_HOSTS, len(target.private_hosts),
          not target.private_hosts or len(target.private_hosts) >= len(target.hosts),
          f"a private address for each of the {len(target.hosts)} hosts, box 0's first"),
@@ -259,6 +265,34 @@ def _repository_ok(repository: str) -> bool:
     if rest and ("." in first or ":" in first or first == "localhost"):
         return registry_host(first) is not None and bool(REPOSITORY_PATH.match(rest))
     return bool(REPOSITORY_PATH.match(repository))
+
+
+def _webhook_parts(url: str) -> tuple[str, str]:
+    """(scheme, host) of a URL; empty ones when it has none or cannot be parsed."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        return parts.scheme, parts.hostname or ""
+    except ValueError:  # an unclosed [IPv6 or a bad port
+        return "", ""
+
+
+def _webhook_ok(url: str) -> bool:
+    scheme, host = _webhook_parts(url)
+    if not host or any(character.isspace() for character in url):
+        return False
+    return scheme == "https" or (scheme == "http" and _loopback(host))
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _webhook_shown(url: str) -> str:
+    scheme, host = _webhook_parts(url)
+    return f"{scheme}://{host}/..." if host else "(not a URL)"
 
 
 def _box_root_ok(box_root: str) -> bool:

@@ -17,7 +17,7 @@ from ops.image.shipping import image_on_boxes
 from ops.remote import lease as box_lease
 from ops.remote import update as box_update
 from ops.remote.boxes import AnyBox, box_for, nodes
-from ops.run import deadline, launch, look, on_box
+from ops.run import deadline, end_watch, launch, look, on_box
 from ops.run import stop as run_stop
 from ops.run.container import Launch
 from ops.run.stored_log import no_log_message, stored_log
@@ -152,6 +152,8 @@ def train(
         launch.start_run(
             boxes, Launch(run_id, image, dataset_name, args, deadline=stop_at, name=name)
         )
+        if end_watch.wanted(box):
+            console.print(end_watch.start(box, on_box.container_name(run_id), f"run {run_id}"))
     print(run_id)
     console.print(
         f"run {run_id} started on {box.address}; checkpoints go to "

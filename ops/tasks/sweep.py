@@ -21,7 +21,7 @@ from ops.image.shipping import image_on_boxes
 from ops.remote import lease as box_lease
 from ops.remote import update as box_update
 from ops.remote.boxes import AnyBox, box_for
-from ops.run import launch, on_box
+from ops.run import end_watch, launch, on_box
 from ops.run import sweep as on_box_sweep
 from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
@@ -182,6 +182,9 @@ def sweep(
         launch.fetch_dataset_on_boxes([box], image, data_uri)
         spec = dataclasses.replace(spec, image=image)
         on_box_sweep.start(box, spec, gpus=spec.gpus > 0, user=on_box.box_user(box))
+        if end_watch.wanted(box):
+            name = on_box_sweep.container_name(sweep_id)
+            console.print(end_watch.start(box, name, f"sweep {sweep_id}"))
     print(sweep_id)
     console.print(
         f"sweep {sweep_id} started on {box.address}: {spec.trials} trials of "

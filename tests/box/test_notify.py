@@ -4,52 +4,15 @@ real HTTP server on 127.0.0.1 (the stack's webhook) and to moto's SNS (its topic
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from tests.fakes.fake_box import FakeBox
-from tests.fakes.local_http import LocalHttpServer, reply
 
 T0 = 1_800_000_000.0
 MINUTE = 60.0
 DAY = 24 * 3600.0
 PREEMPTED, CRASHED = 75, 1
-
-
-class Webhook:
-    """A Slack-style incoming webhook: keeps each POSTed JSON body, answers `status`."""
-
-    def __init__(self) -> None:
-        self.posts: list[dict] = []
-        self.status = 200
-        self._lock = threading.Lock()
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                with hook._lock:
-                    if hook.status == 200:
-                        hook.posts.append(json.loads(body))
-                reply(self, hook.status, b"ok", "text/plain")
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = LocalHttpServer(Handler)
-
-    @property
-    def texts(self) -> list[str]:
-        return [post["text"] for post in self.posts]
-
-
-@pytest.fixture
-def webhook():
-    hook = Webhook()
-    yield hook
-    hook.server.close()
 
 
 @pytest.fixture

@@ -3,9 +3,14 @@
 A trainer stand-in (dash + sleep in a few-MB image) runs with the trainer's name
 and label, then exits 75 like a preempted trainer; the watchdog must see it
 running, and the resume unit must start it again. A `fab prepare-data` stand-in
-with that container's name and label must count as a preparation.
+with that container's name and label must count as a preparation. The end watch (this
+machine's and a lab box's teller of run ends) waits for such a container and tells a
+real webhook on 127.0.0.1.
 """
 
+import json
+import subprocess
+import sys
 import time
 import uuid
 
@@ -13,9 +18,11 @@ import pytest
 
 from tests.fakes.fake_box import PREPARE_LABEL, RUN_ID_LABEL, FakeBox
 from tests.fakes.stand_in_trainer import import_stand_in_image
+from tests.paths import BOX_DIR
 
 PREEMPTED = 75
 EXIT_WAIT_SECONDS = 60
+WATCH_SECONDS = 120
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +107,94 @@ def test_watchdog_sees_a_real_running_preparation(docker_engine, stand_in_image,
         docker_engine.run(
             ["rm", "--force", started.stdout.strip()], timeout_seconds=60, check=False
         )
+
+
+def _run_stand_in(docker_engine, stand_in_image, run_id: str, script: str) -> str:
+    started = docker_engine.run(
+        [
+            *("run", "-d", "--network", "none", "--name", f"glucose-train-{run_id}"),
+            *("--label", f"{RUN_ID_LABEL}={run_id}", "--entrypoint", "/bin/sh"),
+            *(stand_in_image, "-c", script),
+        ],
+        timeout_seconds=120,
+    )
+    return started.stdout.strip()
+
+
+@pytest.fixture
+def ending(docker_engine, stand_in_image, tmp_path, webhook):
+    """(box, start): a box whose end watch tells `webhook`, and a way to start a stand-in
+    run there that ends as its script says; each container removed afterwards."""
+    box = FakeBox(
+        tmp_path / "box",
+        cloud="local",
+        docker_command=docker_engine.binary,
+        notify_webhook=webhook.server.endpoint,
+    )
+    started: list[str] = []
+
+    def start(script: str) -> str:
+        run_id = f"watch-test-{uuid.uuid4().hex[:8]}"
+        (box.box_root / "runs" / run_id).mkdir(parents=True)
+        started.append(_run_stand_in(docker_engine, stand_in_image, run_id, script))
+        return run_id
+
+    yield box, start
+    for container in started:
+        docker_engine.run(["rm", "--force", container], timeout_seconds=60, check=False)
+
+
+def _watch(box, docker_engine, run_id: str) -> subprocess.CompletedProcess:
+    done = box.run("end_watch.py", f"glucose-train-{run_id}", env=docker_engine.env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+@pytest.mark.e2e
+def test_the_end_watch_tells_a_finished_run_once_with_its_mae_and_cost(
+    ending, docker_engine, webhook
+):
+    box, start = ending
+    run_id = start("sleep 2; exit 0")
+    summary = {"val": {"mae": 16.230854971820694}, "cost_usd": 0.456}
+    (box.box_root / "runs" / run_id / "summary.json").write_text(json.dumps(summary))
+    _watch(box, docker_engine, run_id)
+    assert webhook.texts == [f"run {run_id} finished: best val MAE 16.23, cost $0.46"]
+
+
+@pytest.mark.e2e
+def test_the_end_watch_tells_a_stop_nobody_here_resumes_with_the_command_that_does(
+    ending, docker_engine, webhook
+):
+    box, start = ending
+    run_id = start(f"sleep 1; exit {PREEMPTED}")
+    box.write_status(run_id, state="preempted", val_mae=20.0)
+    _watch(box, docker_engine, run_id)
+    assert webhook.texts == [
+        f"run {run_id} stopped (exit 75) with nothing here to start it again "
+        f"(`fab train --run {run_id}`): best val MAE 20.00"
+    ]
+
+
+@pytest.mark.e2e
+def test_the_end_watch_tells_nothing_of_a_run_the_user_stopped(ending, docker_engine, webhook):
+    box, start = ending
+    run_id = start(f"sleep 1; exit {PREEMPTED}")
+    (box.box_root / "runs" / run_id / "STOPPED_BY_USER").write_text("")
+    done = _watch(box, docker_engine, run_id)
+    assert "stopped by the user" in done.stdout
+    assert webhook.texts == []
+
+
+@pytest.mark.e2e
+def test_two_watches_of_one_run_tell_its_end_once(ending, docker_engine, webhook):
+    box, start = ending
+    run_id = start("sleep 3; exit 1")
+    second = subprocess.Popen(
+        [sys.executable, "-S", "-m", "box.end_watch", f"glucose-train-{run_id}"],
+        cwd=BOX_DIR.parent,
+        env={**docker_engine.env, "GLUCOSE_WATCHDOG_CONFIG": str(box.config_file)},
+    )
+    _watch(box, docker_engine, run_id)
+    assert second.wait(timeout=WATCH_SECONDS) == 0
+    assert webhook.texts == [f"run {run_id} failed (exit 1): no val MAE yet"]

@@ -143,3 +143,27 @@ def test_a_target_file_cloud_must_be_one_fab_knows(tmp_path):
     result = _fab_status(path)
     assert result.returncode == 1
     assert_one_line_error(result, "cloud 'gcp' is not one of azure, aws, local")
+
+
+def test_a_lab_box_target_file_names_the_webhook_told_of_run_ends(tmp_path):
+    url = "https://hooks.slack.com/services/T0/B0/XXXX"
+    keys = {"hosts": ["10.0.0.5"], "sshUser": "me", "storageUri": "s3://b", "notifyWebhook": url}
+    assert load_target_file(_write(tmp_path / "lab.json", keys)).notify_webhook == url
+
+
+def test_this_machines_target_file_may_name_a_webhook_on_this_machine_over_http(tmp_path):
+    keys = {"notifyWebhook": "http://127.0.0.1:8099/hook"}
+    target = load_target_file(_write(tmp_path / "here.json", keys))
+    assert target.notify_webhook == "http://127.0.0.1:8099/hook"
+
+
+@pytest.mark.parametrize("url", ["http://hooks.example.com/T0/secret", "hooks.slack.com/x"])
+def test_a_webhook_neither_https_nor_on_this_machine_is_refused_without_its_secret_path(
+    tmp_path, url
+):
+    path = _write(tmp_path / "here.json", {"notifyWebhook": url})
+    with pytest.raises(Exit) as refused:
+        load_target_file(path)
+    message = str(refused.value.message)
+    assert "notifyWebhook" in message and "an https URL" in message
+    assert "/T0/secret" not in message and "/x" not in message

@@ -40,6 +40,7 @@ pytestmark = pytest.mark.e2e
 RUN_ID = "e2e-run"
 DATASET = "synthetic-e2e"
 POLL_SECONDS = 2
+TOLD_WITHIN_SECONDS = 60
 CTRL_C_EXIT_SECONDS = 120
 # A cold build on vfs copies the whole filesystem per step: many minutes on 2 cores.
 BUILD_TIMEOUT_SECONDS = 2400
@@ -146,9 +147,11 @@ def _s3_objects(moto_server, uri: str) -> dict[str, bytes]:
 
 
 def test_build_push_train_status_stop_resume_download(
-    e2e_box, built, dataset, registry, box_engine, moto_server, tmp_path
+    e2e_box, built, dataset, registry, box_engine, moto_server, webhook, tmp_path
 ):
     box = e2e_box
+    outputs = json.loads(box.target_file.read_text())
+    box.write_target(**{**outputs, "notifyWebhook": webhook.server.endpoint})
     before = _tree_bytes(registry.storage_dir)
     # --image-name: HEAD moves under a shared checkout; CI would not need it.
     pushed = _fab_ok(box, "push", "--image-name", built)
@@ -190,6 +193,10 @@ def test_build_push_train_status_stop_resume_download(
     assert _step(finished) == stopped_step + 4
     log = _fab_ok(box, "logs", "--run", RUN_ID).stdout
     assert f"resume: step {stopped_step}" in log
+    # The lab box's end watch told the end once; the user's `fab stop` was not told.
+    told = webhook.wait_for_texts(1, TOLD_WITHIN_SECONDS)
+    assert len(told) == 1 and told[0].startswith(f"run {RUN_ID} finished: best val MAE "), told
+    box.write_target(**outputs)
 
     to = tmp_path / "download"
     downloaded = _fab_ok(box, "download", "--run", RUN_ID, "--to", str(to))

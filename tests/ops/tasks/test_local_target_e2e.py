@@ -1,6 +1,7 @@
 """The local target end to end: `fab` drives this machine's own Docker engine, no SSH,
 through upload-data, train, status, logs, stop, a resume, runs and download, with the
-real trainer image and checkpoints streaming to a `file://` store here."""
+real trainer image and checkpoints streaming to a `file://` store here, and the run's
+end told to a webhook on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.paths import REPO
 pytestmark = pytest.mark.e2e
 
 POLL_SECONDS = 1
+TOLD_WITHIN_SECONDS = 60
 DATASET = "synth-local-e2e"
 TRAINER_ARGS = (
     "--model resnet18 --batch-size 16 --epochs 50 --log-every 1 --checkpoint-every-steps 4"
@@ -31,13 +33,17 @@ TRAINER_ARGS = (
 class ThisMachine:
     """A target file without hosts (this machine) and the real `fab` pointed at it."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, webhook: str) -> None:
         self.directory = directory
         self.box_root = directory / "box"
         self.storage = directory / "storage"
         self.known_hosts = directory / "known_hosts"
         self.target_file = directory / "here.json"
-        keys = {"boxRoot": str(self.box_root), "storageUri": f"file://{self.storage}"}
+        keys = {
+            "boxRoot": str(self.box_root),
+            "storageUri": f"file://{self.storage}",
+            "notifyWebhook": webhook,
+        }
         self.target_file.write_text(json.dumps(keys))
 
     def fab(self, *args: str) -> subprocess.CompletedProcess:
@@ -61,8 +67,8 @@ class ThisMachine:
 
 
 @pytest.fixture
-def here(tmp_path, docker_engine) -> ThisMachine:
-    return ThisMachine(tmp_path)
+def here(tmp_path, docker_engine, webhook) -> ThisMachine:
+    return ThisMachine(tmp_path, webhook.server.endpoint)
 
 
 @pytest.fixture
@@ -78,7 +84,7 @@ def _step(status_out: str) -> int:
 
 
 def test_train_status_logs_stop_resume_runs_download_on_this_machine(
-    here, run_id, trainer_image, docker_engine, tmp_path
+    here, run_id, trainer_image, docker_engine, webhook, tmp_path
 ):
     started_s = time.monotonic()
     data = tmp_path / DATASET
@@ -94,6 +100,7 @@ def test_train_status_logs_stop_resume_runs_download_on_this_machine(
     assert started.stdout.strip() == run_id
     assert f"run {run_id} started on this machine" in started.stderr
     assert "guard rails: none on this machine" in started.stderr
+    assert f"told when it ends: run {run_id}'s end goes to notifyWebhook" in started.stderr
     # The engine here runs the container, with the box contract's name and label.
     labels = docker_engine.run(
         ["inspect", "--format", "{{json .Config.Labels}}", f"glucose-train-{run_id}"],
@@ -118,6 +125,9 @@ def test_train_status_logs_stop_resume_runs_download_on_this_machine(
     finished = here.wait_for_status(run_id, r"state:\s+finished")
     assert _step(finished) == stopped_step + 4
     assert f"resume: step {stopped_step}" in here.fab_ok("logs", "--run", run_id).stdout
+    # One message, of the end: none when `fab stop` stopped it (the user knows).
+    told = webhook.wait_for_texts(1, TOLD_WITHIN_SECONDS)
+    assert len(told) == 1 and told[0].startswith(f"run {run_id} finished: best val MAE "), told
     listed = here.fab_ok("runs").stdout
     assert re.search(rf"{run_id}\s.*finished", listed), listed
 

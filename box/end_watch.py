@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""End watch: tells a run's end where no resume unit looks (this machine, a lab box).
+
+A box `pulumi up` made tells each run end from its resume unit (box/resume.py). This
+machine and a lab box have no box programs running, so `fab train` and `fab sweep` start
+this program beside the container they start, when the target file sets notifyWebhook:
+`python3 -m box.end_watch CONTAINER`, detached, from a copy of box/ under the box root.
+It waits for that one container to exit (`docker wait`, in slices, through engine
+restarts), judges the end as the resume unit does, tells it once (box/notify.py: the
+webhook, and notices.json against a second telling), and exits.
+
+The same ends are told: finished, failed, past its deadline; none for a run the user
+stopped. A run the resume unit would start again (exit 75 or 69: a `docker stop`, the
+engine's restart, the host's shutdown) has nobody to start it here, so it is told as
+stopped, with the command that resumes it. A container removed before it exited, or a
+host that went down with its watcher, tells nothing. One watcher per container (its
+id, not its name: a resumed run's container is a new one with a new watcher).
+
+Settings: $GLUCOSE_WATCHDOG_CONFIG (the watchdog's format: box_root, notify_webhook).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+
+from box import docker_cli, resume
+from box.box_time import boot_time, now_seconds
+from box.watchdog_config import WatchdogConfig, load_config_or_say_why
+
+WAIT_SLICE_SECONDS = 600
+"""One `docker wait`; the container is inspected again after each."""
+ENGINE_AWAY_PAUSE_SECONDS = 30
+"""After a `docker wait` that failed at once (the engine restarting): no busy loop."""
+WATCH_AT_MOST_SECONDS = 45 * 24 * 3600
+"""Longer than any run fab starts: a watcher never outlives its reason by much."""
+RESUME_COMMAND = {"train": "fab train --run {}", "sweep": "fab sweep --sweep {}"}
+
+
+def log(message: str) -> None:
+    print(f"glucose-end-watch: {message}", flush=True)
+
+
+def stopped_state(container: docker_cli.TrainerContainer) -> str:
+    """What the message says of a run the resume unit would have started again."""
+    command = RESUME_COMMAND[container.kind].format(container.run_id)
+    return f"stopped (exit {container.exit_code}) with nothing here to start it again (`{command}`)"
+
+
+def wait_for_exit(config: WatchdogConfig, container_id: str) -> docker_cli.TrainerContainer | None:
+    """The container once it is down; None when it is gone (removed) or the watch ran out."""
+    give_up = time.monotonic() + WATCH_AT_MOST_SECONDS
+    engine_said = ""
+    while time.monotonic() < give_up:
+        try:
+            container = docker_cli.inspect_one(config.docker_command, container_id)
+        except docker_cli.DockerError as error:
+            if str(error) != engine_said:
+                log(f"docker does not answer ({error}); trying every {ENGINE_AWAY_PAUSE_SECONDS} s")
+                engine_said = str(error)
+            time.sleep(ENGINE_AWAY_PAUSE_SECONDS)
+            continue
+        if container is None or not container.running:
+            return container
+        started = time.monotonic()
+        waited = docker_cli.wait(config.docker_command, container_id, WAIT_SLICE_SECONDS)
+        if not waited and time.monotonic() - started < ENGINE_AWAY_PAUSE_SECONDS:
+            time.sleep(ENGINE_AWAY_PAUSE_SECONDS)
+    return None
+
+
+def tell(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> None:
+    home = config.sweeps_dir if container.kind == "sweep" else config.runs_dir
+    reason = resume.why_not_resume(
+        container, home / container.run_id, boot_time(config.proc_root), now_seconds()
+    )
+    state = resume.end_state(container, reason) if reason else stopped_state(container)
+    log(f"{container.kind} {container.run_id} exited {container.exit_code}: {reason or state}")
+    if state:
+        resume.tell_the_end(config, container, home, state)
+
+
+def watch(config: WatchdogConfig, container: str) -> int:
+    """Watch `container` (a name or id) of ours to its end and tell it; the exit code."""
+    found = docker_cli.inspect_one(config.docker_command, container)
+    if found is None or found.kind not in RESUME_COMMAND:
+        log(f"no run or sweep container {container!r}: nothing to watch")
+        return 2
+    log(f"watching {found.kind} {found.run_id} ({found.id[:12]})")
+    ended = wait_for_exit(config, found.id)
+    if ended is None:
+        log(f"{found.kind} {found.run_id}: its container is gone; nothing told")
+        return 0
+    tell(config, ended)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python3 -m box.end_watch CONTAINER", file=sys.stderr)
+        return 2
+    # Its own session: no hangup of the shell or SSH session that started it reaches it.
+    with contextlib.suppress(OSError):  # already a session leader
+        os.setsid()
+    config = load_config_or_say_why("glucose-end-watch")
+    if config is None:
+        return 2
+    try:
+        return watch(config, argv[0])
+    except docker_cli.DockerError as error:
+        log(f"ERROR: {error}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

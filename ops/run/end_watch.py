@@ -1,0 +1,72 @@
+"""Told when it ends on this machine and lab boxes: box/end_watch.py, started beside a run.
+
+A box `pulumi up` made tells every run end from its resume unit (docs/notifications.md).
+This machine and a lab box run no box programs, so where the target file sets
+notifyWebhook, `fab train` and `fab sweep` start the end watch beside the container
+they start: the box programs (stack.box_packing's archive, one folder per build) are
+copied under the box root, the watch's settings (the webhook URL: a credential, so a
+0600 file written from stdin, never on a command line) beside them, and the watch
+starts detached, outliving `fab` and its SSH session. On box 0 only: rank 0's box tells
+a run of several. A box without python3 (>= 3.10) gets a warning; the run still starts.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from box import contract
+from box.watchdog_config import GUARD_DEFAULTS, WatchdogConfig
+from ops.remote.ssh import Box
+from stack import box_packing
+
+PROGRAMS_DIR = "programs"
+"""Under BOX_ROOT/watchdog: one folder per build of the box programs."""
+SETTINGS_FILE = "end-watch.json"
+LOG_FILE = "end-watch.log"
+PYTHON_CHECK = f"python3 -c 'import sys; sys.exit(sys.version_info < {contract.MIN_PYTHON})'"
+
+
+def wanted(box: Box) -> bool:
+    """Whether `fab` starts an end watch on `box`: a webhook is set and no resume unit
+    tells the end already."""
+    return bool(box.target.notify_webhook) and not box.target.set_up_by_cloud_init
+
+
+def settings_json(box: Box) -> str:
+    """The watch's settings: the watchdog's format, with what it reads of it."""
+    return WatchdogConfig(
+        "local",
+        GUARD_DEFAULTS["idle_shutdown_minutes"],
+        box_root=box.root,
+        notify_webhook=box.target.notify_webhook,
+    ).to_json()
+
+
+def start(box: Box, container: str, what: str) -> str:
+    """Start the end watch of `container` (the run's or sweep's, named `what`) on `box`;
+    the line that tells the user what to expect."""
+    if box.run(PYTHON_CHECK, check=False).exited != 0:
+        return (
+            f"WARNING: {box.address} has no python3 >= "
+            f"{'.'.join(map(str, contract.MIN_PYTHON))} to watch {what}, so its end will not "
+            "reach notifyWebhook; install python3 there"
+        )
+    home = f"{box.root}/{contract.WATCHDOG_DIR}"
+    programs = box_packing.build_programs()
+    folder = f"{home}/{PROGRAMS_DIR}/{programs.sha256[:16]}"
+    # A folder per build: a watch already running keeps the files it started from.
+    box.run_with_input(
+        f"mkdir -p {shlex.quote(f'{home}/{PROGRAMS_DIR}')} && "
+        f"if test -d {shlex.quote(folder)}; then cat > /dev/null; else "
+        f"partial=$(mktemp -d {shlex.quote(folder)}.XXXXXX) && "
+        f'tar -xf - -C "$partial" && mv "$partial" {shlex.quote(folder)}; fi',
+        programs.text,
+    )
+    settings = f"{home}/{SETTINGS_FILE}"
+    box.run_with_input(f"umask 077 && cat > {shlex.quote(settings)}", settings_json(box))
+    box.run(
+        f"cd {shlex.quote(folder)} && GLUCOSE_WATCHDOG_CONFIG={shlex.quote(settings)} "
+        f"nohup python3 -m {box_packing.PACKAGE}.end_watch {shlex.quote(container)} "
+        f">> {shlex.quote(f'{home}/{LOG_FILE}')} 2>&1 < /dev/null &"
+    )
+    return f"told when it ends: {what}'s end goes to notifyWebhook ({box.address} watches it)"
