@@ -44,29 +44,43 @@ def settings_json(box: Box) -> str:
 
 def start(box: Box, container: str, what: str) -> str:
     """Start the end watch of `container` (the run's or sweep's, named `what`) on `box`;
-    the line that tells the user what to expect."""
+    the line that tells the user what to expect. Never raises: the run has started, and
+    a watch that cannot start is a warning, not a failed `fab train`."""
     if box.run(PYTHON_CHECK, check=False).exited != 0:
-        return (
-            f"WARNING: {box.address} has no python3 >= "
-            f"{'.'.join(map(str, contract.MIN_PYTHON))} to watch {what}, so its end will not "
-            "reach notifyWebhook; install python3 there"
+        return _not_watched(
+            box, what, f"no python3 >= {'.'.join(map(str, contract.MIN_PYTHON))} there"
         )
     home = f"{box.root}/{contract.WATCHDOG_DIR}"
     programs = box_packing.build_programs()
     folder = f"{home}/{PROGRAMS_DIR}/{programs.sha256[:16]}"
+    settings = f"{home}/{SETTINGS_FILE}"
     # A folder per build: a watch already running keeps the files it started from.
-    box.run_with_input(
+    copied, said = box.run_with_input(
         f"mkdir -p {shlex.quote(f'{home}/{PROGRAMS_DIR}')} && "
         f"if test -d {shlex.quote(folder)}; then cat > /dev/null; else "
         f"partial=$(mktemp -d {shlex.quote(folder)}.XXXXXX) && "
         f'tar -xf - -C "$partial" && mv "$partial" {shlex.quote(folder)}; fi',
         programs.text,
+        check=False,
     )
-    settings = f"{home}/{SETTINGS_FILE}"
-    box.run_with_input(f"umask 077 && cat > {shlex.quote(settings)}", settings_json(box))
+    if copied == 0:
+        copied, said = box.run_with_input(
+            f"umask 077 && rm -f {shlex.quote(settings)} && cat > {shlex.quote(settings)}",
+            settings_json(box),
+            check=False,
+        )
+    if copied != 0:
+        return _not_watched(box, what, f"cannot write {home}: {said.strip()[-200:]}")
     box.run(
         f"cd {shlex.quote(folder)} && GLUCOSE_WATCHDOG_CONFIG={shlex.quote(settings)} "
         f"nohup python3 -m {box_packing.PACKAGE}.end_watch {shlex.quote(container)} "
         f">> {shlex.quote(f'{home}/{LOG_FILE}')} 2>&1 < /dev/null &"
     )
     return f"told when it ends: {what}'s end goes to notifyWebhook ({box.address} watches it)"
+
+
+def _not_watched(box: Box, what: str, why: str) -> str:
+    return (
+        f"WARNING: {box.address} cannot watch {what} ({why}), so its end will not reach "
+        "notifyWebhook; `fab status` says how it ended"
+    )
