@@ -452,19 +452,21 @@ def train_epoch(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> s
 
 
 def end_epoch(run: Run, pos: Position, out: RunOutputs) -> bool:
-    """Validate, keep best.pt and last.pt; True when patience ran out (early stop)."""
-    report, _, _ = run.report(run.val_data)
-    pos.epoch, pos.step_in_epoch = pos.epoch + 1, 0
-    improved = report["mae"] < pos.best_val_mae
-    if improved:
-        pos.best_val_mae, pos.epochs_without_improvement = report["mae"], 0
-    else:
-        pos.epochs_without_improvement += 1
-    state = run.state(pos)
-    if improved:
-        run.checkpoints.save_best(state)
-    run.checkpoints.save_last(state)
-    out.epoch_end(pos.epoch, pos.step, report, pos.best_val_mae, run.checkpoints.last_saved_at)
+    """Validate, keep best.pt and last.pt; True when patience ran out (early stop). Its
+    time is not the steps': left out of the next log line's windows/s."""
+    with out.meter.excluded():
+        report, _, _ = run.report(run.val_data)
+        pos.epoch, pos.step_in_epoch = pos.epoch + 1, 0
+        improved = report["mae"] < pos.best_val_mae
+        if improved:
+            pos.best_val_mae, pos.epochs_without_improvement = report["mae"], 0
+        else:
+            pos.epochs_without_improvement += 1
+        state = run.state(pos)
+        if improved:
+            run.checkpoints.save_best(state)
+        run.checkpoints.save_last(state)
+        out.epoch_end(pos.epoch, pos.step, report, pos.best_val_mae, run.checkpoints.last_saved_at)
     return pos.epochs_without_improvement >= run.config.train.patience
 
 

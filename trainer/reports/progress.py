@@ -6,12 +6,13 @@ plain line per interval, which is what `docker logs` and CI capture.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -167,9 +168,14 @@ def _record(line: str) -> dict[str, Any] | None:
 
 
 class IntervalMeter:
-    """Loss and throughput between log lines, summed on the device: no per-step sync."""
+    """Loss and throughput between log lines, summed on the device: no per-step sync.
+
+    windows/s counts the training steps' time only: an interval with a validation in it
+    would otherwise read as a slow step (what `fab plan`'s figures are checked against).
+    The ETA keeps the whole wall time, validations included."""
 
     def __init__(self, device: torch.device, step: int, total_steps: int, every: int) -> None:
+        self.device = device
         self.loss_sum = torch.zeros((), device=device)
         self.total_steps, self.every = total_steps, every
         self._reset(step)
@@ -177,6 +183,19 @@ class IntervalMeter:
     def _reset(self, step: int) -> None:
         self.loss_sum.zero_()
         self.windows, self.start_step, self.started = 0, step, time.monotonic()
+        self.excluded_s = 0.0
+
+    @contextlib.contextmanager
+    def excluded(self) -> Iterator[None]:
+        """Time spent outside the training steps (a validation, its checkpoints): left out
+        of windows/s. The device is synced first, so the steps queued before still count."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.excluded_s += time.monotonic() - began
 
     def add(self, loss: torch.Tensor, windows: int) -> None:
         self.loss_sum += loss.detach()
@@ -191,7 +210,7 @@ class IntervalMeter:
         steps = max(step - self.start_step, 1)
         values = {
             "loss": self.loss_sum.item() / steps,
-            "windows_per_s": self.windows / elapsed,
+            "windows_per_s": self.windows / max(elapsed - self.excluded_s, 1e-9),
             "eta_s": (self.total_steps - step) * elapsed / steps,
         }
         self._reset(step)
