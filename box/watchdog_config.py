@@ -236,6 +236,8 @@ class WatchdogConfig:
             if field.default is dataclasses.MISSING
             or getattr(self, field.name) != getattr(plain, field.name)
         }
+        if self.box_root != contract.BOX_ROOT:  # the one default the comparison cannot see
+            fields["box_root"] = self.box_root
         if "shutdown_command" in fields:
             fields["shutdown_command"] = list(self.shutdown_command)
         return json.dumps(fields, indent=2, sort_keys=True) + "\n"

@@ -10,6 +10,7 @@ store and the box engines' named bridge are the machine's, so every test that us
 one runs in one process, one after another.
 """
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,14 @@ pytest_plugins = sorted(
 # Fixtures of the machine's Docker engines; a test's fixturenames hold every fixture it
 # uses through others too (trainer_image through docker_engine).
 MACHINE_DOCKER_FIXTURES = {"docker_engine", "box_engine", "restartable_engine"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A shell that starts `make test &` ignores SIGINT in that job, and an ignored signal
+    # stays ignored across exec: the tests that press Ctrl-C on `fab` would wait forever.
+    # A handler of Python's own is reset to the default at exec instead.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # tryfirst: pytest-xdist reads the group marks in a hook of its own, which must see them.

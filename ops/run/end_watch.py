@@ -71,8 +71,11 @@ def start(box: Box, container: str, what: str) -> str:
         )
     if copied != 0:
         return _not_watched(box, what, f"cannot write {home}: {said.strip()[-200:]}")
+    # Only the watch goes to the background, every stream of it redirected: `cd X && W &`
+    # would background a shell holding the session's streams, and `fab` (invoke, SSH)
+    # would wait on them until the run ended.
     box.run(
-        f"cd {shlex.quote(folder)} && GLUCOSE_WATCHDOG_CONFIG={shlex.quote(settings)} "
+        f"cd {shlex.quote(folder)} || exit 1; GLUCOSE_WATCHDOG_CONFIG={shlex.quote(settings)} "
         f"nohup python3 -m {box_packing.PACKAGE}.end_watch {shlex.quote(container)} "
         f">> {shlex.quote(f'{home}/{LOG_FILE}')} 2>&1 < /dev/null &"
     )

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from box import contract
-from box.watchdog_config import GUARD_SETTINGS
+from box.watchdog_config import GUARD_SETTINGS, WatchdogConfig
 from stack import box_packing
 from stack.cloud_init import (
     BOOTSTRAP_PATH,
@@ -96,6 +96,11 @@ def test_watchdog_config_holds_only_the_settings_that_differ_from_the_defaults()
     files = _files(_render("aws", idle_shutdown_minutes=45))
     config = json.loads(files[contract.WATCHDOG_CONFIG_PATH]["content"])
     assert config == {"cloud": "aws", "idle_shutdown_minutes": 45}
+
+
+def test_a_config_of_another_box_root_reads_back_with_that_root_and_its_paths():
+    config = WatchdogConfig("local", 30, box_root="/srv/lab/glucose", notify_webhook="https://h/x")
+    assert WatchdogConfig.from_dict(json.loads(config.to_json())) == config
 
 
 @pytest.mark.parametrize("cloud", ["aws", "azure"])

@@ -52,7 +52,8 @@ def test_the_webhook_reaches_the_box_in_a_file_only_its_owner_reads(box, local_b
     assert said.startswith("told when it ends: run r1's end goes to notifyWebhook"), said
     settings = local_box.root / "watchdog" / end_watch.SETTINGS_FILE
     assert stat.S_IMODE(settings.stat().st_mode) == 0o600
-    assert json.loads(settings.read_text())["notify_webhook"] == WEBHOOK
+    written = json.loads(settings.read_text())
+    assert (written["notify_webhook"], written["box_root"]) == (WEBHOOK, str(local_box.root))
     assert "secret-path" not in said
 
 
