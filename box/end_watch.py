@@ -80,7 +80,7 @@ def tell(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> None
     state = resume.end_state(container, reason) if reason else stopped_state(container)
     log(f"{container.kind} {container.run_id} exited {container.exit_code}: {reason or state}")
     if state:
-        resume.tell_the_end(config, container, home, state)
+        resume.tell_the_end(config, container, home, state, log)
 
 
 def watch(config: WatchdogConfig, container: str) -> int:

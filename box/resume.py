@@ -40,6 +40,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from box import contract, docker_cli, notify, user_files
@@ -193,9 +194,14 @@ def end_state(container: docker_cli.TrainerContainer, reason: str) -> str | None
 
 
 def tell_the_end(
-    config: WatchdogConfig, container: docker_cli.TrainerContainer, home: Path, state: str
+    config: WatchdogConfig,
+    container: docker_cli.TrainerContainer,
+    home: Path,
+    state: str,
+    say: Callable[[str], None] = log,
 ) -> None:
-    """One message (box/notify.py) for the end of this container's run: it `state`."""
+    """One message (box/notify.py) for the end of this container's run: it `state`;
+    `say` logs what was sent (the caller's journal)."""
     if now_seconds() - container.finished_at > TELL_ENDS_WITHIN_SECONDS:
         return  # see TELL_ENDS_WITHIN_SECONDS
     run_dir = home / container.run_id
@@ -206,7 +212,7 @@ def tell_the_end(
         return  # a box of workers: rank 0's box tells
     key = f"{container.id}@{container.finished_at:.0f}"
     text = notify.summary_line(config, home, container.run_id, state, now_seconds())
-    notify.notify_once(config, key, text, log)
+    notify.notify_once(config, key, text, say)
 
 
 def start_when_boxes_may_be_back(
