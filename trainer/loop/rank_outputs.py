@@ -12,6 +12,7 @@ step advances) and how the run ended (the box's launcher maps its exit code from
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,9 @@ class QuietMeter:
 
     def due(self, step: int) -> bool:
         return False
+
+    def excluded(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
 
 
 class QuietStatus:
