@@ -13,8 +13,9 @@ The same ends are told: finished, failed, past its deadline; none for a run the 
 stopped. A run the resume unit would start again (exit 75 or 69: a `docker stop`, the
 engine's restart, the host's shutdown) has nobody to start it here, so it is told as
 stopped, with the command that resumes it. A container removed before it exited, or a
-host that went down with its watcher, tells nothing. One watcher per container (its
-id, not its name: a resumed run's container is a new one with a new watcher).
+host that went down with its watcher, tells nothing. A watch follows one container by
+its id, not its name: a resumed run's container is a new one, with a watch of its own;
+two watches of one container tell its end once (notices.json).
 
 Settings: $GLUCOSE_WATCHDOG_CONFIG (the watchdog's format: box_root, notify_webhook).
 Standard library only.
