@@ -275,19 +275,38 @@ def _check(v: dict[str, Any]) -> list[str]:
 
 def _notify_problems(v: dict[str, Any]) -> list[str]:
     url = v.get("notify_webhook")
-    if url is None:
+    if url is None or webhook_ok(url):
         return []
+    return [
+        f"notifyWebhook: got {url!r}, expected an https URL such as a Slack or Teams "
+        "incoming webhook (https://hooks.slack.com/services/...)"
+    ]
+
+
+def webhook_host(url: str) -> str:
+    """The host of a webhook URL; "" when it has none or cannot be parsed."""
     try:
-        parts = urllib.parse.urlsplit(url)
-        host = parts.hostname
+        return urllib.parse.urlsplit(url).hostname or ""
     except ValueError:  # an unclosed [IPv6 or a bad port
-        host = None
-    if not url.startswith("https://") or not host or any(c.isspace() for c in url):
-        return [
-            f"notifyWebhook: got {url!r}, expected an https URL such as a Slack or Teams "
-            "incoming webhook (https://hooks.slack.com/services/...)"
-        ]
-    return []
+        return ""
+
+
+def webhook_ok(url: str, *, http_to_this_machine: bool = False) -> bool:
+    """An https URL with a host and no whitespace (what Slack and Teams hand out); with
+    `http_to_this_machine`, http to a loopback host too (a target file's own relay)."""
+    host = webhook_host(url)
+    if not host or any(character.isspace() for character in url):
+        return False
+    if url.startswith("https://"):
+        return True
+    return http_to_this_machine and url.startswith("http://") and _loopback(host)
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _cloud_only_problems(raw: dict[str, Any]) -> list[str]:

@@ -16,13 +16,13 @@ import difflib
 import ipaddress
 import math
 import re
-import urllib.parse
 from typing import Any
 
 from invoke.exceptions import Exit
 
 from box.watchdog_config import GUARD_SETTINGS
 from stack.catalog import CLOUDS
+from stack.config import webhook_host, webhook_ok
 from stack.outputs import StackOutput
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -187,7 +187,7 @@ def problems(target) -> list[str]:
          "a region name"),
         # The URL is a credential: its host is shown, never its path.
         (StackOutput.NOTIFY_WEBHOOK, _webhook_shown(target.notify_webhook),
-         not target.notify_webhook or _webhook_ok(target.notify_webhook),
+         not target.notify_webhook or webhook_ok(target.notify_webhook, http_to_this_machine=True),
          "an https URL that takes a JSON POST (a Slack or Teams incoming webhook), or "
          "http to this machine (127.0.0.1, localhost)"),
         (StackOutput.PRIVATE_HOSTS, len(target.private_hosts),
@@ -267,32 +267,9 @@ def _repository_ok(repository: str) -> bool:
     return bool(REPOSITORY_PATH.match(repository))
 
 
-def _webhook_parts(url: str) -> tuple[str, str]:
-    """(scheme, host) of a URL; empty ones when it has none or cannot be parsed."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        return parts.scheme, parts.hostname or ""
-    except ValueError:  # an unclosed [IPv6 or a bad port
-        return "", ""
-
-
-def _webhook_ok(url: str) -> bool:
-    scheme, host = _webhook_parts(url)
-    if not host or any(character.isspace() for character in url):
-        return False
-    return scheme == "https" or (scheme == "http" and _loopback(host))
-
-
-def _loopback(host: str) -> bool:
-    try:
-        return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _webhook_shown(url: str) -> str:
-    scheme, host = _webhook_parts(url)
-    return f"{scheme}://{host}/..." if host else "(not a URL)"
+    host = webhook_host(url)
+    return f"{url.partition(':')[0]}://{host}/..." if host else "(not a URL)"
 
 
 def _box_root_ok(box_root: str) -> bool:
