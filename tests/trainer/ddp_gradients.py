@@ -1,5 +1,6 @@
-"""Run by test_ddp under torchrun (2 ranks, gloo): DDP's gradient on each rank equals
-one process's gradient over the same windows, for every model formulation.
+"""Run by test_ddp under torchrun (2 ranks, gloo): the all-reduced gradient on each rank
+(`trainer.loop.gradient_sync`'s flat bucket) equals one process's gradient over the same
+windows, for every model formulation.
 
 Each rank forwards its part of a global batch as the trainer does (a sum over its
 windows scaled to the global mean). The single-process reference accumulates the
@@ -36,7 +37,7 @@ def check(formulation: str, group: Group, windows: int) -> str | None:
     model = build_model(config, "cpu", formulation)
     reference = build_model(config, "cpu", formulation)
     reference.load_state_dict(model.state_dict())
-    trained = group.wrap(model)
+    bucket = group.gradients(model)
     generator = torch.Generator().manual_seed(windows)
     x = torch.randn(windows, 1, WINDOW_LENGTH, generator=generator)
     y = torch.randn(windows, generator=generator)
@@ -45,8 +46,9 @@ def check(formulation: str, group: Group, windows: int) -> str | None:
     )
 
     mine_x, mine_y = parts[group.rank]
-    loss = F.smooth_l1_loss(trained(mine_x), mine_y, reduction="sum")
+    loss = F.smooth_l1_loss(model(mine_x), mine_y, reduction="sum")
     (loss * group.world_size / windows).backward()
+    bucket.all_reduce()
     for part_x, part_y in parts:
         part_loss = F.smooth_l1_loss(reference(part_x), part_y, reduction="sum")
         (part_loss / windows).backward()
@@ -76,7 +78,7 @@ def main() -> int:
     for problem in filter(None, problems):
         print(f"rank {group.rank}: {problem}", file=sys.stderr)
         return 1
-    print(f"rank {group.rank}: DDP gradients match for {sorted(LAYERS)}")
+    print(f"rank {group.rank}: all-reduced gradients match for {sorted(LAYERS)}")
     return 0
 
 

@@ -18,6 +18,10 @@ with fewer GPUs must keep it, not take that box's default.
   gradient algorithms"); the linear warmup (`OptimConfig.warmup_fraction`, at least
   one epoch: `trainer.loop.train.lr_lambda`) ramps up to it. What was measured on CPU,
   and what was not on a GPU: docs/trainer.md.
+- GPU memory: the default per-rank batch is capped where its step would not fit beside
+  the resident data (`memory_batch_cap`): a 16 GB V100 or T4 at M3 takes a smaller
+  batch than an 80 GB H100, said in one line. A batch given on the command line is
+  taken as given.
 - Formulation: `trainer.loop.formulation`.
 """
 
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trainer.config import DataConfig, RunConfig
 
@@ -41,17 +45,60 @@ REFERENCE_BATCH = 256
 # channels-last kernels on one thread gave other input gradients than the same network
 # in float64 (tests/trainer/test_model.py compares in float64).
 UNFIT_FORMULATIONS = {"cpu": ("nhwc",)}
+# GPU memory one window of the per-rank batch takes in a training step (the activations
+# kept for the backward pass), from the peak memory of the captured step on an H100 at
+# batch 1024 and 4096 in bf16: 0.29 MB a window for nhwc and torch, 0.62 MB for gemm;
+# fp32 activations are twice bf16's.
+TRAIN_BYTES_PER_WINDOW = {"bf16": 0.65e6, "fp16": 0.65e6, "fp32": 1.3e6}
+# A step's activations twice: the graph's pool, and an epoch's short last batch, which
+# runs eagerly beside it.
+STEP_MEMORY_COPIES = 2
+# Of the free memory, what the steps and the data may take: the rest is the evaluation
+# graph's share, cuDNN's workspaces and the allocator's fragmentation.
+USABLE_MEMORY_FRACTION = 0.85
+GIB = 2**30
 
 
-def per_rank_batch(device_type: str, train_windows: int, world_size: int = 1) -> int:
+def per_rank_batch(
+    device_type: str, train_windows: int, world_size: int = 1, cap: int | None = None
+) -> int:
     """The default windows per rank a step: on a GPU the power of two nearest to an
-    epoch of `STEPS_PER_EPOCH` steps over `world_size` ranks, within `GPU_BATCH_RANGE`;
-    `CPU_BATCH` on a CPU."""
+    epoch of `STEPS_PER_EPOCH` steps over `world_size` ranks, within `GPU_BATCH_RANGE`
+    and at most `cap` (`memory_batch_cap`); `CPU_BATCH` on a CPU."""
     if device_type != "cuda":
         return CPU_BATCH
     low, high = GPU_BATCH_RANGE
     wanted = max(train_windows / (STEPS_PER_EPOCH * world_size), 1.0)
-    return min(max(2 ** round(math.log2(wanted)), low), high)
+    return min(max(2 ** round(math.log2(wanted)), low), high, cap or high)
+
+
+class BatchCap(NamedTuple):
+    """The largest per-rank batch a GPU's memory holds, and what it was judged on."""
+
+    per_rank: int
+    free_bytes: float
+    resident_bytes: float
+
+    def said(self, batch: int, wanted: int) -> str:
+        """The line that says a run takes `batch` a GPU where its data calls for `wanted`."""
+        return (
+            f"batch: {batch} windows a GPU, not the {wanted} this data calls for: its steps "
+            f"would not fit in the GPU's {self.free_bytes / GIB:.1f} GiB free beside "
+            f"{self.resident_bytes / GIB:.1f} GiB of data (--batch-size overrides)"
+        )
+
+
+def memory_batch_cap(free_bytes: float, resident_bytes: float, precision: str) -> BatchCap:
+    """The largest per-rank batch, a power of two from `GPU_BATCH_RANGE` (its smallest
+    at least), whose steps fit in `free_bytes` of GPU memory beside `resident_bytes` of
+    data at `precision`."""
+    low, high = GPU_BATCH_RANGE
+    usable = USABLE_MEMORY_FRACTION * free_bytes - resident_bytes
+    per_window = STEP_MEMORY_COPIES * TRAIN_BYTES_PER_WINDOW[precision]
+    batch = high
+    while batch > low and batch * per_window > usable:
+        batch //= 2
+    return BatchCap(batch, free_bytes, resident_bytes)
 
 
 def train_windows_of(windows: int) -> int:
@@ -67,16 +114,22 @@ def default_lr(global_batch: int) -> float:
 
 
 def settle(
-    config: RunConfig, device: torch.device, saved: dict[str, Any] | None, train_windows: int
+    config: RunConfig,
+    device: torch.device,
+    saved: dict[str, Any] | None,
+    train_windows: int,
+    batch_cap: int | None = None,
 ) -> RunConfig:
     """`config` with its global batch and learning rate set: the flag's, else the run's
     (`saved`: its checkpoint's config), else the default for `device` and the run's
-    `train_windows`. A formulation left to the trainer becomes the run's when it fits
-    the device, else stays auto; a name left out is the run's."""
+    `train_windows`, per rank at most `batch_cap`. A formulation left to the trainer
+    becomes the run's when it fits the device, else stays auto; a name left out is the
+    run's."""
     tc, oc = config.train, config.optim
     saved_train = (saved or {}).get("train", {})
     batch = tc.batch_size or saved_train.get("batch_size")
-    batch = batch or per_rank_batch(device.type, train_windows, tc.world_size) * tc.world_size
+    rank_batch = per_rank_batch(device.type, train_windows, tc.world_size, batch_cap)
+    batch = batch or rank_batch * tc.world_size
     lr = oc.lr or (saved or {}).get("optim", {}).get("lr") or default_lr(batch)
     formulation, saved_formulation = tc.formulation, saved_train.get("formulation", "auto")
     fits = saved_formulation not in UNFIT_FORMULATIONS.get(device.type, ())

@@ -96,6 +96,12 @@ class DeviceChoice:
             if initial is not None:
                 group["initial_lr"] = float(initial)
             group["fused"], group["capturable"] = (True if cuda else None), cuda
+        for state in optimizer.state.values():
+            # load_state_dict leaves `step` where the saved groups said (on the CPU for a
+            # CPU run's checkpoint); fused, capturable AdamW needs it beside the weights,
+            # the CPU's plain AdamW on the CPU.
+            if isinstance(state.get("step"), torch.Tensor):
+                state["step"] = state["step"].to(self.device if cuda else "cpu", torch.float32)
 
     def synchronize(self) -> None:
         """Wait for the GPU's queued work (timing); nothing to wait for on the CPU."""

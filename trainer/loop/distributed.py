@@ -7,11 +7,15 @@ train` with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set;
 nothing here talks to anything: every method returns its input.
 
 One process group, two backends: tensors on a GPU go through NCCL (rank r drives
-cuda:LOCAL_RANK): DDP's gradient all-reduce and the BatchNorm buffers; tensors on the
-CPU go through gloo: the control traffic (the per-step stop vote, evaluation
-predictions, checkpoint states, the barrier). None of that waits on a GPU stream or
-costs a host-device sync, and the vote runs asynchronously, overlapping a step. On
-CPU everything is gloo.
+cuda:LOCAL_RANK): the gradients' all-reduce inside the step (`trainer.loop.gradient_sync`)
+and the BatchNorm buffers; tensors on the CPU go through gloo: the control traffic
+(the per-step stop vote, evaluation predictions, checkpoint states, the barrier). None
+of that waits on a GPU stream or costs a host-device sync, and the vote runs
+asynchronously, overlapping a step. On CPU everything is gloo.
+
+Under torchrun the group is made even for one rank (`torchrun --nproc-per-node 1`): the
+step then takes the data-parallel path, its all-reduce included, which is how one GPU
+measures a multi-GPU box's step.
 
 torchrun restarts the workers after a failure. By default its workers share the
 rendezvous' TCP store, keys of the dead workers included, and the new workers' gloo
@@ -22,11 +26,9 @@ every restart a fresh store.
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import io
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,21 +36,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
 from trainer.config import UserError
+from trainer.loop.gradient_sync import FlatGradients, broadcast_module
 
 ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
-
-
-def no_forward_buffer_sync(ddp_parameters: Collection[str]) -> dict[str, bool]:
-    """DDP's argument that stops the buffer broadcast at every forward, in the name this
-    torch knows: `forward_sync_buffers` from torch 2.13 (where `broadcast_buffers` warns
-    that it is deprecated), `broadcast_buffers` before (pyproject allows torch >= 2.3;
-    the GPU acceptance kit runs on 2.11)."""
-    if "forward_sync_buffers" in ddp_parameters:
-        return {"forward_sync_buffers": False}
-    return {"broadcast_buffers": False}
 
 
 @dataclass(frozen=True)
@@ -58,6 +50,7 @@ class RankInfo:
     rank: int = 0
     local_rank: int = 0
     world_size: int = 1
+    launched: bool = False  # by torchrun (its environment is set), even for one rank
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> RankInfo:
@@ -76,7 +69,7 @@ class RankInfo:
                 f"RANK {rank}, LOCAL_RANK {local_rank} of WORLD_SIZE {world_size}: expected "
                 "0 <= RANK < WORLD_SIZE; start ranks with python -m torch.distributed.run"
             )
-        return cls(rank, local_rank, world_size)
+        return cls(rank, local_rank, world_size, launched=True)
 
     @property
     def is_main(self) -> bool:
@@ -93,9 +86,10 @@ class Group:
 
     @classmethod
     def start(cls, info: RankInfo) -> Group:
-        """Join the process group (NCCL with a GPU per local rank, else gloo)."""
+        """Join the process group (NCCL with a GPU per local rank, else gloo): under
+        torchrun, one rank included; alone, none."""
         group = cls(info)
-        if info.world_size == 1:
+        if not info.launched:
             return group
         if torch.cuda.is_available():
             device = torch.device("cuda", info.local_rank)
@@ -119,32 +113,25 @@ class Group:
 
     @property
     def backend(self) -> str:
-        return dist.get_backend() if self.world_size > 1 else "none"
+        return dist.get_backend() if self.data_parallel else "none"
 
-    def wrap(self, model: nn.Module) -> nn.Module:
-        """The module to train through: DDP over `model` (whose state_dict keeps its
-        own keys, no `module.` prefix), or `model` itself for one rank.
+    @property
+    def data_parallel(self) -> bool:
+        """Whether the step all-reduces gradients (a process group exists)."""
+        return self.info.launched and dist.is_initialized()
 
-        Buffers (BatchNorm running statistics) are not broadcast every forward:
-        training uses batch statistics, and `sync_buffers` gives every rank rank 0's
-        before an evaluation, which are the ones rank 0's checkpoints hold.
+    def gradients(self, model: nn.Module) -> FlatGradients | None:
+        """The flat gradient bucket the step all-reduces, with rank 0's weights and
+        buffers on every rank (None without a process group: nothing to reduce).
+
+        BatchNorm's buffers are not synchronised at every forward: training uses batch
+        statistics, and `sync_buffers` gives every rank rank 0's before an evaluation,
+        which are the ones rank 0's checkpoints hold.
         """
-        if self.world_size == 1:
-            return model
-        ddp_parameters = inspect.signature(DistributedDataParallel).parameters
-        return DistributedDataParallel(
-            model, gradient_as_bucket_view=True, **no_forward_buffer_sync(ddp_parameters)
-        )
-
-    def accumulating(
-        self, model: nn.Module, skip_all_reduce: bool
-    ) -> contextlib.AbstractContextManager:
-        """DDP's no_sync for micro-batches whose gradients only accumulate (`model` may
-        be torch.compile's wrapper of DDP)."""
-        ddp = getattr(model, "_orig_mod", model)
-        if skip_all_reduce and isinstance(ddp, DistributedDataParallel):
-            return ddp.no_sync()
-        return contextlib.nullcontext()
+        if not self.data_parallel:
+            return None
+        broadcast_module(model)
+        return FlatGradients(list(model.parameters()), self.world_size)
 
     def agree(self, *values: int) -> tuple[int, ...]:
         """Element-wise max of `values` over all ranks.
@@ -162,6 +149,14 @@ class Group:
         work = dist.all_reduce(tensor, dist.ReduceOp.MAX, async_op=True)
         self._vote = (work, tensor)
         return agreed
+
+    def least(self, value: int) -> int:
+        """The smallest of every rank's `value`, on every rank (a gloo all-reduce)."""
+        if self.world_size == 1:
+            return value
+        tensor = torch.tensor([value], dtype=torch.int64)
+        dist.all_reduce(tensor, dist.ReduceOp.MIN)
+        return int(tensor)
 
     def _collect_vote(self) -> tuple[int, ...] | None:
         if self._vote is None:
@@ -235,7 +230,7 @@ class Group:
         """Leave the process group. `clean`: every rank got here on the same path, so
         wait for the others first; otherwise (a failure on this rank alone) just leave:
         the others learn of it from their next collective, and torchrun restarts all."""
-        if self.world_size == 1 or not dist.is_initialized():
+        if not self.data_parallel:
             return
         if clean:
             self._collect_vote()

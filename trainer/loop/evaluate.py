@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,10 @@ def predict(
     choice: DeviceChoice,
     norm: Normalisation,
     group: Group | None = None,
-    graph: bool = True,
+    forward: EvalForward | None = None,
 ) -> np.ndarray:
-    """Glucose predictions (mg/dL) for every window of `pipeline`, in stored order; on a
-    GPU the forward replayed as a CUDA graph unless `graph` is off (`EvalForward`).
+    """Glucose predictions (mg/dL) for every window of `pipeline`, in stored order,
+    through `forward` (default: a new `EvalForward`, captured on a GPU).
 
     With a `group` of several ranks (which must hold the same weights and buffers),
     each rank predicts its share of whole evaluation batches and all ranks gather the
@@ -50,15 +51,25 @@ def predict(
     batch = eval_batch_size(choice.device)
     start, stop = group.shard(len(pipeline), batch)
     model.eval()
-    capture = graph and choice.device.type == "cuda"
-    forward = EvalForward(model, choice, capture, lambda line: print(line, flush=True))
+    forward = forward or eval_forward(model, choice)
     outputs = [torch.zeros(0, device=choice.device)]
-    with torch.inference_mode(), choice.autocast(cache=not capture):
+    with torch.inference_mode(), choice.autocast(cache=not forward.capture):
         for x, _ in pipeline.in_order(batch, start, stop):
             outputs.append(forward(x, full=x.shape[0] == batch).float())
     mine = torch.cat(outputs).cpu().numpy()  # the one host sync
     normalised = group.all_gather_rows(mine).astype(np.float64)
     return normalised * norm.label_std + norm.label_mean
+
+
+def eval_forward(
+    model: nn.Module,
+    choice: DeviceChoice,
+    graph: bool = True,
+    pool: Callable[[], tuple[int, int] | None] = lambda: None,
+) -> EvalForward:
+    """`model`'s evaluation forward: captured on a GPU unless `graph` is off."""
+    capture = graph and choice.device.type == "cuda"
+    return EvalForward(model, choice, capture, lambda line: print(line, flush=True), pool)
 
 
 def split_report(
@@ -67,10 +78,10 @@ def split_report(
     choice: DeviceChoice,
     norm: Normalisation,
     group: Group | None = None,
-    graph: bool = True,
+    forward: EvalForward | None = None,
 ) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
     """(metrics with the train-median baseline, reference mg/dL, predictions mg/dL)."""
-    pred = predict(model, pipeline, choice, norm, group, graph)
+    pred = predict(model, pipeline, choice, norm, group, forward)
     ref = pipeline.glucose_mg_dl.numpy().astype(np.float64)
     return regression_report(ref, pred, baseline_value=norm.label_median), ref, pred
 

@@ -9,11 +9,18 @@ take them (replayed as one CUDA graph, `trainer.loop.step`: eager and launch-bou
 nhwc was 4.7% faster on an H100 where its GPU time was half), and keeps the fastest;
 the run records it and its resumes keep it (`trainer.loop.defaults`).
 `python -m trainer bench` reports the same comparison.
+
+gemm is not timed on a GPU (`GPU_TIMED_FORMULATIONS`): captured on an H100 it ran at
+half nhwc's speed (261 k against 493 k windows/s at batch 4096), and its unfolded
+inputs take about twice the memory (~13 GB at batch 16384, more than a 16 GB V100 or
+T4 has beside the data). `--formulation gemm` still runs it. A formulation that runs
+out of GPU memory while it is timed is left out, said in one line.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import time
 from collections.abc import Callable, Sequence
 
@@ -24,7 +31,7 @@ from trainer.loop.defaults import UNFIT_FORMULATIONS
 from trainer.loop.device import DeviceChoice
 from trainer.loop.step import WARMUP_STEPS as CAPTURE_WARMUP_STEPS
 from trainer.loop.step import TrainStep
-from trainer.model import build_model, default_formulation
+from trainer.model import FORMULATIONS, build_model, default_formulation
 
 # cuDNN's autotuning and the allocator settle in the first steps, then the capture
 WARMUP_STEPS = CAPTURE_WARMUP_STEPS + 2
@@ -33,6 +40,13 @@ TIMED_STEPS = 10
 # near-tie would flip from one run to the next, and with it every kernel of the run.
 MARGIN = 0.05
 GRAD_CLIP_NORM = 1.0  # OptimConfig's default: the timed step clips as the loop does
+GPU_TIMED_FORMULATIONS = ("torch", "nhwc")
+
+
+def timed_formulations(device: torch.device) -> tuple[str, ...]:
+    """The formulations `--formulation auto` times on `device` (all on a CPU, where the
+    default is taken untimed, and for `bench`'s report)."""
+    return GPU_TIMED_FORMULATIONS if device.type == "cuda" else FORMULATIONS
 
 
 def timed_step(
@@ -82,16 +96,32 @@ def fastest_formulation(
     graph: bool = True,
 ) -> tuple[str, dict[str, float]]:
     """The formulation whose training step is fastest here (the device's default unless
-    another beats it by `MARGIN`), and each one's seconds. The peak-memory count
-    starts again after it: the run's GPU memory figure is its own."""
-    seconds = {
-        name: step_seconds(model_config, name, choice, batch, window_length, graph)
-        for name in formulations
-    }
+    another beats it by `MARGIN`), and each one's seconds (None: it ran out of GPU
+    memory). The peak-memory count starts again after it: the run's GPU memory figure
+    is its own."""
+    seconds: dict[str, float | None] = {}
+    for name in formulations:
+        try:
+            seconds[name] = step_seconds(model_config, name, choice, batch, window_length, graph)
+        except torch.OutOfMemoryError:
+            seconds[name] = None
+        _release_gpu_memory(choice)
     if choice.device.type == "cuda":
-        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(choice.device)
-    return pick(seconds, choice.device), seconds
+    fitting = {name: s for name, s in seconds.items() if s is not None}
+    if not fitting:
+        raise UserError(
+            f"--formulation auto: every formulation ({', '.join(seconds)}) ran out of GPU "
+            f"memory at {batch} windows a GPU; pass a smaller --batch-size"
+        )
+    return pick(fitting, choice.device), seconds
+
+
+def _release_gpu_memory(choice: DeviceChoice) -> None:
+    """What a timed step held (its graph's pool too) back to the GPU for the next one."""
+    if choice.device.type == "cuda":
+        gc.collect()  # a step that raised may sit in a reference cycle with its frame
+        torch.cuda.empty_cache()
 
 
 def pick(seconds: dict[str, float], device: torch.device) -> str:

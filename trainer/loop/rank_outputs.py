@@ -52,7 +52,7 @@ class Heartbeat:
 class QuietMeter:
     """`IntervalMeter`'s calls: rank 0 alone logs the interval's loss and windows/s."""
 
-    def add(self, loss: torch.Tensor, windows: int) -> None:
+    def add(self, loss: torch.Tensor, windows: int, grad_norm: torch.Tensor | None = None) -> None:
         pass
 
     def due(self, step: int) -> bool:

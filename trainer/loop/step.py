@@ -16,9 +16,12 @@ capturable:
 - each batch is copied into the graph's static input buffers;
 - the batch's loss scale (1 / its windows) is the same for every full batch.
 
+Several ranks are captured too: the gradients' all-reduce is one collective on the
+step's stream, recorded into the graph (`trainer.loop.gradient_sync`).
+
 Eager, and said once why: the CPU (no CUDA graphs), `--no-graph`, `--compile` (the
-compiled network replays its own graphs), DDP (its all-reduce hooks run outside the
-graph here), `--grad-accum` > 1 (an optimizer step spans several batches). The short
+compiled network replays its own graphs), `--grad-accum` > 1 (an optimizer step spans
+several batches). The short
 last batch of an epoch is always eager. The first `WARMUP_STEPS` full steps run
 eagerly on a side stream (cuDNN's autotuning, AdamW's state and the allocator settle
 first); every step, eager or replayed, is a real step of the run: a replay runs the
@@ -35,30 +38,32 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainer.loop.device import DeviceChoice
+from trainer.loop.gradient_sync import FlatGradients
 
 WARMUP_STEPS = 3
 
 
-def eager_reason(
-    choice: DeviceChoice, graph: bool, compiled: bool, world_size: int, grad_accum: int
-) -> str | None:
+def eager_reason(choice: DeviceChoice, graph: bool, compiled: bool, grad_accum: int) -> str | None:
     """Why this run's steps are not captured, or None when they are."""
     reasons = (
         (choice.device.type != "cuda", "the CPU has no CUDA graphs"),
         (not graph, "--no-graph"),
         (compiled, "--compile replays the compiled network's own graphs"),
-        (world_size > 1, "DDP's all-reduce hooks are not captured: the eager DDP step"),
         (grad_accum > 1, "--grad-accum > 1: an optimizer step spans several batches"),
     )
     return next((why for applies, why in reasons if applies), None)
 
 
 class TrainStep:
-    """Forward, backward, clip, AdamW (and GradScaler under fp16) for one batch.
+    """Forward, backward, the gradients' all-reduce (several ranks), clip, AdamW (and
+    GradScaler under fp16) for one batch.
 
-    `trained` is what computes the loss (the DDP or compiled wrapper); `parameters`
-    are the model's own. The scheduler stays with the caller: it steps after each
-    optimizer step and fills the device-side learning rate.
+    `trained` is what computes the loss (the model or its compiled wrapper);
+    `parameters` are the model's own; `gradients`: their flat bucket when several ranks
+    train (its views are the parameters' gradients). The scheduler stays with the
+    caller: it steps after each optimizer step and fills the device-side learning rate.
+    `grad_norm` is the last optimizer step's gradient norm (before clipping; a device
+    tensor, overwritten by the next step).
     """
 
     def __init__(
@@ -72,8 +77,10 @@ class TrainStep:
         capture: bool,
         say: Callable[[str], None] = print,
         uncompiled: nn.Module | None = None,
+        gradients: FlatGradients | None = None,
     ) -> None:
         self.trained, self.parameters, self.optimizer = trained, parameters, optimizer
+        self.gradients = gradients
         self.scaler, self.choice, self.grad_clip_norm = scaler, choice, grad_clip_norm
         self.capture, self.say = capture, say
         # `trained` compiled: the module to fall back to if compiling fails (at the
@@ -89,11 +96,17 @@ class TrainStep:
         self._static: tuple[torch.Tensor, torch.Tensor] | None = None
         self._graph: torch.cuda.CUDAGraph | None = None
         self._graph_loss: torch.Tensor | None = None
+        self.grad_norm = torch.zeros((), device=choice.device)
 
     @property
     def captured(self) -> bool:
         """Whether full batches now replay the graph."""
         return self._graph is not None
+
+    def graph_pool(self) -> tuple[int, int] | None:
+        """The captured step's memory pool (None before a capture), for the evaluation
+        graph to share: the two are never replayed at once."""
+        return self._graph.pool() if self._graph is not None else None
 
     def __call__(
         self, x: torch.Tensor, y: torch.Tensor, scale: float, steps: bool = True, full: bool = True
@@ -128,11 +141,18 @@ class TrainStep:
         return out
 
     def optimizer_step(self) -> None:
-        """Unscale (fp16), clip, step, zero the gradients in place; no host sync."""
+        """All-reduce (several ranks), unscale (fp16), clip, step, zero the gradients in
+        place; no host sync. The gradient norm is kept (`grad_norm`): what
+        `clip_grad_norm_` computes anyway, and what the gradient noise scale is read from."""
+        if self.gradients is not None:
+            self.gradients.all_reduce()
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         if self.grad_clip_norm:
-            torch.nn.utils.clip_grad_norm_(self.parameters, self.grad_clip_norm)
+            norm = torch.nn.utils.clip_grad_norm_(self.parameters, self.grad_clip_norm)
+        else:
+            norm = torch.nn.utils.get_total_norm([p.grad for p in self.parameters])
+        self.grad_norm.copy_(norm)
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -199,14 +219,22 @@ def _first_line(error: BaseException) -> str:
 
 
 class EvalForward:
-    """Evaluation's forward at a large batch: on a GPU recorded once per evaluation as a
-    CUDA graph over a static input, replayed for every full batch (the last, short one
-    eager); eager where `capture` is off or the capture fails (one line)."""
+    """Evaluation's forward at a large batch: on a GPU recorded once as a CUDA graph over
+    a static input (a run keeps one for all its evaluations), replayed for every full
+    batch (the last, short one eager); eager where `capture` is off or the capture fails
+    (one line). `pool`: the memory pool to record into (the training step's, when it has
+    one: evaluation's activations then take no memory of their own)."""
 
     def __init__(
-        self, model: nn.Module, choice: DeviceChoice, capture: bool, say: Callable[[str], None]
+        self,
+        model: nn.Module,
+        choice: DeviceChoice,
+        capture: bool,
+        say: Callable[[str], None],
+        pool: Callable[[], tuple[int, int] | None] = lambda: None,
     ) -> None:
         self.model, self.choice, self.capture, self.say = model, choice, capture, say
+        self.pool = pool
         self._graph: torch.cuda.CUDAGraph | None = None
         self._static: tuple[torch.Tensor, torch.Tensor] | None = None
 
@@ -234,6 +262,6 @@ class EvalForward:
             self.model(static_x)  # cuDNN's autotuning before the capture
         torch.cuda.current_stream(self.choice.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, pool=self.pool()):
             static_out = self.model(static_x)
         self._graph, self._static = graph, (static_x, static_out)

@@ -10,8 +10,9 @@ position. A run killed at any point and restarted from `last.pt` on CPU ends wit
 bit-identical weights, at the same world size too.
 
 Under torchrun every rank runs this same file top to bottom (`trainer.loop.distributed`):
-each trains on its part of every global batch through DDP, all evaluate their share of
-a split, and only rank 0 writes (the others hold `trainer.loop.rank_outputs` instead).
+each trains on its part of every global batch, the step all-reducing the gradients
+(`trainer.loop.gradient_sync`), all evaluate their share of a split, and only rank 0
+writes (the others hold `trainer.loop.rank_outputs` instead).
 """
 
 from __future__ import annotations
@@ -38,18 +39,29 @@ from trainer.checkpoints.resume import misfit
 from trainer.checkpoints.uploader_lock import uploader_lock
 from trainer.config import RunConfig, UserError
 from trainer.data.dataset import load_dataset, split_cases
-from trainer.data.pipeline import Normalisation, WindowPipeline, micro_batch_seed, norm_to_state
+from trainer.data.pipeline import (
+    FLOAT32_BYTES,
+    GPU_RESIDENT_MAX_FRACTION,
+    Normalisation,
+    WindowPipeline,
+    micro_batch_seed,
+    norm_to_state,
+)
 from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
-from trainer.loop.defaults import settle
+from trainer.loop.defaults import BatchCap, memory_batch_cap, per_rank_batch, settle
 from trainer.loop.device import choose_device, use_deterministic_kernels
 from trainer.loop.distributed import Group, RankInfo
-from trainer.loop.evaluate import split_report
-from trainer.loop.formulation import fastest_formulation, resolve_formulation
+from trainer.loop.evaluate import eval_forward, split_report
+from trainer.loop.formulation import (
+    fastest_formulation,
+    resolve_formulation,
+    timed_formulations,
+)
 from trainer.loop.preemption import StopSignal
 from trainer.loop.rank_outputs import Heartbeat, QuietCheckpoints, QuietOutputs
 from trainer.loop.run_ending import RunEnding
 from trainer.loop.step import TrainStep, eager_reason
-from trainer.model import FORMULATIONS, build_model, count_parameters
+from trainer.model import build_model, count_parameters
 from trainer.reports.cost import box_run_cost
 from trainer.reports.progress import RunOutputs, process_spans, read_metrics
 from trainer.reports.report import CONFIG_FILE, data_identity, write_report
@@ -70,7 +82,7 @@ def train(config: RunConfig) -> int:
     config = config.with_world_size(info.world_size)  # the global batch must split
     run_dir = Path(config.train.run_dir)
     _refuse_a_run_dir_under_a_file(run_dir)
-    if info.world_size == 1:  # under DDP every rank must take part: a resume re-finishes
+    if info.world_size == 1:  # with several ranks all must take part: a resume re-finishes
         pending = finish_pending(run_dir, config.checkpoint_uri)
         if pending is not None:  # finished before; its last uploads are done now (or not)
             return pending
@@ -247,7 +259,16 @@ class Run:
         The Position to go on from, or None for a fresh run."""
         state = self.group.broadcast_state(self.checkpoints.load_latest(self.resume_refusal))
         saved = state and state["config"]
-        self.config = settle(self.config, self.choice.device, saved, self.train_windows)
+        given = self.config.train.batch_size
+        cap = self._memory_batch_cap()
+        per_rank_cap = cap.per_rank if cap else None
+        self.config = settle(
+            self.config, self.choice.device, saved, self.train_windows, per_rank_cap
+        )
+        tc = self.config.train
+        wanted = per_rank_batch(self.choice.device.type, self.train_windows, tc.world_size)
+        if cap and given is None and saved is None and tc.per_rank_batch_size < wanted:
+            self.say(cap.said(tc.per_rank_batch_size, wanted))
         self.config = resolve_formulation(self.config, self.choice.device, self._fastest)
         self._build()
         if state is None:
@@ -270,6 +291,18 @@ class Run:
         fields = {f.name for f in dataclasses.fields(Position)}
         return Position(**{key: value for key, value in state.items() if key in fields})
 
+    def _memory_batch_cap(self) -> BatchCap | None:
+        """On a GPU, the largest per-rank batch whose steps fit beside the resident data
+        (every rank takes the least of them); None on a CPU."""
+        if self.choice.device.type != "cuda":
+            return None
+        free_bytes, _ = torch.cuda.mem_get_info(self.choice.device)
+        # The pipelines keep a split on the host when it would take more than this.
+        data_bytes = self.dataset.windows.size * FLOAT32_BYTES
+        resident = min(data_bytes, GPU_RESIDENT_MAX_FRACTION * free_bytes)
+        cap = memory_batch_cap(free_bytes, resident, self.choice.precision)
+        return cap._replace(per_rank=self.group.least(cap.per_rank))
+
     def _build(self) -> None:
         """Pipelines, model, AdamW, warmup + cosine over every step of every epoch."""
         config, tc, oc = self.config, self.config.train, self.config.optim
@@ -281,8 +314,8 @@ class Run:
         self.train_data = self.pipeline(self.splits.train, self.group.rank, self.group.world_size)
         self.val_data = self.pipeline(self.splits.val)
         self.model = build_model(config.model, self.choice.device, tc.formulation)
-        trained = self.group.wrap(self.model)  # DDP under torchrun; saved: self.model
-        self.trained = self._compiled(trained) if tc.compile else trained
+        gradients = self.group.gradients(self.model)  # under torchrun: the flat bucket
+        self.trained = self._compiled(self.model) if tc.compile else self.model
         self.optimizer = self.choice.optimizer(self.model.parameters(), oc.lr, oc.weight_decay)
         self.steps_per_epoch, self.total_steps = self.steps(config)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -304,9 +337,12 @@ class Run:
             oc.grad_clip_norm,
             capture=eager is None,
             say=self.say,
-            uncompiled=trained if tc.compile else None,
+            uncompiled=self.model if tc.compile else None,
+            gradients=gradients,
         )
         self.say(f"steps: {'eager (' + eager + ')' if eager else 'one CUDA graph, replayed'}")
+        # One evaluation graph for the run, in the training graph's memory pool.
+        self.eval_forward = eval_forward(self.model, self.choice, tc.graph, self.step.graph_pool)
         self.say(
             f"data: {len(self.train_data)} train / {len(self.val_data)} val windows, cases "
             f"{len(self.splits.train)}/{len(self.splits.val)}/{len(self.splits.test)}; "
@@ -314,17 +350,16 @@ class Run:
             f"{count_parameters(self.model):,} parameters; batch {tc.batch_size}, "
             f"lr {oc.lr:.3g}; {self.steps_per_epoch} steps/epoch x {tc.epochs} epochs"
         )
-        if self.group.world_size > 1:
+        if self.group.data_parallel:
             self.say(
-                f"ddp: world size {self.group.world_size} ({self.group.backend}), per-rank "
-                f"batch {tc.per_rank_batch_size}, global batch {tc.batch_size}"
+                f"data parallel: world size {self.group.world_size} ({self.group.backend}), "
+                f"per-rank batch {tc.per_rank_batch_size}, global batch {tc.batch_size}, "
+                "gradients all-reduced in one bucket inside the step"
             )
 
     def _eager_reason(self) -> str | None:
         tc = self.config.train
-        return eager_reason(
-            self.choice, tc.graph, tc.compile, tc.world_size, self.config.optim.grad_accum
-        )
+        return eager_reason(self.choice, tc.graph, tc.compile, self.config.optim.grad_accum)
 
     def _compiled(self, module: torch.nn.Module) -> torch.nn.Module:
         """torch.compile, on a GPU in reduce-overhead mode (CUDA graphs of its own), its
@@ -342,12 +377,21 @@ class Run:
             self.choice,
             tc.per_rank_batch_size,
             self.dataset.windows.shape[1],
-            FORMULATIONS,
+            timed_formulations(self.choice.device),
             graph=self._eager_reason() is None,
         )
-        timed = ", ".join(f"{f} {s * 1e3:.1f}" for f, s in seconds.items())
+        timed = ", ".join(
+            f"{f} {s * 1e3:.1f}" if s is not None else f"{f} out of memory"
+            for f, s in seconds.items()
+        )
         self.say(f"formulation: {name} (ms per step at batch {tc.per_rank_batch_size}: {timed})")
         return self.group.broadcast_state({"formulation": name})["formulation"]
+
+    def learning_rate(self) -> float:
+        """The rate of the step just taken, from the schedule on the host: reading the
+        optimizer's device tensor would wait for the GPU."""
+        scheduler = self.scheduler
+        return scheduler.base_lrs[0] * scheduler.lr_lambdas[0](scheduler.last_epoch)
 
     def pipeline(self, cases: list[int], rank: int = 0, world_size: int = 1) -> WindowPipeline:
         """A split's pipeline; `rank`'s part of each batch of `world_size` parts."""
@@ -376,8 +420,8 @@ class Run:
     def report(self, pipeline: WindowPipeline) -> tuple[dict[str, Any], Any, Any]:
         """`split_report` of the current weights, every rank evaluating its share."""
         self.group.sync_buffers(self.model)  # rank 0's BatchNorm statistics, as saved
-        graph = self.config.train.graph
-        return split_report(self.model, pipeline, self.choice, self.norm, self.group, graph)
+        forward = self.eval_forward
+        return split_report(self.model, pipeline, self.choice, self.norm, self.group, forward)
 
     def resume_refusal(self, state: dict[str, Any]) -> str | None:
         """Why `state` cannot continue this run (`trainer.checkpoints.resume` skips it), or None."""
@@ -414,15 +458,14 @@ def train_epoch(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> s
         micro = pos.step_in_epoch
         x, y = data.batch(order, micro)
         torch.manual_seed(micro_batch_seed(tc.seed, pos.epoch, micro, group.rank))
-        # The epoch's last micro-batch always steps; DDP all-reduces only when stepping.
+        # The epoch's last micro-batch always steps; the gradients are all-reduced then.
         steps = (micro + 1) % accum == 0 or micro + 1 == data.steps_per_epoch
-        # A sum over this rank's windows scaled to the global batch's mean: DDP's
+        # A sum over this rank's windows scaled to the global batch's mean: the step's
         # average over ranks then gives one process's gradient, short batches too.
         scale = group.world_size / (data.windows_in_batch(micro) * accum)
         full = data.windows_in_batch(micro) == data.batch_size
-        with group.accumulating(run.trained, skip_all_reduce=not steps):
-            loss = run.step(x, y, scale, steps=steps, full=full)
-        out.meter.add(loss, data.windows_in_batch(micro))
+        loss = run.step(x, y, scale, steps=steps, full=full)
+        out.meter.add(loss, data.windows_in_batch(micro), run.step.grad_norm if steps else None)
         pos.step_in_epoch += 1
         if not steps:
             continue
@@ -432,11 +475,11 @@ def train_epoch(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> s
             out.interval(
                 pos.epoch + 1,  # `pos.epoch` counts the epochs done
                 pos.step,
-                float(run.scheduler.get_last_lr()[0]),  # a log interval's sync
+                run.learning_rate(),
                 run.checkpoints.last_saved_at,
                 run.choice.peak_memory_gib(),
             )
-        # No device sync: an Event read and, under DDP, a vote every rank acts on at once.
+        # No device sync: an Event read and, with several ranks, a vote all act on at once.
         (stop_code,) = group.agree(stop.code)
         if stop_code:
             stop.adopt(stop_code)

@@ -13,6 +13,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -168,20 +169,29 @@ def _record(line: str) -> dict[str, Any] | None:
 
 
 class IntervalMeter:
-    """Loss and throughput between log lines, summed on the device: no per-step sync.
+    """Loss, gradient norm and throughput between log lines, summed on the device: no
+    per-step sync.
 
     windows/s counts the training steps' time only: an interval with a validation in it
     would otherwise read as a slow step (what `fab plan`'s figures are checked against).
-    The ETA keeps the whole wall time, validations included."""
+    The ETA keeps the whole wall time, validations included.
+
+    On a GPU an interval's sums reach the host one interval late (`late`): `flush`
+    starts their copy and the log line is written at the next one, when the copy has
+    long landed. Reading them at once would wait for every step queued behind them
+    (3-8% of the steps' time at batch 1024 with a log line every 10 steps).
+    """
 
     def __init__(self, device: torch.device, step: int, total_steps: int, every: int) -> None:
         self.device = device
-        self.loss_sum = torch.zeros((), device=device)
+        self.late = device.type == "cuda"
+        # loss sum, finite gradient norms' sum, their count (fp16 skips inf/nan steps)
+        self.sums = torch.zeros(3, device=device)
         self.total_steps, self.every = total_steps, every
         self._reset(step)
 
     def _reset(self, step: int) -> None:
-        self.loss_sum.zero_()
+        self.sums.zero_()
         self.windows, self.start_step, self.started = 0, step, time.monotonic()
         self.excluded_s = 0.0
 
@@ -197,24 +207,73 @@ class IntervalMeter:
         finally:
             self.excluded_s += time.monotonic() - began
 
-    def add(self, loss: torch.Tensor, windows: int) -> None:
-        self.loss_sum += loss.detach()
+    def add(self, loss: torch.Tensor, windows: int, grad_norm: torch.Tensor | None = None) -> None:
+        """A micro-batch's loss and windows; `grad_norm`: its optimizer step's, if it stepped."""
+        self.sums[0] += loss.detach()
+        if grad_norm is not None:
+            finite = torch.isfinite(grad_norm)
+            self.sums[1] += torch.where(finite, grad_norm, 0.0)
+            self.sums[2] += finite
         self.windows += windows
 
     def due(self, step: int) -> bool:
         return step % self.every == 0
 
-    def flush(self, step: int) -> dict[str, float]:
-        """Mean loss per optimizer step, windows/s and ETA since the last flush (host sync)."""
+    def flush(self, step: int) -> Metered:
+        """The interval since the last flush (its device sums on their way to the host)."""
         elapsed = max(time.monotonic() - self.started, 1e-9)
         steps = max(step - self.start_step, 1)
-        values = {
-            "loss": self.loss_sum.item() / steps,
-            "windows_per_s": self.windows / max(elapsed - self.excluded_s, 1e-9),
-            "eta_s": (self.total_steps - step) * elapsed / steps,
-        }
+        sums = torch.empty(3, pin_memory=self.late)
+        sums.copy_(self.sums, non_blocking=self.late)
+        landed = None
+        if self.late:
+            landed = torch.cuda.Event()
+            landed.record()
+        metered = Metered(
+            sums,
+            landed,
+            steps,
+            windows_per_s=self.windows / max(elapsed - self.excluded_s, 1e-9),
+            eta_s=(self.total_steps - step) * elapsed / steps,
+        )
         self._reset(step)
-        return values
+        return metered
+
+
+@dataclass(frozen=True)
+class Metered:
+    """One log interval: its host figures, and its device sums copied to the host."""
+
+    sums: torch.Tensor
+    landed: torch.cuda.Event | None  # None: copied already (the CPU)
+    steps: int
+    windows_per_s: float
+    eta_s: float
+
+    def values(self) -> dict[str, float | None]:
+        """Mean loss and gradient norm per optimizer step, windows/s and ETA."""
+        if self.landed is not None:
+            self.landed.synchronize()
+        loss_sum, norm_sum, norms = self.sums.tolist()
+        return {
+            "loss": loss_sum / self.steps,
+            "grad_norm": norm_sum / norms if norms else None,
+            "windows_per_s": self.windows_per_s,
+            "eta_s": self.eta_s,
+        }
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """A log interval waiting for its device figures (`Metered`)."""
+
+    metered: Metered
+    epoch: int
+    step: int
+    lr: float
+    last_checkpoint_at: float | None
+    gpu_memory_gib: float | None
+    at: float  # when the interval ended (unix s)
 
 
 class RunOutputs:
@@ -251,6 +310,7 @@ class RunOutputs:
         )
         self.status.write(step=step)
         self._val_mae: float | None = None
+        self._pending: LogLine | None = None
 
     def interval(
         self,
@@ -260,35 +320,54 @@ class RunOutputs:
         last_checkpoint_at: float | None,
         gpu_memory_gib: float | None = None,
     ) -> None:
-        """One log line: the only place the loop syncs with the device. `epoch`: the one
-        in progress, counted from 1 as the validation lines count it. `gpu_memory_gib`:
-        the most GPU memory the run's tensors took so far (None: CPU)."""
-        values = self.meter.flush(step)
+        """One log line (on a GPU the previous one: `IntervalMeter.late`). `epoch`: the
+        one in progress, counted from 1 as the validation lines count it.
+        `gpu_memory_gib`: the most GPU memory the run's tensors took so far (None: CPU)."""
+        line = LogLine(
+            self.meter.flush(step), epoch, step, lr, last_checkpoint_at, gpu_memory_gib, time.time()
+        )
+        self.drain()
+        if self.meter.late:
+            self._pending = line
+        else:
+            self._write(line)
+
+    def drain(self) -> None:
+        """Write the log line still waiting for its figures, if one is."""
+        line, self._pending = self._pending, None
+        if line is not None:
+            self._write(line)
+
+    def _write(self, line: LogLine) -> None:
+        values = line.metered.values()
         if not math.isfinite(values["loss"]):
             raise UserError(
-                f"training diverged: the loss is {values['loss']} at step {step} (lr {lr:g}); "
-                "lower --lr, or look for extreme values in the data"
+                f"training diverged: the loss is {values['loss']} at step {line.step} (lr "
+                f"{line.lr:g}); lower --lr, or look for extreme values in the data"
             )
         self.log.record(
             "train",
-            step,
-            epoch=epoch,
+            line.step,
+            epoch=line.epoch,
             loss=values["loss"],
-            lr=lr,
+            lr=line.lr,
+            grad_norm=values["grad_norm"],
             windows_per_s=values["windows_per_s"],
-            gpu_memory_gib=gpu_memory_gib,
-            time=time.time(),
+            gpu_memory_gib=line.gpu_memory_gib,
+            time=line.at,
         )
-        self.display.update(epoch, step, values["loss"], values["windows_per_s"], values["eta_s"])
+        self.display.update(
+            line.epoch, line.step, values["loss"], values["windows_per_s"], values["eta_s"]
+        )
         self.status.write(
-            epoch=epoch,
-            step=step,
+            epoch=line.epoch,
+            step=line.step,
             train_loss=values["loss"],
             val_mae=self._val_mae,
             windows_per_s=values["windows_per_s"],
             eta_s=values["eta_s"],
-            last_checkpoint_at=last_checkpoint_at,
-            gpu_memory_gib=gpu_memory_gib,
+            last_checkpoint_at=line.last_checkpoint_at,
+            gpu_memory_gib=line.gpu_memory_gib,
         )
 
     def epoch_end(
@@ -299,6 +378,7 @@ class RunOutputs:
         best_val_mae: float,
         last_checkpoint_at: float | None,
     ) -> None:
+        self.drain()  # the epoch's last train line before its validation line
         self._val_mae = val["mae"]
         self.log.record(
             "epoch",
@@ -321,6 +401,7 @@ class RunOutputs:
     def stopped(
         self, reason: str | None, state: str, step: int, last_checkpoint_at: float | None
     ) -> None:
+        self.drain()
         self.display.note(
             f"stop requested ({reason}): checkpoint saved at step {step}; "
             "exit 75 (resume by running the same command)"
@@ -330,5 +411,8 @@ class RunOutputs:
         )
 
     def close(self) -> None:
-        self.display.close()
-        self.log.close()
+        try:
+            self.drain()
+        finally:
+            self.display.close()
+            self.log.close()

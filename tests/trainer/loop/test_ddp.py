@@ -1,6 +1,7 @@
-"""DDP under torchrun on CPU (gloo): two ranks on this machine, two "nodes" meeting
-over c10d on 127.0.0.1, gradients of both model formulations, and a 2-rank run
-against a 1-rank run of the same global batch."""
+"""Data-parallel training under torchrun on CPU (gloo): two ranks on this machine, two
+"nodes" meeting over c10d on 127.0.0.1, gradients of every model formulation, the
+flat-bucket step against DDP's, and a 2-rank run against a 1-rank run of the same
+global batch."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def two_rank_run(eval_data: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 
 
 def test_two_ranks_say_and_record_world_size_and_batches(two_rank_run: Path) -> None:
-    assert "ddp: world size 2 (gloo), per-rank batch 16, global batch 32" in output_of(two_rank_run)
+    said = "data parallel: world size 2 (gloo), per-rank batch 16, global batch 32"
+    assert said in output_of(two_rank_run)
     config = json.loads((two_rank_run / "config.json").read_text())["train"]
     assert (config["world_size"], config["per_rank_batch_size"], config["batch_size"]) == (
         2,
@@ -84,13 +86,23 @@ def test_ddp_checkpoint_loads_into_a_single_process_model(two_rank_run: Path) ->
     model.load_state_dict(state["model"])  # strict: every key, no prefix
 
 
-def test_ddp_gradients_match_one_process_for_every_model_formulation() -> None:
-    script = TESTS_DIR / "trainer" / "ddp_gradients.py"
-    command = [sys.executable, *TORCHRUN, "--standalone", "--nproc-per-node", "2", str(script)]
+def _two_ranks_of(script: str) -> subprocess.CompletedProcess:
+    path = TESTS_DIR / "trainer" / script
+    command = [sys.executable, *TORCHRUN, "--standalone", "--nproc-per-node", "2", str(path)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_all_reduced_gradients_match_one_process_for_every_model_formulation() -> None:
+    result = _two_ranks_of("ddp_gradients.py")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert f"DDP gradients match for {sorted(FORMULATIONS)}" in result.stdout
+    assert f"all-reduced gradients match for {sorted(FORMULATIONS)}" in result.stdout
+
+
+def test_two_ranks_through_the_flat_bucket_train_ddps_weights_bitwise() -> None:
+    result = _two_ranks_of("dp_against_ddp.py")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("the bucket step trains DDP's weights bitwise") == 2
 
 
 def test_two_ranks_reach_one_rank_val_mae_at_the_same_global_batch(tmp_path: Path) -> None:

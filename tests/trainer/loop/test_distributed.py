@@ -4,20 +4,17 @@ that depend on the rank (batch parts, dropout seeds, the stop vote's codes)."""
 
 from __future__ import annotations
 
-import inspect
 import itertools
-import warnings
 
 import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
 
 from trainer.config import DataConfig, RunConfig, TrainConfig, UserError
 from trainer.data.dataset import load_dataset
 from trainer.data.pipeline import Normalisation, WindowPipeline, micro_batch_seed
-from trainer.loop.distributed import Group, RankInfo, no_forward_buffer_sync
+from trainer.loop.distributed import Group, RankInfo
 from trainer.loop.preemption import StopSignal
 
 
@@ -48,7 +45,7 @@ def test_one_rank_group_passes_everything_through():
     group = Group()
     model = torch.nn.Linear(2, 1)
     state = {"model": model.state_dict()}
-    assert group.wrap(model) is model
+    assert group.gradients(model) is None and not group.data_parallel
     assert group.agree(2, 0) == (2, 0)
     assert group.broadcast_state(state) is state
     rows = np.arange(5.0)
@@ -131,39 +128,38 @@ def test_stop_codes_say_what_asked_and_another_ranks_code_is_adopted():
     assert (own.reason, own.state, own.code) == ("SIGTERM", "stopped", 1)
 
 
-# DistributedDataParallel's parameters in torch 2.3, the oldest torch pyproject allows.
-TORCH_2_3_DDP_PARAMETERS = (
-    "module",
-    "device_ids",
-    "output_device",
-    "dim",
-    "broadcast_buffers",
-    "process_group",
-    "bucket_cap_mb",
-    "find_unused_parameters",
-    "check_reduction",
-    "gradient_as_bucket_view",
-    "static_graph",
-    "delay_all_reduce_named_params",
-    "param_to_hook_all_reduce",
-    "mixed_precision",
-    "device_mesh",
-)
+def test_under_torchrun_one_rank_is_launched_and_alone_it_is_not():
+    assert RankInfo.from_env({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}).launched
+    assert not RankInfo.from_env({}).launched
 
 
-def test_ddp_before_torch_2_13_stops_forward_buffer_broadcasts_by_their_old_name():
-    assert no_forward_buffer_sync(TORCH_2_3_DDP_PARAMETERS) == {"broadcast_buffers": False}
-
-
-def test_ddp_on_this_torch_is_built_with_the_name_it_has_and_no_deprecation_warning():
-    parameters = inspect.signature(DistributedDataParallel).parameters
+@pytest.fixture
+def one_rank_group():
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            ddp = DistributedDataParallel(
-                torch.nn.Linear(2, 1), **no_forward_buffer_sync(parameters)
-            )
-        assert ddp.forward_sync_buffers is False
-    finally:
-        dist.destroy_process_group()
+    yield Group(RankInfo(0, 0, 1, launched=True))
+    dist.destroy_process_group()
+
+
+def test_every_gradient_is_a_view_into_one_bucket_with_its_parameters_strides(one_rank_group):
+    from trainer.config import ModelConfig
+    from trainer.model import build_model
+
+    model = build_model(ModelConfig("resnet18"), "cpu", "nhwc")  # channels-last weights
+    gradients = one_rank_group.gradients(model)
+    parameters = list(model.parameters())
+    assert gradients.bucket.numel() == sum(p.numel() for p in parameters)
+    for parameter in parameters:
+        assert parameter.grad.untyped_storage().data_ptr() == gradients.bucket.data_ptr()
+        assert parameter.grad.stride() == parameter.stride()
+    gradients.bucket.copy_(torch.arange(gradients.bucket.numel(), dtype=torch.float32))
+    covered = torch.cat([p.grad.flatten() for p in parameters]).sort().values
+    assert torch.equal(covered, gradients.bucket)  # every element once, no overlap
+
+
+def test_a_one_rank_all_reduce_leaves_the_gradients_as_they_were(one_rank_group):
+    model = torch.nn.Linear(3, 2)
+    gradients = one_rank_group.gradients(model)
+    gradients.bucket.normal_()
+    before = [p.grad.clone() for p in model.parameters()]
+    gradients.all_reduce()
+    assert all(torch.equal(p.grad, b) for p, b in zip(model.parameters(), before, strict=True))

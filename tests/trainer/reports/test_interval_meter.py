@@ -24,14 +24,14 @@ def clock(monkeypatch) -> Clock:
     return fake
 
 
-def _interval_with_a_validation(clock: Clock) -> dict[str, float]:
+def _interval_with_a_validation(clock: Clock) -> dict[str, float | None]:
     meter = progress.IntervalMeter(torch.device("cpu"), step=0, total_steps=20, every=10)
     for _ in range(10):
         meter.add(torch.tensor(1.0), 100)
         clock.now += 0.1  # a step of 100 windows: 1,000 windows/s
     with meter.excluded():
         clock.now += 9.0  # the validation and its checkpoints
-    return meter.flush(10)
+    return meter.flush(10).values()
 
 
 def test_a_validation_between_log_lines_leaves_windows_per_s_at_the_steps_speed(clock):
@@ -50,4 +50,14 @@ def test_the_next_interval_starts_with_nothing_left_out(clock):
     meter.flush(0)
     meter.add(torch.tensor(1.0), 100)
     clock.now += 1.0
-    assert meter.flush(1)["windows_per_s"] == pytest.approx(100.0)
+    assert meter.flush(1).values()["windows_per_s"] == pytest.approx(100.0)
+
+
+def test_a_log_line_gives_the_mean_gradient_norm_of_its_finite_steps(clock):
+    meter = progress.IntervalMeter(torch.device("cpu"), step=0, total_steps=20, every=3)
+    for norm in (1.0, float("inf"), 3.0):  # fp16: a step GradScaler skipped is not a norm
+        meter.add(torch.tensor(0.5), 10, torch.tensor(norm))
+    meter.add(torch.tensor(0.5), 10)  # a micro-batch that only accumulated
+    values = meter.flush(3).values()
+    assert values["grad_norm"] == pytest.approx(2.0)
+    assert values["loss"] == pytest.approx(2.0 / 3)  # per optimizer step
