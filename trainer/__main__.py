@@ -123,12 +123,18 @@ def _add_bench_commands(commands) -> None:
         help="append a row to a measured-throughput CSV",
     )
     bench.add_argument("--quick", action="store_true", help="a few seconds, for tests")
-    bench.add_argument("--batch-size", type=count, default=None)
+    bench.add_argument(
+        "--batch-size",
+        type=count,
+        default=None,
+        help="the step's batch (default: what train takes for M2-sized data); with "
+        "--time-to-quality, the run's global batch",
+    )
     bench.add_argument(
         "--no-graph",
         action="store_true",
-        help="on a GPU, time the eager step (what DDP runs on several GPUs) instead of the "
-        "captured one; its rows plan the multi-GPU sizes",
+        help="on a GPU, time the eager step (a run's fallback: --no-graph, --compile, "
+        "--grad-accum, a failed capture) instead of the captured one",
     )
     bench.add_argument(
         "--time-to-quality",
@@ -138,6 +144,13 @@ def _add_bench_commands(commands) -> None:
     )
     bench.add_argument(
         "--target-mae", type=float, default=None, help="--time-to-quality's target (mg/dL)"
+    )
+    bench.add_argument(
+        "--nproc",
+        type=count,
+        default=None,
+        metavar="N",
+        help="--time-to-quality under torchrun with N ranks (GPUs; gloo processes on a CPU)",
     )
 
     bench_checkpoint = commands.add_parser(
@@ -306,7 +319,7 @@ def _bench(args: argparse.Namespace) -> int:
         from trainer.bench.time_to_quality import run_time_to_quality
 
         size = "m2" if torch.cuda.is_available() and not args.quick else "tiny"
-        return run_time_to_quality(size, args.target_mae, args.json)
+        return run_time_to_quality(size, args.target_mae, args.json, args.batch_size, args.nproc)
     from trainer.bench.train_step import run_bench
 
     return run_bench(

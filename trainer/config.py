@@ -142,8 +142,22 @@ class OptimConfig:
     lr: float | None = flag(None, "peak (default: 2e-3 x sqrt(batch / 256))")
     """Peak AdamW learning rate, reached after warmup, then cosine decay. None: the
     trainer's, for the global batch (`trainer.loop.defaults.default_lr`)."""
-    weight_decay: float = flag(1e-2, "AdamW")
-    """AdamW decoupled weight decay (0 to 1: each step shrinks weights by lr x this)."""
+    weight_decay: float = flag(1e-2, "AdamW, on convolution and linear weights")
+    """AdamW decoupled weight decay (0 to 1: each step shrinks weights by lr x this), on
+    the convolution and linear weights; BatchNorm's scales and shifts and the biases
+    take none (unless --decay-norms-and-biases)."""
+    decay_norms_and_biases: bool | None = flag(
+        None, "weight decay on BatchNorm scales/shifts and biases too (runs before 2026-11-27)"
+    )
+    """Weight decay on every parameter, BatchNorm's scale and shift and the biases
+    included, as runs started before 2026-11-27 trained (their resumes keep it). They
+    carry no scale for the decay to shrink towards: decaying them only pulls them off
+    their values. None: off, or the run's on a resume."""
+    beta2: float | None = flag(
+        None, "AdamW's second-moment decay (default: 0.999 at batch 256, lower at larger)"
+    )
+    """AdamW's beta2. None: the trainer's for the global batch
+    (`trainer.loop.defaults.default_beta2`), the run's own on a resume."""
     warmup_fraction: float = flag(0.05, "share of all steps warming up linearly")
     """Share of all optimizer steps spent warming up linearly from zero."""
     min_lr_fraction: float = flag(0.02, "cosine decays to this share of the peak")
@@ -161,6 +175,10 @@ class OptimConfig:
         _require(self.grad_accum >= 1, f"--grad-accum {self.grad_accum}: must be at least 1")
         _require(
             0 <= self.weight_decay <= 1, f"--weight-decay {self.weight_decay}: expected 0 to 1"
+        )
+        _require(
+            self.beta2 is None or 0 < self.beta2 < 1,
+            f"--beta2 {self.beta2}: expected a decay between 0 and 1 (e.g. 0.99)",
         )
         _require(
             0 <= self.warmup_fraction < 1,
@@ -353,12 +371,14 @@ def train_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def _add_flag(parser: argparse.ArgumentParser, item: dataclasses.Field, kind: Any) -> None:
     meta = item.metadata
     name = "--" + (meta["flag"] or item.name.replace("_", "-"))
-    if kind is bool:
-        # A flag switches its field away from the default: --no-graph turns graph off.
-        action = "store_false" if item.default else "store_true"
-        parser.add_argument(name, dest=item.name, action=action, help=meta["help"])
-        return
     given = [arg for arg in typing.get_args(kind) if arg is not type(None)]
+    if kind is bool or given == [bool]:
+        # A flag switches its field away from the default: --no-graph turns graph off;
+        # one whose default is None (a resume's own) turns it on.
+        action = "store_false" if item.default else "store_true"
+        options = {"default": None} if item.default is None else {}
+        parser.add_argument(name, dest=item.name, action=action, help=meta["help"], **options)
+        return
     kind = given[0] if given else kind
     help_text = meta["help"]
     if meta["unit"]:

@@ -66,6 +66,8 @@ RESUME_MUST_MATCH = (
     # would be recorded in config.json but not trained with.
     "optim.lr",
     "optim.weight_decay",
+    "optim.decay_norms_and_biases",
+    "optim.beta2",
     "optim.warmup_fraction",
     "optim.min_lr_fraction",
     "optim.grad_clip_norm",

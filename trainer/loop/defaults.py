@@ -15,9 +15,17 @@ with fewer GPUs must keep it, not take that box's default.
 - Learning rate: `REFERENCE_LR` (tuned at a global batch of `REFERENCE_BATCH`) times
   the square root of global batch / 256, the scaling that keeps AdamW's updates
   comparable (Malladi et al. 2022, "On the SDEs and scaling rules for adaptive
-  gradient algorithms"); the linear warmup (`OptimConfig.warmup_fraction`, at least
-  one epoch: `trainer.loop.train.lr_lambda`) ramps up to it. What was measured on CPU,
-  and what was not on a GPU: docs/trainer.md.
+  gradient algorithms"), up to `LR_SCALED_UP_TO_BATCH`: AdamW moves each weight by
+  about the learning rate a step whatever the gradient, so past 8e-3 (a 3x3 kernel's
+  weights are ~0.03) a step would move the head and BatchNorm's parameters by a
+  large part of themselves. Beyond it a larger batch keeps the rate and takes the
+  steps with less noise: the rule keeps ~200 steps an epoch, so the steps are as many.
+  The linear warmup (`OptimConfig.warmup_fraction`, at least one epoch:
+  `trainer.loop.train.lr_lambda`) ramps up to it. What was measured: docs/trainer.md.
+- AdamW's beta2: 0.999 at the reference batch, 1 - beta2 scaled with the batch (the
+  same SDE rule), down to `MIN_BETA2`: at a large batch the second moment of the
+  last ~1000 steps remembers weights several epochs old.
+- Weight decay: on convolution and linear weights only (`parameter_groups`).
 - GPU memory: the default per-rank batch is capped where its step would not fit beside
   the resident data (`memory_batch_cap`): a 16 GB V100 or T4 at M3 takes a smaller
   batch than an 80 GB H100, said in one line. A batch given on the command line is
@@ -41,6 +49,9 @@ GPU_BATCH_RANGE = (1024, 16384)  # per GPU
 CPU_BATCH = 256
 REFERENCE_LR = 2e-3
 REFERENCE_BATCH = 256
+LR_SCALED_UP_TO_BATCH = 4096  # the learning rate stops growing here: 8e-3
+REFERENCE_BETA2 = 0.999  # torch's default, what runs before 2026-11-27 took at any batch
+MIN_BETA2 = 0.95
 # Formulations a device must not train with. nhwc on the CPU: torch 2.13's float32
 # channels-last kernels on one thread gave other input gradients than the same network
 # in float64 (tests/trainer/test_model.py compares in float64).
@@ -110,7 +121,27 @@ def train_windows_of(windows: int) -> int:
 
 def default_lr(global_batch: int) -> float:
     """The peak learning rate for `global_batch` windows a step."""
-    return REFERENCE_LR * math.sqrt(global_batch / REFERENCE_BATCH)
+    return REFERENCE_LR * math.sqrt(min(global_batch, LR_SCALED_UP_TO_BATCH) / REFERENCE_BATCH)
+
+
+def default_beta2(global_batch: int) -> float:
+    """AdamW's beta2 for `global_batch` windows a step."""
+    scaled = 1 - (1 - REFERENCE_BETA2) * global_batch / REFERENCE_BATCH
+    return round(max(MIN_BETA2, min(REFERENCE_BETA2, scaled)), 6)
+
+
+def parameter_groups(model: torch.nn.Module, weight_decay: float, decay_all: bool) -> list[dict]:
+    """AdamW's parameter groups: weight decay on the convolution and linear weights; none
+    on BatchNorm's scales and shifts and the biases (one-dimensional), which no scale
+    invariance protects and which decay only pulls off their values (`decay_all`: every
+    parameter decays, as runs before 2026-11-27 did)."""
+    parameters = list(model.parameters())
+    if decay_all:
+        return [{"params": parameters, "weight_decay": weight_decay}]
+    return [
+        {"params": [p for p in parameters if p.ndim > 1], "weight_decay": weight_decay},
+        {"params": [p for p in parameters if p.ndim <= 1], "weight_decay": 0.0},
+    ]
 
 
 def settle(
@@ -130,11 +161,21 @@ def settle(
     batch = tc.batch_size or saved_train.get("batch_size")
     rank_batch = per_rank_batch(device.type, train_windows, tc.world_size, batch_cap)
     batch = batch or rank_batch * tc.world_size
-    lr = oc.lr or (saved or {}).get("optim", {}).get("lr") or default_lr(batch)
+    saved_optim = (saved or {}).get("optim", {})
+    lr = oc.lr or saved_optim.get("lr") or default_lr(batch)
+    # A run started before these settings existed trained with their old values.
+    old_run = saved is not None
+    beta2 = oc.beta2 or saved_optim.get("beta2") or (REFERENCE_BETA2 if old_run else None)
+    decay_all = oc.decay_norms_and_biases
+    if decay_all is None:
+        decay_all = saved_optim.get("decay_norms_and_biases", old_run)
     formulation, saved_formulation = tc.formulation, saved_train.get("formulation", "auto")
     fits = saved_formulation not in UNFIT_FORMULATIONS.get(device.type, ())
     if formulation == "auto" and fits:
         formulation = saved_formulation
     name = tc.name or saved_train.get("name", "")
     train = dataclasses.replace(tc, batch_size=batch, formulation=formulation, name=name)
-    return dataclasses.replace(config, train=train, optim=dataclasses.replace(oc, lr=lr))
+    optim = dataclasses.replace(
+        oc, lr=lr, beta2=beta2 or default_beta2(batch), decay_norms_and_biases=decay_all
+    )
+    return dataclasses.replace(config, train=train, optim=optim)

@@ -20,6 +20,7 @@ import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -64,24 +65,31 @@ class DeviceChoice:
         return torch.autocast(self.device.type, dtype=self.autocast_dtype, cache_enabled=cache)
 
     def optimizer(
-        self, parameters: Iterable[nn.Parameter], lr: float, weight_decay: float
+        self,
+        parameters: Iterable[nn.Parameter] | Iterable[dict[str, Any]],
+        lr: float,
+        weight_decay: float,
+        beta2: float = 0.999,
     ) -> torch.optim.AdamW:
-        """AdamW. On a GPU fused into a few kernels a step, and capturable with its
-        learning rate a device tensor (the scheduler fills it; a CUDA graph replays the
-        step, `trainer.loop.step`); on the CPU torch's default implementation, as before
+        """AdamW over `parameters` (or parameter groups, each with its weight decay). On a
+        GPU fused into a few kernels a step, and capturable with its learning rate a
+        device tensor (the scheduler fills it; a CUDA graph replays the step,
+        `trainer.loop.step`); on the CPU torch's default implementation, as before
         (bitwise resume there)."""
         cuda = self.device.type == "cuda"
-        rate = torch.tensor(lr, device=self.device) if cuda else lr
         optimizer = torch.optim.AdamW(
             parameters,
-            lr=rate,
+            lr=lr,
+            betas=(0.9, beta2),
             weight_decay=weight_decay,
             fused=True if cuda else None,
             capturable=cuda,
         )
         for group in optimizer.param_groups:
-            # The schedule's base as a float: it writes each step's rate into the
-            # tensor without reading the tensor back (a host sync).
+            # Each group's own device tensor on a GPU (one shared tensor would be
+            # filled once per group); the schedule's base as a float: it writes each
+            # step's rate into the tensor without reading the tensor back (a host sync).
+            group["lr"] = torch.tensor(lr, device=self.device) if cuda else lr
             group["initial_lr"] = lr
         return optimizer
 

@@ -48,7 +48,13 @@ from trainer.data.pipeline import (
     norm_to_state,
 )
 from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
-from trainer.loop.defaults import BatchCap, memory_batch_cap, per_rank_batch, settle
+from trainer.loop.defaults import (
+    BatchCap,
+    memory_batch_cap,
+    parameter_groups,
+    per_rank_batch,
+    settle,
+)
 from trainer.loop.device import choose_device, use_deterministic_kernels
 from trainer.loop.distributed import Group, RankInfo
 from trainer.loop.evaluate import eval_forward, split_report
@@ -316,7 +322,8 @@ class Run:
         self.model = build_model(config.model, self.choice.device, tc.formulation)
         gradients = self.group.gradients(self.model)  # under torchrun: the flat bucket
         self.trained = self._compiled(self.model) if tc.compile else self.model
-        self.optimizer = self.choice.optimizer(self.model.parameters(), oc.lr, oc.weight_decay)
+        groups = parameter_groups(self.model, oc.weight_decay, oc.decay_norms_and_biases)
+        self.optimizer = self.choice.optimizer(groups, oc.lr, oc.weight_decay, oc.beta2)
         self.steps_per_epoch, self.total_steps = self.steps(config)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
@@ -348,7 +355,8 @@ class Run:
             f"{len(self.splits.train)}/{len(self.splits.val)}/{len(self.splits.test)}; "
             f"model: {config.model.arch} ({tc.formulation}), "
             f"{count_parameters(self.model):,} parameters; batch {tc.batch_size}, "
-            f"lr {oc.lr:.3g}; {self.steps_per_epoch} steps/epoch x {tc.epochs} epochs"
+            f"lr {oc.lr:.3g}, beta2 {oc.beta2:g}; {self.steps_per_epoch} steps/epoch x "
+            f"{tc.epochs} epochs"
         )
         if self.group.data_parallel:
             self.say(

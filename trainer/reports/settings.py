@@ -28,6 +28,8 @@ FLAGS = (
     ("--kernel-size", "model", "kernel_size"),
     ("--dropout", "model", "dropout"),
     ("--weight-decay", "optim", "weight_decay"),
+    ("--decay-norms-and-biases", "optim", "decay_norms_and_biases"),
+    ("--beta2", "optim", "beta2"),
     ("--warmup-fraction", "optim", "warmup_fraction"),
     ("--min-lr-fraction", "optim", "min_lr_fraction"),
     ("--grad-clip", "optim", "grad_clip_norm"),

@@ -3,6 +3,7 @@ on fixed synthetic data, timed from the process's start (the tiny CPU size)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -26,3 +27,15 @@ def test_the_tiny_default_run_reaches_the_previous_defaults_val_mae(tmp_path):
     assert result["reached"], result
     assert 0 < result["seconds_to_target"] <= result["wall_s"]
     assert result["batch_size"] == 256  # a CPU's default
+
+
+@pytest.mark.e2e  # two gloo ranks under torchrun: ~1 min of CPU
+def test_two_gloo_ranks_reach_the_target_one_rank_reaches(capfd):
+    from trainer.__main__ import main
+
+    assert main(["bench", "--time-to-quality", "--quick", "--nproc", "2", "--json"]) == 0
+    printed = capfd.readouterr().out
+    result = json.loads(printed[printed.rindex("\n{\n") :])
+    assert result["world_size"] == 2
+    assert result["batch_size"] == 256  # one CPU rank's: the same batches as one rank
+    assert result["reached"], result

@@ -16,14 +16,17 @@ from trainer.config import DataConfig, ModelConfig, OptimConfig, RunConfig, Trai
 from trainer.loop.defaults import (
     GPU_BATCH_RANGE,
     STEPS_PER_EPOCH,
+    default_beta2,
     default_lr,
+    memory_batch_cap,
+    parameter_groups,
     per_rank_batch,
     settle,
 )
 from trainer.loop.device import choose_device
 from trainer.loop.formulation import MARGIN, fastest_formulation, resolve_formulation
 from trainer.loop.train import lr_lambda, train
-from trainer.model import FORMULATIONS
+from trainer.model import FORMULATIONS, build_model
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda")
 SMALL = 100_000  # training windows: the smallest GPU batch's data
@@ -70,9 +73,59 @@ def test_a_gpu_run_settles_the_batch_its_training_set_gives():
 
 def test_the_default_learning_rate_grows_with_the_square_root_of_the_global_batch():
     assert default_lr(256) == pytest.approx(2e-3)
-    assert default_lr(8192) == pytest.approx(2e-3 * math.sqrt(32))
+    assert default_lr(1024) == pytest.approx(2e-3 * math.sqrt(4))
     settled = settle(_config(world_size=4), GPU, saved=None, train_windows=SMALL)
-    assert settled.optim.lr == pytest.approx(default_lr(4096))
+    assert settled.optim.lr == pytest.approx(default_lr(4096)) == pytest.approx(8e-3)
+
+
+def test_the_default_learning_rate_stops_growing_at_8e_3():
+    assert default_lr(8192) == default_lr(16384) == default_lr(131072) == pytest.approx(8e-3)
+
+
+def test_beta2_is_torchs_at_the_reference_batch_and_lower_at_larger_ones_down_to_0_95():
+    assert default_beta2(256) == 0.999 and default_beta2(64) == 0.999
+    assert default_beta2(1024) == pytest.approx(0.996)
+    assert default_beta2(8192) == pytest.approx(0.968)
+    assert default_beta2(16384) == default_beta2(131072) == 0.95
+
+
+def test_a_fresh_run_settles_beta2_and_no_decay_on_norms_and_biases():
+    settled = settle(_config(), GPU, saved=None, train_windows=1_680_000)
+    assert (settled.optim.beta2, settled.optim.decay_norms_and_biases) == (0.968, False)
+
+
+def test_a_run_from_before_those_settings_resumes_with_the_old_ones():
+    saved = {"train": {"batch_size": 8192}, "optim": {"lr": 0.011}}
+    settled = settle(_config(), GPU, saved=saved, train_windows=1_680_000)
+    assert (settled.optim.beta2, settled.optim.decay_norms_and_biases) == (0.999, True)
+
+
+def test_norms_and_biases_take_no_weight_decay_convolution_and_linear_weights_do():
+    model = build_model(ModelConfig("resnet18"))
+    decayed, spared = parameter_groups(model, 0.01, decay_all=False)
+    assert decayed["weight_decay"] == 0.01 and spared["weight_decay"] == 0.0
+    names = {id(p): name for name, p in model.named_parameters()}
+    spared_names = {names[id(p)] for p in spared["params"]}
+    assert spared_names == {n for n, p in model.named_parameters() if p.ndim == 1}
+    assert any(".bn" in n or "norm" in n or n.endswith(".bias") for n in spared_names)
+    assert all(p.ndim > 1 for p in decayed["params"])
+    (everything,) = parameter_groups(model, 0.01, decay_all=True)
+    assert len(everything["params"]) == len(list(model.parameters()))
+
+
+def test_a_batch_that_would_not_fit_beside_the_data_is_halved_until_it_does():
+    gib = 2**30
+    assert memory_batch_cap(80 * gib, 2 * gib, "bf16").per_rank == 16384  # an H100
+    # 16 GB V100 at M3 (3.4 GB resident): 16384 and 8192 would not fit, 4096 does
+    assert memory_batch_cap(15 * gib, 3.4 * gib, "fp16").per_rank == 4096
+    assert memory_batch_cap(1 * gib, 0.9 * gib, "fp32").per_rank == GPU_BATCH_RANGE[0]
+
+
+def test_the_memory_cap_bounds_the_default_batch_only_from_above():
+    assert per_rank_batch("cuda", 8_400_000, cap=4096) == 4096
+    assert per_rank_batch("cuda", 1_000, cap=4096) == 1024
+    settled = settle(_config(), GPU, saved=None, train_windows=8_400_000, batch_cap=2048)
+    assert settled.train.batch_size == 2048
 
 
 def test_flags_win_over_every_default():
