@@ -7,11 +7,13 @@ smallest default per-rank batch for the device; the one reported as ours is the 
 `train` takes: gemm on a CPU, the fastest on a GPU. Our step is `train`'s own
 (`trainer.loop.step`: replayed as one CUDA graph on a GPU), timed in rounds of
 `STEPS_PER_ROUND` steps with one sync a round, as `train` syncs once a log interval;
-with `--no-graph`, the eager step DDP takes on several GPUs (`fab plan` plans those
-sizes from its rows).
-The chosen one is timed again at `LARGE_BATCH_FACTOR` times the batch: `--record`
-stores both rows, from which `fab plan` takes the GPU's fixed cost a step and its
-cost a window. On a GPU it also reports the most GPU memory each took.
+with `--no-graph`, the eager step (a run's fallback; host-bound on a GPU).
+The headline batch is the one `train` takes for the bench's data, which stands for an
+M2-sized set (what `bench --time-to-quality` trains on): 8192 on a GPU, where a batch
+of 1024 would mostly time the step's fixed cost. The chosen formulation is timed again
+at a `SECOND_BATCH_DIVISOR`th of it: `--record` stores both rows, from which `fab plan`
+takes the GPU's fixed cost a step and its cost a window. On a GPU it also reports the
+most GPU memory each took.
 
 Also states the FLOPs of one training window and the windows/s that would mean 30%
 of an H100's dense bf16 peak: the figure a GPU run must feed without being input-bound.
@@ -38,10 +40,10 @@ from trainer.bench.throughput_record import append_record
 from trainer.config import ModelConfig
 from trainer.data.dataset import Dataset
 from trainer.data.pipeline import Normalisation, WindowPipeline
-from trainer.loop.defaults import per_rank_batch
+from trainer.loop.defaults import per_rank_batch, train_windows_of
 from trainer.loop.device import DeviceChoice, choose_device
-from trainer.loop.formulation import pick, timed_step
-from trainer.model import FORMULATIONS, build_model, default_formulation
+from trainer.loop.formulation import pick, timed_formulations, timed_step
+from trainer.model import build_model, default_formulation
 
 WINDOW_LENGTH = 100
 BASELINE_BATCH_SIZE = 64
@@ -50,9 +52,11 @@ PIPELINE_EPOCHS_PER_ROUND = 20
 # Our steps per timed round: the GPU syncs once a round, as `train` syncs once a log
 # interval, not after every step (which hid the captured step's speed).
 STEPS_PER_ROUND = 10
-# The second batch, this many times the first: two points give a step's fixed cost and
-# its cost a window, what `fab plan` models every GPU by.
-LARGE_BATCH_FACTOR = 4
+# The second batch, this many times smaller than the first: two points give a step's
+# fixed cost and its cost a window, what `fab plan` models every GPU by.
+SECOND_BATCH_DIVISOR = 4
+# The data the headline batch is chosen for: an M2-sized set (ops/plan's milestones).
+STANDS_FOR_WINDOWS = 2_400_000
 FULL_BUDGETS_S = (3.0, 45.0)  # pipeline, training step: the bench takes ~1-2 minutes
 H100_BF16_DENSE_PEAK_FLOPS = 989e12
 TARGET_PEAK_FRACTION = 0.30
@@ -218,14 +222,15 @@ def _device_name(choice: DeviceChoice) -> tuple[str, int]:
 def measure(quick: bool, batch_size: int | None, graph: bool = True) -> dict[str, Any]:
     """Every number the bench reports, as one dict; `graph`: our step captured on a GPU."""
     choice = choose_device("auto")
-    batch = batch_size or per_rank_batch(choice.device.type, 0)
+    batch = batch_size or per_rank_batch(choice.device.type, train_windows_of(STANDS_FOR_WINDOWS))
     if quick:  # one round of everything at a small batch: proves the wiring, not the speed
         batch, windows, budgets_s, warmup, steps = min(batch, 32), 512, (0.0, 0.0), 1, 1
     else:
-        windows = max(16 * LARGE_BATCH_FACTOR * batch, 8192)
+        windows = max(16 * batch, 8192)
         budgets_s, warmup, steps = FULL_BUDGETS_S, 2, STEPS_PER_ROUND
     dataset = _synthetic(windows)
     pipeline = our_pipeline(dataset, choice, batch)
+    formulations = timed_formulations(choice.device)
     pipe, _ = interleaved_rates(
         {
             "ours": (our_pipeline_epoch(pipeline, choice), PIPELINE_EPOCHS_PER_ROUND),
@@ -240,7 +245,7 @@ def measure(quick: bool, batch_size: int | None, graph: bool = True) -> dict[str
         {
             **{
                 name: (our_train_step(pipeline, choice, name, graph), steps)
-                for name in FORMULATIONS
+                for name in formulations
             },
             "baseline": (baseline_train_step(dataset, choice), baseline_repeats),
         },
@@ -248,14 +253,15 @@ def measure(quick: bool, batch_size: int | None, graph: bool = True) -> dict[str
         budgets_s[1],
         warmup_steps=warmup,
     )
-    ours = {name: train[name] for name in FORMULATIONS}
+    ours = {name: train[name] for name in formulations}
     # What `train --formulation auto` takes: gemm on a CPU, the fastest on a GPU.
     seconds_per_window = {name: 1 / rate for name, rate in ours.items()}
     cuda = choice.device.type == "cuda"
     chosen = pick(seconds_per_window, choice.device) if cuda else default_formulation(choice.device)
-    large = our_pipeline(dataset, choice, LARGE_BATCH_FACTOR * batch)
-    large_rate, _ = interleaved_rates(
-        {"ours": (our_train_step(large, choice, chosen, graph), steps)},
+    second_batch = max(batch // SECOND_BATCH_DIVISOR, 2)
+    second = our_pipeline(dataset, choice, second_batch)
+    second_rate, _ = interleaved_rates(
+        {"ours": (our_train_step(second, choice, chosen, graph), steps)},
         choice,
         budgets_s[1] / len(train),  # one contender's share of the first comparison
         warmup_steps=warmup,
@@ -281,7 +287,7 @@ def measure(quick: bool, batch_size: int | None, graph: bool = True) -> dict[str
         "precision": choice.precision,
         "batch_size": batch,
         "step": f"{'graph' if cuda and graph else 'eager'} {chosen}",
-        "batches": {batch: ours[chosen], LARGE_BATCH_FACTOR * batch: large_rate["ours"]},
+        "batches": {second_batch: second_rate["ours"], batch: ours[chosen]},
         "window_length": WINDOW_LENGTH,
         "torch_version": torch.__version__,
         "quick": quick,

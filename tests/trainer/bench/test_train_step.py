@@ -37,11 +37,19 @@ def test_recorded_row_is_one_fab_plan_reads(tmp_path, capsys):
 
     record = tmp_path / "measured_throughput.csv"
     assert main(["bench", "--quick", "--record", str(record)]) == 0
-    small, large = load_measured(record)
+    small, headline = load_measured(record)
     assert small.gpu == "cpu" and small.window_length == 100 and small.train_windows_per_s > 0
-    assert (
-        (small.batch_size * 4, small.step) == (large.batch_size, large.step) == (128, "eager gemm")
-    )
+    assert (small.batch_size * 4, small.step) == (headline.batch_size, headline.step)
+    assert (headline.batch_size, headline.step) == (32, "eager gemm")
+
+
+def test_the_headline_batch_is_what_train_takes_for_m2_sized_data():
+    from ops.plan.estimate import MILESTONE_WINDOWS
+    from trainer.bench.train_step import STANDS_FOR_WINDOWS
+    from trainer.loop.defaults import per_rank_batch, train_windows_of
+
+    assert STANDS_FOR_WINDOWS == MILESTONE_WINDOWS["M2"]
+    assert per_rank_batch("cuda", train_windows_of(STANDS_FOR_WINDOWS)) == 8192
 
 
 def test_bench_times_every_formulation_and_reports_the_one_train_takes(capsys):
