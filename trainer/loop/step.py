@@ -181,7 +181,9 @@ class TrainStep:
             return self._on_side_stream(static_x, static_y, scale)
         try:
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            # thread_local: the other threads' CUDA calls (NCCL's watchdog querying its
+            # events, a checkpoint copied to the host) must not void this capture.
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 loss = self._whole(static_x, static_y, scale)
         except Exception as error:  # capture is an optimisation: any failure keeps the run
             self.fall_back(error)

@@ -1,17 +1,23 @@
 """What only a CUDA GPU can show: the run's GPU memory figure, --deterministic's bitwise
-resume, fp16 with its GradScaler, --compile, the captured step against the eager one.
-They skip without CUDA (CI, the build machines); on a GPU machine they run as they are
-(measured on an H100)."""
+resume, fp16 with its GradScaler, --compile, the captured step against the eager one,
+the data-parallel step captured with its NCCL all-reduce (one rank under torchrun)
+against DDP's, a CPU run resumed on the GPU, a formulation timing that runs out of
+memory. They skip without CUDA (CI, the build machines); on a GPU machine they run as
+they are (measured on an H100)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.trainer.trainer_process import EXIT_WAIT_SECONDS, start_training
+from tests.paths import REPO, TESTS_DIR
+from tests.trainer.trainer_process import EXIT_WAIT_SECONDS, start_process, start_training
 from trainer.checkpoints import checkpoint_file
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -81,3 +87,63 @@ def test_bench_records_the_captured_step_and_with_no_graph_the_eager_one(tmp_pat
     assert main(["bench", "--quick", "--no-graph", "--record", str(record)]) == 0
     steps = [line.rsplit(",", 1)[1] for line in record.read_text().splitlines()[1:]]
     assert [step.split()[0] for step in steps] == ["graph", "graph", "eager", "eager"]
+
+
+TORCHRUN_ONE_RANK = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1")
+
+
+def test_the_captured_bucket_step_over_one_nccl_rank_trains_ddps_weights_bitwise():
+    script = TESTS_DIR / "trainer" / "dp_against_ddp.py"
+    result = subprocess.run(
+        [sys.executable, *TORCHRUN_ONE_RANK, str(script)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=EXIT_WAIT_SECONDS,
+        env={**os.environ, "GLUCOSE_IMDS_URL": "off"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "the bucket step trains DDP's weights bitwise" in result.stdout
+
+
+def test_a_one_rank_torchrun_captures_the_data_parallel_step(tiny_data, tmp_path):
+    run_dir = tmp_path / "run"
+    command = [*TORCHRUN_ONE_RANK, "-m", "trainer", "train", "--data", str(tiny_data)]
+    command += ["--run-dir", str(run_dir), "--batch-size", "32", "--max-steps", "8"]
+    process = start_process(command, tmp_path / "run.log")
+    assert process.wait(EXIT_WAIT_SECONDS) == 0, (tmp_path / "run.log").read_text()
+    log = (tmp_path / "run.log").read_text()
+    assert "data parallel: world size 1 (nccl)" in log
+    assert "steps: one CUDA graph, replayed" in log and "capture failed" not in log
+    assert checkpoint_file.load(run_dir / "checkpoints/last.pt")["step"] == 8
+
+
+def test_a_run_started_on_the_cpu_resumes_on_the_gpu_with_the_captured_step(tiny_data, tmp_path):
+    run_dir = tmp_path / "run"
+    flags = ("--model", "resnet18", "--precision", "fp32")
+    on_the_cpu = {"CUDA_VISIBLE_DEVICES": ""}
+    cpu = start_training(
+        tiny_data, run_dir, "--batch-size", "32", *flags, "--max-steps", "4", env=on_the_cpu
+    )
+    assert cpu.wait(EXIT_WAIT_SECONDS) == 0, (tmp_path / "run.log").read_text()
+    _train(tiny_data, run_dir, *flags, "--max-steps", "10")
+    log = (tmp_path / "run.log").read_text()
+    assert "resume: step 4" in log and "capture failed" not in log
+    state = checkpoint_file.load(run_dir / "checkpoints/last.pt")
+    assert state["step"] == 10
+    assert all(torch.isfinite(value).all() for value in state["model"].values())
+
+
+def test_a_formulation_timing_that_runs_out_of_memory_is_one_line_naming_the_fix():
+    from trainer.config import ModelConfig, UserError
+    from trainer.loop.device import choose_device
+    from trainer.loop.formulation import fastest_formulation
+
+    choice = choose_device("auto")
+    torch.cuda.set_per_process_memory_fraction(0.01, choice.device)  # ~1 GB of an H100
+    try:
+        with pytest.raises(UserError, match=r"ran out of GPU memory .* smaller --batch-size"):
+            fastest_formulation(ModelConfig("resnet34"), choice, 65536, 100, ("torch", "nhwc"))
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, choice.device)
+        torch.cuda.empty_cache()
