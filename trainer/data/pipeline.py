@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,6 +75,17 @@ def epoch_permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
     return torch.randperm(n, generator=generator)
 
 
+def _drawn_ahead(n: int, seed: int, epoch: int, pinned: bool) -> torch.Tensor:
+    order = epoch_permutation(n, seed, epoch)
+    return order.pin_memory() if pinned else order
+
+
+# One thread draws the next epoch's order while this one's steps run: on a GPU the
+# loop would otherwise stop for the draw and its copy (~0.1 s an epoch at M3's size,
+# 1% of an epoch at 800 k windows/s). The draw is the same pure function.
+_ORDER_DRAWER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="epoch-order")
+
+
 def micro_batch_seed(seed: int, epoch: int, micro_batch: int, rank: int) -> int:
     """The seed of a micro-batch's dropout on one rank: a pure function of where it is,
     so resuming needs no RNG state from any rank and no two ranks share masks."""
@@ -108,6 +120,7 @@ class WindowPipeline:
         home = device if self.on_device else torch.device("cpu")
         self.windows = _normalised_windows(dataset.windows, rows, norm, home, self.on_device)
         self.labels = labels.to(device) if self.on_device else labels.pin_memory()
+        self._next_order: tuple[tuple[int, int], Future[torch.Tensor]] | None = None
 
     def __len__(self) -> int:
         return self.windows.shape[0]
@@ -117,9 +130,19 @@ class WindowPipeline:
         return math.ceil(len(self) / self.batch_size)
 
     def permutation(self, seed: int, epoch: int) -> torch.Tensor:
-        """Epoch `epoch`'s order, where the batches are indexed (beside the windows)."""
-        order = epoch_permutation(len(self), seed, epoch)
-        return order.to(self.device) if self.on_device else order
+        """Epoch `epoch`'s order, where the batches are indexed (beside the windows); the
+        next epoch's is drawn meanwhile (`_ORDER_DRAWER`)."""
+        drawn, self._next_order = self._next_order, None
+        ahead = self.on_device and self.device.type == "cuda"
+        if drawn is not None and drawn[0] == (seed, epoch):
+            order = drawn[1].result()
+        else:
+            order = _drawn_ahead(len(self), seed, epoch, ahead)
+        if ahead:
+            future = _ORDER_DRAWER.submit(_drawn_ahead, len(self), seed, epoch + 1, True)
+            self._next_order = ((seed, epoch + 1), future)
+            return order.to(self.device, non_blocking=True)
+        return order
 
     def windows_in_batch(self, step: int) -> int:
         """Windows of micro-batch `step` over all ranks (the last one may be short)."""

@@ -208,3 +208,6 @@ def test_epoch_order_on_the_gpu_is_the_cpu_order(tiny_data):
     on_cpu = WindowPipeline(dataset, [0, 1], norm, torch.device("cpu"), batch_size=8)
     on_gpu = WindowPipeline(dataset, [0, 1], norm, torch.device("cuda"), batch_size=8)
     assert torch.equal(on_gpu.permutation(5, 2).cpu(), on_cpu.permutation(5, 2))
+    # the next epoch's, drawn ahead on a thread; then one not asked for ahead
+    assert torch.equal(on_gpu.permutation(5, 3).cpu(), on_cpu.permutation(5, 3))
+    assert torch.equal(on_gpu.permutation(6, 0).cpu(), on_cpu.permutation(6, 0))
