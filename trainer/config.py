@@ -234,8 +234,8 @@ class TrainConfig:
     """The same result every run on one GPU: no cuDNN autotuning, deterministic kernels
     only (slower); the CPU is deterministic anyway."""
     compile: bool = flag(False, "torch.compile the network (minutes at start)")
-    """torch.compile the network (mode reduce-overhead on a GPU: its own CUDA graphs;
-    the compiled code is cached in the run dir, a resume does not compile again)."""
+    """torch.compile the network (fused kernels; on a GPU the step's CUDA graph records
+    them; the compiled code is cached in the run dir, a resume does not compile again)."""
     graph: bool = flag(
         True,
         "on a GPU, eager steps instead of the step replayed as one CUDA graph",

@@ -11,17 +11,19 @@ capturable:
 - fp16's loss scale, its inf check and the skipped step stay on the device (GradScaler
   hands them to fused AdamW; no `.item()`);
 - gradients are allocated before the first step and zeroed in place, never
-  re-allocated, so the graph's addresses hold (and under `--compile` they are never
-  memory of the compiled network's own CUDA graphs, which its next step overwrites);
+  re-allocated, so the graph's addresses hold;
 - each batch is copied into the graph's static input buffers;
 - the batch's loss scale (1 / its windows) is the same for every full batch.
 
 Several ranks are captured too: the gradients' all-reduce is one collective on the
 step's stream, recorded into the graph (`trainer.loop.gradient_sync`).
 
-Eager, and said once why: the CPU (no CUDA graphs), `--no-graph`, `--compile` (the
-compiled network replays its own graphs), `--grad-accum` > 1 (an optimizer step spans
-several batches). The short
+`--compile` compiles the network without CUDA graphs of its own (inductor's default
+mode: fused kernels) in the first warm-up step, and the capture records the compiled
+kernels like any others: the step stays one graph.
+
+Eager, and said once why: the CPU (no CUDA graphs), `--no-graph`, `--grad-accum` > 1
+(an optimizer step spans several batches). The short
 last batch of an epoch is always eager. The first `WARMUP_STEPS` full steps run
 eagerly on a side stream (cuDNN's autotuning, AdamW's state and the allocator settle
 first); every step, eager or replayed, is a real step of the run: a replay runs the
@@ -43,12 +45,11 @@ from trainer.loop.gradient_sync import FlatGradients
 WARMUP_STEPS = 3
 
 
-def eager_reason(choice: DeviceChoice, graph: bool, compiled: bool, grad_accum: int) -> str | None:
+def eager_reason(choice: DeviceChoice, graph: bool, grad_accum: int) -> str | None:
     """Why this run's steps are not captured, or None when they are."""
     reasons = (
         (choice.device.type != "cuda", "the CPU has no CUDA graphs"),
         (not graph, "--no-graph"),
-        (compiled, "--compile replays the compiled network's own graphs"),
         (grad_accum > 1, "--grad-accum > 1: an optimizer step spans several batches"),
     )
     return next((why for applies, why in reasons if applies), None)
@@ -88,9 +89,9 @@ class TrainStep:
         self.uncompiled = uncompiled
         self.full_steps = 0  # full steps taken on the static buffers before the capture
         for parameter in parameters:
-            # Ours, not the first backward's: a gradient that backward allocates under
-            # --compile on a GPU lives in the compiled graphs' pool, which the next step
-            # reclaims ("accessing tensor output of CUDAGraphs that has been overwritten").
+            # Ours, not the first backward's: the capture needs their addresses fixed
+            # before it, and a gradient allocated inside a compiled network's own CUDA
+            # graphs would live in their pool, which the next step reclaims.
             if parameter.grad is None:
                 parameter.grad = torch.zeros_like(parameter)
         self._static: tuple[torch.Tensor, torch.Tensor] | None = None

@@ -367,15 +367,15 @@ class Run:
 
     def _eager_reason(self) -> str | None:
         tc = self.config.train
-        return eager_reason(self.choice, tc.graph, tc.compile, self.config.optim.grad_accum)
+        return eager_reason(self.choice, tc.graph, self.config.optim.grad_accum)
 
     def _compiled(self, module: torch.nn.Module) -> torch.nn.Module:
-        """torch.compile, on a GPU in reduce-overhead mode (CUDA graphs of its own), its
-        code cached in the run dir unless TORCHINDUCTOR_CACHE_DIR says where: a resumed
-        or restarted run finds it there and does not compile again."""
+        """torch.compile in inductor's default mode (fused kernels, no CUDA graphs of its
+        own: the step's capture records them, `trainer.loop.step`), its code cached in
+        the run dir unless TORCHINDUCTOR_CACHE_DIR says where: a resumed or restarted run
+        finds it there and does not compile again."""
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(self.run_dir / COMPILE_CACHE))
-        mode = "reduce-overhead" if self.choice.device.type == "cuda" else None
-        return torch.compile(module, mode=mode)
+        return torch.compile(module)
 
     def _fastest(self) -> str:
         """The formulation that trains fastest here (timed; every rank takes rank 0's)."""

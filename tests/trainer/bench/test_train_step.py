@@ -48,7 +48,7 @@ def test_the_headline_batch_is_what_train_takes_for_m2_sized_data():
     from trainer.bench.train_step import STANDS_FOR_WINDOWS
     from trainer.loop.defaults import per_rank_batch, train_windows_of
 
-    assert STANDS_FOR_WINDOWS == MILESTONE_WINDOWS["M2"]
+    assert MILESTONE_WINDOWS["M2"] == STANDS_FOR_WINDOWS
     assert per_rank_batch("cuda", train_windows_of(STANDS_FOR_WINDOWS)) == 8192
 
 

@@ -53,10 +53,12 @@ def test_a_deterministic_gpu_run_stopped_and_resumed_ends_bitwise(tiny_data, tmp
     assert all(torch.equal(a[key], b[key]) for key in a)
 
 
-def test_a_compiled_gpu_run_trains_and_resumes(tiny_data, tmp_path):
-    _train(tiny_data, tmp_path / "run", "--compile", "--max-steps", "2")
-    _train(tiny_data, tmp_path / "run", "--compile", "--max-steps", "4")
-    assert checkpoint_file.load(tmp_path / "run/checkpoints/last.pt")["step"] == 4
+def test_a_compiled_gpu_run_trains_captured_and_resumes(tiny_data, tmp_path):
+    _train(tiny_data, tmp_path / "run", "--compile", "--max-steps", "6")
+    _train(tiny_data, tmp_path / "run", "--compile", "--max-steps", "8")
+    assert checkpoint_file.load(tmp_path / "run/checkpoints/last.pt")["step"] == 8
+    log = (tmp_path / "run.log").read_text()
+    assert "steps: one CUDA graph, replayed" in log and "capture failed" not in log
 
 
 def test_auto_formulation_on_a_gpu_is_timed_and_recorded(tiny_data, tmp_path):

@@ -87,17 +87,16 @@ def test_the_gradients_are_the_steps_own_zeroed_tensors_from_before_the_first_st
 
 
 @pytest.mark.parametrize(
-    ("choice", "graph", "compiled", "accum", "reason"),
+    ("choice", "graph", "accum", "reason"),
     [
-        (GPU, True, False, 1, None),
-        (CPU, True, False, 1, "the CPU has no CUDA graphs"),
-        (GPU, False, False, 1, "--no-graph"),
-        (GPU, True, True, 1, "--compile replays the compiled network's own graphs"),
-        (GPU, True, False, 2, "--grad-accum > 1: an optimizer step spans several batches"),
+        (GPU, True, 1, None),
+        (CPU, True, 1, "the CPU has no CUDA graphs"),
+        (GPU, False, 1, "--no-graph"),
+        (GPU, True, 2, "--grad-accum > 1: an optimizer step spans several batches"),
     ],
 )
-def test_which_runs_step_eagerly_and_why(choice, graph, compiled, accum, reason):
-    assert eager_reason(choice, graph, compiled, accum) == reason
+def test_which_runs_step_eagerly_and_why(choice, graph, accum, reason):
+    assert eager_reason(choice, graph, accum) == reason
 
 
 class _Small(nn.Module):
