@@ -149,10 +149,11 @@ def footer_lines(plan: Plan) -> list[str]:
         "Prices: " + "; ".join(sources) + ". Spot prices move hourly.",
         f"Windows/s at the trainer's default batch for the data ({a['one_gpu_batch']} on one "
         "GPU); measured rows come from ops/plan/measured_throughput.csv, modelled rows from "
-        "the measured GPUs' step cost scaled by datasheet compute and memory bandwidth; "
+        "the measured GPUs' captured step cost scaled by datasheet compute and memory "
+        "bandwidth (an eager step: the longer of the host's launches and that GPU work); "
         f"estimated rows: {a['train_gflop_per_window']:.3f} GFLOP per training window at "
         f"{a['estimated_peak_fraction']:.0%} of the GPU's datasheet peak (bf16, or fp16 on "
-        "T4/V100).",
+        "T4/V100). No row plans above N of its GPU's one-GPU rate or N times its roofline.",
         f"Hours include {a['setup_hours']:g} h of setup (boot, image pull, data sync).",
         f"Storage+egress: dataset plus {a['kept_checkpoints']} checkpoints of "
         f"{a['checkpoint_gb'] * 1000:.0f} MB kept {a['storage_months']:g} month "
