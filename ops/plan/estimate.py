@@ -16,11 +16,13 @@ from dataclasses import asdict, dataclass, field, replace
 from ops.plan.pricing import HourlyPrice, snapshot_price
 from ops.plan.scaling import MODEL_PARAMETERS, ddp_assumptions
 from ops.plan.throughput import (
+    DATASET_BYTES_PER_SAMPLE,
     ESTIMATED_PEAK_FRACTION,
     STEP_NAMES,
     MeasuredThroughput,
     StepKind,
     Throughput,
+    memory_cap,
     planned_batch,
     throughput,
 )
@@ -38,7 +40,6 @@ SETUP_HOURS = 0.25
 CHECKPOINT_BYTES_PER_PARAMETER = 4 + 8
 KEPT_CHECKPOINTS = 3  # last, best, and the previous last kept as the fallback
 RESULTS_EXTRA_GB = 0.05  # metrics.jsonl, TensorBoard events, plots, report
-DATASET_BYTES_PER_SAMPLE = 4  # float32 windows.npy; float16 halves it
 STORAGE_MONTHS = 1.0  # the bucket lives until `pulumi destroy`; a month bounds it
 
 # Object storage and internet egress list prices, USD per GB, as published in 2025:
@@ -198,8 +199,9 @@ def storage_egress_usd(cloud: str, windows: int, window_length: int, runs: int =
 def _compute_hours(request: PlanRequest, size: VmSize, measured) -> tuple[float, Throughput]:
     """Hours of training on `size` and the throughput they rest on: one run over every
     GPU, or a sweep's trials one GPU each, as many at once as the box has GPUs."""
+    cap = memory_cap(size.gpu, request.windows, request.window_length)
     if not request.sweep_trials:
-        batch = planned_batch(request.windows, size.gpu_count)
+        batch = planned_batch(request.windows, size.gpu_count, cap)
         tp = throughput(
             size.gpu,
             size.gpu_count,
@@ -210,7 +212,7 @@ def _compute_hours(request: PlanRequest, size: VmSize, measured) -> tuple[float,
             request.step,
         )
         return request.window_passes / tp.windows_per_s / 3600, tp
-    batch = planned_batch(request.windows, 1)
+    batch = planned_batch(request.windows, 1, cap)
     tp = throughput(size.gpu, 1, request.window_length, measured, batch=batch, kind=request.step)
     waves = math.ceil(request.sweep_trials / size.gpu_count)
     return waves * request.window_passes / tp.windows_per_s / 3600, tp
@@ -325,7 +327,12 @@ def _notes(request: PlanRequest, rows: list[PlanRow]) -> list[str]:
             "GPU's. Two trials sharing one GPU is not assumed (unmeasured on a GPU)"
         )
     elif any(r.gpu_count > 1 for r in rows):
-        notes.append(_multi_gpu_note(request.step))
+        notes.append(
+            "multi-GPU rows: torchrun over every GPU (`fab train` runs it so) at the "
+            "trainer's default per-GPU batch for the data, each GPU's step all-reducing the "
+            "gradients in one bucket after its backward pass (nothing hides it): N GPUs "
+            "plan at most N of their one-GPU rate at that batch (docs/distributed.md)"
+        )
     if not request.graph:
         notes.append(
             "every row at the eager step (`train --no-graph`): a step takes the longer of "
@@ -338,22 +345,6 @@ def _notes(request: PlanRequest, rows: list[PlanRow]) -> list[str]:
             "--live fetches that region's prices"
         )
     return notes
-
-
-def _multi_gpu_note(step: StepKind) -> str:
-    """How a box of several GPUs is planned, for the step it runs."""
-    all_reduce = (
-        "each GPU replaying the captured step, its gradients all-reduced in one bucket "
-        "inside it after the backward pass (not hidden behind it)"
-        if step == "graph"
-        else "each GPU at DDP's eager step, its buckets' all-reduce partly hidden behind "
-        "the backward pass"
-    )
-    return (
-        "multi-GPU rows: torchrun over every GPU (`fab train` runs it so) at the trainer's "
-        f"default per-GPU batch for the data, {all_reduce}: N GPUs plan at most N of their "
-        "one-GPU rate at that batch (docs/distributed.md)"
-    )
 
 
 def _assumptions(request: PlanRequest) -> dict:

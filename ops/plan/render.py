@@ -148,9 +148,10 @@ def footer_lines(plan: Plan) -> list[str]:
     lines = [
         "Prices: " + "; ".join(sources) + ". Spot prices move hourly.",
         f"Windows/s at the trainer's default batch for the data ({a['one_gpu_batch']} on one "
-        "GPU); measured rows come from ops/plan/measured_throughput.csv, modelled rows from "
-        "the measured GPUs' captured step cost scaled by datasheet compute and memory "
-        "bandwidth (an eager step: the longer of the host's launches and that GPU work); "
+        "GPU, less where the GPU's memory holds less); measured rows come from "
+        "ops/plan/measured_throughput.csv, modelled rows from the measured GPUs' captured "
+        "step cost scaled by datasheet compute and memory bandwidth (an eager step: the "
+        "longer of the host's launches and that GPU work); "
         f"estimated rows: {a['train_gflop_per_window']:.3f} GFLOP per training window at "
         f"{a['estimated_peak_fraction']:.0%} of the GPU's datasheet peak (bf16, or fp16 on "
         "T4/V100). No row plans above N of its GPU's one-GPU rate or N times its roofline.",

@@ -22,9 +22,8 @@ whole step replayed as one CUDA graph) or `eager` (launched kernel by kernel).
   the GPU's real cost a window and, extrapolated, an eager step faster than the captured.
 - A box of N GPUs (torchrun, one rank per GPU) runs N times one GPU's step at the
   per-rank batch the trainer takes, each keeping the share of its time the gradients'
-  all-reduce leaves it (`ddp_scaling`): the captured step all-reduces one flat bucket
-  after the backward pass inside its graph, all of it exposed; DDP's eager step hides
-  its buckets partly behind the backward pass. So no box plans more than N of its
+  all-reduce leaves it (`ddp_scaling`): one flat bucket after the backward pass (inside
+  the graph of a captured step), nothing hiding it. So no box plans more than N of its
   one-GPU rows.
 - No box plans more than N times its GPU's roofline
   (`ops.plan.workload.roofline_windows_per_s`): a figure above it is capped, saying so.
@@ -51,7 +50,7 @@ from ops.plan.workload import (
 )
 from stack.catalog import GPUS, GpuSpec
 from trainer.bench.throughput_record import RECORD_FIELDS
-from trainer.loop.defaults import per_rank_batch, train_windows_of
+from trainer.loop.defaults import GIB, memory_batch_cap, per_rank_batch, train_windows_of
 
 MEASURED_CSV = Path(__file__).with_name("measured_throughput.csv")
 # The CSV's columns are the trainer's (`bench --record` writes the rows).
@@ -67,6 +66,8 @@ ESTIMATED_PEAK_FRACTION = 0.15
 
 # The per-GPU batch of a row costed without a dataset (a smallest GPU default).
 GPU_BATCH = per_rank_batch("cuda", 0)
+# A dataset's windows as the trainer holds them: float32.
+DATASET_BYTES_PER_SAMPLE = 4
 
 StepKind = Literal["graph", "eager"]
 # Every GPU count replays the captured step by default (`trainer.loop.step`); the eager
@@ -412,19 +413,13 @@ def _eager(
 
 def _on_gpus(per_gpu: Throughput, batch: int, gpu_count: int, gpu_link: str | None) -> Throughput:
     """A box's GPUs, one rank each at `batch`: each at the share of one GPU's rate the
-    all-reduce of its step (`per_gpu.step`) leaves it."""
+    gradients' all-reduce leaves it."""
     if gpu_count == 1:
         return per_gpu
-    captured = per_gpu.step == "graph"
-    scaling = ddp_scaling(per_gpu.windows_per_s, batch, gpu_count, gpu_link, captured=captured)
-    how = (
-        "one bucket after the backward pass, inside the graph"
-        if captured
-        else "DDP's buckets, partly behind the backward pass"
-    )
+    scaling = ddp_scaling(per_gpu.windows_per_s, batch, gpu_count, gpu_link)
     detail = (
-        f"{per_gpu.detail}, x{gpu_count} GPUs at {scaling.efficiency:.0%} "
-        f"(all-reduce over {scaling.link}: {how})"
+        f"{per_gpu.detail}, x{gpu_count} GPUs at {scaling.efficiency:.0%} (all-reduce of one "
+        f"bucket over {scaling.link} after the backward pass)"
     )
     rate = per_gpu.windows_per_s * gpu_count * scaling.efficiency
     return replace(per_gpu, windows_per_s=rate, detail=detail)
@@ -470,10 +465,22 @@ def throughput(
     return _under_roofline(box, gpu, gpu_count, window_length)
 
 
-def planned_batch(windows: int, gpus: int) -> int:
-    """The per-GPU batch `train` takes for a dataset of `windows` over `gpus` ranks (the
-    trainer's own rule, `trainer.loop.defaults`)."""
-    return per_rank_batch("cuda", train_windows_of(windows), gpus)
+def planned_batch(windows: int, gpus: int, cap: int | None = None) -> int:
+    """The per-GPU batch `train` takes for a dataset of `windows` over `gpus` ranks, at
+    most `cap` (`memory_cap`): the trainer's own rule, `trainer.loop.defaults`."""
+    return per_rank_batch("cuda", train_windows_of(windows), gpus, cap)
+
+
+def memory_cap(gpu: GpuSpec, windows: int, window_length: int) -> int:
+    """The largest per-GPU batch whose steps fit in `gpu`'s memory beside a dataset of
+    `windows`, by the trainer's rule (`trainer.loop.defaults.memory_batch_cap`): the
+    card's memory all free, the whole float32 dataset resident on it. The trainer reads
+    what is free at its start (the CUDA context takes a few hundred MB of it) and keeps
+    a split on the host past 40% of that (`trainer.data.pipeline`, which needs torch);
+    for datasets that large the plan's batch is the smaller."""
+    data_bytes = windows * window_length * DATASET_BYTES_PER_SAMPLE
+    free_bytes = gpu.memory_gib * GIB
+    return memory_batch_cap(free_bytes, data_bytes, training_precision(gpu)).per_rank
 
 
 def _said(row: MeasuredThroughput) -> str:

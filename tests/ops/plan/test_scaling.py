@@ -1,20 +1,14 @@
-"""ops.plan.scaling: the ring all-reduce of ResNet34-1D's fp32 gradients against a step's
-compute, inside a box and between boxes: fully exposed after the captured step's
-backward pass, partly hidden behind DDP's eager one."""
-
-import functools
+"""ops.plan.scaling: the ring all-reduce of ResNet34-1D's fp32 gradients, one bucket after
+the backward pass, against a step's compute, inside a box and between boxes."""
 
 import pytest
 
 from ops.plan import scaling, throughput
-from ops.plan.scaling import GRADIENT_BYTES
+from ops.plan.scaling import GRADIENT_BYTES, ddp_scaling
 from stack import catalog
 
 # A100 at the estimate's 15% of bf16 peak: ~192k windows/s, 5.3 ms for 1024 windows.
 A100_WINDOWS_PER_S = throughput.throughput(catalog.GPUS["A100 40GB"], 1, 100).windows_per_s
-# DDP's eager step: its buckets' all-reduce partly behind the backward pass.
-ddp_scaling = functools.partial(scaling.ddp_scaling, captured=False)
-captured_scaling = functools.partial(scaling.ddp_scaling, captured=True)
 
 
 def test_the_gradients_are_7_2_m_fp32_parameters():
@@ -28,32 +22,35 @@ def test_one_gpu_has_nothing_to_all_reduce():
 
 def test_a_ring_moves_2_n_minus_1_over_n_of_the_gradients_over_the_slowest_link():
     nvlink = ddp_scaling(A100_WINDOWS_PER_S, 1024, 8, "NVLink 3")
-    # 2 x 7/8 x 28.9 MB at 75% of 300 GB/s, plus 2 buckets x 14 hops x 5 us.
-    assert nvlink.all_reduce_s == pytest.approx(224.6e-6 + 140e-6, rel=1e-3)
+    # 2 x 7/8 x 28.9 MB at 75% of 300 GB/s, plus 14 hops x 5 us.
+    assert nvlink.all_reduce_s == pytest.approx(224.6e-6 + 70e-6, rel=1e-3)
     network = ddp_scaling(A100_WINDOWS_PER_S, 1024, 8, "NVLink 3", boxes=2, network_gbit_s=25)
-    # 2 x 15/16 x 28.9 MB at 75% of 25 Gb/s; hops: 2 x (14 x 5 us + 1 x 50 us) a bucket.
-    assert network.all_reduce_s == pytest.approx(23.1e-3 + 2 * 240e-6, rel=1e-3)
+    # 2 x 15/16 x 28.9 MB at 75% of 25 Gb/s; hops: 28 x 5 us inside the boxes, 2 x 50 us.
+    assert network.all_reduce_s == pytest.approx(23.1e-3 + 240e-6, rel=1e-3)
     assert network.link == "25 Gb/s network"
 
 
+def test_nothing_hides_the_all_reduce_a_gpu_keeps_step_over_step_plus_all_reduce():
+    nvlink = ddp_scaling(A100_WINDOWS_PER_S, 1024, 8, "NVLink 3")
+    assert nvlink.efficiency == pytest.approx(nvlink.step_s / (nvlink.step_s + nvlink.all_reduce_s))
+    assert nvlink.efficiency < 1.0
+
+
 @pytest.mark.parametrize(
-    ("gpus", "link", "boxes", "gbit_s", "eager", "captured"),
+    ("gpus", "link", "boxes", "gbit_s", "efficiency"),
     [
-        # 8x A100 NVLink: DDP hides the all-reduce behind the backward, the captured
-        # step waits 0.29 ms for it
-        (8, "NVLink 3", 1, None, 1.00, 0.95),
-        (4, "PCIe 4.0", 1, None, 0.98, 0.74),  # 1.8 ms on PCIe: a quarter of the step
-        (8, "NVLink 3", 2, 100, 0.54, 0.47),  # 2 boxes of 8 over 100 Gb/s: 8.7 / 7.5 GPUs
-        (8, "NVLink 3", 2, 25, 0.20, 0.19),  # over 25 Gb/s: less than one box alone
-        (1, "NVLink 3", 2, 100, 0.78, 0.63),
-        (1, "NVLink 3", 2, 25, 0.33, 0.30),
+        (8, "NVLink 3", 1, None, 0.95),  # 8x A100 NVLink: 0.29 ms against a 5.3 ms step
+        (4, "PCIe 4.0", 1, None, 0.74),  # PCIe 4.0: 1.8 ms, a quarter of the step
+        (8, "NVLink 3", 2, 100, 0.47),  # 2 boxes of 8 over 100 Gb/s: 7.5 GPUs' worth of 16
+        (8, "NVLink 3", 2, 25, 0.19),  # over 25 Gb/s: 3.0 GPUs' worth, less than one box
+        (1, "NVLink 3", 2, 100, 0.63),
+        (1, "NVLink 3", 2, 25, 0.30),
     ],
 )
-def test_expected_efficiency_at_1024_windows_per_a100(gpus, link, boxes, gbit_s, eager, captured):
+def test_expected_efficiency_at_1024_windows_per_a100(gpus, link, boxes, gbit_s, efficiency):
     """The table of docs/distributed.md."""
-    args = (A100_WINDOWS_PER_S, 1024, gpus, link, boxes, gbit_s)
-    assert ddp_scaling(*args).efficiency == pytest.approx(eager, abs=0.01)
-    assert captured_scaling(*args).efficiency == pytest.approx(captured, abs=0.01)
+    scaled = ddp_scaling(A100_WINDOWS_PER_S, 1024, gpus, link, boxes, gbit_s)
+    assert scaled.efficiency == pytest.approx(efficiency, abs=0.01)
 
 
 def test_efficiency_never_rises_with_more_boxes_or_a_slower_network():
@@ -83,29 +80,6 @@ def test_efficiency_never_falls_with_a_larger_batch_or_a_faster_link():
 def test_a_faster_gpu_scales_worse_over_the_same_link():
     slow, fast = (ddp_scaling(rate, 1024, 2, "NVLink 3", 2, 25) for rate in (50_000, 500_000))
     assert fast.efficiency < slow.efficiency
-
-
-def test_the_captured_step_all_reduces_one_bucket_with_nothing_to_hide_it_behind():
-    nvlink = captured_scaling(A100_WINDOWS_PER_S, 1024, 8, "NVLink 3")
-    # 2 x 7/8 x 28.9 MB at 75% of 300 GB/s, plus 1 bucket x 14 hops x 5 us.
-    assert nvlink.all_reduce_s == pytest.approx(224.6e-6 + 70e-6, rel=1e-3)
-    assert nvlink.exposed_s == nvlink.all_reduce_s
-    assert nvlink.efficiency == pytest.approx(nvlink.step_s / (nvlink.step_s + nvlink.all_reduce_s))
-
-
-def test_between_boxes_the_captured_step_waits_for_the_whole_network_all_reduce():
-    network = captured_scaling(A100_WINDOWS_PER_S, 1024, 8, "NVLink 3", boxes=2, network_gbit_s=25)
-    # 2 x 15/16 x 28.9 MB at 75% of 25 Gb/s; hops: 28 x 5 us + 2 x 50 us, for one bucket.
-    assert network.all_reduce_s == pytest.approx(23.1e-3 + 240e-6, rel=1e-3)
-    assert network.efficiency == pytest.approx(5.34e-3 / (5.34e-3 + 23.34e-3), rel=1e-2)
-
-
-def test_an_exposed_all_reduce_keeps_no_more_than_a_hidden_one_of_the_same_bytes():
-    for link in scaling.LINK_GB_S:
-        for batch in (1024, 4096, 16384):
-            exposed = captured_scaling(A100_WINDOWS_PER_S, batch, 4, link)
-            hidden = ddp_scaling(A100_WINDOWS_PER_S, batch, 4, link)
-            assert exposed.efficiency <= hidden.efficiency
 
 
 def test_several_gpus_without_a_known_link_are_refused():

@@ -12,7 +12,7 @@ from ops.plan.throughput import MeasuredThroughput, StepCost
 from stack import catalog
 from stack.catalog import VmSize
 from trainer.config import DataConfig, RunConfig, TrainConfig
-from trainer.loop.defaults import per_rank_batch, settle, train_windows_of
+from trainer.loop.defaults import GIB, memory_batch_cap, per_rank_batch, settle, train_windows_of
 
 H100 = catalog.GPUS["H100 80GB"]
 A100 = catalog.GPUS["A100 80GB"]
@@ -86,8 +86,8 @@ def test_several_gpus_replay_the_captured_step_by_default():
     )
     eight = throughput.throughput(H100, 8, 100, H100_ROWS + eager, "NVLink 4", batch=1024)
     per_gpu = TRUE_COST.windows_per_s(1024)
-    all_reduce = scaling.ddp_scaling(per_gpu, 1024, 8, "NVLink 4", captured=True)
-    assert eight.step == "graph" and "inside the graph" in eight.detail
+    all_reduce = scaling.ddp_scaling(per_gpu, 1024, 8, "NVLink 4")
+    assert eight.step == "graph" and "after the backward pass" in eight.detail
     assert eight.windows_per_s == pytest.approx(per_gpu * 8 * all_reduce.efficiency)
 
 
@@ -98,8 +98,24 @@ def test_a_box_is_planned_at_the_per_rank_batch_the_trainer_takes_for_the_datase
     row = plan.make_plan(request, (size,), measured=H100_ROWS).rows[0]
     batch = per_rank_batch("cuda", train_windows_of(M3), 4)
     per_gpu = TRUE_COST.windows_per_s(batch)
-    all_reduce = scaling.ddp_scaling(per_gpu, batch, 4, "NVLink 4", captured=True)
+    all_reduce = scaling.ddp_scaling(per_gpu, batch, 4, "NVLink 4")
     assert row.windows_per_s == pytest.approx(4 * per_gpu * all_reduce.efficiency)
+
+
+def test_a_gpu_whose_memory_holds_less_is_planned_at_the_batch_the_trainer_caps_it_to():
+    t4 = catalog.GPUS["T4"]
+    size = VmSize("test.t4", "azure", "T4", 1, 16, 4, 28, 1.0, None, "eastus", ("eastus",))
+    row = plan.make_plan(plan.PlanRequest(windows=M3, epochs=1), (size,), measured=H100_ROWS).rows[
+        0
+    ]
+    data_bytes = M3 * 100 * 4  # float32 windows, all resident on the GPU
+    cap = memory_batch_cap(t4.memory_gib * GIB, data_bytes, "fp16").per_rank
+    batch = per_rank_batch("cuda", train_windows_of(M3), 1, cap)
+    assert batch < per_rank_batch("cuda", train_windows_of(M3), 1)
+    expected = throughput.throughput(t4, 1, 100, H100_ROWS, batch=batch).windows_per_s
+    assert (
+        row.windows_per_s == pytest.approx(expected) and f"batch {batch}" in row.throughput_detail
+    )
 
 
 def test_the_formulation_fastest_at_the_batch_is_the_one_planned():
