@@ -14,16 +14,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 
 from ops.plan.pricing import HourlyPrice, snapshot_price
+from ops.plan.scaling import MODEL_PARAMETERS, ddp_assumptions
 from ops.plan.throughput import (
+    DATASET_BYTES_PER_SAMPLE,
     ESTIMATED_PEAK_FRACTION,
-    MODEL_PARAMETERS,
+    STEP_NAMES,
     MeasuredThroughput,
+    StepKind,
     Throughput,
-    ddp_assumptions,
+    memory_cap,
     planned_batch,
     throughput,
-    train_flops_per_window,
 )
+from ops.plan.workload import train_flops_per_window
 from stack import offerings
 from stack.catalog import CLOUDS, VmSize, lookup
 
@@ -37,7 +40,6 @@ SETUP_HOURS = 0.25
 CHECKPOINT_BYTES_PER_PARAMETER = 4 + 8
 KEPT_CHECKPOINTS = 3  # last, best, and the previous last kept as the fallback
 RESULTS_EXTRA_GB = 0.05  # metrics.jsonl, TensorBoard events, plots, report
-DATASET_BYTES_PER_SAMPLE = 4  # float32 windows.npy; float16 halves it
 STORAGE_MONTHS = 1.0  # the bucket lives until `pulumi destroy`; a month bounds it
 
 # Object storage and internet egress list prices, USD per GB, as published in 2025:
@@ -88,6 +90,9 @@ class PlanRequest:
     sweep_trials: int = 0
     """A sweep of this many trials, each a run of `epochs` on one GPU (`fab sweep`: one
     trial per GPU, a box's GPUs each running one); 0: one run over every GPU."""
+    graph: bool = True
+    """The captured step, every GPU count's default; False: the eager step a run forced
+    off it takes (`train --no-graph`, `--compile`, `--grad-accum` above 1)."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -105,6 +110,10 @@ class PlanRequest:
             problems.append(f"--deadline is {self.deadline_hours}, expected hours > 0")
         if problems:
             raise ValueError("; ".join(problems))
+
+    @property
+    def step(self) -> StepKind:
+        return "graph" if self.graph else "eager"
 
     @property
     def window_passes(self) -> int:
@@ -125,6 +134,7 @@ class PlanRow:
     windows_per_s: float
     throughput_source: str  # "measured", "modelled" (fitted to measured GPUs) or "estimated"
     throughput_detail: str
+    step: str  # the step the windows/s assume: "captured" (one CUDA graph) or "eager"
     hours: float
     on_demand_usd: float
     spot_usd: float | None  # None: no spot figure for this size (spot is volatile anyway)
@@ -189,14 +199,21 @@ def storage_egress_usd(cloud: str, windows: int, window_length: int, runs: int =
 def _compute_hours(request: PlanRequest, size: VmSize, measured) -> tuple[float, Throughput]:
     """Hours of training on `size` and the throughput they rest on: one run over every
     GPU, or a sweep's trials one GPU each, as many at once as the box has GPUs."""
+    cap = memory_cap(size.gpu, request.windows, request.window_length)
     if not request.sweep_trials:
-        batch = planned_batch(request.windows, size.gpu_count)
+        batch = planned_batch(request.windows, size.gpu_count, cap)
         tp = throughput(
-            size.gpu, size.gpu_count, request.window_length, measured, size.gpu_link, batch
+            size.gpu,
+            size.gpu_count,
+            request.window_length,
+            measured,
+            size.gpu_link,
+            batch,
+            request.step,
         )
         return request.window_passes / tp.windows_per_s / 3600, tp
-    batch = planned_batch(request.windows, 1)
-    tp = throughput(size.gpu, 1, request.window_length, measured, batch=batch)
+    batch = planned_batch(request.windows, 1, cap)
+    tp = throughput(size.gpu, 1, request.window_length, measured, batch=batch, kind=request.step)
     waves = math.ceil(request.sweep_trials / size.gpu_count)
     return waves * request.window_passes / tp.windows_per_s / 3600, tp
 
@@ -219,6 +236,7 @@ def _row(request: PlanRequest, size: VmSize, price: HourlyPrice, measured) -> Pl
         windows_per_s=tp.windows_per_s,
         throughput_source=tp.source,
         throughput_detail=tp.detail,
+        step=STEP_NAMES[tp.step],
         hours=hours,
         on_demand_usd=hours * price.on_demand_usd_per_hour,
         spot_usd=None if spot_hourly is None else hours * spot_hourly,
@@ -310,10 +328,16 @@ def _notes(request: PlanRequest, rows: list[PlanRow]) -> list[str]:
         )
     elif any(r.gpu_count > 1 for r in rows):
         notes.append(
-            "multi-GPU rows: torchrun DDP at the trainer's default batch over every GPU "
-            "(`fab train` runs torchrun over every GPU), each GPU at the eager step's speed "
-            "(DDP's steps are not captured as one CUDA graph, a single GPU's are), scaled by "
-            "the all-reduce model (docs/distributed.md)"
+            "multi-GPU rows: torchrun over every GPU (`fab train` runs it so) at the "
+            "trainer's default per-GPU batch for the data, each GPU's step all-reducing the "
+            "gradients in one bucket after its backward pass (nothing hides it): N GPUs "
+            "plan at most N of their one-GPU rate at that batch (docs/distributed.md)"
+        )
+    if not request.graph:
+        notes.append(
+            "every row at the eager step (`train --no-graph`): a step takes the longer of "
+            "the host's kernel launches, measured on the GPUs that have eager rows, and "
+            "the GPU's work, its captured step's"
         )
     if request.region and any(r.price_region != request.region for r in rows):
         notes.append(

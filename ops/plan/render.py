@@ -18,6 +18,7 @@ from rich.table import Table
 
 from ops.plan.estimate import Plan, PlanRow
 from ops.plan.pricing import snapshot_age_warning
+from ops.plan.throughput import STEP_NAMES
 
 # What a default table fits, piped or not: the width of a review pane or an issue.
 DEFAULT_COLUMNS = 100
@@ -50,6 +51,7 @@ COLUMNS: tuple[tuple[str, Callable[[PlanRow], str], bool], ...] = (
     ("prec", lambda row: row.precision, False),
     ("windows/s", lambda row: _rate(row.windows_per_s), True),
     ("throughput", lambda row: row.throughput_source, False),
+    ("step", lambda row: row.step, False),
     ("hours", lambda row: _hours(row.hours), True),
     ("on-demand $", lambda row: _money(row.on_demand_usd), True),
     ("spot $", lambda row: _money(row.spot_usd), True),
@@ -58,7 +60,8 @@ COLUMNS: tuple[tuple[str, Callable[[PlanRow], str], bool], ...] = (
     ("total $", lambda row: _money(row.total_usd), True),
 )
 # The default table: the choice (mark, size, GPUs, hours, dollars) and how the speed
-# behind the hours was known. The cloud shows in the size's name.
+# behind the hours was known. The cloud shows in the size's name; the step every row
+# assumes, in the title.
 DEFAULT = ("", "size", "GPU", "throughput", "hours", "on-demand $", "spot $", "total $")
 # What a terminal under 100 columns does without, first to last; the mark, size, GPU,
 # hours and the total the rows are sorted by always stay.
@@ -113,7 +116,7 @@ def _table(plan: Plan, headers: list[str], left_out: tuple[str, ...]) -> Table:
     table = Table(
         title=(
             f"{sweep}{r.windows:,} windows x {r.epochs} epochs (L={r.window_length}), "
-            f"sorted by {plan.price_basis} total{deadline}"
+            f"{STEP_NAMES[r.step]} step, sorted by {plan.price_basis} total{deadline}"
         ),
         caption=_caption(plan, headers, left_out),
         box=box.SIMPLE_HEAD,  # a rule under the header, no others: room for columns
@@ -145,11 +148,13 @@ def footer_lines(plan: Plan) -> list[str]:
     lines = [
         "Prices: " + "; ".join(sources) + ". Spot prices move hourly.",
         f"Windows/s at the trainer's default batch for the data ({a['one_gpu_batch']} on one "
-        "GPU); measured rows come from ops/plan/measured_throughput.csv, modelled rows from "
-        "the measured GPUs' step cost scaled by datasheet compute and memory bandwidth; "
+        "GPU, less where the GPU's memory holds less); measured rows come from "
+        "ops/plan/measured_throughput.csv, modelled rows from the measured GPUs' captured "
+        "step cost scaled by datasheet compute and memory bandwidth (an eager step: the "
+        "longer of the host's launches and that GPU work); "
         f"estimated rows: {a['train_gflop_per_window']:.3f} GFLOP per training window at "
         f"{a['estimated_peak_fraction']:.0%} of the GPU's datasheet peak (bf16, or fp16 on "
-        "T4/V100).",
+        "T4/V100). No row plans above N of its GPU's one-GPU rate or N times its roofline.",
         f"Hours include {a['setup_hours']:g} h of setup (boot, image pull, data sync).",
         f"Storage+egress: dataset plus {a['kept_checkpoints']} checkpoints of "
         f"{a['checkpoint_gb'] * 1000:.0f} MB kept {a['storage_months']:g} month "

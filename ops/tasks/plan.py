@@ -83,6 +83,8 @@ def _warn(message: str) -> None:
         "target": TARGET_HELP,
         "stack": STACK_HELP,
         "wide": "every column (cloud, precision, windows/s, ...): wider than 100 columns",
+        "graph": "the captured step, the trainer's default (--no-graph: the eager step, "
+        "what `train --no-graph`, --compile or --grad-accum above 1 runs)",
     },
 )
 def plan(
@@ -102,6 +104,7 @@ def plan(
     target: str = "",
     stack: str = "",
     wide: bool = False,
+    graph: bool = True,
 ) -> None:
     """Estimate hours and dollars of a training run (or a sweep) on every GPU size."""
     if dataset and (windows is not None or milestone):
@@ -119,6 +122,7 @@ def plan(
             spot=spot,
             deadline_hours=deadline,
             sweep_trials=int(sweep),
+            graph=graph,
         )
         every_size = catalog.sizes(include_retired=True)
         prices = None

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ops.plan import estimate as plan
-from ops.plan import throughput
+from ops.plan import throughput, workload
 from ops.plan.pricing import HourlyPrice
 from ops.plan.throughput import MeasuredThroughput
 from stack import catalog, offerings
@@ -145,41 +145,15 @@ def test_bad_request_lists_every_problem():
         plan.PlanRequest(windows=0, epochs=-1, cloud="gcp")
 
 
-def test_forward_flops_match_the_hand_count_of_resnet34_1d():
-    # 40.6M multiply-accumulates at L=100: 81.3 MFLOP a window (docs/costs.md).
-    assert throughput.forward_flops_per_window(100) == 81_294_080
-
-
-def test_flop_arithmetic_agrees_with_torch_flop_counter_on_the_real_model():
-    torch = pytest.importorskip("torch")
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from trainer.config import ModelConfig
-    from trainer.model import build_model
-
-    model = build_model(ModelConfig(arch="resnet34"))
-    for length in (100, 256):
-        x = torch.randn(2, 1, length)
-        with FlopCounterMode(display=False) as forward:
-            model(x)
-        with FlopCounterMode(display=False) as train:
-            model(x).sum().backward()
-        assert forward.get_total_flops() / 2 == throughput.forward_flops_per_window(length)
-        # The input needs no gradient, so torch counts slightly less than 3x forward.
-        assert train.get_total_flops() / 2 == pytest.approx(
-            throughput.train_flops_per_window(length), rel=1e-3
-        )
-
-
 def test_estimate_uses_bf16_peak_at_the_stated_efficiency():
-    est = throughput.estimate(catalog.GPUS["A100 80GB"], 1, 100)
+    est = throughput.throughput(catalog.GPUS["A100 80GB"], 1, 100)
     assert est.precision == "bf16" and est.source == "estimated"
     # 312 TFLOPS x 15% / 243.88 MFLOP per window
     assert est.windows_per_s == pytest.approx(191_897, rel=1e-4)
 
 
 def test_gpus_without_bf16_are_estimated_at_fp16():
-    assert throughput.estimate(catalog.GPUS["V100 16GB"], 1, 100).precision == "fp16"
+    assert throughput.throughput(catalog.GPUS["V100 16GB"], 1, 100).precision == "fp16"
 
 
 def test_measurement_for_another_window_length_or_precision_is_not_used():
@@ -363,17 +337,17 @@ def test_fab_plan_starts_without_importing_torch():
 
 def test_an_unmeasured_gpu_is_estimated_at_the_share_of_peak_measured_gpus_sustained():
     # An A100 measured at 25% of its 312 TFLOP/s bf16 peak; the H100 has no row.
-    a100_windows_per_s = 0.25 * 312e12 / throughput.train_flops_per_window(100)
+    a100_windows_per_s = 0.25 * 312e12 / workload.train_flops_per_window(100)
     rows = (_measured("NVIDIA A100-SXM4-80GB", a100_windows_per_s),)
     h100 = catalog.GPUS["H100 80GB"]
     est = throughput.throughput(h100, 1, 100, rows)
     assert est.source == "estimated" and "25% of bf16 peak (as 1 measured GPU" in est.detail
-    expected = 0.25 * h100.bf16_tflops * 1e12 / throughput.train_flops_per_window(100)
+    expected = 0.25 * h100.bf16_tflops * 1e12 / workload.train_flops_per_window(100)
     assert est.windows_per_s == pytest.approx(expected)
 
 
 def test_the_fitted_share_is_the_median_over_measured_gpus_newest_row_each():
-    flops = throughput.train_flops_per_window(100)
+    flops = workload.train_flops_per_window(100)
     rows = (
         _measured("A10G", 0.9 * 70e12 / flops, date="2026-01-01"),  # replaced by the next
         _measured("A10G", 0.10 * 70e12 / flops, date="2026-02-01"),

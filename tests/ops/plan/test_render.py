@@ -5,6 +5,7 @@ day."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import pty
 import re
@@ -153,3 +154,24 @@ def _read_until_closed(controller: int) -> str:
         chunks.append(chunk)
     os.close(controller)
     return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+@pytest.mark.parametrize(("graph", "step"), [(True, "captured"), (False, "eager")])
+def test_the_title_names_the_step_every_row_assumes(graph, step):
+    plan = make_plan(
+        PlanRequest(windows=600_000, epochs=100, graph=graph),
+        catalog.sizes(),
+        None,
+        load_measured(),
+    )
+    title = " ".join(" ".join(_printed(plan)[:3]).split())
+    assert f"{step} step, sorted by" in title
+    assert {row.step for row in plan.rows} == {step}
+
+
+def test_fab_plan_json_says_each_rows_step_and_source():
+    done = _fab_plan("--no-graph", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["rows"]
+    assert {row["step"] for row in rows} == {"eager"}
+    assert {row["throughput_source"] for row in rows} <= {"measured", "modelled", "estimated"}

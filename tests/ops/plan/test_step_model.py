@@ -1,22 +1,23 @@
-"""`fab plan` from measurement: a GPU's step cost from its rows at two batch sizes, a
-model of the others fitted to them, at the batch the trainer takes for the dataset."""
+"""`fab plan` from measurement: a GPU's captured step cost from its rows at two batch
+sizes, a model of the others fitted to them, at the batch the trainer takes for the
+dataset, on one GPU and on every GPU of a box."""
 
 from __future__ import annotations
 
 import pytest
 
 from ops.plan import estimate as plan
-from ops.plan import throughput
+from ops.plan import scaling, throughput, workload
 from ops.plan.throughput import MeasuredThroughput, StepCost
 from stack import catalog
 from stack.catalog import VmSize
 from trainer.config import DataConfig, RunConfig, TrainConfig
-from trainer.loop.defaults import settle, train_windows_of
+from trainer.loop.defaults import GIB, memory_batch_cap, per_rank_batch, settle, train_windows_of
 
 H100 = catalog.GPUS["H100 80GB"]
 A100 = catalog.GPUS["A100 80GB"]
 TRUE_COST = StepCost(fixed_s=2.5e-3, window_s=1.4e-6)
-EAGER_COST = StepCost(fixed_s=12e-3, window_s=5e-6)  # host-bound: the launches' time
+EAGER_COST = StepCost(fixed_s=12e-3, window_s=5e-6)  # slower than the captured step
 M3 = 12_000_000
 
 
@@ -57,12 +58,12 @@ def test_the_model_fitted_to_one_gpu_reproduces_its_rows():
 def test_a_gpu_without_rows_is_modelled_by_its_compute_and_memory_against_the_measured():
     tp = throughput.throughput(A100, 1, 100, H100_ROWS, batch=4096)
     assert tp.source == "modelled"
-    flops, traffic = throughput.train_flops_per_window(100), throughput.train_bytes_per_window(100)
+    flops, traffic = workload.train_flops_per_window(100), workload.train_bytes_per_window(100)
 
-    def roofline(gpu):
+    def compute_and_memory_s(gpu):
         return flops / (gpu.bf16_tflops * 1e12) + traffic / (gpu.memory_tb_s * 1e12)
 
-    window_s = TRUE_COST.window_s * roofline(A100) / roofline(H100)
+    window_s = TRUE_COST.window_s * compute_and_memory_s(A100) / compute_and_memory_s(H100)
     assert tp.windows_per_s == pytest.approx(4096 / (TRUE_COST.fixed_s + 4096 * window_s))
 
 
@@ -78,45 +79,56 @@ def test_the_plan_costs_the_batch_the_trainer_takes_for_the_dataset():
     assert row.windows_per_s == pytest.approx(TRUE_COST.windows_per_s(trainer_batch))
 
 
-def test_several_gpus_are_planned_at_the_eager_step_ddp_takes_not_the_captured_one():
+def test_several_gpus_replay_the_captured_step_by_default():
     eager = tuple(
         _row("NVIDIA H100 80GB HBM3", batch, EAGER_COST, step="eager torch")
         for batch in (1024, 4096)
     )
-    rows = H100_ROWS + eager
-    one = throughput.throughput(H100, 1, 100, rows, batch=1024)
-    eight = throughput.throughput(H100, 8, 100, rows, "NVLink 4", batch=1024)
-    per_gpu = EAGER_COST.windows_per_s(1024)
-    scaling = throughput.ddp_scaling(per_gpu, 1024, 8, "NVLink 4")
-    assert one.windows_per_s == pytest.approx(TRUE_COST.windows_per_s(1024))
-    assert eight.windows_per_s == pytest.approx(per_gpu * 8 * scaling.efficiency)
-    assert "eager torch" in eight.detail and "eager steps" in eight.detail
-
-
-def test_a_gpu_measured_only_captured_is_modelled_for_several_gpus_from_eager_rows():
-    eager = tuple(
-        _row("NVIDIA A100 80GB PCIe", batch, EAGER_COST, step="eager torch")
-        for batch in (1024, 4096)
-    )
     eight = throughput.throughput(H100, 8, 100, H100_ROWS + eager, "NVLink 4", batch=1024)
-    assert eight.source == "modelled"
-    model = throughput.fit_step_model(eager, 100, "eager", 1024)
-    per_gpu = model.cost(H100, 100).windows_per_s(1024)
-    scaling = throughput.ddp_scaling(per_gpu, 1024, 8, "NVLink 4")
-    assert eight.windows_per_s == pytest.approx(per_gpu * 8 * scaling.efficiency)
+    per_gpu = TRUE_COST.windows_per_s(1024)
+    all_reduce = scaling.ddp_scaling(per_gpu, 1024, 8, "NVLink 4")
+    assert eight.step == "graph" and "after the backward pass" in eight.detail
+    assert eight.windows_per_s == pytest.approx(per_gpu * 8 * all_reduce.efficiency)
+
+
+def test_a_box_is_planned_at_the_per_rank_batch_the_trainer_takes_for_the_dataset():
+    size = VmSize("test.h100.x4", "aws", "H100 80GB", 4, 80, 96, 800, 16.0, None, "us-east-1",
+                  ("us-east-1",), gpu_link="NVLink 4")  # fmt: skip
+    request = plan.PlanRequest(windows=M3, epochs=1)
+    row = plan.make_plan(request, (size,), measured=H100_ROWS).rows[0]
+    batch = per_rank_batch("cuda", train_windows_of(M3), 4)
+    per_gpu = TRUE_COST.windows_per_s(batch)
+    all_reduce = scaling.ddp_scaling(per_gpu, batch, 4, "NVLink 4")
+    assert row.windows_per_s == pytest.approx(4 * per_gpu * all_reduce.efficiency)
+
+
+def test_a_gpu_whose_memory_holds_less_is_planned_at_the_batch_the_trainer_caps_it_to():
+    t4 = catalog.GPUS["T4"]
+    size = VmSize("test.t4", "azure", "T4", 1, 16, 4, 28, 1.0, None, "eastus", ("eastus",))
+    row = plan.make_plan(plan.PlanRequest(windows=M3, epochs=1), (size,), measured=H100_ROWS).rows[
+        0
+    ]
+    data_bytes = M3 * 100 * 4  # float32 windows, all resident on the GPU
+    cap = memory_batch_cap(t4.memory_gib * GIB, data_bytes, "fp16").per_rank
+    batch = per_rank_batch("cuda", train_windows_of(M3), 1, cap)
+    assert batch < per_rank_batch("cuda", train_windows_of(M3), 1)
+    expected = throughput.throughput(t4, 1, 100, H100_ROWS, batch=batch).windows_per_s
+    assert (
+        row.windows_per_s == pytest.approx(expected) and f"batch {batch}" in row.throughput_detail
+    )
 
 
 def test_the_formulation_fastest_at_the_batch_is_the_one_planned():
     # As the trainer times its formulations and takes the fastest: here torch at a small
     # batch, nhwc (more fixed cost, less a window) at a large one.
-    torch_cost, nhwc_cost = StepCost(11e-3, 5.4e-6), StepCost(18e-3, 0.2e-6)
+    torch_cost, nhwc_cost = StepCost(1e-3, 2.4e-6), StepCost(3e-3, 1.2e-6)
     rows = [
-        _row("NVIDIA H100 80GB HBM3", batch, cost, step=f"eager {name}")
+        _row("NVIDIA H100 80GB HBM3", batch, cost, step=f"graph {name}")
         for name, cost in (("torch", torch_cost), ("nhwc", nhwc_cost))
         for batch in (1024, 4096)
     ]
-    assert throughput.measured_cost(rows, 256).step == "eager torch"
-    assert throughput.measured_cost(rows, 4096).step == "eager nhwc"
+    assert throughput.measured_cost(rows, 256).step == "graph torch"
+    assert throughput.measured_cost(rows, 4096).step == "graph nhwc"
 
 
 def test_the_repositorys_h100_rows_hold_both_steps_and_each_fits():
@@ -125,7 +137,8 @@ def test_the_repositorys_h100_rows_hold_both_steps_and_each_fits():
     for kind in ("graph", "eager"):
         of_kind = [r for r in h100 if r.step.startswith(kind)]
         assert {r.batch_size for r in of_kind} >= {1024, 4096}
-        assert throughput.fit_step_model(rows, 100, kind) is not None
+    assert throughput.fit_step_model(rows, 100) is not None
+    assert throughput.fitted_host_s(rows, 100) is not None
 
 
 class _Cuda:
