@@ -13,7 +13,7 @@ The split's tensor is filled a chunk at a time from the memory-mapped file, so t
 host holds it once, not the three float32 copies (~10 GB for M3) that converting and
 normalising it whole would make.
 
-Under DDP every rank holds the whole split and draws the same permutation; rank r
+Under torchrun every rank holds the whole split and draws the same permutation; rank r
 takes the r-th of `world_size` disjoint parts of each (global) batch. No
 DistributedSampler: the steps per epoch and the order are those of one process.
 """

@@ -8,7 +8,7 @@ acknowledges the notice (Azure lets the eviction go ahead early) and exits 75 so
 box's resume unit (box/resume.py, the only thing that restarts a run;
 docker's own policy is `no`) brings the run back.
 
-Under DDP a signal or a notice reaches one rank, or some: each rank casts `code` in
+With several ranks a signal or a notice reaches one rank, or some: each rank casts `code` in
 the loop's per-step vote (`trainer.loop.distributed.Group.agree`), and every rank `adopt`s
 the agreed code, so all stop at the same step. Only one rank per box (local rank 0)
 polls the metadata service.

@@ -1,6 +1,6 @@
 """What ranks other than 0 hold in place of the run's writers.
 
-Under DDP only rank 0 writes checkpoints, status.json, metrics.jsonl, TensorBoard
+With several ranks only rank 0 writes checkpoints, status.json, metrics.jsonl, TensorBoard
 events and uploads. The other ranks run the same loop with these in place of
 `RunOutputs` and `CheckpointManager`: the same calls, nothing read, and nothing
 written but, on each other box, its local rank 0's `heartbeat.json`: the run's step

@@ -42,7 +42,7 @@ class RunEnding:
     ) -> None:
         self.run_dir, self.run_id = Path(run_dir), run_id
         self.writes = writes
-        """False on DDP ranks other than 0: they write nothing (`trainer.loop.rank_outputs`)..."""
+        """False on ranks other than 0: they write nothing (`trainer.loop.rank_outputs`)..."""
         self.heartbeat = heartbeat
         """... but the local rank 0 of another box: its heartbeat, failures too."""
         self.checkpoints: CheckpointManager | None = None
