@@ -9,11 +9,11 @@ smallest default per-rank batch for the device; the one reported as ours is the 
 `STEPS_PER_ROUND` steps with one sync a round, as `train` syncs once a log interval;
 with `--no-graph`, the eager step (a run's fallback; host-bound on a GPU).
 The headline batch is the one `train` takes for the bench's data, which stands for an
-M2-sized set (what `bench --time-to-quality` trains on): 8192 on a GPU, where a batch
-of 1024 would mostly time the step's fixed cost. The chosen formulation is timed again
-at a `SECOND_BATCH_DIVISOR`th of it: `--record` stores both rows, from which `fab plan`
-takes the GPU's fixed cost a step and its cost a window. On a GPU it also reports the
-most GPU memory each took.
+M3-sized set (12 M windows, the size the boxes are for): 4096 on a GPU, where the
+quality-measured batch rule (`trainer.loop.defaults`) lets a batch grow. The chosen
+formulation is timed again at a `SECOND_BATCH_DIVISOR`th of it: `--record` stores both
+rows, from which `fab plan` takes the GPU's fixed cost a step and its cost a window. On
+a GPU it also reports the most GPU memory each took.
 
 Also states the FLOPs of one training window and the windows/s that would mean 30%
 of an H100's dense bf16 peak: the figure a GPU run must feed without being input-bound.
@@ -55,8 +55,8 @@ STEPS_PER_ROUND = 10
 # The second batch, this many times smaller than the first: two points give a step's
 # fixed cost and its cost a window, what `fab plan` models every GPU by.
 SECOND_BATCH_DIVISOR = 4
-# The data the headline batch is chosen for: an M2-sized set (ops/plan's milestones).
-STANDS_FOR_WINDOWS = 2_400_000
+# The data the headline batch is chosen for: an M3-sized set (ops/plan's milestones).
+STANDS_FOR_WINDOWS = 12_000_000
 FULL_BUDGETS_S = (3.0, 45.0)  # pipeline, training step: the bench takes ~1-2 minutes
 H100_BF16_DENSE_PEAK_FLOPS = 989e12
 TARGET_PEAK_FRACTION = 0.30

@@ -6,28 +6,32 @@ global batch fixes the epoch's batches and the step count, so a run resumed on a
 with fewer GPUs must keep it, not take that box's default.
 
 - Global batch: `per_rank_batch` windows per rank times the ranks. On a GPU it grows
-  with the training set, about `STEPS_PER_EPOCH` steps an epoch, a power of two from
-  `GPU_BATCH_RANGE`: a GPU step costs a fixed time (the launch of one CUDA graph, the
-  optimizer over 7.2 M parameters) plus a time per window, so the larger batch buys
-  speed wherever the data gives enough steps an epoch to learn from. 256 on a CPU:
-  measured best on 2 cores. `fab plan` (`ops/plan`) plans the same batch; this module
-  loads without torch for it.
+  with the training set, a power of two from `GPU_BATCH_RANGE` that leaves at least
+  `MIN_STEPS_PER_EPOCH` steps an epoch: a GPU step costs a fixed time (the launch of
+  one CUDA graph, the optimizer over 7.2 M parameters) plus a time per window, so a
+  larger batch buys windows/s, but only as many steps an epoch as a model needs to
+  learn from the data before it overfits (measured, below). 256 on a CPU: measured
+  best on 2 cores. `fab plan` (`ops/plan`) plans the same batch; this module loads
+  without torch for it.
 - Learning rate: `REFERENCE_LR` (tuned at a global batch of `REFERENCE_BATCH`) times
   the square root of global batch / 256, the scaling that keeps AdamW's updates
   comparable (Malladi et al. 2022, "On the SDEs and scaling rules for adaptive
   gradient algorithms"), up to `LR_SCALED_UP_TO_BATCH`: AdamW moves each weight by
-  about the learning rate a step whatever the gradient, so past 8e-3 (a 3x3 kernel's
-  weights are ~0.03) a step would move the head and BatchNorm's parameters by a
-  large part of themselves. Beyond it a larger batch keeps the rate and takes the
-  steps with less noise: the rule keeps ~200 steps an epoch, so the steps are as many.
-  The linear warmup (`OptimConfig.warmup_fraction`, at least one epoch:
-  `trainer.loop.train.lr_lambda`) ramps up to it. What was measured: docs/trainer.md.
+  about the learning rate a step whatever the gradient, and a larger batch at a
+  larger rate learned worse (below). The linear warmup (`OptimConfig.warmup_fraction`,
+  at least one epoch: `trainer.loop.train.lr_lambda`) ramps up to it.
+
+  Measured 2026-11-27 on one H200 (`bench --time-to-quality`'s M2-sized synthetic
+  data, 1.68 M training windows, 20 epochs, seed 0): batch 1024 at 4e-3 (1640 steps
+  an epoch) reached a best validation MAE of 5.38 mg/dL (epoch 3, 33 s of training);
+  4096 at 4e-3 / 8e-3 (410 steps) 6.04 / 6.80, 8192 at 8e-3 (205 steps, the rule
+  before) 6.01: no larger batch came within 3% of 1024's best at any epoch, though
+  its steps ran twice as fast; all of them overfit after a few epochs (docs/trainer.md).
 - AdamW's beta2: 0.999 at the reference batch, 1 - beta2 scaled with the batch (the
-  same SDE rule), down to `MIN_BETA2`: at a large batch the second moment of the
-  last ~1000 steps remembers weights several epochs old.
+  same SDE rule), down to `MIN_BETA2`: 0.996 at 1024, the runs above took it.
 - Weight decay: on convolution and linear weights only (`parameter_groups`).
 - GPU memory: the default per-rank batch is capped where its step would not fit beside
-  the resident data (`memory_batch_cap`): a 16 GB V100 or T4 at M3 takes a smaller
+  the resident data (`memory_batch_cap`): a 16 GB V100 or T4 takes a smaller
   batch than an 80 GB H100, said in one line. A batch given on the command line is
   taken as given.
 - Formulation: `trainer.loop.formulation`.
@@ -44,12 +48,12 @@ from trainer.config import DataConfig, RunConfig
 if TYPE_CHECKING:
     import torch
 
-STEPS_PER_EPOCH = 200
+MIN_STEPS_PER_EPOCH = 1600
 GPU_BATCH_RANGE = (1024, 16384)  # per GPU
 CPU_BATCH = 256
 REFERENCE_LR = 2e-3
 REFERENCE_BATCH = 256
-LR_SCALED_UP_TO_BATCH = 4096  # the learning rate stops growing here: 8e-3
+LR_SCALED_UP_TO_BATCH = 1024  # the learning rate stops growing here: 4e-3
 REFERENCE_BETA2 = 0.999  # torch's default, what runs before 2026-11-27 took at any batch
 MIN_BETA2 = 0.95
 # Formulations a device must not train with. nhwc on the CPU: torch 2.13's float32
@@ -73,14 +77,14 @@ GIB = 2**30
 def per_rank_batch(
     device_type: str, train_windows: int, world_size: int = 1, cap: int | None = None
 ) -> int:
-    """The default windows per rank a step: on a GPU the power of two nearest to an
-    epoch of `STEPS_PER_EPOCH` steps over `world_size` ranks, within `GPU_BATCH_RANGE`
-    and at most `cap` (`memory_batch_cap`); `CPU_BATCH` on a CPU."""
+    """The default windows per rank a step: on a GPU the largest power of two that
+    leaves `MIN_STEPS_PER_EPOCH` steps an epoch over `world_size` ranks, within
+    `GPU_BATCH_RANGE` and at most `cap` (`memory_batch_cap`); `CPU_BATCH` on a CPU."""
     if device_type != "cuda":
         return CPU_BATCH
     low, high = GPU_BATCH_RANGE
-    wanted = max(train_windows / (STEPS_PER_EPOCH * world_size), 1.0)
-    return min(max(2 ** round(math.log2(wanted)), low), high, cap or high)
+    wanted = max(train_windows / (MIN_STEPS_PER_EPOCH * world_size), 1.0)
+    return min(max(2 ** math.floor(math.log2(wanted)), low), high, cap or high)
 
 
 class BatchCap(NamedTuple):

@@ -55,4 +55,9 @@ def broadcast_module(module: nn.Module) -> None:
     the ranks start from the same weights whatever their seeds or checkpoints did."""
     with torch.no_grad():
         for tensor in [*module.parameters(), *module.buffers()]:
-            dist.broadcast(tensor, 0)
+            # NCCL sends dense tensors in their default layout only: nhwc's channels-last
+            # weights go through a contiguous copy ("Tensors must be contiguous").
+            sent = tensor if tensor.is_contiguous() else tensor.contiguous()
+            dist.broadcast(sent, 0)
+            if sent is not tensor:
+                tensor.copy_(sent)

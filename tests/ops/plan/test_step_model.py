@@ -70,7 +70,7 @@ def test_a_gpu_without_rows_is_modelled_by_its_compute_and_memory_against_the_me
 def test_the_plan_costs_the_batch_the_trainer_takes_for_the_dataset():
     config = RunConfig(DataConfig("data"), TrainConfig(run_dir="run"))
     trainer_batch = settle(config, _Cuda(), None, train_windows_of(M3)).train.batch_size
-    assert trainer_batch == throughput.planned_batch(M3, 1) == 16384
+    assert trainer_batch == throughput.planned_batch(M3, 1) == 4096
     size = VmSize("test.h100", "aws", "H100 80GB", 1, 80, 26, 200, 4.0, None, "us-east-1",
                   ("us-east-1",))  # fmt: skip
     row = plan.make_plan(plan.PlanRequest(windows=M3, epochs=1), (size,), measured=H100_ROWS).rows[
@@ -105,13 +105,13 @@ def test_a_box_is_planned_at_the_per_rank_batch_the_trainer_takes_for_the_datase
 def test_a_gpu_whose_memory_holds_less_is_planned_at_the_batch_the_trainer_caps_it_to():
     t4 = catalog.GPUS["T4"]
     size = VmSize("test.t4", "azure", "T4", 1, 16, 4, 28, 1.0, None, "eastus", ("eastus",))
-    row = plan.make_plan(plan.PlanRequest(windows=M3, epochs=1), (size,), measured=H100_ROWS).rows[
-        0
-    ]
-    data_bytes = M3 * 100 * 4  # float32 windows, all resident on the GPU
+    windows = 5 * M3  # a data set whose default batch is 16384
+    request = plan.PlanRequest(windows=windows, epochs=1)
+    row = plan.make_plan(request, (size,), measured=H100_ROWS).rows[0]
+    data_bytes = windows * 100 * 4  # float32 windows, all resident on the GPU
     cap = memory_batch_cap(t4.memory_gib * GIB, data_bytes, "fp16").per_rank
-    batch = per_rank_batch("cuda", train_windows_of(M3), 1, cap)
-    assert batch < per_rank_batch("cuda", train_windows_of(M3), 1)
+    batch = per_rank_batch("cuda", train_windows_of(windows), 1, cap)
+    assert batch < per_rank_batch("cuda", train_windows_of(windows), 1) == 16384
     expected = throughput.throughput(t4, 1, 100, H100_ROWS, batch=batch).windows_per_s
     assert (
         row.windows_per_s == pytest.approx(expected) and f"batch {batch}" in row.throughput_detail

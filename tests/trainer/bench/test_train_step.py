@@ -43,13 +43,13 @@ def test_recorded_row_is_one_fab_plan_reads(tmp_path, capsys):
     assert (headline.batch_size, headline.step) == (32, "eager gemm")
 
 
-def test_the_headline_batch_is_what_train_takes_for_m2_sized_data():
+def test_the_headline_batch_is_what_train_takes_for_m3_sized_data():
     from ops.plan.estimate import MILESTONE_WINDOWS
     from trainer.bench.train_step import STANDS_FOR_WINDOWS
     from trainer.loop.defaults import per_rank_batch, train_windows_of
 
-    assert MILESTONE_WINDOWS["M2"] == STANDS_FOR_WINDOWS
-    assert per_rank_batch("cuda", train_windows_of(STANDS_FOR_WINDOWS)) == 8192
+    assert MILESTONE_WINDOWS["M3"] == STANDS_FOR_WINDOWS
+    assert per_rank_batch("cuda", train_windows_of(STANDS_FOR_WINDOWS)) == 4096
 
 
 def test_bench_times_every_formulation_and_reports_the_one_train_takes(capsys):

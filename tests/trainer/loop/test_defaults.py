@@ -15,7 +15,7 @@ from trainer.checkpoints import checkpoint_file
 from trainer.config import DataConfig, ModelConfig, OptimConfig, RunConfig, TrainConfig, UserError
 from trainer.loop.defaults import (
     GPU_BATCH_RANGE,
-    STEPS_PER_EPOCH,
+    MIN_STEPS_PER_EPOCH,
     default_beta2,
     default_lr,
     memory_batch_cap,
@@ -52,34 +52,36 @@ def test_without_batch_size_a_cpu_rank_takes_256_windows():
     )
 
 
-def test_the_default_gpu_batch_gives_about_200_steps_an_epoch_as_a_power_of_two():
-    assert per_rank_batch("cuda", 1_680_000) == 8192  # M2's training windows: 205 steps
-    assert per_rank_batch("cuda", 1_680_000, world_size=4) == 2048
-    assert per_rank_batch("cuda", 700_000) == 4096
-    assert STEPS_PER_EPOCH == 200
+def test_the_default_gpu_batch_is_the_largest_power_of_two_leaving_1600_steps_an_epoch():
+    assert per_rank_batch("cuda", 8_400_000) == 4096  # M3's training windows: 2050 steps
+    assert per_rank_batch("cuda", 16_000_000) == 8192  # 1953 steps
+    assert per_rank_batch("cuda", 16_000_000, world_size=4) == 2048
+    assert MIN_STEPS_PER_EPOCH == 1600
 
 
 def test_the_default_gpu_batch_stays_within_its_bounds_and_a_cpu_keeps_256():
-    assert per_rank_batch("cuda", 1_000) == GPU_BATCH_RANGE[0] == 1024
-    assert per_rank_batch("cuda", 8_400_000) == GPU_BATCH_RANGE[1] == 16384  # M3
+    assert per_rank_batch("cuda", 1_680_000) == GPU_BATCH_RANGE[0] == 1024  # M2, measured best
+    assert per_rank_batch("cuda", 1_000) == 1024
+    assert per_rank_batch("cuda", 100_000_000) == GPU_BATCH_RANGE[1] == 16384
     assert per_rank_batch("cpu", 8_400_000) == 256
 
 
 def test_a_gpu_run_settles_the_batch_its_training_set_gives():
-    settled = settle(_config(world_size=2), GPU, saved=None, train_windows=1_680_000)
-    assert (settled.train.batch_size, settled.train.per_rank_batch_size) == (8192, 4096)
-    assert settled.optim.lr == pytest.approx(default_lr(8192))
+    settled = settle(_config(world_size=2), GPU, saved=None, train_windows=8_400_000)
+    assert (settled.train.batch_size, settled.train.per_rank_batch_size) == (4096, 2048)
+    assert settled.optim.lr == pytest.approx(default_lr(4096))
 
 
 def test_the_default_learning_rate_grows_with_the_square_root_of_the_global_batch():
     assert default_lr(256) == pytest.approx(2e-3)
+    assert default_lr(512) == pytest.approx(2e-3 * math.sqrt(2))
     assert default_lr(1024) == pytest.approx(2e-3 * math.sqrt(4))
+
+
+def test_the_default_learning_rate_stops_growing_at_4e_3():
+    assert default_lr(4096) == default_lr(16384) == default_lr(131072) == pytest.approx(4e-3)
     settled = settle(_config(world_size=4), GPU, saved=None, train_windows=SMALL)
-    assert settled.optim.lr == pytest.approx(default_lr(4096)) == pytest.approx(8e-3)
-
-
-def test_the_default_learning_rate_stops_growing_at_8e_3():
-    assert default_lr(8192) == default_lr(16384) == default_lr(131072) == pytest.approx(8e-3)
+    assert settled.optim.lr == pytest.approx(4e-3)
 
 
 def test_beta2_is_torchs_at_the_reference_batch_and_lower_at_larger_ones_down_to_0_95():
@@ -90,8 +92,8 @@ def test_beta2_is_torchs_at_the_reference_batch_and_lower_at_larger_ones_down_to
 
 
 def test_a_fresh_run_settles_beta2_and_no_decay_on_norms_and_biases():
-    settled = settle(_config(), GPU, saved=None, train_windows=1_680_000)
-    assert (settled.optim.beta2, settled.optim.decay_norms_and_biases) == (0.968, False)
+    settled = settle(_config(), GPU, saved=None, train_windows=8_400_000)
+    assert (settled.optim.beta2, settled.optim.decay_norms_and_biases) == (0.984, False)
 
 
 def test_a_run_from_before_those_settings_resumes_with_the_old_ones():
@@ -122,9 +124,9 @@ def test_a_batch_that_would_not_fit_beside_the_data_is_halved_until_it_does():
 
 
 def test_the_memory_cap_bounds_the_default_batch_only_from_above():
-    assert per_rank_batch("cuda", 8_400_000, cap=4096) == 4096
+    assert per_rank_batch("cuda", 16_000_000, cap=4096) == 4096
     assert per_rank_batch("cuda", 1_000, cap=4096) == 1024
-    settled = settle(_config(), GPU, saved=None, train_windows=8_400_000, batch_cap=2048)
+    settled = settle(_config(), GPU, saved=None, train_windows=16_000_000, batch_cap=2048)
     assert settled.train.batch_size == 2048
 
 
