@@ -264,18 +264,7 @@ class Run:
         settings, build the model and optimizer, and load the checkpoint into them.
         The Position to go on from, or None for a fresh run."""
         state = self.group.broadcast_state(self.checkpoints.load_latest(self.resume_refusal))
-        saved = state and state["config"]
-        given = self.config.train.batch_size
-        cap = self._memory_batch_cap()
-        per_rank_cap = cap.per_rank if cap else None
-        self.config = settle(
-            self.config, self.choice.device, saved, self.train_windows, per_rank_cap
-        )
-        tc = self.config.train
-        wanted = per_rank_batch(self.choice.device.type, self.train_windows, tc.world_size)
-        if cap and given is None and saved is None and tc.per_rank_batch_size < wanted:
-            self.say(cap.said(tc.per_rank_batch_size, wanted))
-        self.config = resolve_formulation(self.config, self.choice.device, self._fastest)
+        self._settle(state and state["config"])
         self._build()
         if state is None:
             return None
@@ -296,6 +285,20 @@ class Run:
             ) from None
         fields = {f.name for f in dataclasses.fields(Position)}
         return Position(**{key: value for key, value in state.items() if key in fields})
+
+    def _settle(self, saved: dict[str, Any] | None) -> None:
+        """The settings left to the trainer (`trainer.loop.defaults.settle`; `saved`: the
+        resumed checkpoint's config), the default batch at most what the GPU's memory
+        holds (said when that bites), and the formulation."""
+        given = self.config.train.batch_size
+        cap = self._memory_batch_cap()
+        device = self.choice.device
+        self.config = settle(self.config, device, saved, self.train_windows, cap and cap.per_rank)
+        tc = self.config.train
+        wanted = per_rank_batch(device.type, self.train_windows, tc.world_size)
+        if cap and given is None and saved is None and tc.per_rank_batch_size < wanted:
+            self.say(cap.said(tc.per_rank_batch_size, wanted))
+        self.config = resolve_formulation(self.config, device, self._fastest)
 
     def _memory_batch_cap(self) -> BatchCap | None:
         """On a GPU, the largest per-rank batch whose steps fit beside the resident data
