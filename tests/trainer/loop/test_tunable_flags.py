@@ -27,6 +27,8 @@ FLAGS = [
     ("--dropout", "0.35", "model", "dropout", 0.35),
     ("--model", "resnet18", "model", "arch", "resnet18"),
     ("--weight-decay", "0.05", "optim", "weight_decay", 0.05),
+    ("--decay-norms-and-biases", None, "optim", "decay_norms_and_biases", True),
+    ("--beta2", "0.98", "optim", "beta2", 0.98),
     ("--warmup-fraction", "0.1", "optim", "warmup_fraction", 0.1),
     ("--min-lr-fraction", "0.1", "optim", "min_lr_fraction", 0.1),
     ("--grad-clip", "0.5", "optim", "grad_clip_norm", 0.5),
