@@ -55,7 +55,6 @@ DLAMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
 UBUNTU_OWNER = "099720109477"  # Canonical
 # Canonical names EBS images hvm-ssd/ or, newer ones, hvm-ssd-gp3/: match either.
 UBUNTU_NAME = "ubuntu/images/hvm-ssd*/ubuntu-jammy-22.04-amd64-server-*"
-OSS_DRIVER_MIN_COMPUTE_CAPABILITY = (7, 5)
 
 IMDS_HOP_LIMIT = 2  # host -> docker bridge -> container: the trainer reads spot notices
 

@@ -38,26 +38,15 @@ from infra.azure.network import declare_network, declare_nic, declare_public_ip,
 from infra.azure.registry import IMAGE_NAME, declare_registry
 from infra.azure.storage import declare_storage
 from infra.training_box import TrainingBox, box_user_data
-from stack import box_packing
+from stack import box_packing, catalog
 from stack.config import StackConfig
 from stack.outputs import StackOutput
 
 SSH_USER = "azureuser"
 IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
-# Sizes Microsoft lists with Trusted Launch (Gen2 sizes of NCasT4_v3, NC A100 v4 and
-# NCads H100 v5: https://learn.microsoft.com/azure/virtual-machines/trusted-launch);
-# a size added to the catalog boots the standard way until it is added here.
-TRUSTED_LAUNCH_SIZES = (
-    "Standard_NC4as_T4_v3",
-    "Standard_NC8as_T4_v3",
-    "Standard_NC16as_T4_v3",
-    "Standard_NC64as_T4_v3",
-    "Standard_NC24ads_A100_v4",
-    "Standard_NC48ads_A100_v4",
-    "Standard_NC96ads_A100_v4",
-    "Standard_NC40ads_H100_v5",
-    "Standard_NC80adis_H100_v5",
-)
+# Sizes Microsoft lists with Trusted Launch: one list, the catalog's, which a fallback
+# size must agree with too (stack/cloud_limits.py).
+TRUSTED_LAUNCH_SIZES = catalog.TRUSTED_LAUNCH_SIZES
 
 
 class AzureTrainingBox(TrainingBox):
