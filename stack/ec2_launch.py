@@ -34,7 +34,7 @@ from stack.placement import (
     in_order,
     nothing_left,
 )
-from stack.spot_requests import cancel_live_requests
+from stack.spot_requests import cancel_live_requests, spot_request_valid_until
 
 # How long `pulumi destroy` waits for the boxes to be terminated (the subnets and
 # groups they sit in cannot go before), in 5 s polls: 10 minutes.
@@ -64,8 +64,6 @@ class LaunchSpec:
     """Each rank's security groups; rank 0's are the launch template's."""
     name_prefix: str
     """Box `r` is tagged Name=<prefix>-<r>."""
-    spot_valid_until: str = ""
-    """ValidUntil of a spot box's persistent request (stack/spot_requests.py says why)."""
 
     @property
     def template(self) -> dict[str, str]:
@@ -173,12 +171,13 @@ def _spot_pool(ec2: Any, spec: LaunchSpec, candidate: Candidate) -> tuple[list[s
 
     from stack.placement import OTHER, refusal_kind
 
-    options: dict[str, Any] = {
+    options = {
         "SpotInstanceType": "persistent",
         "InstanceInterruptionBehavior": "stop",
+        # Left out, a persistent request lapses 7 days after launch, and after that
+        # nothing brings an interrupted box back (stack/spot_requests.py).
+        "ValidUntil": spot_request_valid_until(),
     }
-    if spec.spot_valid_until:
-        options["ValidUntil"] = spec.spot_valid_until
     try:
         answer = ec2.run_instances(
             LaunchTemplate=spec.template,

@@ -106,32 +106,29 @@ def candidates(
     zones: Sequence[str],
     market_order: Sequence[str],
     selling: Mapping[str, Iterable[str]],
-) -> tuple[list[Candidate], list[Tried]]:
-    """Every (market, size, zone) in order, and those dropped because `selling` (size ->
-    the zones that sell it) leaves the zone out. `zones` empty: every zone selling a
-    size, by name."""
+) -> list[Tried]:
+    """Every (market, size, zone) in the order they are tried, each with "" (to try) or
+    why not: `selling` (size -> the zones that sell it) leaves the zone out. `zones`
+    empty: every zone selling a size, by name."""
     sold = {size: set(selling.get(size, ())) for size in sizes}
     order = list(zones) or sorted(set().union(*sold.values()))
-    kept, dropped = [], []
-    for market in market_order:
-        for size in sizes:
-            for zone in order:
-                candidate = Candidate(size, zone, market)
-                if zone in sold[size]:
-                    kept.append(candidate)
-                else:
-                    dropped.append(Tried(candidate, f"not sold in {zone}"))
-    return kept, dropped
+    return [
+        Tried(Candidate(size, zone, market), "" if zone in sold[size] else f"not sold in {zone}")
+        for market in market_order
+        for size in sizes
+        for zone in order
+    ]
 
 
-def drop(
-    kept: list[Candidate], refusals: Mapping[tuple[str, str], str]
-) -> tuple[list[Candidate], list[Tried]]:
-    """`kept` without the candidates whose (size, market) `refusals` names (a quota too
-    small), and those, each with its refusal."""
-    left = [c for c in kept if (c.size, c.market) not in refusals]
-    gone = [Tried(c, refusals[(c.size, c.market)]) for c in kept if (c.size, c.market) in refusals]
-    return left, gone
+def with_quota(every: Sequence[Tried], refusals: Mapping[tuple[str, str], str]) -> list[Tried]:
+    """`every` with the candidates whose (size, market) `refusals` names (a quota too
+    small) refused for that reason."""
+    return [
+        Tried(t.candidate, refusals[(t.candidate.size, t.candidate.market)])
+        if not t.refusal and (t.candidate.size, t.candidate.market) in refusals
+        else t
+        for t in every
+    ]
 
 
 def in_order(tried: Iterable[Tried], order: Sequence[Candidate]) -> list[Tried]:
@@ -193,3 +190,11 @@ def _refusals(refused: Sequence[Tried]) -> str:
         if code not in codes:
             codes.append(code)
     return "; ".join(f"{size}: {'/'.join(codes)}" for size, codes in by_size.items())
+
+
+def hourly_price_usd(cloud: str, taken: Mapping[str, Any]) -> float:
+    """One box's hourly price on the placement `taken` (its size and market): the
+    catalog's, so dollars follow the size a fallback took."""
+    from stack import catalog
+
+    return catalog.lookup(taken["size"], cloud).hourly_price_usd(taken["market"] == SPOT)

@@ -26,14 +26,33 @@ OWNER = [{"actions": ["*"], "notActions": []}]
 TAGS = "/providers/Microsoft.Resources/tags/default"
 
 
-def sku(name: str, family: str, vcpus: int, restricted: bool = False) -> dict[str, Any]:
+def sku(
+    name: str,
+    family: str,
+    vcpus: int,
+    restricted: bool = False,
+    zones: tuple[str, ...] = ("1", "2", "3"),
+    restricted_zones: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """A VM size as the Resource SKUs API lists it: where (zones) and whether the
+    subscription may use it (a Location restriction), or not in some zones."""
     restrictions = (
         [{"type": "Location", "reasonCode": "NotAvailableForSubscription"}] if restricted else []
     )
+    if restricted_zones:
+        restrictions.append(
+            {
+                "type": "Zone",
+                "reasonCode": "NotAvailableForSubscription",
+                "restrictionInfo": {"locations": ["eastus"], "zones": list(restricted_zones)},
+            }
+        )
     return {
         "resourceType": "virtualMachines",
         "name": name,
         "family": family,
+        "locations": ["eastus"],
+        "locationInfo": [{"location": "eastus", "zones": list(zones)}],
         "capabilities": [{"name": "vCPUs", "value": str(vcpus)}],
         "restrictions": restrictions,
     }
