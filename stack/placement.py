@@ -192,9 +192,33 @@ def _refusals(refused: Sequence[Tried]) -> str:
     return "; ".join(f"{size}: {'/'.join(codes)}" for size, codes in by_size.items())
 
 
+def first_choice(tried: Sequence[Mapping[str, Any]]) -> str:
+    """ "<size> <market>" of the first candidate of a `placementTried` record; "" none."""
+    return f"{tried[0]['size']} {tried[0]['market']}" if tried else ""
+
+
 def hourly_price_usd(cloud: str, taken: Mapping[str, Any]) -> float:
     """One box's hourly price on the placement `taken` (its size and market): the
     catalog's, so dollars follow the size a fallback took."""
     from stack import catalog
 
     return catalog.lookup(taken["size"], cloud).hourly_price_usd(taken["market"] == SPOT)
+
+
+def price_table(cloud: str, sizes: Iterable[str]) -> dict[str, float]:
+    """ "<size> <market>" -> one box's hourly price (the catalog's), both markets of each
+    size a stack may boot on: what launch.json carries so that every boot is priced at
+    its own size (trainer/reports/cost.py). {} off the clouds (a lab box, this machine)."""
+    from stack import catalog
+
+    if cloud not in catalog.CLOUDS:
+        return {}
+    table = {}
+    for name in dict.fromkeys(sizes):
+        try:
+            size = catalog.lookup(name, cloud)
+        except catalog.CatalogError:
+            continue  # a size the catalog no longer sells: its boots take the launch price
+        for market in (ON_DEMAND, SPOT):
+            table[f"{size.name} {market}"] = size.hourly_price_usd(market == SPOT)
+    return table

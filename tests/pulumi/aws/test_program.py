@@ -267,7 +267,7 @@ def test_user_data_is_the_shared_cloud_init_pointing_at_the_programs_in_the_buck
     packed = base64.b64decode(box.one(TEMPLATE).inputs["userData"])
     settings = box_packing.settings_text(
         "aws",
-        {"notify_topic_arn": box.one(TOPIC).outputs["arn"]},
+        {"notify_topic_arn": box.one(TOPIC).outputs["arn"], "first_choice": "g5.xlarge on-demand"},
         idle_shutdown_minutes=45,
         daily_stop_time="21:30",
         daily_stop_time_zone="Europe/Berlin",
