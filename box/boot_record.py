@@ -72,9 +72,7 @@ def placement(config: WatchdogConfig) -> dict[str, str]:
     try:
         found = instance_metadata.placement(config)
     except instance_metadata.MetadataError as error:
-        log(
-            f"WARNING: no size recorded for this boot (its dollars take the launch price): {error}"
-        )
+        log(f"WARNING: no size recorded for this boot (its dollars take the launch price): {error}")
         return {}
     keys = (contract.RECORD_SIZE, contract.RECORD_ZONE, contract.RECORD_MARKET)
     return {key: found[name] for key, name in zip(keys, ("size", "zone", "market"), strict=True)}

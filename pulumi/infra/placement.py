@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import pulumi
 
 from stack import placement
+from stack.arm import ArmClient, sku_refusal, sku_zones
 from stack.config import StackConfig
 from stack.placement import Candidate, Tried
 
@@ -99,48 +100,24 @@ def _azure_candidates(
             "for vmSize in any zone, and `fab preflight` checks the sizes with your credentials"
         )
         return [Tried(Candidate(config.vm_size, "", markets[0]), "")], {}
+    refusals = {
+        size: sku_refusal(skus.get(size.lower()), config.region, config.zones)
+        for size in config.candidate_sizes
+    }
     every = [
-        Tried(Candidate(size, "", market), azure_refusal(skus.get(size.lower()), config))
+        Tried(Candidate(size, "", market), refusals[size])
         for market in markets
         for size in config.candidate_sizes
     ]
-    zones = {size: azure_zones(skus.get(size.lower()), config) for size in config.candidate_sizes}
-    return every, zones
-
-
-def azure_zones(sku: Mapping | None, config: StackConfig) -> tuple[str, ...]:
-    """The zones (stack order) selling `sku` to this subscription in the region."""
-    if not sku:
-        return ()
-    info = next(iter(sku.get("locationInfo") or []), {})
-    restricted = {
-        zone
-        for restriction in sku.get("restrictions") or []
-        if restriction.get("type") == "Zone"
-        for zone in (restriction.get("restrictionInfo") or {}).get("zones") or []
+    zones = {
+        size: sku_zones(skus.get(size.lower()), config.zones) for size in config.candidate_sizes
     }
-    sold = [zone for zone in info.get("zones") or [] if zone not in restricted]
-    wanted = list(config.zones) or sorted(sold)
-    return tuple(zone for zone in wanted if zone in sold)
-
-
-def azure_refusal(sku: Mapping | None, config: StackConfig) -> str:
-    """Why the subscription cannot have this size in the region's zones, or ""."""
-    if not sku:
-        return f"SkuNotAvailable: not offered in {config.region}"
-    for restriction in sku.get("restrictions") or []:
-        if restriction.get("type") == "Location":
-            return f"SkuNotAvailable: {restriction.get('reasonCode')} in {config.region}"
-    if config.zones and not azure_zones(sku, config):
-        return f"SkuNotAvailable: not sold in zones {', '.join(config.zones)}"
-    return ""
+    return every, zones
 
 
 def _azure_skus(config: StackConfig) -> dict[str, dict]:
     """The region's VM SKUs by lower-case name, as the deployer's subscription sees them."""
     from pulumi_azure_native import authorization
-
-    from stack.arm import ArmClient
 
     token = authorization.get_client_token().token
     subscription = authorization.get_client_config().subscription_id
