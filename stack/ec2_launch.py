@@ -28,11 +28,13 @@ from typing import Any
 from stack.placement import (
     NOT_TRIED,
     ON_DEMAND,
+    OTHER,
     SPOT,
     Candidate,
     Tried,
     in_order,
     nothing_left,
+    refusal_kind,
 )
 from stack.spot_requests import cancel_live_requests, spot_request_valid_until
 
@@ -165,12 +167,8 @@ def _candidate_of(entry: Mapping[str, Any], zones: Mapping[str, str]) -> Candida
     return Candidate(overrides["InstanceType"], zone, ON_DEMAND)
 
 
-def _spot_pool(ec2: Any, spec: LaunchSpec, candidate: Candidate) -> tuple[list[str], str]:
-    """All boxes as persistent spot that stops, in one pool; ([], why) when refused."""
-    from botocore.exceptions import ClientError
-
-    from stack.placement import OTHER, refusal_kind
-
+def spot_request(spec: LaunchSpec, candidate: Candidate) -> dict[str, Any]:
+    """RunInstances' input for one spot pool: every box, persistent requests that stop."""
     options = {
         "SpotInstanceType": "persistent",
         "InstanceInterruptionBehavior": "stop",
@@ -178,15 +176,22 @@ def _spot_pool(ec2: Any, spec: LaunchSpec, candidate: Candidate) -> tuple[list[s
         # nothing brings an interrupted box back (stack/spot_requests.py).
         "ValidUntil": spot_request_valid_until(),
     }
+    return {
+        "LaunchTemplate": spec.template,
+        "InstanceType": candidate.size,
+        "SubnetId": spec.subnets[candidate.zone],
+        "MinCount": spec.count,
+        "MaxCount": spec.count,
+        "InstanceMarketOptions": {"MarketType": SPOT, "SpotOptions": options},
+    }
+
+
+def _spot_pool(ec2: Any, spec: LaunchSpec, candidate: Candidate) -> tuple[list[str], str]:
+    """All boxes as persistent spot that stops, in one pool; ([], why) when refused."""
+    from botocore.exceptions import ClientError
+
     try:
-        answer = ec2.run_instances(
-            LaunchTemplate=spec.template,
-            InstanceType=candidate.size,
-            SubnetId=spec.subnets[candidate.zone],
-            MinCount=spec.count,
-            MaxCount=spec.count,
-            InstanceMarketOptions={"MarketType": SPOT, "SpotOptions": options},
-        )
+        answer = ec2.run_instances(**spot_request(spec, candidate))
     except ClientError as error:
         code = error.response.get("Error", {}).get("Code", "")
         message = error.response.get("Error", {}).get("Message", "")

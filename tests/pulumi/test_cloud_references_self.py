@@ -462,3 +462,34 @@ def test_the_hand_map_windows_ids_are_found(monkeypatch):
     stack = Stack("azure", zone="America/Vancouver")
     found = _findings(stack.run_afresh(), stack)
     assert any("timeZoneId: 'Pacific Standard Time', CLDR" in line for line in found), found
+
+
+def test_a_fab_start_call_no_reference_builds_and_an_operation_off_arm_are_named():
+    from tests.pulumi.references import arm_urls
+
+    endpoint = "https://management.azure.com"
+    vm = arm_urls.VM_ID
+    sent = [
+        ("POST", f"{endpoint}{vm}/restart?api-version=2024-11-01", None),
+        ("GET", "https://elsewhere.example/subscriptions/x/operations/op-1", None),
+        ("PATCH", f"{endpoint}{vm}?api-version=2019-03-01", {"properties": {}}),
+        ("PATCH", f"{endpoint}{vm}?api-version=2024-11-01", {"properties": {"hardwarProfile": {}}}),
+    ]
+    found = arm_urls.fab_start_problems(sent, endpoint)
+    assert any("no reference of FAB_START_CALLS builds POST" in line for line in found), found
+    assert any("is not on https://management.azure.com" in line for line in found), found
+    assert any("api-version 2019-03-01" in line for line in found), found
+    assert any("hardwarProfile" in line for line in found), found
+
+
+def test_a_fleet_request_ec2_would_refuse_is_named():
+    from stack.ec2_launch import fleet_request
+    from tests.pulumi.test_cloud_references import _launch_spec, _request_problems
+
+    spec = _launch_spec()
+    request = fleet_request(spec, list(spec.candidates))
+    request["Type"] = "instnat"
+    request["OnDemandOptions"]["MinTargetCapacity"] = "two"
+    found = _request_problems("CreateFleet", request, {"Type": "Type"})
+    assert any("'instnat' is not one of" in line for line in found), found
+    assert any("MinTargetCapacity" in line for line in found), found
