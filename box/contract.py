@@ -51,6 +51,9 @@ BOOTS_FILE = "boots.jsonl"
 """Under WATCHDOG_DIR: when the box came up, `{"at", "boot_id"}` per boot."""
 RECORD_AT, RECORD_BOOT_ID = "at", "boot_id"
 """Keys of every record in BOOTS_FILE and STOPS_FILE: when (unix s), in which boot."""
+RECORD_SIZE, RECORD_ZONE, RECORD_MARKET = "size", "zone", "market"
+"""Keys of a BOOTS_FILE record too, from the instance metadata: the size, zone and market
+(`spot`, `on-demand`) the box booted on: what each boot is priced at."""
 STOP_BY, STOP_SUMMARY = "by", "summary"
 """Keys of a stop record too: who stopped the box (`idle-watchdog`, `spot`...), and one
 line that says so (`fab status` shows it)."""

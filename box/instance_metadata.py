@@ -72,11 +72,7 @@ def azure_arm_token(config: WatchdogConfig) -> str:
 
 def azure_vm_resource_id(config: WatchdogConfig) -> str:
     """/subscriptions/.../virtualMachines/<name> of this VM, from instance metadata."""
-    url = f"{config.imds_url}/metadata/instance?api-version={AZURE_IMDS_API_VERSION}"
-    status, body = request(
-        url, timeout_seconds=config.request_timeout_seconds, headers={"Metadata": "true"}
-    )
-    compute = _json_ok(url, status, body).get("compute", {})
+    compute = _azure_compute(config)
     if compute.get("resourceId"):
         return compute["resourceId"]
     try:
@@ -86,7 +82,7 @@ def azure_vm_resource_id(config: WatchdogConfig) -> str:
             f"{compute['name']}"
         )
     except KeyError as error:
-        raise MetadataError(f"GET {url}: compute.{error.args[0]} missing") from error
+        raise MetadataError(f"instance metadata: compute.{error.args[0]} missing") from error
 
 
 def azure_delete_tag(config: WatchdogConfig, resource_id: str, token: str, name: str) -> bool:
@@ -126,6 +122,35 @@ def azure_scheduled_events(config: WatchdogConfig) -> list[dict]:
     if not isinstance(events, list):
         return []
     return [event for event in events if isinstance(event, dict)]
+
+
+def placement(config: WatchdogConfig) -> dict[str, str]:
+    """{"size", "zone", "market"} this box runs on, as its cloud's metadata says; {} on a
+    box no cloud made. AWS: instance-type, placement/availability-zone,
+    instance-life-cycle; Azure: compute.vmSize, zone, priority (Spot or Regular)."""
+    if config.cloud == "aws":
+        size, zone, life = aws_metadata(
+            config, "instance-type", "placement/availability-zone", "instance-life-cycle"
+        )
+        return {"size": size, "zone": zone, "market": "spot" if life == "spot" else "on-demand"}
+    if config.cloud == "azure":
+        compute = _azure_compute(config)
+        spot = str(compute.get("priority", "")).lower() in ("spot", "low")
+        market = "spot" if spot else "on-demand"
+        return {
+            "size": compute.get("vmSize", ""),
+            "zone": compute.get("zone", ""),
+            "market": market,
+        }
+    return {}
+
+
+def _azure_compute(config: WatchdogConfig) -> dict:
+    url = f"{config.imds_url}/metadata/instance?api-version={AZURE_IMDS_API_VERSION}"
+    status, body = request(
+        url, timeout_seconds=config.request_timeout_seconds, headers={"Metadata": "true"}
+    )
+    return _json_ok(url, status, body).get("compute", {})
 
 
 def aws_metadata(config: WatchdogConfig, *paths: str) -> list[str]:

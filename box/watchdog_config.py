@@ -152,6 +152,9 @@ class WatchdogConfig:
     """AWS: the stack's SNS topic that mails alertEmails a run's end; "" none."""
     sns_url: str = ""
     """SNS's endpoint; "" the topic's region's (https://sns.REGION.amazonaws.com)."""
+    first_choice: str = ""
+    """"<size> <market>" the stack asks for first (vmSize, spot or on-demand): a boot on
+    anything else is told to the channels above (box/boot_record.py); "" never."""
 
     def __post_init__(self) -> None:
         for name, file in (

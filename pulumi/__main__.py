@@ -12,24 +12,26 @@ from __future__ import annotations
 import pulumi
 
 from box.watchdog_config import GUARD_SETTINGS
-from infra.quota_check import quota_problems
+from infra.placement import Plan, plan
+from infra.quota_check import quota_refusals
 from infra.stack_config import load_stack_config
 from infra.training_box import TrainingBox
 from stack.config import ConfigError, StackConfig
 from stack.outputs import StackOutput
+from stack.placement import SPOT, hourly_price_usd
 
 COMPONENT_NAME = "glucose"
 
 
-def build(config: StackConfig) -> TrainingBox:
+def build(config: StackConfig, candidates: Plan) -> TrainingBox:
     """The training box component for the configured cloud."""
     if config.cloud == "azure":
         from infra.azure.training_box import AzureTrainingBox
 
-        return AzureTrainingBox(COMPONENT_NAME, config)
+        return AzureTrainingBox(COMPONENT_NAME, config, candidates)
     from infra.aws.training_box import AwsTrainingBox
 
-    return AwsTrainingBox(COMPONENT_NAME, config)
+    return AwsTrainingBox(COMPONENT_NAME, config, candidates)
 
 
 def main() -> None:
@@ -38,12 +40,9 @@ def main() -> None:
     except ConfigError as exc:
         # RunError: Pulumi prints the message alone, without the program's stack trace.
         raise pulumi.RunError(str(exc)) from None
-    problems = quota_problems(config)
-    if problems:
-        lines = "\n".join(f"  - {problem}" for problem in problems)
-        raise pulumi.RunError(f"the account cannot run this stack's boxes:\n{lines}")
-    box = build(config)
-    size = config.size
+    # Candidates without quota or not sold where asked are dropped first; RunError
+    # naming each when none is left.
+    box = build(config, plan(config, quota_refusals(config)))
     pulumi.export(StackOutput.CLOUD, config.cloud)
     pulumi.export(StackOutput.HOSTS, box.hosts)
     pulumi.export(StackOutput.PRIVATE_HOSTS, box.private_hosts)
@@ -53,10 +52,15 @@ def main() -> None:
     pulumi.export(StackOutput.STORAGE_URI, box.storage_uri)
     pulumi.export(StackOutput.REGISTRY, box.registry)
     pulumi.export(StackOutput.IMAGE_REPOSITORY, box.image_repository)
-    pulumi.export(StackOutput.VM_SIZE, size.name)
-    pulumi.export(StackOutput.GPU_COUNT, size.gpu_count)
-    pulumi.export(StackOutput.HOURLY_PRICE_USD, config.hourly_price_usd)
-    pulumi.export(StackOutput.SPOT, config.spot)
+    # The size, zone and market taken (a fallback's, when the first choice had no room).
+    pulumi.export(StackOutput.VM_SIZE, box.placement.apply(lambda p: p["size"]))
+    pulumi.export(StackOutput.GPU_COUNT, config.size.gpu_count)  # the same for every candidate
+    price = box.placement.apply(lambda taken: hourly_price_usd(config.cloud, taken))
+    pulumi.export(StackOutput.HOURLY_PRICE_USD, price)
+    pulumi.export(StackOutput.SPOT, box.placement.apply(lambda p: p["market"] == SPOT))
+    pulumi.export(StackOutput.PLACEMENT, box.placement)
+    pulumi.export(StackOutput.PLACEMENT_TRIED, box.placement_tried)
+    pulumi.export(StackOutput.CAPACITY_WAIT_MINUTES, config.capacity_wait_minutes)
     pulumi.export(StackOutput.MAX_RUN_HOURS, config.max_run_hours)
     pulumi.export(StackOutput.AUTO_RECOVER, config.recovers)
     # What `fab box-update` renders the box's settings from: all of cloud-init's.

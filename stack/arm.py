@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +24,11 @@ from stack import quota
 ARM_ENDPOINT_ENV = "GLUCOSE_ARM_ENDPOINT"
 ARM_ENDPOINT = "https://management.azure.com"
 HTTP_TIMEOUT_SECONDS = 30
+# An async operation (a VM's start, a resize) is polled this often unless ARM says
+# (Retry-After), for at most this long: a start that has not ended in 15 minutes is
+# reported, not waited on forever.
+OPERATION_POLL_SECONDS = 5
+OPERATION_TIMEOUT_SECONDS = 15 * 60
 # Each one a version the azure-mgmt-* reference packages of the tests build the same
 # request with (tests/pulumi/test_cloud_references.py), so a wrong path or version
 # fails there, not in a user's `fab preflight`.
@@ -42,11 +49,14 @@ API_VERSIONS = {
 
 
 class ArmError(Exception):
-    """ARM answered with an error (or not at all); `status` is 0 when unreachable."""
+    """ARM answered with an error (or not at all); `status` is 0 when unreachable, `code`
+    ARM's error code ("AllocationFailed") when it gave one."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, code: str = "") -> None:
         super().__init__(f"HTTP {status}: {message}" if status else message)
         self.status = status
+        self.code = code
+        self.detail = message.removeprefix(code).strip() if code else message
 
 
 @dataclass(frozen=True)
@@ -80,34 +90,86 @@ class ArmClient:
         """Write a whole resource as `body` says it."""
         return self._call("PUT", path, api, {}, body)
 
+    def run(
+        self,
+        method: str,
+        path: str,
+        api: str,
+        body: dict[str, Any] | None = None,
+        *,
+        poll_seconds: float = OPERATION_POLL_SECONDS,
+        timeout_seconds: float = OPERATION_TIMEOUT_SECONDS,
+    ) -> Any:
+        """A long-running request (`POST .../start`, a PATCH of a VM) to its end: ARM
+        answers 202 with an operation to read (`Azure-AsyncOperation`, else `Location`),
+        whose failure (AllocationFailed...) is raised as ArmError with ARM's code.
+        https://learn.microsoft.com/azure/azure-resource-manager/management/async-operations"""
+        status, headers, answer = self._send(method, self.url(path, api), body)
+        operation = headers.get("Azure-AsyncOperation") or headers.get("Location")
+        if status not in (201, 202) or not operation:
+            return answer
+        give_up = time.monotonic() + timeout_seconds
+        while True:
+            time.sleep(_retry_after(headers, poll_seconds))
+            status, headers, answer = self._send("GET", self._own(operation))
+            state = str((answer or {}).get("status") or "").lower()
+            if status == 200 and state in ("", "succeeded") and "error" not in answer:
+                return answer
+            if state in ("failed", "canceled"):
+                error = answer.get("error") or {}
+                code, message = error.get("code", state), error.get("message", "")
+                raise ArmError(200, f"{code} {message}".strip(), code)
+            if time.monotonic() > give_up:
+                raise ArmError(0, f"{method} {path} had not ended after {timeout_seconds:.0f} s")
+
+    def _own(self, url: str) -> str:
+        """`url` when it is on this endpoint: the bearer token goes to ARM and nowhere else."""
+        if not url.startswith(self.endpoint.rstrip("/") + "/"):
+            raise ArmError(0, f"ARM named an operation off {self.endpoint}: {url[:120]}")
+        return url
+
     def _call(
         self, method: str, path: str, api: str, query: dict[str, str], body: Any = None
     ) -> Any:
+        return self._send(method, self.url(path, api, **query), body)[2]
+
+    def _send(self, method: str, url: str, body: Any = None) -> tuple[int, dict[str, str], Any]:
+        """(status, headers, JSON body) of one request; ArmError for an HTTP error."""
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         data = b"" if method == "POST" else None
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(
-            self.url(path, api, **query), method=method, data=data, headers=headers
-        )
+        request = urllib.request.Request(url, method=method, data=data, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as response:
-                body = response.read()
-                return json.loads(body) if body.strip() else {}
+                text = response.read()
+                answer = json.loads(text) if text.strip() else {}
+                return response.status, dict(response.headers.items()), answer
         except urllib.error.HTTPError as error:
-            raise ArmError(error.code, _arm_message(error)) from None
+            code, message = _arm_error(error)
+            text = f"{code} {message}".strip() or str(error.reason)
+            raise ArmError(error.code, text, code) from None
         except (urllib.error.URLError, TimeoutError, OSError) as error:
             raise ArmError(0, f"ARM at {self.endpoint} unreachable: {error}") from None
 
 
-def _arm_message(error: urllib.error.HTTPError) -> str:
+def _arm_error(error: urllib.error.HTTPError) -> tuple[str, str]:
+    """(code, message) of ARM's error body; ("", "") when it has none."""
     try:
         body = json.loads(error.read() or b"{}")
     except json.JSONDecodeError:
-        return error.reason
-    detail = body.get("error", {})
-    return f"{detail.get('code', '')} {detail.get('message', '')}".strip() or str(error.reason)
+        return "", ""
+    detail = body.get("error", {}) if isinstance(body, dict) else {}
+    return str(detail.get("code", "")), str(detail.get("message", ""))
+
+
+def _retry_after(headers: dict[str, str], default: float) -> float:
+    """ARM's Retry-After (seconds), bounded to a minute; `default` without one."""
+    try:
+        return min(60.0, max(0.0, float(headers.get("Retry-After") or default)))
+    except ValueError:
+        return default
 
 
 def quota_problems(
@@ -132,3 +194,32 @@ def quota_problems(
         if line:
             lines.append(line)
     return lines
+
+
+def sku_zones(sku: Mapping[str, Any] | None, wanted: Sequence[str] = ()) -> tuple[str, ...]:
+    """The zones of a Resource SKUs entry the subscription may use it in: in `wanted`'s
+    order (those of `wanted` only), else by name."""
+    if not sku:
+        return ()
+    info = next(iter(sku.get("locationInfo") or []), {})
+    restricted = {
+        zone
+        for restriction in sku.get("restrictions") or []
+        if restriction.get("type") == "Zone"
+        for zone in (restriction.get("restrictionInfo") or {}).get("zones") or []
+    }
+    sold = [zone for zone in info.get("zones") or [] if zone not in restricted]
+    return tuple(zone for zone in (list(wanted) or sorted(sold)) if zone in sold)
+
+
+def sku_refusal(sku: Mapping[str, Any] | None, region: str, wanted: Sequence[str] = ()) -> str:
+    """Why the subscription cannot have this size in `region` (in the `wanted` zones), in
+    ARM's words ("SkuNotAvailable: ..."), or "" when it can."""
+    if not sku:
+        return f"SkuNotAvailable: not offered in {region}"
+    for restriction in sku.get("restrictions") or []:
+        if restriction.get("type") == "Location":
+            return f"SkuNotAvailable: {restriction.get('reasonCode')} in {region}"
+    if wanted and not sku_zones(sku, wanted):
+        return f"SkuNotAvailable: not sold in zones {', '.join(wanted)}"
+    return ""

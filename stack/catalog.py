@@ -34,6 +34,26 @@ RETIRED_PRICE_DATE = "2025-07-01"
 GPU_LINKS = ("PCIe 3.0", "PCIe 4.0", "NVLink 2", "NVLink 3", "NVLink 4 bridge", "NVLink 4")
 
 
+# The oldest GPU the open-source NVIDIA kernel module drives (Turing): a box below it
+# boots another image with the proprietary driver (pulumi/infra/aws/training_box.py),
+# and CUDA 13 dropped Volta, so the two kinds never share an image or a fallback list.
+OSS_DRIVER_MIN_COMPUTE_CAPABILITY = (7, 5)
+# Azure sizes Microsoft lists with Trusted Launch (Gen2 sizes of NCasT4_v3, NC A100 v4 and
+# NCads H100 v5: https://learn.microsoft.com/azure/virtual-machines/trusted-launch);
+# a size added to the catalog boots the standard way until it is added here.
+TRUSTED_LAUNCH_SIZES = (
+    "Standard_NC4as_T4_v3",
+    "Standard_NC8as_T4_v3",
+    "Standard_NC16as_T4_v3",
+    "Standard_NC64as_T4_v3",
+    "Standard_NC24ads_A100_v4",
+    "Standard_NC48ads_A100_v4",
+    "Standard_NC96ads_A100_v4",
+    "Standard_NC40ads_H100_v5",
+    "Standard_NC80adis_H100_v5",
+)
+
+
 class CatalogError(ValueError):
     """A size the catalog does not know, or one the cloud has retired."""
 
@@ -110,6 +130,17 @@ class VmSize:
     def gpu(self) -> GpuSpec:
         return GPUS[self.gpu_model]
 
+    @property
+    def driver_class(self) -> str:
+        """ "open" (the open-source kernel module's GPUs) or "proprietary" (older ones)."""
+        major, minor = (int(part) for part in self.gpu.compute_capability.split("."))
+        return "open" if (major, minor) >= OSS_DRIVER_MIN_COMPUTE_CAPABILITY else "proprietary"
+
+    @property
+    def security_type(self) -> str:
+        """Azure's security type a box of this size gets: "TrustedLaunch" or "Standard"."""
+        return "TrustedLaunch" if self.name in TRUSTED_LAUNCH_SIZES else "Standard"
+
     def hourly_price_usd(self, spot: bool) -> float:
         """What one box costs per hour; spot without a known spot price is billed at most
         the on-demand price (max price -1 on Azure, on-demand cap on AWS)."""
@@ -127,6 +158,7 @@ GPUS: dict[str, GpuSpec] = {
         GpuSpec("V100 16GB", 16, 15.7, 125.0, 0.0, "7.0", 0.9),
         GpuSpec("A10G", 24, 31.2, 70.0, 70.0, "8.6", 0.6),
         GpuSpec("L4", 24, 30.3, 121.0, 121.0, "8.9", 0.3),
+        GpuSpec("L40S", 48, 91.6, 362.0, 362.0, "8.9", 0.864),
         GpuSpec("A100 40GB", 40, 19.5, 312.0, 312.0, "8.0", 1.555),
         GpuSpec("A100 80GB", 80, 19.5, 312.0, 312.0, "8.0", 1.935),
         GpuSpec("H100 80GB", 80, 67.0, 989.0, 989.0, "9.0", 3.35),  # SXM5
@@ -173,6 +205,8 @@ _CATALOG: tuple[VmSize, ...] = (
     # AWS P4d / P5 — A100 40 GB / H100 80 GB SXM.
     VmSize("p4d.24xlarge", "aws", "A100 40GB", 8, 40, 96, 1152, gpu_link="NVLink 3"),
     VmSize("p5.48xlarge", "aws", "H100 80GB", 8, 80, 192, 2048, gpu_link="NVLink 4"),
+    # One H100 of a P5 host: the cheapest H100 on AWS.
+    VmSize("p5.4xlarge", "aws", "H100 80GB", 1, 80, 16, 256),
     # AWS G5 — A10G 24 GB; G6 — L4 24 GB.
     VmSize("g5.xlarge", "aws", "A10G", 1, 24, 4, 16),
     VmSize("g5.2xlarge", "aws", "A10G", 1, 24, 8, 32),
@@ -180,6 +214,13 @@ _CATALOG: tuple[VmSize, ...] = (
     VmSize("g5.8xlarge", "aws", "A10G", 1, 24, 32, 128),
     VmSize("g5.12xlarge", "aws", "A10G", 4, 24, 48, 192, gpu_link="PCIe 4.0"),
     VmSize("g6.xlarge", "aws", "L4", 1, 24, 4, 16),
+    VmSize("g6.2xlarge", "aws", "L4", 1, 24, 8, 32),
+    VmSize("g6.4xlarge", "aws", "L4", 1, 24, 16, 64),
+    VmSize("g6.12xlarge", "aws", "L4", 4, 24, 48, 192, gpu_link="PCIe 4.0"),
+    # AWS G6e — L40S 48 GB (PCIe, no NVLink).
+    VmSize("g6e.xlarge", "aws", "L40S", 1, 48, 4, 32),
+    VmSize("g6e.2xlarge", "aws", "L40S", 1, 48, 8, 64),
+    VmSize("g6e.12xlarge", "aws", "L40S", 4, 48, 48, 384, gpu_link="PCIe 4.0"),
 )
 # fmt: on
 

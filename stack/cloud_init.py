@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 from box import contract
 from box.watchdog_config import GUARD_SETTINGS
-from stack import box_packing
+from stack import box_packing, placement
 
 SOURCE_PATH = f"{contract.SETTINGS_DIR}/box-source.json"
 BOOTSTRAP_PATH = f"{contract.PROGRAM_DIR}/bootstrap.py"
@@ -84,9 +84,15 @@ def render_cloud_init(source: ProgramsSource, settings: str) -> str:
 
 def box_notify_settings(config, topic_arn: str = "") -> dict:
     """Where the box tells a run's end (box/notify.py), as watchdog.json keys: the
-    StackConfig's notifyWebhook and the stack's SNS topic (AWS), those that are set."""
+    StackConfig's notifyWebhook and the stack's SNS topic (AWS), those that are set; and,
+    when there are such channels, the stack's first choice ("<vmSize> <market>"), which a
+    boot on another size or market is told against (box/boot_record.py)."""
     named = {"notify_webhook": config.notify_webhook or "", "notify_topic_arn": topic_arn}
-    return {key: value for key, value in named.items() if value}
+    told = {key: value for key, value in named.items() if value}
+    if told:
+        market = placement.SPOT if config.spot else placement.ON_DEMAND
+        told["first_choice"] = f"{config.vm_size} {market}"
+    return told
 
 
 def box_guard_settings(config) -> dict:

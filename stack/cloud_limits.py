@@ -81,3 +81,93 @@ def alert_email_problems(cloud: str | None, emails: tuple[str, ...]) -> list[str
         f"alertEmails: got {len(emails)} addresses, {cloud} budget alerts take at most {most}; "
         f"keep {most} or fewer (a mailing list counts as one)"
     ]
+
+
+# --- fallbacks and zones (issue 40: docs/clouds.md, "When the cloud has no GPU") -------
+MAX_FALLBACK_VM_SIZES = 5
+AZURE_ZONES = ("1", "2", "3")
+CAPACITY_WAIT_MINUTES_RANGE = (0, 120)
+# What a box's image and disk are made for: a fallback must boot the same way.
+_SAME_AS_VM_SIZE = (
+    ("gpu_count", "GPU count", "{} GPU(s)"),
+    ("driver_class", "driver class", "the {} NVIDIA driver"),
+    ("security_type", "security profile", "security type {}"),
+)
+
+
+def placement_problems(v: dict) -> list[str]:
+    """`fallbackVmSizes`, `zones`, `spotFallback`, `capacityWaitMinutes` of parsed config
+    values `v`, one line per mistake."""
+    cloud = v.get("cloud")
+    if cloud not in catalog.CLOUDS:
+        return []
+    problems = _fallback_problems(cloud, v) + _zone_problems(cloud, v.get("region"), v)
+    if v.get("spot_fallback") and not v.get("spot"):
+        problems.append(
+            "spotFallback: true means on-demand after every spot pool, but this stack is not "
+            "spot; set spot: true or remove spotFallback"
+        )
+    wait = v.get("capacity_wait_minutes")
+    low, high = CAPACITY_WAIT_MINUTES_RANGE
+    if wait is not None and not low <= wait <= high:
+        problems.append(f"capacityWaitMinutes: got {wait}, expected {low} to {high}")
+    return problems
+
+
+def _fallback_problems(cloud: str, v: dict) -> list[str]:
+    names = v.get("fallback_vm_sizes") or ()
+    if len(names) > MAX_FALLBACK_VM_SIZES:
+        return [
+            f"fallbackVmSizes: got {len(names)} sizes, expected at most "
+            f"{MAX_FALLBACK_VM_SIZES}; keep the ones you would pay for"
+        ]
+    try:
+        first = catalog.lookup(v.get("vm_size") or catalog.default_size(cloud).name, cloud)
+    except catalog.CatalogError:
+        return []  # vmSize's own problem is said already
+    problems, seen = [], {first.name}
+    for name in names:
+        problem = _fallback_problem(cloud, v, first, name, seen)
+        if problem:
+            problems.append(f"fallbackVmSizes: {problem}")
+    return problems
+
+
+def _fallback_problem(cloud: str, v: dict, first: catalog.VmSize, name: str, seen: set) -> str:
+    try:
+        size = catalog.lookup(name, cloud)
+    except catalog.CatalogError as exc:
+        return str(exc)
+    if size.name in seen:
+        return f"{size.name} is listed twice (vmSize is tried first); list each size once"
+    seen.add(size.name)
+    for field, what, shown in _SAME_AS_VM_SIZE:
+        if getattr(size, field) != getattr(first, field):
+            return (
+                f"{size.name} has {shown.format(getattr(size, field))}, vmSize {first.name} has "
+                f"{shown.format(getattr(first, field))}: a fallback must have the same {what} "
+                "(the box's image and disk are made for vmSize); remove it"
+            )
+    sold = size_problems(cloud, v.get("region"), size.name, bool(v.get("spot")))
+    return sold[0].removeprefix("vmSize: ") if sold else ""
+
+
+def _zone_problems(cloud: str, region: str | None, v: dict) -> list[str]:
+    zones = v.get("zones") or ()
+    if len(set(zones)) != len(zones):
+        return [f"zones: {list(zones)} lists a zone twice; list each once, in the order to try"]
+    if cloud == "azure":
+        wrong = [zone for zone in zones if zone not in AZURE_ZONES]
+        expected = f"Azure's zone numbers {', '.join(AZURE_ZONES)}"
+    else:
+        # A zone of the region: its name and one letter (us-east-1a); Local Zones and
+        # Wavelength zones have other names and sell no GPU size of the catalog.
+        wrong = [zone for zone in zones if not (region and _aws_zone_of(zone, region))]
+        expected = f"zones of {region or 'the region'} such as {region or 'us-east-1'}a"
+    if wrong:
+        return [f"zones: got {', '.join(map(repr, wrong))}, expected {expected}"]
+    return []
+
+
+def _aws_zone_of(zone: str, region: str) -> bool:
+    return len(zone) == len(region) + 1 and zone.startswith(region) and zone[-1].isalpha()

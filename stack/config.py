@@ -50,12 +50,18 @@ KEYS: dict[str, str] = {
     "maxRunHours": "max_run_hours",
     "autoRecover": "auto_recover",
     "notifyWebhook": "notify_webhook",
+    "fallbackVmSizes": "fallback_vm_sizes",
+    "zones": "zones",
+    "spotFallback": "spot_fallback",
+    "capacityWaitMinutes": "capacity_wait_minutes",
 }
 # Keys that mean something on one cloud only: set on the other, they are a mistake.
 CLOUD_ONLY_KEYS: dict[str, str] = {
     "amiId": "aws",
     "activateCostAllocationTag": "aws",
     "deployerPrincipalType": "azure",
+    # Azure's VM takes one priority: a spot VM cannot fall back to regular in place.
+    "spotFallback": "aws",
 }
 ANYWHERE_CIDRS = ("0.0.0.0/0", "*", "internet", "any")
 # A prefix shorter than this admits a sizeable part of the internet (a /1 is half of
@@ -130,6 +136,15 @@ class StackConfig:
     failure) until its deadline; unset: on for spot boxes, off otherwise."""
     notify_webhook: str | None = None
     """An https URL told each run's end as Slack/Teams JSON (box/notify.py)."""
+    fallback_vm_sizes: tuple[str, ...] = ()
+    """Sizes tried in order after `vm_size` when it has no capacity or quota (same GPU
+    count, driver class and security profile: stack/cloud_limits.py)."""
+    zones: tuple[str, ...] = ()
+    """Zones tried in order (AWS names, Azure "1"/"2"/"3"); () every zone selling a size."""
+    spot_fallback: bool = False
+    """AWS spot: after every spot pool, on-demand."""
+    capacity_wait_minutes: int = 5
+    """How long `fab start` retries the same size before it resizes the box in place."""
     project: str = NAMESPACE
     stack: str = "dev"
 
@@ -141,6 +156,11 @@ class StackConfig:
     @property
     def size(self) -> catalog.VmSize:
         return catalog.lookup(self.vm_size, self.cloud)
+
+    @property
+    def candidate_sizes(self) -> tuple[str, ...]:
+        """`vm_size`, then `fallback_vm_sizes`: the order every size is tried in."""
+        return (self.vm_size, *self.fallback_vm_sizes)
 
     @property
     def hourly_price_usd(self) -> float:
@@ -193,6 +213,9 @@ def validate(
     if "vm_size" not in values:
         values["vm_size"] = catalog.default_size(values["cloud"]).name
     values["vm_size"] = catalog.lookup(values["vm_size"], values["cloud"]).name  # canonical
+    values["fallback_vm_sizes"] = tuple(
+        catalog.lookup(name, values["cloud"]).name for name in values.get("fallback_vm_sizes", ())
+    )
     values["ssh_allowed_cidr"] = _normal_cidr(values["ssh_allowed_cidr"])
     return StackConfig(**values)
 
@@ -233,18 +256,25 @@ def _amount(value: Any) -> float:
         raise ValueError(f"got {value!r}, expected an amount in USD such as 200") from None
 
 
-def _emails(value: Any) -> tuple[str, ...]:
+def _listed(value: Any, what: str) -> tuple[str, ...]:
     """A YAML list (Pulumi hands it over as JSON text) or a comma-separated string."""
     if isinstance(value, str) and value.strip().startswith("["):
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise ValueError(f"got {value!r}, expected a list of e-mail addresses") from None
+            raise ValueError(f"got {value!r}, expected a list of {what}") from None
     if isinstance(value, str):
         value = value.split(",")
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"got {value!r}, expected a list of e-mail addresses")
-    return tuple(v.strip() for v in value if v.strip())
+    # Numbers too: a YAML list of Azure zones is [1, 2, 3].
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(v, str | int) and not isinstance(v, bool) for v in value
+    ):
+        raise ValueError(f"got {value!r}, expected a list of {what}")
+    return tuple(str(v).strip() for v in value if str(v).strip())
+
+
+def _emails(value: Any) -> tuple[str, ...]:
+    return _listed(value, "e-mail addresses")
 
 
 _PARSERS = {
@@ -262,6 +292,10 @@ _PARSERS = {
     "max_run_hours": _integer,
     "budget_amount": _amount,
     "alert_emails": _emails,
+    "fallback_vm_sizes": lambda value: _listed(value, "VM sizes"),
+    "zones": lambda value: _listed(value, "zones"),
+    "spot_fallback": _boolean,
+    "capacity_wait_minutes": _integer,
 }
 
 
@@ -270,6 +304,7 @@ def _check(v: dict[str, Any]) -> list[str]:
     problems = _cloud_problems(v) + _ssh_problems(v) + _budget_problems(v)
     problems += _schedule_problems(v) + _size_problems(v) + _identity_problems(v)
     problems += placeholder_problems(v) + _notify_problems(v)
+    problems += cloud_limits.placement_problems(v)
     return problems
 
 

@@ -32,6 +32,13 @@ class StackOutput:
     """AWS only: the SNS topic a box tells a run's end to (alertEmails subscribed)."""
     NOTIFY_WEBHOOK = "notifyWebhook"
     """The stack's notifyWebhook, when set (a secret output: the URL is a credential)."""
+    PLACEMENT = "placement"
+    """`{"size", "zone", "market"}` the boxes were launched on (stack/placement.py)."""
+    PLACEMENT_TRIED = "placementTried"
+    """Every candidate in the order tried, `{"size", "zone", "market", "refusal"}`;
+    "" for the one taken."""
+    CAPACITY_WAIT_MINUTES = "capacityWaitMinutes"
+    """How long `fab start` retries the same size before it resizes the boxes."""
 
 
 NOTIFY_OUTPUTS = {

@@ -5,17 +5,29 @@ and AWS launches a new one, which no stack tracks
 (https://github.com/hashicorp/terraform-provider-aws/issues/38142). Cancelling the
 request first leaves the instance running, for `pulumi destroy` to terminate.
 
-The Pulumi program's spot-request guard (pulumi/infra/aws/spot_requests.py) calls this
-when an instance is about to be deleted or replaced; it runs in the deployer's process
-with the deployer's AWS credentials. boto3 is imported by the caller, not here.
+The boxes' own dynamic resource (pulumi/infra/aws/boxes.py, through stack/ec2_launch.py)
+calls this before it terminates a box; it runs in the deployer's process with the
+deployer's AWS credentials. boto3 is imported by the caller, not here.
 """
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 # States in which a request can still launch or relaunch an instance.
 LIVE_STATES = ("open", "active", "disabled")
+# How long a box's persistent request brings it back after an interruption. EC2's own
+# default is 7 days from launch; no reference states a maximum. A box older than this
+# still runs but is no longer restarted after an interruption: `fab train` says so.
+SPOT_REQUEST_DAYS = 365
+
+
+def spot_request_valid_until(now: datetime.datetime | None = None) -> str:
+    """ValidUntil of a new box's spot request, in the UTC form EC2 takes."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    until = now + datetime.timedelta(days=SPOT_REQUEST_DAYS)
+    return until.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def live_requests(ec2: Any, request_ids: list[str], instance_id: str | None) -> list[str]:

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from types import ModuleType
 
 from invoke.exceptions import Exit
 
+from ops.cloud import capacity
 from ops.cloud.power import RUNNING, STARTING, BoxPower
 from ops.target.resolve import Target
 
@@ -35,9 +37,11 @@ def states(target: Target) -> list[BoxPower]:
     return cloud_api(target).states(target)
 
 
-def start(target: Target) -> list[BoxPower]:
-    """Ask the cloud to start every stopped box; their power afterwards."""
-    return cloud_api(target).start(target)
+def start(target: Target, say: Callable[[str], None] = lambda line: None) -> list[BoxPower]:
+    """Ask the cloud to start every stopped box, trying again, then the stack's next sizes
+    in place when it has no room (ops/cloud/capacity.py), telling `say` each try; their
+    power afterwards."""
+    return capacity.start(cloud_api(target), target, say)
 
 
 def set_deadline(target: Target, until: datetime.datetime, past_daily_stop: bool) -> None:

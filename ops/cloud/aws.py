@@ -1,5 +1,6 @@
-"""AWS: the boxes' power from EC2 (DescribeInstances, StartInstances), and the run's
-deadline on EventBridge Scheduler, with your credentials.
+"""AWS: the boxes' power from EC2 (DescribeInstances, StartInstances), their size in
+place (ModifyInstanceAttribute: `fab start` when EC2 has no room for theirs), and the
+run's deadline on EventBridge Scheduler, with your credentials.
 
 EC2 says what stopped an instance: its state reason code, and the transition's time.
 A deadline past the daily stop is two changes to the stack's schedules: the daily stop
@@ -71,14 +72,62 @@ def states(target: Target) -> list[BoxPower]:
     return [_power(node, box_id, found.get(box_id)) for node, box_id in enumerate(target.box_ids)]
 
 
-def start(target: Target) -> list[BoxPower]:
+def try_start(target: Target) -> tuple[str, str] | None:
+    """Start every stopped box in one request; EC2's (code, message) when it refuses
+    (no capacity, no quota...), None when it accepted."""
+    from botocore.exceptions import ClientError
+
     stopped = [box.box_id for box in states(target) if box.state == STOPPED]
-    if stopped:
-        try:
-            _ec2(target).start_instances(InstanceIds=stopped)
-        except _errors() as error:
-            raise Exit(_refused("start the boxes", target, error)) from None
-    return states(target)
+    if not stopped:
+        return None
+    try:
+        _ec2(target).start_instances(InstanceIds=stopped)
+    except ClientError as error:
+        detail = error.response.get("Error", {})
+        return str(detail.get("Code", "")), str(detail.get("Message", ""))
+    except _errors() as error:
+        raise Exit(_refused("start the boxes", target, error)) from None
+    return None
+
+
+def where(target: Target) -> tuple[str, str]:
+    """(size, zone) box 0 has now."""
+    try:
+        found = _instances(_ec2(target), [target.box_ids[0]]).get(target.box_ids[0])
+    except _errors() as error:
+        raise Exit(_refused("describe the boxes", target, error)) from None
+    if found is None:
+        raise Exit(f"{target.box_ids[0]} is gone: `pulumi up` makes the boxes again")
+    return found["InstanceType"], found["Placement"]["AvailabilityZone"]
+
+
+def sold_in(target: Target, zone: str, sizes: list[str]) -> set[str]:
+    """Which of `sizes` EC2 sells in `zone` (the boxes' disks stay in their zone)."""
+    try:
+        pages = (
+            _ec2(target)
+            .get_paginator("describe_instance_type_offerings")
+            .paginate(
+                LocationType="availability-zone",
+                Filters=[
+                    {"Name": "location", "Values": [zone]},
+                    {"Name": "instance-type", "Values": list(sizes)},
+                ],
+            )
+        )
+        return {o["InstanceType"] for page in pages for o in page["InstanceTypeOfferings"]}
+    except _errors() as error:
+        raise Exit(_refused("list the sizes sold in the boxes' zone", target, error)) from None
+
+
+def resize(target: Target, size: str) -> None:
+    """Every box (stopped) to `size`: same disk, same zone, same addresses."""
+    ec2 = _ec2(target)
+    try:
+        for box_id in target.box_ids:
+            ec2.modify_instance_attribute(InstanceId=box_id, InstanceType={"Value": size})
+    except _errors() as error:
+        raise Exit(_refused(f"resize the boxes to {size}", target, error)) from None
 
 
 def _instances(ec2, ids: list[str]) -> dict[str, dict[str, Any]]:

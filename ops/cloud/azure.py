@@ -1,5 +1,6 @@
-"""Azure: the boxes' power from ARM (a VM's instance view, its `start`), and the run's
-deadline, with your token.
+"""Azure: the boxes' power from ARM (a VM's instance view, its `start`, read to the end
+of its async operation: an AllocationFailed comes only there), their size in place (a
+PATCH of `vmSize` on the deallocated VM), and the run's deadline, with your token.
 
 ARM's instance view says what power state a VM is in, not what put it there: the box's
 own stop record says that once it is up again (`fab status`).
@@ -20,7 +21,7 @@ from box import contract
 from ops import azure_login
 from ops.cloud.power import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
 from ops.target.resolve import Target
-from stack.arm import ArmClient, ArmError
+from stack.arm import ArmClient, ArmError, sku_refusal
 
 API = "virtual_machines"
 TAGS = "/providers/Microsoft.Resources/tags/default"
@@ -52,15 +53,75 @@ def states(target: Target) -> list[BoxPower]:
     return [_power(arm, node, box_id) for node, box_id in enumerate(target.box_ids)]
 
 
-def start(target: Target) -> list[BoxPower]:
-    arm = _arm()
+def try_start(target: Target) -> tuple[str, str] | None:
+    """Start every stopped VM, each to the end of its operation; ARM's (code, message) of
+    the first refusal, None when all started. A refusal deallocates the VMs this try
+    started: the boxes of a stack move to another size together, or not at all."""
+    arm, started = _arm(), []
     for box in states(target):
-        if box.state == STOPPED:
-            try:
-                arm.post(f"{box.box_id}/start", API)
-            except ArmError as error:
-                raise Exit(f"Azure would not start {box.box_id} ({error})") from None
-    return states(target)
+        if box.state != STOPPED:
+            continue
+        try:
+            arm.run("POST", f"{box.box_id}/start", API)
+        except ArmError as error:
+            for box_id in started:
+                _deallocate(arm, box_id)
+            if error.code:
+                return error.code, error.detail
+            raise Exit(f"Azure would not start {box.box_id} ({error})") from None
+        started.append(box.box_id)
+    return None
+
+
+def _deallocate(arm: ArmClient, box_id: str) -> None:
+    try:
+        arm.run("POST", f"{box_id}/deallocate", API)
+    except ArmError as error:
+        raise Exit(
+            f"{box_id} started but its peer did not, and Azure would not deallocate it "
+            f"({error}): it bills; `fab stop` or the portal stops it"
+        ) from None
+
+
+def where(target: Target) -> tuple[str, str]:
+    """(size, zone) box 0 has now ("" zone: a regional VM)."""
+    try:
+        vm = _arm().get(target.box_ids[0], API)
+    except ArmError as error:
+        raise Exit(
+            f"Azure would not describe {target.box_ids[0]} ({error}); run `az login`"
+        ) from None
+    zones = vm.get("zones") or [""]
+    return vm["properties"]["hardwareProfile"]["vmSize"], zones[0]
+
+
+def sold_in(target: Target, zone: str, sizes: list[str]) -> set[str]:
+    """Which of `sizes` this subscription may have in `zone` of the region."""
+    subscription = target.box_ids[0].split("/")[2]
+    try:
+        answer = _arm().get(
+            f"/subscriptions/{subscription}/providers/Microsoft.Compute/skus",
+            "skus",
+            **{"$filter": f"location eq '{target.region}'"},
+        )
+    except ArmError as error:
+        raise Exit(f"Azure would not list the sizes of {target.region} ({error})") from None
+    skus = {s["name"].lower(): s for s in answer.get("value", [])}
+    wanted = [zone] if zone else []
+    return {
+        size for size in sizes if not sku_refusal(skus.get(size.lower()), target.region, wanted)
+    }
+
+
+def resize(target: Target, size: str) -> None:
+    """Every VM (deallocated) to `size`: a PATCH of its hardware profile alone."""
+    arm = _arm()
+    body = {"properties": {"hardwareProfile": {"vmSize": size}}}
+    for box_id in target.box_ids:
+        try:
+            arm.run("PATCH", box_id, API, body)
+        except ArmError as error:
+            raise Exit(f"Azure would not resize {box_id} to {size} ({error})") from None
 
 
 def _power(arm: ArmClient, node: int, box_id: str) -> BoxPower:

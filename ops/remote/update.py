@@ -37,6 +37,7 @@ from ops.remote.ssh import Box
 from ops.target.resolve import Target
 from stack import box_packing
 from stack.outputs import NOTIFY_OUTPUTS
+from stack.placement import first_choice
 
 CLOUDS = ("aws", "azure")
 # Settings the box programs have no default for: a box cannot run without them.
@@ -137,6 +138,11 @@ def settings_for(
         for output, key in NOTIFY_OUTPUTS.items()
         if isinstance(value := outputs.get(output) or on_box.get(key), str) and value
     }
+    # The stack's first choice (placementTried's first), else the box's: what a boot on
+    # a fallback size is told against (box/boot_record.py).
+    first = first_choice(target.placement_tried) or on_box.get("first_choice")
+    if isinstance(first, str) and first:
+        notify["first_choice"] = first
     return BoxSettings(target.cloud, guard, notify)
 
 

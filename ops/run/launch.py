@@ -30,6 +30,8 @@ from ops.run.container import Launch
 from ops.run.distributed import DistributedLaunch
 from ops.run.names import checked_name
 from ops.target.resolve import Target
+from stack.placement import price_table
+from trainer.reports import cost
 
 # Written before the image is built and shipped, renewed before the dataset fetch.
 START_UP_LEASE_MINUTES = 60
@@ -174,6 +176,11 @@ def write_launch_record(box: Box, launch: Launch) -> None:
             "trainer_args": list(launch.trainer_args),
             "started_at": time.time(),
             "hourly_price_usd": box.target.hourly_price_usd,
+            # Each boot is priced at the size it booted on (trainer/reports/cost.py).
+            cost.LAUNCH_PRICES: price_table(
+                box.target.cloud,
+                [box.target.vm_size, *(t["size"] for t in box.target.placement_tried)],
+            ),
             "spot": box.target.spot,
             "boxes": plan.boxes if plan else 1,
             "world_size": plan.world_size if plan else 1,

@@ -23,6 +23,8 @@ from ops.remote.boxes import nodes
 from ops.run import deadline, on_box
 from ops.run import status as run_status
 from ops.target.resolve import Target
+from stack.catalog import CatalogError
+from stack.placement import hourly_price_usd, placement_line
 
 # A look at a run waits this long for boxes 1..N-1: one of them down (a spot box
 # evicted) must not hold up box 0, where the run is, for the 10-minute boot wait.
@@ -41,8 +43,31 @@ class StatusView:
     lines: list[str] = field(default_factory=list)
     """What else to say: the other boxes' part of the run, or why there is no run."""
 
+    def placement(self) -> str:
+        """`g5.xlarge us-east-1b on-demand $1.01/h (fallback 2 of 4; g6.xlarge: ...)`:
+        what the boxes run on (box 0's boot record once it answered, which knows a
+        resize by `fab start`, else the stack's outputs), and why not the first choice;
+        "" for a box no `pulumi up` placed."""
+        if not self.target.placement:
+            return ""
+        taken = dict(self.target.placement)
+        booted = (
+            self.snapshot.box.uptime[-1].priced_as
+            if self.snapshot and self.snapshot.box.uptime
+            else ""
+        )
+        if booted:
+            taken["size"], taken["market"] = booted.split(" ", 1)
+        try:
+            price = hourly_price_usd(self.target.cloud, taken)
+        except CatalogError:
+            price = None
+        return placement_line(taken, self.target.placement_tried, price)
+
     def render(self) -> str:
         parts = [box.line() for box in self.powers]
+        if placed := self.placement():
+            parts.append(f"placement:  {placed}")
         if self.hard_stop is not None:
             now = datetime.datetime.now(datetime.timezone.utc)
             parts.append(f"hard stop:  {self.hard_stop.line(now)}")
@@ -60,6 +85,7 @@ class StatusView:
             "hard_stop": self.hard_stop.until.isoformat() if self.hard_stop else None,
             "past_daily_stop": bool(self.hard_stop and self.hard_stop.past_daily_stop),
             "notes": self.lines,
+            "placement": self.placement() or None,
             "run": None,
         }
         if snap is not None:

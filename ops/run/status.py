@@ -97,7 +97,8 @@ class RunSnapshot:
         uptimes = [list((box or self.box).uptime) for box in boxes][:count]
         uptimes += [list(self.box.uptime)] * (count - len(uptimes))
         others = cost.sharing_spans(self.run_id, self.runs)
-        return cost.run_cost(uptimes, spans, float(price), others)
+        prices = cost.launch_prices(self.launch)
+        return cost.run_cost(uptimes, spans, float(price), others, prices)
 
 
 def _json_or_empty(text: str | None) -> dict:

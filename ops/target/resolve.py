@@ -80,6 +80,12 @@ class Target:
     ops.run.end_watch watches for it, on a stack's boxes the resume unit."""
     target_file: Path | None = None
     """The target file this came from; None for a Pulumi stack's outputs."""
+    placement: dict[str, str] = field(default_factory=dict)
+    """Where `pulumi up` launched the boxes: `{"size", "zone", "market"}`; {} unknown."""
+    placement_tried: tuple[dict[str, str], ...] = ()
+    """Every candidate in the order `pulumi up` tried them, with its refusal."""
+    capacity_wait_minutes: int = 5
+    """How long `fab start` retries the same size before it resizes the boxes."""
 
     def __post_init__(self) -> None:
         target_schema.check(self)
@@ -176,7 +182,15 @@ def from_outputs(
         daily_stop_schedules=tuple(outputs.get(StackOutput.DAILY_STOP_SCHEDULES) or ()),
         notify_webhook=str(outputs.get(StackOutput.NOTIFY_WEBHOOK) or ""),
         target_file=target_file,
+        placement=dict(outputs.get(StackOutput.PLACEMENT) or {}),
+        placement_tried=tuple(outputs.get(StackOutput.PLACEMENT_TRIED) or ()),
+        capacity_wait_minutes=_or(outputs.get(StackOutput.CAPACITY_WAIT_MINUTES), 5),
     )
+
+
+def _or(value: Any, default: int) -> int:
+    """`value` as a whole number, `default` when absent (0 is a value)."""
+    return default if value is None else int(value)
 
 
 def load_target_file(path: Path) -> Target:

@@ -74,6 +74,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "autoShutdownTimeZone": (str, type(None)),
     StackOutput.NOTIFY_WEBHOOK: (str, type(None)),
     StackOutput.NOTIFY_TOPIC_ARN: (str, type(None)),
+    StackOutput.PLACEMENT: (dict, type(None)),
+    StackOutput.PLACEMENT_TRIED: (list, type(None)),
+    StackOutput.CAPACITY_WAIT_MINUTES: (int, type(None)),
 }
 # What a target file may name: the keys above, the guard settings `fab box-update` reads
 # from it, and AWS's `amiId`, which a copy of `pulumi stack output --json` holds.
@@ -107,6 +110,17 @@ def json_fields(outputs: dict[str, Any], source: str) -> dict[str, Any]:
     for schedule in outputs.get(StackOutput.DAILY_STOP_SCHEDULES) or []:
         if not isinstance(schedule, str):
             raise Exit(f"{source}: dailyStopSchedules holds {schedule!r}; expected schedule ids")
+    for entry in [
+        outputs.get(StackOutput.PLACEMENT),
+        *(outputs.get(StackOutput.PLACEMENT_TRIED) or []),
+    ]:
+        if entry is not None and not (
+            isinstance(entry, dict) and all(isinstance(v, str) for v in entry.values())
+        ):
+            raise Exit(
+                f"{source}: placement/placementTried holds {entry!r}; expected objects of "
+                'strings such as {"size": "g5.xlarge", "zone": "us-east-1a", "market": "spot"}'
+            )
     for name, value in (outputs.get("containerEnv") or {}).items():
         if isinstance(value, dict | list) or value is None:
             raise Exit(f'{source}: containerEnv.{name} is not a string; expected KEY: "value"')
@@ -190,11 +204,24 @@ def problems(target) -> list[str]:
          not target.notify_webhook or webhook_ok(target.notify_webhook, http_to_this_machine=True),
          "an https URL that takes a JSON POST (a Slack or Teams incoming webhook), or "
          "http to this machine (127.0.0.1, localhost)"),
+        # Sizes and zones reach EC2's and ARM's requests of `fab start`.
+        ("placement entry", next((p for p in _placement_words(target) if not TOKEN.match(p)), ""),
+         all(TOKEN.match(word) for word in _placement_words(target)),
+         "a size, zone or market name (letters, digits, '.', '_', '-')"),
+        (StackOutput.CAPACITY_WAIT_MINUTES, target.capacity_wait_minutes,
+         0 <= target.capacity_wait_minutes <= 24 * 60, "minutes (0 to a day)"),
         (StackOutput.PRIVATE_HOSTS, len(target.private_hosts),
          not target.private_hosts or len(target.private_hosts) >= len(target.hosts),
          f"a private address for each of the {len(target.hosts)} hosts, box 0's first"),
     )  # fmt: skip
     return [f"{key} {value!r} is not {expected}" for key, value, ok, expected in rules if not ok]
+
+
+def _placement_words(target) -> list[str]:
+    entries = [target.placement, *target.placement_tried] if target.placement else []
+    return [
+        entry.get(key) for entry in entries for key in ("size", "zone", "market") if entry.get(key)
+    ]
 
 
 def _multiline(value: str) -> bool:

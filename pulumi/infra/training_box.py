@@ -5,7 +5,9 @@ program (`pulumi/__main__.py`) and the stack's outputs (`stack.outputs`) see onl
 (box 0's public address, the one `fab` connects to), `private_hosts` (every box's
 private address in rank order: `fab` hops to boxes 1..N-1 through box 0, and the
 boxes meet there), `box_ids` (each box's cloud id, rank order), `ssh_user`,
-`storage_uri`, `registry` and `image_repository`, set once through `_expose`, which
+`storage_uri`, `registry` and `image_repository`, and where the boxes went (`placement`:
+size, zone, market; `placement_tried`: every candidate and its refusal, the record
+stack/placement.py keeps), set once through `_expose`, which
 also registers them as the component's outputs. A cloud may add
 outputs of its own (`cloud_outputs`, e.g. AWS's `amiId`), exported beside them.
 """
@@ -43,6 +45,10 @@ class TrainingBox(pulumi.ComponentResource):
     storage_uri: pulumi.Output[str]
     registry: pulumi.Output[str]
     image_repository: pulumi.Output[str]
+    placement: pulumi.Output[dict[str, str]]
+    """The candidate the boxes were launched on: `{"size", "zone", "market"}`."""
+    placement_tried: pulumi.Output[list[dict[str, str]]]
+    """Every candidate in the order tried, with its refusal ("" for the one taken)."""
     cloud_outputs: dict[str, Any]
     """Stack outputs only this cloud has, by their exported (camelCase) names."""
 
@@ -66,6 +72,8 @@ class TrainingBox(pulumi.ComponentResource):
         storage_uri: pulumi.Output[str],
         registry: pulumi.Output[str],
         image_repository: pulumi.Output[str],
+        placement: pulumi.Output[dict[str, str]],
+        placement_tried: pulumi.Output[list[dict[str, str]]],
         cloud_outputs: dict[str, Any] | None = None,
     ) -> None:
         """Set the public outputs and register them (camelCase, as the stack exports them)."""
@@ -76,6 +84,8 @@ class TrainingBox(pulumi.ComponentResource):
         self.storage_uri = storage_uri
         self.registry = registry
         self.image_repository = image_repository
+        self.placement = placement
+        self.placement_tried = placement_tried
         self.cloud_outputs = dict(cloud_outputs or {})
         self.register_outputs(
             {
@@ -86,6 +96,8 @@ class TrainingBox(pulumi.ComponentResource):
                 StackOutput.STORAGE_URI: storage_uri,
                 StackOutput.REGISTRY: registry,
                 StackOutput.IMAGE_REPOSITORY: image_repository,
+                StackOutput.PLACEMENT: placement,
+                StackOutput.PLACEMENT_TRIED: placement_tried,
                 **self.cloud_outputs,
             }
         )

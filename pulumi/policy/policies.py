@@ -40,6 +40,10 @@ AWS_SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 AWS_SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
 AWS_INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 AWS_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+# The program's own boxes: launched by EC2 Fleet from a launch template
+# (pulumi/infra/aws/boxes.py); its instances are `instanceIds`, its sizes the candidates'.
+AWS_BOXES = "pulumi-python:dynamic/glucose-training:Ec2Boxes"
+AWS_BOX_TYPES = (AWS_INSTANCE, AWS_BOXES)
 AZURE_VM = "azure-native:compute:VirtualMachine"
 AZURE_SCHEDULE = "azure-native:devtestlab:GlobalSchedule"
 AZURE_BUDGET = "azure-native:consumption:Budget"
@@ -88,9 +92,14 @@ def _known(read: Callable[[], Any]) -> Any:
 
 
 def is_gpu_box(resource_type: str, props: Any) -> bool:
-    """An EC2 instance of a GPU family or an Azure N-series VM."""
+    """An EC2 instance of a GPU family (or boxes whose candidates are) or an Azure
+    N-series VM."""
     if resource_type == AWS_INSTANCE:
         return bool(AWS_GPU_FAMILY.match(_known(lambda: props.get("instanceType")) or ""))
+    if resource_type == AWS_BOXES:
+        candidates = _known(lambda: props.get("candidates")) or []
+        sizes = [_known(lambda c=c: c.get("size")) or "" for c in candidates]
+        return any(AWS_GPU_FAMILY.match(size) for size in sizes)
     if resource_type == AZURE_VM:
         size = _known(lambda: _get(props, "hardwareProfile", "vmSize"))
         return bool(AZURE_GPU_SIZE.match(size or ""))
@@ -242,15 +251,28 @@ def azure_password_auth_off(args: ResourceValidationArgs, report: ReportViolatio
 def gpu_box_has_daily_stop(args: StackValidationArgs, report: ReportViolation) -> None:
     """Every GPU box is stopped (AWS) or deallocated (Azure) by a daily schedule."""
     for box in _gpu_boxes(args.resources):
-        if box.resource_type == AWS_INSTANCE:
+        if box.resource_type in AWS_BOX_TYPES:
             kind, covers = AWS_SCHEDULE, _aws_stop_covers
         else:
             kind, covers = AZURE_SCHEDULE, _azure_stop_covers
-        if not any(covers(schedule, box) for schedule in _of_type(args.resources, kind)):
-            report(f"{box.name} has no enabled daily stop schedule (autoShutdownTime)", box.urn)
+        schedules = _of_type(args.resources, kind)
+        for name in _unstopped(box, schedules, covers):
+            report(f"{name} has no enabled daily stop schedule (autoShutdownTime)", box.urn)
 
 
-def _aws_stop_covers(schedule: PolicyResource, box: PolicyResource) -> bool:
+def _unstopped(box: PolicyResource, schedules: list[PolicyResource], covers: Callable) -> list:
+    """The names of the box's instances no schedule stops: each of an Ec2Boxes' own."""
+    ids = _known(lambda: box.props.get("instanceIds")) if box.resource_type == AWS_BOXES else None
+    if not ids:
+        return [] if any(covers(s, box) for s in schedules) else [box.name]
+    return [
+        f"{box.name} box {rank} ({instance})"
+        for rank, instance in enumerate(ids)
+        if not any(covers(s, box, instance) for s in schedules)
+    ]
+
+
+def _aws_stop_covers(schedule: PolicyResource, box: PolicyResource, instance: str = "") -> bool:
     props = schedule.props
     if str(props.get("state") or "ENABLED") != "ENABLED":
         return False
@@ -258,6 +280,8 @@ def _aws_stop_covers(schedule: PolicyResource, box: PolicyResource) -> bool:
         return False
     text = _known(lambda: _get(props, "target", "input"))
     instance_ids = None if text is None else json.loads(text).get("InstanceIds", [])
+    if instance and instance_ids is not None:
+        return instance in instance_ids
     return _references(schedule, box, "target", instance_ids)
 
 
@@ -280,9 +304,10 @@ def _azure_stop_covers(schedule: PolicyResource, box: PolicyResource) -> bool:
 def gpu_box_under_budget(args: StackValidationArgs, report: ReportViolation) -> None:
     """Every GPU box falls inside a cost budget that e-mails someone."""
     for box in _gpu_boxes(args.resources):
-        if box.resource_type == AWS_INSTANCE:
+        if box.resource_type in AWS_BOX_TYPES:
             budgets = _of_type(args.resources, AWS_BUDGET)
-            covered = any(_aws_budget_covers(budget, box) for budget in budgets)
+            tags = _aws_box_tags(box, args.resources)
+            covered = any(_aws_budget_covers(budget, tags) for budget in budgets)
         else:
             budgets = _of_type(args.resources, AZURE_BUDGET)
             covered = any(_azure_budget_covers(b, box, args.resources) for b in budgets)
@@ -290,7 +315,20 @@ def gpu_box_under_budget(args: StackValidationArgs, report: ReportViolation) -> 
             report(f"{box.name} is under no budget with e-mail alerts (budgetAmount)", box.urn)
 
 
-def _aws_budget_covers(budget: PolicyResource, box: PolicyResource) -> bool:
+def _aws_box_tags(box: PolicyResource, resources: list[PolicyResource]) -> dict:
+    """The tags an instance gets: its own, or its launch template's for the instances."""
+    if box.resource_type == AWS_INSTANCE:
+        return _known(lambda: box.props.get("tags")) or {}
+    for template in _of_type(resources, AWS_LAUNCH_TEMPLATE):
+        if _references(box, template, "launchTemplateId", _value(box, "launchTemplateId")):
+            specs = _known(lambda t=template: t.props.get("tagSpecifications")) or []
+            for spec in specs:
+                if spec.get("resourceType") == "instance":
+                    return _known(lambda spec=spec: spec.get("tags")) or {}
+    return {}
+
+
+def _aws_budget_covers(budget: PolicyResource, tags: dict) -> bool:
     props = budget.props
     if props.get("budgetType") != "COST" or not props.get("notifications"):
         return False
@@ -304,7 +342,6 @@ def _aws_budget_covers(budget: PolicyResource, box: PolicyResource) -> bool:
     ]
     if not props.get("costFilters"):
         return True  # the whole account
-    tags = _known(lambda: box.props.get("tags")) or {}
     return any(f"user:{key}${value}" in tag_values for key, value in tags.items())
 
 
@@ -348,6 +385,8 @@ def gpu_box_on_demand(args: ResourceValidationArgs, report: ReportViolation) -> 
     props = args.props
     if args.resource_type == AWS_INSTANCE:
         spot = _get(props, "instanceMarketOptions", "marketType") == "spot"
+    elif args.resource_type == AWS_BOXES:  # spot first: the candidates' first market
+        spot = _get((_known(lambda: props.get("candidates")) or [{}])[0], "market") == "spot"
     else:
         spot = props.get("priority") == "Spot"
     if not spot:

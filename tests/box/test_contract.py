@@ -49,6 +49,8 @@ def test_the_trainer_reads_the_boxes_records_by_their_names():
     assert box_files.STOPS_FILE == contract.STOPS_FILE
     assert box_files.RECORD_AT == contract.RECORD_AT
     assert box_files.RECORD_BOOT_ID == contract.RECORD_BOOT_ID
+    assert box_files.RECORD_SIZE == contract.RECORD_SIZE
+    assert box_files.RECORD_MARKET == contract.RECORD_MARKET
 
 
 def test_the_bootstrap_looks_where_cloud_init_and_install_put_things():

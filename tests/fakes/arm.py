@@ -4,9 +4,11 @@ Not a plugin: the Azure program tests start one for the whole session (the progr
 reads compute usages before declaring anything) and the preflight tests their own.
 State is plain data a test edits: which providers are registered, which SKUs a region
 offers, the usages, the deployer's permissions, whether budgets are allowed, and the
-VMs' power (`GET <vm>/instanceView`, `POST <vm>/start`, as `fab start` uses them), and
-what a deadline changes (a resource's tags, a schedule's status: PATCH). Every request
-is recorded with its bearer token, so a test can see what was asked and as whom.
+VMs' power (`GET <vm>/instanceView`, `POST <vm>/start` and `/deallocate`, each 202 with
+an operation to read to its end, as ARM answers: a start's AllocationFailed is only
+there), a VM's size and zone (`GET <vm>`, `PATCH <vm>` of its vmSize), and what a
+deadline changes (a resource's tags, a schedule's status: PATCH). Every request is
+recorded with its bearer token, so a test can see what was asked and as whom.
 """
 
 from __future__ import annotations
@@ -22,18 +24,38 @@ from ops.preflight.azure import REQUIRED_PROVIDERS
 from tests.fakes.local_http import LocalHttpServer, reply
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000sub1"
+DEFAULT_VM_SIZE = "Standard_NC24ads_A100_v4"
 OWNER = [{"actions": ["*"], "notActions": []}]
 TAGS = "/providers/Microsoft.Resources/tags/default"
 
 
-def sku(name: str, family: str, vcpus: int, restricted: bool = False) -> dict[str, Any]:
+def sku(
+    name: str,
+    family: str,
+    vcpus: int,
+    restricted: bool = False,
+    zones: tuple[str, ...] = ("1", "2", "3"),
+    restricted_zones: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """A VM size as the Resource SKUs API lists it: where (zones) and whether the
+    subscription may use it (a Location restriction), or not in some zones."""
     restrictions = (
         [{"type": "Location", "reasonCode": "NotAvailableForSubscription"}] if restricted else []
     )
+    if restricted_zones:
+        restrictions.append(
+            {
+                "type": "Zone",
+                "reasonCode": "NotAvailableForSubscription",
+                "restrictionInfo": {"locations": ["eastus"], "zones": list(restricted_zones)},
+            }
+        )
     return {
         "resourceType": "virtualMachines",
         "name": name,
         "family": family,
+        "locations": ["eastus"],
+        "locationInfo": [{"location": "eastus", "zones": list(zones)}],
         "capabilities": [{"name": "vCPUs", "value": str(vcpus)}],
         "restrictions": restrictions,
     }
@@ -75,6 +97,15 @@ class ArmState:
     budgets_error: tuple[int, str] | None = None
     vms: dict[str, str] = field(default_factory=dict)
     """VM resource id -> its power code (`PowerState/deallocated`, ...)."""
+    vm_sizes: dict[str, str] = field(default_factory=dict)
+    """VM resource id -> its size (default Standard_NC24ads_A100_v4)."""
+    vm_zones: dict[str, str] = field(default_factory=dict)
+    """VM resource id -> its zone (default "1")."""
+    start_refusals: dict[str, list[str]] = field(default_factory=dict)
+    """VM resource id -> the codes its next starts' operations end with, one per start
+    (AllocationFailed...); an empty list: the start succeeds."""
+    operations: dict[str, dict] = field(default_factory=dict)
+    """Operation id -> what reading it answers (`status`, `error`)."""
     tags: dict[str, dict[str, str]] = field(default_factory=dict)
     """Resource id -> its tags (Microsoft.Resources/tags)."""
     schedules: dict[str, str] = field(default_factory=dict)
@@ -104,6 +135,16 @@ class FakeArm(LocalHttpServer):
             return 200, {"properties": {"tags": state.tags.get(resource.group(1), {})}}
         if path in state.schedules:
             return 200, schedule_as_arm_answers(path, state.schedules[path])
+        if operation := re.fullmatch(r".*/operations/([^/]+)", rest):
+            return 200, state.operations[operation.group(1)]
+        if path in state.vms:
+            size = state.vm_sizes.get(path, DEFAULT_VM_SIZE)
+            zones = [state.vm_zones.get(path, "1")]
+            return 200, {
+                "id": path,
+                "zones": zones,
+                "properties": {"hardwareProfile": {"vmSize": size}},
+            }
         if vm := re.fullmatch(r"(.*/virtualMachines/[^/]+)/instanceView", path):
             if vm.group(1) not in state.vms:
                 return 404, {"error": {"code": "ResourceNotFound", "message": vm.group(1)}}
@@ -130,17 +171,44 @@ class FakeArm(LocalHttpServer):
             return 200, {"value": []}
         return 404, {"error": {"code": "NotFound", "message": rest}}
 
-    def act(self, path: str) -> tuple[int, Any]:
-        """POST <vm>/start: the VM starts (and is running when next looked at)."""
-        vm = re.fullmatch(r"(.*/virtualMachines/[^/]+)/start", path)
+    def act(self, path: str) -> tuple[int, Any, dict[str, str]]:
+        """POST <vm>/start or /deallocate: 202 and an operation, which ends as the test
+        set (`start_refusals`); a started VM is running when next looked at."""
+        vm = re.fullmatch(r"(.*/virtualMachines/[^/]+)/(start|deallocate)", path)
         if vm is None or vm.group(1) not in self.state.vms:
-            return 404, {"error": {"code": "ResourceNotFound", "message": path}}
-        self.state.vms[vm.group(1)] = "PowerState/running"
-        return 202, {}
+            return 404, {"error": {"code": "ResourceNotFound", "message": path}}, {}
+        box, action = vm.groups()
+        refusals = self.state.start_refusals.get(box) or []
+        if action == "start" and refusals:
+            code = refusals.pop(0)
+            size = self.state.vm_sizes.get(box, DEFAULT_VM_SIZE)
+            message = f"Allocation failed. We do not have sufficient capacity for {size}"
+            return self._operation(
+                {"status": "Failed", "error": {"code": code, "message": message}}
+            )
+        self.state.vms[box] = (
+            "PowerState/running" if action == "start" else "PowerState/deallocated"
+        )
+        return self._operation({"status": "Succeeded"})
+
+    def _operation(self, outcome: dict) -> tuple[int, Any, dict[str, str]]:
+        operation = f"op-{len(self.state.operations) + 1}"
+        self.state.operations[operation] = outcome
+        url = (
+            f"{self.endpoint}/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/"
+            f"locations/eastus/operations/{operation}?api-version=2024-11-01"
+        )
+        return 202, {}, {"Azure-AsyncOperation": url, "Retry-After": "0"}
 
     def change(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        """PATCH a resource's tags (Merge, Replace, Delete by name or name and value)."""
+        """PATCH a resource's tags (Merge, Replace, Delete by name or name and value), or
+        a deallocated VM's size (ARM refuses it on a running VM's host: 409 here)."""
         state = self.state
+        if path in state.vms:
+            if state.vms[path] != "PowerState/deallocated":
+                return 409, {"error": {"code": "OperationNotAllowed", "message": "running"}}
+            state.vm_sizes[path] = body["properties"]["hardwareProfile"]["vmSize"]
+            return 200, {"id": path, "properties": body["properties"]}
         if resource := re.fullmatch(r"(.*)" + re.escape(TAGS), path):
             tags = state.tags.setdefault(resource.group(1), {})
             given = body["properties"]["tags"]
@@ -204,8 +272,9 @@ def _handler(arm: FakeArm) -> type[BaseHTTPRequestHandler]:
             url = urlparse(self.path)
             token = self.headers.get("Authorization", "").removeprefix("Bearer ")
             arm.state.requests.append((url.path, token))
-            status, body = arm.act(url.path)
-            reply(self, status, json.dumps(body).encode() if body else b"", "application/json")
+            status, body, headers = arm.act(url.path)
+            payload = json.dumps(body).encode() if body else b""
+            reply(self, status, payload, "application/json", headers)
 
         def do_PATCH(self) -> None:
             self._write(arm.change)

@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 
 from tests.fakes.pulumi_mocks import Recorder, RunResult, main_program, run_program
@@ -49,7 +50,7 @@ EC2_ID_PREFIXES = {
     "aws:ec2/routeTable:RouteTable": "rtb-",
     "aws:ec2/routeTableAssociation:RouteTableAssociation": "rtbassoc-",
     "aws:ec2/securityGroup:SecurityGroup": "sg-",
-    "aws:ec2/instance:Instance": "i-",
+    "aws:ec2/launchTemplate:LaunchTemplate": "lt-",
     "aws:ec2/eip:Eip": "eipalloc-",
     "aws:ec2/placementGroup:PlacementGroup": "pg-",
 }
@@ -74,19 +75,33 @@ def _computed_outputs(cloud_ids: bool) -> dict[str, Any]:
     def eip(args: pulumi_mocks.MockResourceArgs) -> dict[str, Any]:
         return {"publicIp": f"198.51.100.{int(args.name.rsplit('-', 1)[1]) + 10}"}
 
-    def instance(args: pulumi_mocks.MockResourceArgs) -> dict[str, Any]:
-        index = int(args.name.rsplit("-", 1)[1])
-        instance_id = aws_id(args) if cloud_ids else f"i-{args.name}"
-        outputs = {
-            "arn": _arn("ec2", f"instance/{instance_id}"),
-            "privateIp": f"10.42.0.{index + 4}",
+    def boxes(args: pulumi_mocks.MockResourceArgs) -> dict[str, Any]:
+        """What the provider's create answers when EC2 takes the first candidate."""
+        inputs = args.inputs
+        first = inputs["candidates"][0]
+        zones = sorted(inputs["subnets"])
+        count = int(inputs["count"])
+        ids = [
+            "i-" + hashlib.sha256(f"{args.name}-{n}".encode()).hexdigest()[:17]
+            if cloud_ids
+            else f"i-{args.name}-{n}"
+            for n in range(count)
+        ]
+        subnet = 16 + ord(first["zone"][-1]) - ord("a") if first["zone"] in zones else 0
+        tried = [{**c, "refusal": "not tried: an earlier candidate was taken"} for c in
+                 inputs["candidates"][1:]]  # fmt: skip
+        return {
+            "instanceIds": ids,
+            "privateIps": [f"10.42.{subnet}.{n + 4}" for n in range(count)],
+            "imageId": AMI_ID,
+            "spotRequestIds": [f"sir-{i[-8:]}" if first["market"] == "spot" else "" for i in ids],
+            "placement": first,
+            "placementTried": [{**first, "refusal": ""}, *tried, *inputs["dropped"]],
         }
-        if args.inputs.get("instanceMarketOptions"):
-            outputs["spotInstanceRequestId"] = f"sir-{instance_id[-8:] if cloud_ids else args.name}"
-        return outputs
 
     return {
-        "aws:ec2/instance:Instance": instance,
+        "pulumi-python:dynamic/glucose-training:Ec2Boxes": boxes,
+        "aws:ec2/launchTemplate:LaunchTemplate": lambda a: {"latestVersion": 1},
         "aws:ec2/eip:Eip": eip,
         "aws:s3/bucket:Bucket": lambda a: {
             "bucket": f"{a.name}{AUTONAME_SUFFIX}",
@@ -100,6 +115,27 @@ def _computed_outputs(cloud_ids: bool) -> dict[str, Any]:
         "aws:ec2/keyPair:KeyPair": lambda a: {"keyName": a.name},
         "aws:sns/topic:Topic": lambda a: {"arn": _arn("sns", a.name)},
     }
+
+
+def offerings_in(zones: list[str], sold: dict[str, list[str]] | None = None):
+    """EC2's instance type offerings by zone: every size asked for in every one of
+    `zones`, unless `sold` (size -> zones) says otherwise."""
+
+    def answer(args: pulumi_mocks.MockCallArgs) -> dict[str, Any]:
+        asked = args.args["filters"][0]["values"]
+        # The zones of the stack's own region (the provider's aws:region).
+        region = pulumi.Config("aws").get("region") or REGION
+        pairs = [
+            (t, region + z.removeprefix(REGION)) for t in asked for z in (sold or {}).get(t, zones)
+        ]
+        return {
+            "id": REGION,
+            "locations": [z for _, z in pairs],
+            "locationTypes": ["availability-zone"] * len(pairs),
+            "instanceTypes": [t for t, _ in pairs],
+        }
+
+    return answer
 
 
 def _invokes(ami_id: str, known_tags: list[str]) -> dict[str, Any]:
@@ -121,12 +157,7 @@ def _invokes(ami_id: str, known_tags: list[str]) -> dict[str, Any]:
             "value": GPU_QUOTA_VCPUS,
         },
         "aws:costexplorer/getTags:getTags": lambda a: {"id": "tags", "tags": list(known_tags)},
-        "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": lambda a: {
-            "id": REGION,
-            "locations": list(ZONES),
-            "locationTypes": ["availability-zone"] * len(ZONES),
-            "instanceTypes": [a.args["filters"][0]["values"][0]] * len(ZONES),
-        },
+        "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": offerings_in(ZONES),
         "aws:index/getCallerIdentity:getCallerIdentity": lambda a: {
             "id": ACCOUNT_ID,
             "accountId": ACCOUNT_ID,

@@ -119,19 +119,25 @@ def azure_id(args: pulumi_mocks.MockResourceArgs) -> str:
     return f"{kind}/{args.name}"  # a dynamic resource: its id is its provider's own
 
 
+def _vm(args: pulumi_mocks.MockResourceArgs) -> dict[str, Any]:
+    """Azure names the VM and its identity, and picks its zone among `includeZones`
+    (here the first: on a real region, one with room)."""
+    name = args.inputs["vmName"]
+    zones = (args.inputs.get("placement") or {}).get("includeZones") or []
+    return {
+        "name": name,
+        "identity": {"type": "SystemAssigned", "principalId": f"principal-{name}"},
+        **({"zones": zones[:1]} if zones else {}),
+    }
+
+
 def azure_recorder(token: str = USER_TOKEN, *, cloud_ids: bool = False) -> Recorder:
     """Mocks answering as Azure would; `token` is the deployer's ARM access token;
     `cloud_ids` gives ARM resource ids instead of `<type>/<name>`."""
     return Recorder(
         ids=azure_id if cloud_ids else None,
         outputs={
-            VM: lambda a: {
-                "name": a.inputs["vmName"],
-                "identity": {
-                    "type": "SystemAssigned",
-                    "principalId": f"principal-{a.inputs['vmName']}",
-                },
-            },
+            VM: _vm,
             "azure-native:network:PublicIPAddress": _public_ip,
             "azure-native:network:NetworkInterface": _nic,
             "azure-native:storage:BlobContainer": lambda a: {"name": a.inputs["containerName"]},

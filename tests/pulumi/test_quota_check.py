@@ -8,6 +8,8 @@ import pytest
 from tests.fakes import aws_program, azure_program
 from tests.fakes.arm import ArmState, FakeArm, usage
 
+BOXES = "pulumi-python:dynamic/glucose-training:Ec2Boxes"
+
 
 def _aws_quota(value: float):
     recorder = aws_program.aws_recorder()
@@ -46,7 +48,7 @@ def test_aws_p_family_boxes_draw_on_the_p_quota():
 
 def test_aws_quota_that_fits_lets_the_up_proceed():
     result = aws_program.run_stack(_aws_quota(4.0))
-    assert result.of_type("aws:ec2/instance:Instance")
+    assert result.of_type(BOXES)
 
 
 def test_aws_quota_that_cannot_be_read_only_warns():
@@ -55,7 +57,7 @@ def test_aws_quota_that_cannot_be_read_only_warns():
         {},
         [("", "AccessDeniedException: servicequotas:GetServiceQuota")],
     )
-    assert aws_program.run_stack(recorder).of_type("aws:ec2/instance:Instance")
+    assert aws_program.run_stack(recorder).of_type(BOXES)
 
 
 @pytest.fixture

@@ -16,11 +16,13 @@ from typing import Any
 
 import pytest
 
+from infra.aws.boxes import boxes_provider
 from stack import box_packing
 from tests.fakes import aws_program, azure_program
 from tests.fakes.pulumi_mocks import RunResult, unwrap
 
-INSTANCE = "aws:ec2/instance:Instance"
+TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+BOXES = "pulumi-python:dynamic/glucose-training:Ec2Boxes"
 VM = "azure-native:compute:VirtualMachine"
 
 
@@ -83,11 +85,16 @@ def test_aws_up_again_after_a_new_ami_and_new_box_programs_changes_nothing(
     later = aws_program.run_stack(
         aws_program.aws_recorder(ami_id=aws_program.NEWER_AMI_ID), spot=spot, nodeCount="2"
     )
-    # Both changes reached the declared inputs; the engine must ignore them.
-    old, new = first.named("glucose-box-0").inputs, later.named("glucose-box-0").inputs
-    assert (old["ami"], new["ami"]) == (aws_program.AMI_ID, aws_program.NEWER_AMI_ID)
-    assert old["userDataBase64"] != new["userDataBase64"]
-    assert engine_diff(first, later) == NEW_AWS_ARCHIVE
+    # Both changes reach the launch template alone: a new version, which only boxes
+    # launched later boot; the boxes themselves are not touched.
+    old, new = first.one(TEMPLATE).inputs, later.one(TEMPLATE).inputs
+    assert (old["imageId"], new["imageId"]) == (aws_program.AMI_ID, aws_program.NEWER_AMI_ID)
+    assert engine_diff(first, later) == NEW_AWS_ARCHIVE | {
+        ("glucose-box-template", "imageId"),
+        ("glucose-box-template", "userData"),
+    }
+    boxes = {**unwrap(later.one(BOXES).inputs), "launchTemplateVersion": "2"}
+    assert boxes_provider().diff("i-0", unwrap(first.one(BOXES).inputs), boxes).replaces == []
 
 
 def test_azure_up_again_after_new_box_programs_changes_nothing(tmp_path, monkeypatch):
@@ -100,31 +107,38 @@ def test_azure_up_again_after_new_box_programs_changes_nothing(tmp_path, monkeyp
     assert engine_diff(first, later) == NEW_AZURE_ARCHIVE
 
 
-def test_a_new_idle_limit_changes_only_the_cloudwatch_alarm_not_the_box():
+def test_a_new_idle_limit_changes_the_alarm_and_the_next_boxes_settings_not_the_box():
     first = aws_program.run_stack()
     later = aws_program.run_stack(idleShutdownMinutes="60")
     assert engine_diff(first, later) == {
         ("glucose-idle-0", "alarmDescription"),
         ("glucose-idle-0", "evaluationPeriods"),
         ("glucose-idle-0", "datapointsToAlarm"),
+        # A new template version: running boxes get it by `fab box-update`.
+        ("glucose-box-template", "userData"),
     }
 
 
-def test_aws_box_keeps_its_ami_and_user_data_but_not_a_pinned_ami_change():
-    looked_up = aws_program.run_stack().one(INSTANCE)
-    assert {"ami", "userData", "userDataBase64"} <= set(looked_up.ignore_changes)
-    assert looked_up.inputs["userDataReplaceOnChange"] is False
-    pinned = aws_program.run_stack(amiId="ami-0123456789abcdef0").one(INSTANCE)
-    # A pinned amiId is moved on purpose: changing it must replace the box.
-    assert "ami" not in pinned.ignore_changes
-    assert {"userData", "userDataBase64"} <= set(pinned.ignore_changes)
+def test_aws_boxes_keep_their_image_but_a_pinned_ami_change_replaces_them():
+    looked_up = unwrap(aws_program.run_stack().one(BOXES).inputs)
+    assert looked_up["pinnedImageId"] == ""
+    pinned = unwrap(aws_program.run_stack(amiId="ami-0123456789abcdef0").one(BOXES).inputs)
+    moved = {**pinned, "pinnedImageId": "ami-0fedcba9876543210"}
+    # A pinned amiId is moved on purpose: changing it must replace the boxes.
+    assert boxes_provider().diff("i-0", pinned, moved).replaces == ["pinnedImageId"]
 
 
-def test_a_pinned_ami_is_used_as_given_without_a_lookup():
+def test_a_pinned_ami_is_used_as_given():
     result = aws_program.run_stack(amiId="ami-0123456789abcdef0")
-    assert result.one(INSTANCE).inputs["ami"] == "ami-0123456789abcdef0"
-    assert not [token for token, _ in result.calls if "getAmi" in token]
-    assert result.exports["amiId"] == "ami-0123456789abcdef0"
+    assert result.one(TEMPLATE).inputs["imageId"] == "ami-0123456789abcdef0"
+    (lookup,) = [args for token, args in result.calls if "getAmi" in token]
+    # Looked up by its id only for its root device name.
+    assert lookup["filters"] == [{"name": "image-id", "values": ["ami-0123456789abcdef0"]}]
+
+
+def test_azure_vm_keeps_a_size_fab_start_gave_it_and_its_zone_choice():
+    vm = azure_program.run_stack().named("glucose-0-vm")
+    assert {"hardwareProfile.vmSize", "placement"} <= set(vm.ignore_changes)
 
 
 def test_the_ami_the_box_runs_is_exported_to_pin_it_with():

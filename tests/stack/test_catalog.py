@@ -15,6 +15,9 @@ AZURE_SIZES = {
 AWS_SIZES = {
     "p3.2xlarge", "p3.8xlarge", "p3.16xlarge", "p4d.24xlarge", "p5.48xlarge", "g5.xlarge",
     "g5.2xlarge", "g5.4xlarge", "g5.8xlarge", "g5.12xlarge", "g6.xlarge",
+    # Issue 40: what AWS sells today (checked against cfn-lint's and botocore's data).
+    "p5.4xlarge", "g6.2xlarge", "g6.4xlarge", "g6.12xlarge", "g6e.xlarge", "g6e.2xlarge",
+    "g6e.12xlarge",
 }
 # fmt: on
 RETIRED_NCV3 = ("Standard_NC6s_v3", "Standard_NC12s_v3", "Standard_NC24s_v3")

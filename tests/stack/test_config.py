@@ -376,3 +376,91 @@ def test_a_notify_webhook_is_optional_and_kept_as_given():
     assert validate(GOOD, "eastus").notify_webhook is None
     url = "https://example.webhook.office.com/webhookb2/abc"
     assert validate({**GOOD, "notifyWebhook": url}, "eastus").notify_webhook == url
+
+
+# --- fallbacks and zones (issue 40) -------------------------------------------------------
+
+AWS = {**GOOD, "cloud": "aws", "vmSize": "g6.xlarge"}
+
+
+def test_the_placement_keys_default_to_the_first_choice_alone():
+    config = validate(AWS, "us-east-1")
+    assert (config.fallback_vm_sizes, config.zones, config.spot_fallback) == ((), (), False)
+    assert config.capacity_wait_minutes == 5
+    assert config.candidate_sizes == ("g6.xlarge",)
+
+
+def test_fallbacks_and_zones_are_read_in_order_as_lists_or_comma_separated():
+    raw = {
+        **AWS,
+        "fallbackVmSizes": '["G5.xlarge", "g6e.xlarge"]',
+        "zones": "us-east-1c,us-east-1a",
+    }
+    config = validate(raw, "us-east-1")
+    assert config.candidate_sizes == ("g6.xlarge", "g5.xlarge", "g6e.xlarge")  # canonical
+    assert config.zones == ("us-east-1c", "us-east-1a")
+    azure = validate({**GOOD, "zones": "[3, 1]"}, "eastus")
+    assert azure.zones == ("3", "1")
+
+
+@pytest.mark.parametrize(
+    ("raw", "region", "line"),
+    [
+        ({**AWS, "fallbackVmSizes": "g6.12xlarge"}, "us-east-1",
+         "fallbackVmSizes: g6.12xlarge has 4 GPU(s), vmSize g6.xlarge has 1 GPU(s): a fallback "
+         "must have the same GPU count (the box's image and disk are made for vmSize); remove it"),
+        ({**AWS, "fallbackVmSizes": "p3.2xlarge"}, "us-east-1",
+         "fallbackVmSizes: p3.2xlarge has the proprietary NVIDIA driver, vmSize g6.xlarge has the "
+         "open NVIDIA driver: a fallback must have the same driver class"),
+        ({**GOOD, "vmSize": "Standard_NC24ads_A100_v4", "fallbackVmSizes": "Standard_ND96asr_v4"},
+         "eastus", "fallbackVmSizes: Standard_ND96asr_v4 has 8 GPU(s)"),
+        ({**AWS, "fallbackVmSizes": "g6.xlarge"}, "us-east-1",
+         "fallbackVmSizes: g6.xlarge is listed twice (vmSize is tried first)"),
+        ({**AWS, "fallbackVmSizes": "g6e.xlarg"}, "us-east-1",
+         "fallbackVmSizes: unknown aws VM size 'g6e.xlarg'; did you mean g6e.xlarge"),
+        ({**AWS, "vmSize": "g5.xlarge", "fallbackVmSizes": "g6.xlarge"}, "eu-west-1",
+         "fallbackVmSizes: g6.xlarge is not sold in eu-west-1"),
+        ({**AWS, "fallbackVmSizes": "g5.xlarge,g5.2xlarge,g5.4xlarge,g5.8xlarge,g6.2xlarge,"
+                                     "g6.4xlarge"},
+         "us-east-1", "fallbackVmSizes: got 6 sizes, expected at most 5"),
+        ({**AWS, "zones": "eu-west-1a"}, "us-east-1",
+         "zones: got 'eu-west-1a', expected zones of us-east-1 such as us-east-1a"),
+        ({**AWS, "zones": "us-east-1a,us-east-1a"}, "us-east-1",
+         "zones: ['us-east-1a', 'us-east-1a'] lists a zone twice"),
+        ({**GOOD, "zones": "4"}, "eastus", "zones: got '4', expected Azure's zone numbers 1, 2, 3"),
+        ({**AWS, "spotFallback": "true"}, "us-east-1",
+         "spotFallback: true means on-demand after every spot pool, but this stack is not spot"),
+        ({**GOOD, "spot": "true", "spotFallback": "true"}, "eastus",
+         "spotFallback applies to cloud aws only"),
+        ({**AWS, "capacityWaitMinutes": "500"}, "us-east-1",
+         "capacityWaitMinutes: got 500, expected 0 to 120"),
+        ({**AWS, "capacityWaitMinutes": "soon"}, "us-east-1",
+         "capacityWaitMinutes: got 'soon', expected a whole number"),
+    ],
+    ids=["gpu count", "driver class", "azure gpu count", "twice", "typo", "not sold there",
+         "too many", "other region's zone", "zone twice", "azure zone", "spot fallback on demand",
+         "spot fallback on azure", "wait too long", "wait not a number"],
+)  # fmt: skip
+def test_each_placement_mistake_is_one_line_naming_the_fix(raw, region, line):
+    found = problems_of(raw, region)
+    assert any(problem.startswith(line) for problem in found), found
+    assert all("\n" not in problem for problem in found)
+
+
+def test_a_fallback_must_boot_with_the_same_security_profile(monkeypatch):
+    from stack import catalog
+
+    # No current 1-GPU Azure size lacks Trusted Launch: take one off the list.
+    trusted = tuple(n for n in catalog.TRUSTED_LAUNCH_SIZES if n != "Standard_NC40ads_H100_v5")
+    monkeypatch.setattr(catalog, "TRUSTED_LAUNCH_SIZES", trusted)
+    raw = {
+        **GOOD,
+        "vmSize": "Standard_NC24ads_A100_v4",
+        "fallbackVmSizes": "Standard_NC40ads_H100_v5",
+    }
+    (line,) = problems_of(raw)
+    assert line.startswith(
+        "fallbackVmSizes: Standard_NC40ads_H100_v5 has security type Standard, vmSize "
+        "Standard_NC24ads_A100_v4 has security type TrustedLaunch: a fallback must have the "
+        "same security profile"
+    )

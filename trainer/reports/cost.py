@@ -15,8 +15,12 @@ A run pays only for the spans its trainer ran (status.json's `ran`: each process
 start and last word), so the hours a stopped, preempted or killed run waits, and
 another run's hours on the same box, are not its own. Runs on a box at once split it,
 a sweep's trials as any run: each moment is shared evenly by the runs running then, so
-a box's runs and trials add up to what the box billed while they ran. Torch-free: `fab
-status` uses it on your machine, the trainer for `summary.json`.
+a box's runs and trials add up to what the box billed while they ran. Each boot is
+priced at its own size and market (its boot record's, box/boot_record.py): a box
+`fab start` resized, or a fallback size, bills what it runs on; launch.json's
+`hourly_prices_usd` holds the stack's candidates' prices (`fab train` writes it), and a
+boot with no size on record takes the launch price. Torch-free: `fab status` uses it on
+your machine, the trainer for `summary.json`.
 """
 
 from __future__ import annotations
@@ -28,10 +32,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.box_files import BOOTS_FILE, LAUNCH_RECORD, RECORD_AT, RECORD_BOOT_ID, STOPS_FILE
+from trainer.box_files import (
+    BOOTS_FILE,
+    LAUNCH_RECORD,
+    RECORD_AT,
+    RECORD_BOOT_ID,
+    RECORD_MARKET,
+    RECORD_SIZE,
+    STOPS_FILE,
+)
 from trainer.reports.status import RunRecord
 
 SECONDS_PER_HOUR = 3600
+LAUNCH_PRICES = "hourly_prices_usd"
+"""launch.json's key: "<size> <market>" -> one box's hourly price, the stack's candidates'."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +54,8 @@ class Uptime:
 
     booted_at: float
     stopped_at: float | None
+    priced_as: str = ""
+    """"<size> <market>" the box booted on ("" not on record: the launch price)."""
 
 
 Span = tuple[float, float]
@@ -66,7 +82,9 @@ def uptimes(
     time) of the boot the box is in now, when it is up: that one has not ended, even
     where a stop was recorded (the cloud refused it). An earlier boot ends at its last
     stop record: the shutdown's, after any the cloud refused."""
+    boots = list(boots)
     booted = {record.get(RECORD_BOOT_ID): float(record[RECORD_AT]) for record in boots}
+    priced = {record.get(RECORD_BOOT_ID): _priced_as(record) for record in boots}
     if current is not None:
         booted.setdefault(current[0], current[1])
     stopped: dict = {}
@@ -77,14 +95,19 @@ def uptimes(
     found = []
     for index, (boot_id, at) in enumerate(ordered):
         if current is not None and boot_id == current[0]:
-            found.append(Uptime(at, None))
+            found.append(Uptime(at, None, priced.get(boot_id, "")))
             continue
         end = stopped.get(boot_id)
         if end is None:
             later = [start for _, start in ordered[index + 1 :]]
             end = later[0] if later else None
-        found.append(Uptime(at, end))
+        found.append(Uptime(at, end, priced.get(boot_id, "")))
     return found
+
+
+def _priced_as(record: dict) -> str:
+    size, market = record.get(RECORD_SIZE), record.get(RECORD_MARKET)
+    return f"{size} {market}" if isinstance(size, str) and isinstance(market, str) else ""
 
 
 def billed_seconds(boots: list[Uptime], since: float, until: float) -> float:
@@ -144,10 +167,14 @@ class RunCost:
     """Each box's billed seconds while the run's trainer ran, box 0 first (a trial's
     share of them)."""
     hourly_price_usd: float
-    """One box's price (the price in force at launch)."""
+    """One box's price at launch: what a boot with no size on record costs."""
+    boot_usd: float | None = None
+    """The dollars with each boot at its own size's price; None: all at the launch price."""
 
     @property
     def usd(self) -> float:
+        if self.boot_usd is not None:
+            return self.boot_usd
         return sum(self.box_seconds) / SECONDS_PER_HOUR * self.hourly_price_usd
 
     def as_dict(self) -> dict:
@@ -163,12 +190,36 @@ def run_cost(
     spans: list[Span],
     hourly_price_usd: float,
     others: Iterable[Span] = (),
+    prices: Mapping[str, float] | None = None,
 ) -> RunCost:
     """The run's cost from each box's up times during the spans its trainer ran, shared
-    with the `others` (a sweep's other trials) running at the same moments."""
+    with the `others` (a sweep's other trials) running at the same moments; each boot at
+    `prices`' figure for its size and market (launch.json's LAUNCH_PRICES), else at
+    `hourly_price_usd`."""
     others = list(others)
     seconds = tuple(shared_seconds(boots, spans, others) for boots in boxes)
-    return RunCost(seconds, hourly_price_usd)
+    if not prices:
+        return RunCost(seconds, hourly_price_usd)
+    usd = sum(
+        shared_seconds([boot], spans, others) / SECONDS_PER_HOUR
+        * _price(prices, boot.priced_as, hourly_price_usd)
+        for boots in boxes
+        for boot in boots
+    )  # fmt: skip
+    return RunCost(seconds, hourly_price_usd, usd)
+
+
+def _price(prices: Mapping[str, float], priced_as: str, launch_price: float) -> float:
+    price = prices.get(priced_as)
+    return float(price) if isinstance(price, int | float) and price >= 0 else launch_price
+
+
+def launch_prices(launch: Mapping) -> dict[str, float]:
+    """launch.json's table of prices by "<size> <market>"; {} when it has none."""
+    table = launch.get(LAUNCH_PRICES)
+    if not isinstance(table, dict):
+        return {}
+    return {k: float(v) for k, v in table.items() if isinstance(v, int | float)}
 
 
 RECORDS_ENV = "GLUCOSE_BOX_RECORDS"
@@ -212,7 +263,7 @@ def box_run_cost(run_dir: Path, now: float) -> RunCost | None:
     # A run's container sees the box's runs at RUNS_ENV; a sweep's trials are in them.
     runs_dir = Path(os.environ.get(RUNS_ENV) or Path(run_dir).parent)
     others = sharing_spans(Path(run_dir).name, run_statuses(runs_dir))
-    return run_cost([up] * boxes, spans, price, others)
+    return run_cost([up] * boxes, spans, price, others, launch_prices(launch))
 
 
 def sharing_spans(run_id: str, statuses: Mapping[str, RunRecord]) -> list[Span]:

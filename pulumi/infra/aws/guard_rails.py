@@ -52,7 +52,7 @@ METRIC_PERIOD_SECONDS = 60
 def declare_daily_stop(
     name: str,
     config: StackConfig,
-    instances: list[aws.ec2.Instance],
+    instance_ids: pulumi.Output[list[str]],
     tags: dict[str, str],
     parent: pulumi.Resource,
 ) -> aws.scheduler.Schedule:
@@ -63,11 +63,16 @@ def declare_daily_stop(
     """
     child = pulumi.ResourceOptions(parent=parent)
     role = _service_role(f"{name}-daily-stop-role", "scheduler.amazonaws.com", tags, parent)
+    account_id = aws.get_caller_identity_output(
+        opts=pulumi.InvokeOutputOptions(parent=parent)
+    ).account_id
     policy = aws.iam.RolePolicy(
         f"{name}-daily-stop-access",
         role=role.id,
-        policy=pulumi.Output.all(*[i.arn for i in instances]).apply(
-            lambda arns: json.dumps(access.stop_instances_policy(list(arns)))
+        policy=pulumi.Output.all(account_id, instance_ids).apply(
+            lambda found: json.dumps(
+                access.stop_instances_policy(instance_arns(config.region, *found))
+            )
         ),
         opts=child,
     )
@@ -82,13 +87,22 @@ def declare_daily_stop(
         target={
             "arn": STOP_INSTANCES_TARGET,
             "role_arn": role.arn,
-            "input": pulumi.Output.json_dumps({"InstanceIds": [i.id for i in instances]}),
+            "input": pulumi.Output.json_dumps({"InstanceIds": instance_ids}),
             "retry_policy": {"maximum_retry_attempts": STOP_RETRY_ATTEMPTS},
         },
         opts=pulumi.ResourceOptions(
             parent=parent, depends_on=[policy], ignore_changes=["startDate"]
         ),
     )
+
+
+def _box(instance_ids: pulumi.Output[list[str]], index: int) -> pulumi.Output[str]:
+    return instance_ids.apply(lambda ids: ids[index])
+
+
+def instance_arns(region: str, account_id: str, instance_ids: list[str]) -> list[str]:
+    """The ARNs of the boxes (whatever EC2 Fleet launched: their ids are known only then)."""
+    return [f"arn:aws:ec2:{region}:{account_id}:instance/{i}" for i in instance_ids]
 
 
 def _service_role(
@@ -151,7 +165,7 @@ def declare_budget_stop(
     name: str,
     config: StackConfig,
     budget: aws.budgets.Budget,
-    instances: list[aws.ec2.Instance],
+    instance_ids: pulumi.Output[list[str]],
     tags: dict[str, str],
     parent: pulumi.Resource,
 ) -> aws.budgets.BudgetAction:
@@ -181,7 +195,7 @@ def declare_budget_stop(
         definition={
             "ssm_action_definition": {
                 "action_sub_type": "STOP_EC2_INSTANCES",
-                "instance_ids": [instance.id for instance in instances],
+                "instance_ids": instance_ids,
                 "region": config.region,
             }
         },
@@ -236,7 +250,7 @@ def activate_cost_scope_tag(
 def declare_idle_alarms(
     name: str,
     config: StackConfig,
-    instances: list[aws.ec2.Instance],
+    instance_ids: pulumi.Output[list[str]],
     tags: dict[str, str],
     parent: pulumi.Resource,
 ) -> list[aws.cloudwatch.MetricAlarm]:
@@ -255,7 +269,7 @@ def declare_idle_alarms(
             ),
             namespace=contract.VERDICT_NAMESPACE,
             metric_name=contract.VERDICT_METRIC,
-            dimensions={contract.VERDICT_DIMENSION: instance.id},
+            dimensions={contract.VERDICT_DIMENSION: _box(instance_ids, index)},
             statistic="Maximum",
             # 60 s x up to 1440 periods stays within CloudWatch's one-day window.
             period=METRIC_PERIOD_SECONDS,
@@ -273,5 +287,5 @@ def declare_idle_alarms(
             tags=tags,
             opts=pulumi.ResourceOptions(parent=parent),
         )
-        for index, instance in enumerate(instances)
+        for index in range(config.node_count)
     ]

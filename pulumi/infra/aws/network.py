@@ -1,17 +1,20 @@
-"""The AWS box's own small network: VPC, one public subnet, gateway, security groups.
+"""The AWS box's own small network: VPC, a public subnet per zone, gateway, security groups.
 
 Why not the default VPC: many accounts deleted it (and organisations often forbid
 it), its subnets sit in zones that may not sell p4d/p5, and anything we add to it
-outlives `pulumi destroy`. Our own VPC costs nothing, puts the subnet in a zone that
-offers the instance type, and goes away with the stack.
+outlives `pulumi destroy`. Our own VPC costs nothing, has a subnet in every zone a
+candidate may go to (EC2 Fleet picks the zone: infra/aws/boxes.py), and goes away
+with the stack. A subnet is named and numbered after its zone's letter, never after
+its place in `zones`: reordering the list replaces nothing.
 
 Two security groups: `-ssh` (SSH from sshAllowedCidr) on box 0 only, the one box
 with an Elastic IP; with `nodeCount` > 1, `-nodes` on every box, admitting all TCP
 from its own members and nothing else: torchrun's rendezvous, NCCL and gloo pick
-ports at run time, and `fab` reaches the other boxes' sshd through box 0. Boxes 1..N-1
-take an AWS-assigned public IPv4 for their outbound traffic alone (image pulls, S3,
-the CloudWatch metric the idle alarm reads): no Elastic IP, so not in the quota of 5
-per region, and no rule admits anything from outside the group to it.
+ports at run time, and `fab` reaches the other boxes' sshd through box 0. Every box
+takes an AWS-assigned public IPv4 at launch (a fleet launches every box alike) for its
+outbound traffic (image pulls, S3, the CloudWatch metric the idle alarm reads); box
+0's Elastic IP replaces its own. No Elastic IP for the others, so not in the quota of
+5 per region, and no rule admits anything from outside the group to them.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ import pulumi_aws as aws
 from stack.config import StackConfig
 
 VPC_CIDR = "10.42.0.0/16"
-SUBNET_CIDR = "10.42.0.0/24"
+# Zone `a` gets 10.42.16.0/24, `b` 10.42.17.0/24...: apart from the single subnet of
+# stacks made before issue 40 (10.42.0.0/24), which goes once the boxes left it.
+FIRST_ZONE_SUBNET = 16
 ANYWHERE_CIDR = "0.0.0.0/0"
 SSH_PORT = 22
 
@@ -38,7 +43,8 @@ ALL_EGRESS = [{"protocol": "-1", "from_port": 0, "to_port": 0, "cidr_blocks": [A
 
 @dataclass(frozen=True)
 class AwsNetwork:
-    subnet: aws.ec2.Subnet
+    subnets: dict[str, aws.ec2.Subnet]
+    """Zone -> the stack's subnet there, one for each zone a candidate is in."""
     security_group: aws.ec2.SecurityGroup
     """SSH from sshAllowedCidr: box 0's alone."""
     internet_gateway: aws.ec2.InternetGateway
@@ -53,9 +59,13 @@ class AwsNetwork:
 
 
 def declare_network(
-    name: str, config: StackConfig, tags: dict[str, str], parent: pulumi.Resource
+    name: str,
+    config: StackConfig,
+    zones: tuple[str, ...],
+    tags: dict[str, str],
+    parent: pulumi.Resource,
 ) -> AwsNetwork:
-    """VPC, public subnet in a zone offering `config.vm_size`, route, security group."""
+    """VPC, a public subnet in each of `zones`, route, security groups."""
     child = pulumi.ResourceOptions(parent=parent)
     vpc = aws.ec2.Vpc(
         f"{name}-vpc",
@@ -66,15 +76,6 @@ def declare_network(
         opts=child,
     )
     gateway = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=tags, opts=child)
-    subnet = aws.ec2.Subnet(
-        f"{name}-subnet",
-        vpc_id=vpc.id,
-        cidr_block=SUBNET_CIDR,
-        availability_zone=_zone_offering(config, parent),
-        map_public_ip_on_launch=False,  # box 0's Elastic IP; the others ask for theirs
-        tags=tags,
-        opts=child,
-    )
     routes = aws.ec2.RouteTable(
         f"{name}-routes",
         vpc_id=vpc.id,
@@ -82,9 +83,25 @@ def declare_network(
         tags=tags,
         opts=child,
     )
-    aws.ec2.RouteTableAssociation(
-        f"{name}-routes-subnet", subnet_id=subnet.id, route_table_id=routes.id, opts=child
-    )
+    subnets = {}
+    for zone in zones:
+        subnets[zone] = aws.ec2.Subnet(
+            f"{name}-subnet-{zone}",
+            vpc_id=vpc.id,
+            cidr_block=zone_cidr(zone),
+            availability_zone=zone,
+            # A fleet launches every box alike: each takes a public address at launch
+            # (box 0's Elastic IP replaces its own).
+            map_public_ip_on_launch=True,
+            tags=tags,
+            opts=child,
+        )
+        aws.ec2.RouteTableAssociation(
+            f"{name}-routes-{zone}",
+            subnet_id=subnets[zone].id,
+            route_table_id=routes.id,
+            opts=child,
+        )
     security_group = aws.ec2.SecurityGroup(
         f"{name}-ssh",
         description="glucose-training box: SSH from sshAllowedCidr, all egress",
@@ -121,23 +138,10 @@ def declare_network(
             tags=tags,
             opts=child,
         )
-    return AwsNetwork(subnet, security_group, gateway, nodes_group)
+    return AwsNetwork(subnets, security_group, gateway, nodes_group)
 
 
-def _zone_offering(config: StackConfig, parent: pulumi.Resource) -> pulumi.Output[str]:
-    """The first availability zone (by name) where the region sells this size."""
-    offerings = aws.ec2.get_instance_type_offerings_output(
-        location_type="availability-zone",
-        filters=[{"name": "instance-type", "values": [config.vm_size]}],
-        opts=pulumi.InvokeOutputOptions(parent=parent),
-    )
-
-    def first_zone(zones: list[str]) -> str:
-        if not zones:
-            raise ValueError(
-                f"no availability zone in {config.region} offers {config.vm_size} to this "
-                "account; pick another aws:region or vmSize (`fab plan` lists the options)"
-            )
-        return sorted(zones)[0]
-
-    return offerings.locations.apply(first_zone)
+def zone_cidr(zone: str) -> str:
+    """The subnet of `zone` (us-east-1b -> 10.42.17.0/24): from its letter alone."""
+    letter = ord(zone[-1].lower()) - ord("a")
+    return f"10.42.{FIRST_ZONE_SUBNET + letter}.0/24"

@@ -4,28 +4,32 @@ The same public shape as the Azure component (`infra.training_box.TrainingBox`),
 the same parts beside it, one module each. What it declares, all tagged
 project/stack/owner:
 
-- a small VPC of its own with an SSH-only security group for box 0 and, for several
-  boxes, one that lets them reach each other (`network.py` says why not the default
-  VPC); the EC2 key pair from `sshPublicKey`;
-- the instances: AMI pinned (stack config `amiId`, else looked up once and kept),
-  IMDSv2 only with hop limit 2 (the trainer container reads spot notices), OS
-  shutdown = stop, encrypted gp3 root, optional persistent spot that stops instead of
-  terminating (its request cancelled before the instance goes: spot_requests.py),
-  the shared cloud-init, a cluster placement group for more than one; an Elastic IP for
-  box 0 alone, the one `fab` connects to (`hosts`): the others are reached through it
-  on their private addresses (`privateHosts`), so `nodeCount` stays clear of AWS's
-  default quota of 5 Elastic IPs per region;
+- a small VPC of its own with a subnet in each zone a candidate may go to, an
+  SSH-only security group for box 0 and, for several boxes, one that lets them reach
+  each other (`network.py` says why not the default VPC); the EC2 key pair from
+  `sshPublicKey`;
+- a launch template holding every setting of a box: AMI pinned (stack config `amiId`,
+  else the newest matching one), IMDSv2 only with hop limit 2 (the trainer container
+  reads spot notices), OS shutdown = stop, encrypted gp3 root, the shared cloud-init,
+  a cluster placement group for more than one box;
+- the boxes (`boxes.py`): launched through EC2 Fleet on the first candidate (size x
+  zone, `vmSize` then `fallbackVmSizes`) that takes them all, or as persistent spot
+  that stops instead of terminating, pool by pool; an Elastic IP for box 0 alone, the
+  one `fab` connects to (`hosts`): the others are reached through it on their private
+  addresses (`privateHosts`), so `nodeCount` stays clear of AWS's default quota of 5
+  Elastic IPs per region;
 - an S3 bucket (private, encrypted, versioned, lifecycle-trimmed: `storage.py`) and an
   ECR repo (`registry.py`);
 - an instance role: this bucket, this repository, one metric namespace (`access.py`),
   and the SNS topic that mails alertEmails when a run ends (`notify.py`);
-- guard rails (`guard_rails.py`): an EventBridge Scheduler daily stop, a monthly
-  budget with e-mail alerts that stops the boxes at 100 %, a CloudWatch alarm that
-  stops a box whose GPUs stay idle.
+- guard rails (`guard_rails.py`), on whatever instances were taken: an EventBridge
+  Scheduler daily stop, a monthly budget with e-mail alerts that stops the boxes at
+  100 %, a CloudWatch alarm that stops a box whose GPUs stay idle.
 
 A routine `pulumi up` never stops or replaces a box: a newer AMI and changed box
-programs or settings (user data) are ignored on existing instances. cloud-init would
-not re-run them anyway; `fab box-update` brings programs and settings to running boxes.
+programs or settings make a new launch template version, which only boxes launched
+later boot; cloud-init would not re-run them anyway, and `fab box-update` brings
+programs and settings to running boxes.
 """
 
 from __future__ import annotations
@@ -34,11 +38,12 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.aws import access, guard_rails
+from infra.aws.boxes import Ec2Boxes, launch_props
 from infra.aws.network import AwsNetwork, declare_network
 from infra.aws.notify import declare_notify
 from infra.aws.registry import declare_registry
-from infra.aws.spot_requests import SpotRequestGuard, spot_request_valid_until
 from infra.aws.storage import declare_box_programs, declare_storage
+from infra.placement import Plan, plan
 from infra.training_box import TrainingBox, box_user_data
 from stack import box_packing
 from stack.config import StackConfig
@@ -55,7 +60,6 @@ DLAMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
 UBUNTU_OWNER = "099720109477"  # Canonical
 # Canonical names EBS images hvm-ssd/ or, newer ones, hvm-ssd-gp3/: match either.
 UBUNTU_NAME = "ubuntu/images/hvm-ssd*/ubuntu-jammy-22.04-amd64-server-*"
-OSS_DRIVER_MIN_COMPUTE_CAPABILITY = (7, 5)
 
 IMDS_HOP_LIMIT = 2  # host -> docker bridge -> container: the trainer reads spot notices
 
@@ -66,10 +70,15 @@ class AwsTrainingBox(TrainingBox):
     CLOUD = "aws"
 
     def __init__(
-        self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        config: StackConfig,
+        candidates: Plan | None = None,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(name, config, opts)
-        network = declare_network(name, config, self._tags, parent=self)
+        candidates = candidates or plan(config, {})
+        network = declare_network(name, config, candidates.zones, self._tags, parent=self)
         bucket = declare_storage(name, config, self)
         programs = box_packing.build_programs()
         programs_object = declare_box_programs(name, bucket, programs, self._tags, self)
@@ -83,42 +92,46 @@ class AwsTrainingBox(TrainingBox):
             programs,
             notify_topic_arn=run_ends.arn,
         )
-        instances = self._instances(network, profile, user_data, programs_object)
+        template = self._launch_template(network, profile, user_data, programs_object)
+        boxes = Ec2Boxes(
+            f"{name}-boxes",
+            launch_props(
+                region=config.region,
+                launch_template=template,
+                count=config.node_count,
+                candidates=list(candidates.candidates),
+                dropped=list(candidates.dropped),
+                subnets={zone: subnet.id for zone, subnet in network.subnets.items()},
+                groups=[network.groups(index) for index in range(config.node_count)],
+                name_prefix=f"{name}-box",
+                pinned_image_id=config.ami_id or "",
+            ),
+            self._child(depends_on=[programs_object]),
+        )
+        ids = boxes.instanceIds
         address = aws.ec2.Eip(
             f"{name}-ip-0",
             domain="vpc",
-            instance=instances[0].id,
+            instance=ids.apply(lambda found: found[0]),
             tags=self._tags,
             opts=self._child(depends_on=[network.internet_gateway]),
         )
-        if config.spot:
-            for index, instance in enumerate(instances):
-                SpotRequestGuard(f"{name}-spot-request-{index}", instance, config.region, self)
-        daily_stop = guard_rails.declare_daily_stop(
-            name, config, instances, self._tags, parent=self
-        )
-        budget = guard_rails.declare_budget(name, config, self._tags, parent=self)
-        if config.budget_stops_boxes:
-            guard_rails.declare_budget_stop(
-                name, config, budget, instances, self._tags, parent=self
-            )
-        if config.activate_cost_allocation_tag:
-            guard_rails.activate_cost_scope_tag(name, parent=self)
-        guard_rails.declare_idle_alarms(name, config, instances, self._tags, parent=self)
-
+        self._guard_rails(ids)
         self._expose(
             hosts=pulumi.Output.all(address.public_ip),
-            private_hosts=pulumi.Output.all(*[instance.private_ip for instance in instances]),
-            box_ids=pulumi.Output.all(*[instance.id for instance in instances]),
+            private_hosts=boxes.privateIps,
+            box_ids=ids,
             ssh_user=SSH_USER,
             storage_uri=bucket.bucket.apply(lambda b: f"s3://{b}"),
             registry=repository.repository_url.apply(lambda url: url.split("/", 1)[0]),
             image_repository=repository.repository_url,
-            # What the first box really boots (kept by ignore_changes), to pin it with.
+            placement=boxes.placement,
+            placement_tried=boxes.placementTried,
+            # What the first box really boots, to pin it with.
             cloud_outputs={
-                StackOutput.AMI_ID: instances[0].ami,
+                StackOutput.AMI_ID: boxes.imageId,
                 # `fab train --hours` moves this schedule's start past the run's deadline.
-                StackOutput.DAILY_STOP_SCHEDULES: pulumi.Output.all(daily_stop.name),
+                StackOutput.DAILY_STOP_SCHEDULES: pulumi.Output.all(self._daily_stop.name),
                 StackOutput.NOTIFY_TOPIC_ARN: run_ends.arn,
             },
         )
@@ -126,87 +139,90 @@ class AwsTrainingBox(TrainingBox):
     def _child(self, **kwargs) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, **kwargs)
 
-    def _instances(
+    def _guard_rails(self, ids: pulumi.Output[list[str]]) -> None:
+        """The daily stop, the budget (and its stop) and the idle alarms, on the boxes taken."""
+        config, name = self._config, self._name
+        self._daily_stop = guard_rails.declare_daily_stop(
+            name, config, ids, self._tags, parent=self
+        )
+        budget = guard_rails.declare_budget(name, config, self._tags, parent=self)
+        if config.budget_stops_boxes:
+            guard_rails.declare_budget_stop(name, config, budget, ids, self._tags, parent=self)
+        if config.activate_cost_allocation_tag:
+            guard_rails.activate_cost_scope_tag(name, parent=self)
+        guard_rails.declare_idle_alarms(name, config, ids, self._tags, parent=self)
+
+    def _launch_template(
         self,
         network: AwsNetwork,
         profile: aws.iam.InstanceProfile,
         user_data: pulumi.Output[str],
         programs: aws.s3.BucketObjectv2,
-    ) -> list[aws.ec2.Instance]:
-        """The boxes; each boots after the programs' archive is in the bucket."""
+    ) -> aws.ec2.LaunchTemplate:
+        """Every setting of a box but its size and subnet (a candidate's); each box boots
+        after the programs' archive is in the bucket."""
         config, name = self._config, self._name
         key_pair = aws.ec2.KeyPair(
             f"{name}-key", public_key=config.ssh_public_key, tags=self._tags, opts=self._child()
         )
-        placement_group = None
+        placement = None
         if config.node_count > 1:
-            placement_group = aws.ec2.PlacementGroup(
+            group = aws.ec2.PlacementGroup(
                 f"{name}-cluster", strategy="cluster", tags=self._tags, opts=self._child()
-            ).name
-        spot = {
-            "market_type": "spot",
-            "spot_options": {
-                # Persistent + stop: capacity comes back to the same disk and resumes.
-                "instance_interruption_behavior": "stop",
-                "spot_instance_type": "persistent",
-                # Left out, a persistent request lapses 7 days after launch, and after that
-                # nothing brings an interrupted box back (stack/spot_requests.py).
-                "valid_until": spot_request_valid_until(),
-            },
-        }
-        ami_id = config.ami_id or self._ami_id()
-        # An instance never moves by itself: a changed user data would stop and start it
-        # (and cloud-init would not re-run it), a newer looked-up AMI would replace it.
-        # A pinned `amiId` is the user's deliberate choice, so changing it does replace.
-        ignored = ["user_data", "user_data_base64"] + ([] if config.ami_id else ["ami"])
-        # Computed at each up, it would replace the boxes: the first one stands.
-        ignored += ["instanceMarketOptions.spotOptions.validUntil"] if config.spot else []
-        return [
-            aws.ec2.Instance(
-                f"{name}-box-{index}",
-                ami=ami_id,
-                instance_type=config.vm_size,
-                subnet_id=network.subnet.id,
-                vpc_security_group_ids=network.groups(index),
-                # Outbound only (image pulls, S3, CloudWatch): AWS's own address, not an
-                # Elastic IP; box 0 keeps None, its Elastic IP serves (and a False would
-                # read back True once the Elastic IP is attached: provider issue #37318).
-                associate_public_ip_address=True if index > 0 else None,
-                key_name=key_pair.key_name,
-                iam_instance_profile=profile.name,
-                placement_group=placement_group,
-                metadata_options={
-                    "http_endpoint": "enabled",
-                    "http_tokens": "required",
-                    "http_put_response_hop_limit": IMDS_HOP_LIMIT,
-                },
-                # The watchdog's `shutdown -h now` must stop billing, not lose the disk.
-                instance_initiated_shutdown_behavior="stop",
-                root_block_device={
-                    "volume_type": "gp3",
-                    "volume_size": config.os_disk_size_gb,
-                    "encrypted": True,
-                    "delete_on_termination": True,
-                },
-                instance_market_options=spot if config.spot else None,
-                user_data_base64=user_data,
-                user_data_replace_on_change=False,
-                tags={**self._tags, "Name": f"{name}-box-{index}"},
-                volume_tags=self._tags,
-                opts=self._child(ignore_changes=ignored, depends_on=[programs]),
             )
-            for index in range(config.node_count)
-        ]
+            placement = {"group_name": group.name}
+        image = self._image()
+        return aws.ec2.LaunchTemplate(
+            f"{name}-box-template",
+            image_id=image.apply(lambda found: found[0]),
+            key_name=key_pair.key_name,
+            iam_instance_profile={"name": profile.name},
+            # Box 0's groups; the others leave the SSH group once launched (boxes.py).
+            vpc_security_group_ids=network.groups(0),
+            metadata_options={
+                "http_endpoint": "enabled",
+                "http_tokens": "required",
+                "http_put_response_hop_limit": IMDS_HOP_LIMIT,
+            },
+            # The watchdog's `shutdown -h now` must stop billing, not lose the disk.
+            instance_initiated_shutdown_behavior="stop",
+            block_device_mappings=[
+                {
+                    "device_name": image.apply(lambda found: found[1]),
+                    "ebs": {
+                        "volume_type": "gp3",
+                        "volume_size": config.os_disk_size_gb,
+                        "encrypted": "true",
+                        "delete_on_termination": "true",
+                    },
+                }
+            ],
+            placement=placement,
+            user_data=user_data,
+            tag_specifications=[
+                {"resource_type": "instance", "tags": self._tags},
+                {"resource_type": "volume", "tags": self._tags},
+            ],
+            update_default_version=True,
+            tags=self._tags,
+            opts=self._child(depends_on=[programs]),
+        )
 
-    def _ami_id(self) -> pulumi.Output[str]:
-        """The newest matching AMI today; kept on existing boxes by ignore_changes. Its
-        root snapshot must fit the disk: no reference says how big an AMI's snapshot is
-        before the look-up, and EC2 refuses a smaller root volume at launch (a pinned
-        `amiId` is the one the boxes already booted, so it is not looked up)."""
-        major, minor = (int(p) for p in self._config.size.gpu.compute_capability.split("."))
+    def _image(self) -> pulumi.Output[tuple[str, str]]:
+        """(AMI id, its root device name): the pinned `amiId`, else the newest matching AMI
+        today (boxes already launched keep theirs). A looked-up root snapshot must fit
+        the disk: no reference says how big an AMI's snapshot is before the look-up, and
+        EC2 refuses a smaller root volume at launch (a pinned `amiId` is the one the
+        boxes already booted)."""
+        if self._config.ami_id:
+            pinned = aws.ec2.get_ami_output(
+                filters=[{"name": "image-id", "values": [self._config.ami_id]}],
+                opts=pulumi.InvokeOutputOptions(parent=self),
+            )
+            return pinned.apply(lambda image: (self._config.ami_id, image.root_device_name))
         owner, pattern = (
             (DLAMI_OWNER, DLAMI_NAME)
-            if (major, minor) >= OSS_DRIVER_MIN_COMPUTE_CAPABILITY
+            if self._config.size.driver_class == "open"
             else (UBUNTU_OWNER, UBUNTU_NAME)
         )
         return aws.ec2.get_ami_output(
@@ -220,8 +236,8 @@ class AwsTrainingBox(TrainingBox):
             opts=pulumi.InvokeOutputOptions(parent=self),
         ).apply(self._fitting_disk)
 
-    def _fitting_disk(self, image: aws.ec2.GetAmiResult) -> str:
-        """`image`'s id, once its root snapshot fits `osDiskSizeGb`."""
+    def _fitting_disk(self, image: aws.ec2.GetAmiResult) -> tuple[str, str]:
+        """`image`'s id and root device, once its root snapshot fits `osDiskSizeGb`."""
         root = next(
             (m for m in image.block_device_mappings if m.device_name == image.root_device_name),
             None,
@@ -233,4 +249,4 @@ class AwsTrainingBox(TrainingBox):
                 f"snapshot of {image.id} ({image.name}), {snapshot_gb} GB; set "
                 f"glucose-training:osDiskSizeGb to {snapshot_gb} or more"
             )
-        return image.id
+        return image.id, image.root_device_name

@@ -37,27 +37,18 @@ from infra.azure.box_programs import BoxProgramsBlob
 from infra.azure.network import declare_network, declare_nic, declare_public_ip, private_ip
 from infra.azure.registry import IMAGE_NAME, declare_registry
 from infra.azure.storage import declare_storage
+from infra.placement import Plan, plan
 from infra.training_box import TrainingBox, box_user_data
-from stack import box_packing
+from stack import box_packing, catalog
 from stack.config import StackConfig
 from stack.outputs import StackOutput
+from stack.placement import NOT_TRIED, SPOT
 
 SSH_USER = "azureuser"
 IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
-# Sizes Microsoft lists with Trusted Launch (Gen2 sizes of NCasT4_v3, NC A100 v4 and
-# NCads H100 v5: https://learn.microsoft.com/azure/virtual-machines/trusted-launch);
-# a size added to the catalog boots the standard way until it is added here.
-TRUSTED_LAUNCH_SIZES = (
-    "Standard_NC4as_T4_v3",
-    "Standard_NC8as_T4_v3",
-    "Standard_NC16as_T4_v3",
-    "Standard_NC64as_T4_v3",
-    "Standard_NC24ads_A100_v4",
-    "Standard_NC48ads_A100_v4",
-    "Standard_NC96ads_A100_v4",
-    "Standard_NC40ads_H100_v5",
-    "Standard_NC80adis_H100_v5",
-)
+# Sizes Microsoft lists with Trusted Launch: one list, the catalog's, which a fallback
+# size must agree with too (stack/cloud_limits.py).
+TRUSTED_LAUNCH_SIZES = catalog.TRUSTED_LAUNCH_SIZES
 
 
 class AzureTrainingBox(TrainingBox):
@@ -66,9 +57,14 @@ class AzureTrainingBox(TrainingBox):
     CLOUD = "azure"
 
     def __init__(
-        self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        config: StackConfig,
+        candidates: Plan | None = None,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(name, config, opts)
+        self._plan = candidates or plan(config, {})
         tags = self._tags
         # An Azure resource group deletes everything in it: keeping the storage means
         # keeping its group too. retain_on_delete, not protect: protect would make the
@@ -129,6 +125,8 @@ class AzureTrainingBox(TrainingBox):
             storage_uri=storage_uri,
             registry=registry.login_server,
             image_repository=pulumi.Output.concat(registry.login_server, "/", IMAGE_NAME),
+            placement=self._taken(vms[0]),
+            placement_tried=self._tried(),
             # What `fab` turns off for a run past the nightly stop (and back on).
             cloud_outputs={
                 StackOutput.DAILY_STOP_SCHEDULES: pulumi.Output.all(*[s.id for s in stops]).apply(
@@ -136,6 +134,27 @@ class AzureTrainingBox(TrainingBox):
                 )
             },
         )
+
+    def _taken(self, vm: compute.VirtualMachine) -> pulumi.Output[dict[str, str]]:
+        """The size and zone Azure gave box 0 (its zone is Azure's choice) and the market."""
+        market = self._plan.first.market
+
+        def taken(args: list) -> dict[str, str]:
+            hardware, zones = args
+            size = (hardware or {}).get("vm_size") or self._plan.first.size
+            return {"size": size, "zone": (zones or [""])[0], "market": market}
+
+        return pulumi.Output.all(vm.hardware_profile, vm.zones).apply(taken)
+
+    def _tried(self) -> list[dict[str, str]]:
+        """Every candidate: dropped before the VM (and why), the first left taken."""
+        first = self._plan.first
+        return [
+            t.to_json()
+            if t.refusal or t.candidate == first
+            else {**t.to_json(), "refusal": NOT_TRIED}
+            for t in self._plan.every
+        ]
 
     def _deployer_principal_type(self) -> pulumi.Input[str]:
         """The stack's `deployerPrincipalType`, else read from the deployer's own token."""
@@ -165,14 +184,22 @@ class AzureTrainingBox(TrainingBox):
         user_data: pulumi.Output[str],
         programs: BoxProgramsBlob,
     ) -> compute.VirtualMachine:
-        """One box; it boots after the programs' archive is in the container."""
-        group, config = self._group, self._config
+        """One box; it boots after the programs' archive is in the container. Its size is
+        the first candidate left (infra/placement.py), its zone Azure's pick among those
+        selling it (`placement`); a later size (`fab start` resizing in place) or zone
+        list is never undone by a routine `pulumi up`."""
+        group, config, size = self._group, self._config, self._plan.first.size
+        zones = self._plan.azure_zones.get(size) or ()
         return compute.VirtualMachine(
             f"{name}-vm",
             vm_name=f"{name}-vm",  # fixed: the shutdown schedule's name is derived from it
             resource_group_name=group.name,
             location=group.location,
-            hardware_profile={"vm_size": config.vm_size},
+            hardware_profile={"vm_size": size},
+            # Azure picks a zone with room among these (api 2024-11-01).
+            placement={"zone_placement_policy": "Any", "include_zones": list(zones)}
+            if zones
+            else None,
             identity={"type": "SystemAssigned"},
             storage_profile={
                 "image_reference": IMAGE,
@@ -202,12 +229,15 @@ class AzureTrainingBox(TrainingBox):
             },
             network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
             proximity_placement_group={"id": placement.id} if placement else None,
-            security_profile=security_profile(config.vm_size),
-            **_priority(config.spot),
+            security_profile=security_profile(size),
+            **_priority(self._plan.first.market == SPOT),
             tags=self._tags,
-            # customData cannot change in place: a new one would replace the VM.
+            # customData and placement cannot change in place: a new one would replace the
+            # VM; and `fab start` may have resized it (its disk kept): keep its size.
             opts=pulumi.ResourceOptions(
-                parent=self, ignore_changes=["osProfile.customData"], depends_on=[programs]
+                parent=self,
+                ignore_changes=["osProfile.customData", "hardwareProfile.vmSize", "placement"],
+                depends_on=[programs],
             ),
         )
 

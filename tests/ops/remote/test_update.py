@@ -204,6 +204,18 @@ def test_where_run_ends_are_told_comes_from_the_stack_else_stays_the_boxes_own(c
     assert (watchdog["notify_topic_arn"], watchdog["notify_webhook"]) == (topic, hook)
 
 
+def test_the_stacks_first_choice_reaches_the_box_else_stays_the_boxes_own(cloud_box):
+    # What a boot on a fallback size is told against (box/boot_record.py).
+    tried = [{"size": "g6.xlarge", "zone": "us-east-1a", "market": "spot", "refusal": ""}]
+    cloud_box.write_target(cloud="aws", idleShutdownMinutes=45, placementTried=tried)
+    _write_watchdog_json(cloud_box, idle_shutdown_minutes=45, first_choice="g5.xlarge on-demand")
+    assert cloud_box.fab("box-update").returncode == 0
+    assert _watchdog_json(cloud_box)["first_choice"] == "g6.xlarge spot"
+    cloud_box.write_target(cloud="aws", idleShutdownMinutes=45)
+    assert cloud_box.fab("box-update").returncode == 0
+    assert _watchdog_json(cloud_box)["first_choice"] == "g6.xlarge spot"  # the box's own
+
+
 def test_settings_nobody_has_take_cloud_inits_defaults(cloud_box, connect):
     box = connect(cloud_box)
     settings = box_update.settings_for(box.target, {"idleShutdownMinutes": "45"}, {}, box)

@@ -61,7 +61,8 @@ def test_aws_budget_action_stops_every_box_at_100_percent_of_actual(aws_pair):
     }
     ssm = action["definition"]["ssmActionDefinition"]
     assert ssm["actionSubType"] == "STOP_EC2_INSTANCES"
-    assert sorted(ssm["instanceIds"]) == sorted(_ids(aws_pair, "aws:ec2/instance:Instance"))
+    boxes = aws_pair.one("pulumi-python:dynamic/glucose-training:Ec2Boxes")
+    assert ssm["instanceIds"] == boxes.outputs["instanceIds"]
     assert ssm["region"] == aws_program.REGION
     assert action["subscribers"] == [
         {"address": "me@lab.dev", "subscriptionType": "EMAIL"},
@@ -119,7 +120,9 @@ def test_a_cost_explorer_that_will_not_answer_never_blocks_the_up():
         [("", "AccessDeniedException: not authorized to perform ce:GetTags")],
     )
     result = aws_program.run_stack(recorder)
-    assert result.of_type(COST_TAG) == [] and result.of_type("aws:ec2/instance:Instance")
+    assert result.of_type(COST_TAG) == [] and result.of_type(
+        "pulumi-python:dynamic/glucose-training:Ec2Boxes"
+    )
 
 
 # --- Azure -----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from infra.azure.training_box import AzureTrainingBox, security_profile
 from stack import box_packing, catalog, storage_layout
 from stack.cloud_init import BOOTSTRAP_PATH, SOURCE_PATH
 from stack.config import validate
-from tests.fakes.arm import SUBSCRIPTION
+from tests.fakes.arm import SUBSCRIPTION, ArmState, FakeArm, sku, usage
 from tests.fakes.azure_program import (
     DEPLOYER,
     GOOD_CONFIG,
@@ -31,6 +31,9 @@ ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 PROGRAMS_BLOB = "pulumi-python:dynamic/glucose-training:BoxProgramsBlob"
 DESIGN_OUTPUTS = {
     "cloud",
+    "placement",
+    "placementTried",
+    "capacityWaitMinutes",
     "hosts",
     "privateHosts",
     "sshUser",
@@ -116,7 +119,84 @@ def test_exports_describe_the_box(on_demand):
         "maxRunHours": 72,
         "autoRecover": False,
         "dailyStopSchedules": [on_demand.one(SCHEDULE).id],
+        "placement": {"size": "Standard_NC24ads_A100_v4", "zone": "1", "market": "on-demand"},
+        "placementTried": [
+            {"size": "Standard_NC24ads_A100_v4", "zone": "", "market": "on-demand", "refusal": ""}
+        ],
+        "capacityWaitMinutes": 5,
     }
+
+
+# --- when the first choice is not to be had (issue 40) ----------------------------------
+
+
+def test_azure_picks_the_zone_among_those_selling_the_size(on_demand):
+    vm = on_demand.one(VM).inputs
+    assert vm["placement"] == {"zonePlacementPolicy": "Any", "includeZones": ["1", "2", "3"]}
+
+
+def test_zones_narrow_azures_choice_in_the_stacks_order():
+    vm = run_stack(zones='["3", "1"]').one(VM).inputs
+    assert vm["placement"]["includeZones"] == ["3", "1"]
+
+
+def test_a_size_the_subscription_may_not_use_is_dropped_for_the_next_before_the_vm():
+    arm = FakeArm(
+        ArmState(
+            skus={
+                "eastus": [
+                    sku(
+                        "Standard_NC24ads_A100_v4", "StandardNCADSA100v4Family", 24, restricted=True
+                    ),
+                    sku("Standard_NC40ads_H100_v5", "standardNCadsH100v5Family", 40, zones=("2",)),
+                ]
+            },
+            usages={
+                "eastus": [
+                    usage("cores", 100),
+                    usage("StandardNCADSA100v4Family", 96),
+                    usage("standardNCadsH100v5Family", 80),
+                ]
+            },
+        )
+    )
+    try:
+        result = run_stack(arm=arm, fallbackVmSizes="Standard_NC40ads_H100_v5")
+    finally:
+        arm.close()
+    vm = result.one(VM)
+    assert vm.inputs["hardwareProfile"] == {"vmSize": "Standard_NC40ads_H100_v5"}
+    assert vm.inputs["placement"]["includeZones"] == ["2"]
+    assert result.exports["placementTried"] == [
+        {
+            "size": "Standard_NC24ads_A100_v4",
+            "zone": "",
+            "market": "on-demand",
+            "refusal": "SkuNotAvailable: NotAvailableForSubscription in eastus",
+        },
+        {"size": "Standard_NC40ads_H100_v5", "zone": "", "market": "on-demand", "refusal": ""},
+    ]
+    h100 = catalog.lookup("Standard_NC40ads_H100_v5", "azure")
+    assert result.exports["vmSize"] == "Standard_NC40ads_H100_v5"
+    assert result.exports["hourlyPriceUsd"] == h100.on_demand_usd_per_hour
+
+
+def test_no_size_left_refuses_before_any_resource_naming_each():
+    arm = FakeArm(ArmState(skus={"eastus": []}))
+    recorder = azure_recorder()
+    try:
+        with pytest.raises(pulumi.RunError) as info:
+            run_stack(recorder, arm=arm)
+    finally:
+        arm.close()
+    assert "Standard_NC24ads_A100_v4 on-demand: SkuNotAvailable: not offered in eastus" in str(
+        info.value
+    )
+    assert recorder.resources == []
+
+
+def test_a_resize_by_fab_start_is_not_undone_by_the_next_up(on_demand):
+    assert {"hardwareProfile.vmSize", "placement"} <= set(on_demand.one(VM).ignore_changes)
 
 
 def test_spot_exports_the_catalog_spot_price(spot):

@@ -187,6 +187,8 @@ SCHEDULE = "aws:scheduler/schedule:Schedule"
 BUDGET = "aws:budgets/budget:Budget"
 BUCKET = "aws:s3/bucket:Bucket"
 INSTANCE = "aws:ec2/instance:Instance"
+BOXES = "pulumi-python:dynamic/glucose-training:Ec2Boxes"
+TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 
 BROKEN_AWS = {
     "daily stop disabled": (
@@ -224,7 +226,7 @@ BROKEN_AWS = {
         "s3-public-access-blocked",
     ),
     "IMDSv1 allowed": (
-        sabotage(INSTANCE, _edit("metadata_options", http_tokens="optional")),
+        sabotage(TEMPLATE, _edit("metadata_options", http_tokens="optional")),
         "ec2-imdsv2-required",
     ),
 }
@@ -299,16 +301,28 @@ def test_ssh_from_anywhere_is_refused_even_when_the_stack_insists(run):
 def test_a_missing_daily_stop_names_the_box_it_leaves_running():
     result = run_aws(sabotage(SCHEDULE, lambda p: p.update(state="DISABLED")), **CAREFUL)
     (violation,) = evaluate(as_policy_resources(result))
-    assert violation.urn == result.one(INSTANCE).urn
-    assert "glucose-box-0" in violation.message
+    assert violation.urn == result.one(BOXES).urn
+    assert "glucose-boxes box 0 (i-glucose-boxes-0)" in violation.message
 
 
 def test_cluster_with_one_box_left_out_of_the_daily_stop_names_that_box():
-    first_box_only = {"InstanceIds": [f"{INSTANCE}/glucose-box-0"]}  # the mock's id
+    first_box_only = {"InstanceIds": ["i-glucose-boxes-0"]}  # the mock's id
     transformation = sabotage(SCHEDULE, _edit("target", input=json.dumps(first_box_only)))
     result = run_aws(transformation, **CAREFUL, nodeCount="2")
-    violations = evaluate(as_policy_resources(result))
-    assert [v.urn for v in violations] == [result.named("glucose-box-1").urn]
+    (violation,) = evaluate(as_policy_resources(result))
+    assert violation.urn == result.one(BOXES).urn
+    assert violation.message.startswith("glucose-boxes box 1 (i-glucose-boxes-1) has no")
+
+
+def test_boxes_of_gpu_candidates_are_gpu_boxes_whatever_size_was_taken():
+    assert policies.is_gpu_box(BOXES, {"candidates": [{"size": "g6.xlarge"}]})
+    assert not policies.is_gpu_box(BOXES, {"candidates": [{"size": "t3.micro"}]})
+
+
+def test_boxes_are_under_the_budget_through_their_launch_templates_tags():
+    sabotaged = sabotage(TEMPLATE, lambda p: p.update(tag_specifications=[]))
+    result = run_aws(sabotaged, **CAREFUL)
+    assert _fired(evaluate(as_policy_resources(result))) == {"gpu-box-under-budget"}
 
 
 # --- preview: ids not known yet --------------------------------------------------------
@@ -316,7 +330,8 @@ def test_cluster_with_one_box_left_out_of_the_daily_stop_names_that_box():
 
 # What a first preview cannot know: every id, and whatever is computed from one.
 AWS_PREVIEW_UNKNOWNS = {
-    INSTANCE: {"id"},
+    BOXES: {"id", "instanceIds", "launchTemplateId"},
+    TEMPLATE: {"id"},
     SCHEDULE: {"target.input"},
     BUCKET: {"id", "bucket"},
     "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": {"bucket"},
@@ -342,7 +357,7 @@ def test_during_preview_azure_links_are_matched_through_dependencies():
 def test_during_preview_a_schedule_without_the_dependency_does_not_count():
     resources = as_policy_resources(run_aws(**CAREFUL), AWS_PREVIEW_UNKNOWNS)
     schedule = next(r for r in resources if r.resource_type == SCHEDULE)
-    schedule.dependencies = [d for d in schedule.dependencies if d.resource_type != INSTANCE]
+    schedule.dependencies = [d for d in schedule.dependencies if d.resource_type != BOXES]
     assert _fired(evaluate(resources)) == {"gpu-box-daily-stop"}
 
 

@@ -182,6 +182,44 @@ def instance_types_by_region() -> dict[str, frozenset[str]]:
 
 
 @dataclass(frozen=True)
+class ZoneOfRegion:
+    """An availability zone of the stack's region by EC2's naming (us-east-1a): the
+    region and one letter. No offline reference lists a region's zones; the program
+    asks EC2 which of them sell a size before it declares a subnet there."""
+
+    def problems(self, value: str, where: str, region: str) -> list[str]:
+        if len(value) == len(region) + 1 and value.startswith(region) and value[-1].isalpha():
+            return []
+        return [f"{where}: {value!r} is not an availability zone of {region}"]
+
+
+@dataclass(frozen=True)
+class ZoneMap:
+    """A map of the stack's zones to a value `api` takes (the subnet of each zone)."""
+
+    api: Api
+
+    def problems(self, mapping: dict, where: str, region: str) -> list[str]:
+        found = []
+        for zone, value in mapping.items():
+            found += ZoneOfRegion().problems(zone, f"{where} key", region)
+            found += [f"{where}.{zone}: {p}" for p in self.api.constraint().problems(value)]
+        return found
+
+
+@dataclass(frozen=True)
+class BoolText:
+    """A flag pulumi-aws takes as text ("true"/"false") and sends as `api`'s boolean."""
+
+    api: Api
+
+    def problems(self, value: str, where: str) -> list[str]:
+        if value not in ("true", "false"):
+            return [f"{where}: {value!r} is not 'true' or 'false'"]
+        return [f"{where}: {p}" for p in self.api.constraint().problems(value == "true")]
+
+
+@dataclass(frozen=True)
 class IanaZone:
     """A zone name of the tz database (tzdata; EventBridge Scheduler takes IANA names, and
     botocore states only their length)."""
@@ -226,6 +264,9 @@ Reference = (
     | TagMap
     | Region
     | InstanceTypeInRegion
+    | ZoneOfRegion
+    | ZoneMap
+    | BoolText
     | IanaZone
     | ManagedPolicy
     | PolicyDocument
@@ -260,7 +301,7 @@ def leaf_paths(value: Any, path: str = "") -> Iterator[str]:
 
 
 # Inputs that are maps of the user's or the program's own keys: checked whole (TagMap).
-MAP_INPUTS = ("tags", "volumeTags", "dimensions")
+MAP_INPUTS = ("tags", "volumeTags", "dimensions", "subnets")
 
 
 def check(path: str, reference: Reference, inputs: dict, where: str, region: str) -> list[str]:
@@ -274,7 +315,7 @@ def check(path: str, reference: Reference, inputs: dict, where: str, region: str
         at = f"{where} {path}"
         if isinstance(reference, Api | Cfn):
             found += [f"{at}: {p}" for p in reference.constraint().problems(value)]
-        elif isinstance(reference, InstanceTypeInRegion):
+        elif isinstance(reference, InstanceTypeInRegion | ZoneOfRegion | ZoneMap):
             found += reference.problems(value, at, region)
         else:
             found += reference.problems(value, at)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from tests.pulumi.references.aws import (
     Api,
+    BoolText,
     Cfn,
     Excused,
     IanaZone,
@@ -22,6 +23,8 @@ from tests.pulumi.references.aws import (
     Reference,
     Region,
     TagMap,
+    ZoneMap,
+    ZoneOfRegion,
 )
 
 Rows = dict[str, tuple[Reference, ...]]
@@ -54,6 +57,10 @@ def _rules(operation: str, permissions: str) -> Rows:
 
 _BUCKET = {"bucket": (Cfn("AWS::S3::Bucket", "BucketName"),)}
 _LIFECYCLE = "LifecycleConfiguration.Rules[]"
+_LT = "LaunchTemplateData"
+_OVERRIDES = "LaunchTemplateConfigs[].Overrides[]"
+_FLEET_TEMPLATE = "LaunchTemplateConfigs[].LaunchTemplateSpecification"
+_RECORD = "a record of a candidate dropped before the launch (placementTried), never sent"
 _SSM = "Definition.SsmActionDefinition"
 
 AWS: dict[str, Rows] = {
@@ -105,59 +112,51 @@ AWS: dict[str, Rows] = {
         "strategy": (Api("ec2", "CreatePlacementGroup", "Strategy"),),
         "tags": EC2_TAGS,
     },
-    "aws:ec2/instance:Instance": {
-        "ami": (Api("ec2", "RunInstances", "ImageId"),),
-        "instanceType": (Api("ec2", "RunInstances", "InstanceType"), InstanceTypeInRegion()),
-        "subnetId": (Api("ec2", "RunInstances", "SubnetId"),),
-        "vpcSecurityGroupIds[]": (Api("ec2", "RunInstances", "SecurityGroupIds[]"),),
-        "associatePublicIpAddress": (
-            Api("ec2", "RunInstances", "NetworkInterfaces[].AssociatePublicIpAddress"),
-        ),
-        "keyName": (Api("ec2", "RunInstances", "KeyName"),),
-        "iamInstanceProfile": (Api("ec2", "RunInstances", "IamInstanceProfile.Name"),),
-        "placementGroup": (Api("ec2", "RunInstances", "Placement.GroupName"),),
-        "metadataOptions.httpEndpoint": (
-            Api("ec2", "RunInstances", "MetadataOptions.HttpEndpoint"),
-        ),
-        "metadataOptions.httpTokens": (Api("ec2", "RunInstances", "MetadataOptions.HttpTokens"),),
-        "metadataOptions.httpPutResponseHopLimit": (
-            Api("ec2", "RunInstances", "MetadataOptions.HttpPutResponseHopLimit"),
-        ),
-        "instanceInitiatedShutdownBehavior": (
-            Api("ec2", "RunInstances", "InstanceInitiatedShutdownBehavior"),
-        ),
-        "rootBlockDevice.volumeType": (
-            Api("ec2", "RunInstances", "BlockDeviceMappings[].Ebs.VolumeType"),
-        ),
-        "rootBlockDevice.volumeSize": (
-            Api("ec2", "RunInstances", "BlockDeviceMappings[].Ebs.VolumeSize"),
-        ),
-        "rootBlockDevice.encrypted": (
-            Api("ec2", "RunInstances", "BlockDeviceMappings[].Ebs.Encrypted"),
-        ),
-        "rootBlockDevice.deleteOnTermination": (
-            Api("ec2", "RunInstances", "BlockDeviceMappings[].Ebs.DeleteOnTermination"),
-        ),
-        "instanceMarketOptions.marketType": (
-            Api("ec2", "RunInstances", "InstanceMarketOptions.MarketType"),
-        ),
-        "instanceMarketOptions.spotOptions.instanceInterruptionBehavior": (
-            Api(
-                "ec2",
-                "RunInstances",
-                "InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior",
+    "aws:ec2/launchTemplate:LaunchTemplate": {
+        "@name": (Api("ec2", "CreateLaunchTemplate", "LaunchTemplateName"),),
+        **{
+            path: (Api("ec2", "CreateLaunchTemplate", f"{_LT}.{member}"),)
+            for path, member in (
+                ("imageId", "ImageId"),
+                ("keyName", "KeyName"),
+                ("iamInstanceProfile.name", "IamInstanceProfile.Name"),
+                ("vpcSecurityGroupIds[]", "SecurityGroupIds[]"),
+                ("metadataOptions.httpEndpoint", "MetadataOptions.HttpEndpoint"),
+                ("metadataOptions.httpTokens", "MetadataOptions.HttpTokens"),
+                (
+                    "metadataOptions.httpPutResponseHopLimit",
+                    "MetadataOptions.HttpPutResponseHopLimit",
+                ),
+                ("instanceInitiatedShutdownBehavior", "InstanceInitiatedShutdownBehavior"),
+                ("blockDeviceMappings[].deviceName", "BlockDeviceMappings[].DeviceName"),
+                ("blockDeviceMappings[].ebs.volumeType", "BlockDeviceMappings[].Ebs.VolumeType"),
+                ("blockDeviceMappings[].ebs.volumeSize", "BlockDeviceMappings[].Ebs.VolumeSize"),
+                ("placement.groupName", "Placement.GroupName"),
+                ("userData", "UserData"),
+                ("tagSpecifications[].resourceType", "TagSpecifications[].ResourceType"),
+            )
+        },
+        "blockDeviceMappings[].ebs.encrypted": (
+            BoolText(
+                Api("ec2", "CreateLaunchTemplate", f"{_LT}.BlockDeviceMappings[].Ebs.Encrypted")
             ),
         ),
-        "instanceMarketOptions.spotOptions.spotInstanceType": (
-            Api("ec2", "RunInstances", "InstanceMarketOptions.SpotOptions.SpotInstanceType"),
+        "blockDeviceMappings[].ebs.deleteOnTermination": (
+            BoolText(
+                Api(
+                    "ec2",
+                    "CreateLaunchTemplate",
+                    f"{_LT}.BlockDeviceMappings[].Ebs.DeleteOnTermination",
+                )
+            ),
         ),
-        "instanceMarketOptions.spotOptions.validUntil": (
-            Api("ec2", "RunInstances", "InstanceMarketOptions.SpotOptions.ValidUntil"),
+        "tagSpecifications[].tags": (
+            TagMap("ec2", "CreateLaunchTemplate", f"{_LT}.TagSpecifications[].Tags"),
         ),
-        "userDataBase64": (Api("ec2", "RunInstances", "UserData"),),
-        "userDataReplaceOnChange": (Excused("provider-side: whether a new user data replaces"),),
-        "tags": EC2_TAGS,
-        "volumeTags": EC2_TAGS,
+        "updateDefaultVersion": (
+            Excused("provider-side: ModifyLaunchTemplate's DefaultVersion after a new version"),
+        ),
+        "tags": (TagMap("ec2", "CreateLaunchTemplate", "TagSpecifications[].Tags"),),
     },
     "aws:ec2/eip:Eip": {
         "domain": (Api("ec2", "AllocateAddress", "Domain"),),
@@ -388,12 +387,45 @@ AWS: dict[str, Rows] = {
         "alarmActions[]": (Api("cloudwatch", "PutMetricAlarm", "AlarmActions[]"),),
         "tags": (TagMap("cloudwatch", "PutMetricAlarm", "Tags"),),
     },
-    # Dynamic: the guard's own provider calls EC2 with these (stack/spot_requests.py).
-    "pulumi-python:dynamic/glucose-training:SpotRequestGuard": {
-        "spotRequestId": (Api("ec2", "CancelSpotInstanceRequests", "SpotInstanceRequestIds[]"),),
-        "instanceId": (Api("ec2", "DescribeSpotInstanceRequests", "Filters[].Values[]"),),
+    # Dynamic: the boxes' own provider calls EC2 with these (stack/ec2_launch.py).
+    "pulumi-python:dynamic/glucose-training:Ec2Boxes": {
         "region": (Region("ec2"),),
         "profile": (Excused("a profile name of the deployer's own AWS config, read by boto3"),),
-        "__provider": (Excused("the pickled provider Pulumi runs the guard with"),),
+        "launchTemplateId": (
+            Api("ec2", "CreateFleet", f"{_FLEET_TEMPLATE}.LaunchTemplateId"),
+            Api("ec2", "RunInstances", "LaunchTemplate.LaunchTemplateId"),
+        ),
+        "launchTemplateVersion": (
+            Api("ec2", "CreateFleet", f"{_FLEET_TEMPLATE}.Version"),
+            Api("ec2", "RunInstances", "LaunchTemplate.Version"),
+        ),
+        "count": (
+            Api("ec2", "CreateFleet", "TargetCapacitySpecification.TotalTargetCapacity"),
+            Api("ec2", "CreateFleet", "OnDemandOptions.MinTargetCapacity"),
+            Api("ec2", "RunInstances", "MinCount"),
+            Api("ec2", "RunInstances", "MaxCount"),
+        ),
+        "candidates[].size": (
+            Api("ec2", "CreateFleet", f"{_OVERRIDES}.InstanceType"),
+            Api("ec2", "RunInstances", "InstanceType"),
+            InstanceTypeInRegion(),
+        ),
+        "candidates[].zone": (
+            Api("ec2", "CreateFleet", f"{_OVERRIDES}.AvailabilityZone"),
+            ZoneOfRegion(),
+        ),
+        "candidates[].market": (
+            Api("ec2", "CreateFleet", "TargetCapacitySpecification.DefaultTargetCapacityType"),
+        ),
+        **{
+            f"dropped[].{key}": (Excused(_RECORD),) for key in ("size", "zone", "market", "refusal")
+        },
+        "subnets": (ZoneMap(Api("ec2", "CreateFleet", f"{_OVERRIDES}.SubnetId")),),
+        "groups[][]": (Api("ec2", "ModifyInstanceAttribute", "Groups[]"),),
+        "namePrefix": (Api("ec2", "CreateTags", "Tags[].Value"),),
+        "pinnedImageId": (
+            Excused("compared only: a new pinned amiId replaces the boxes; the template has it"),
+        ),
+        "__provider": (Excused("the pickled provider Pulumi runs the boxes' launch with"),),
     },
 }

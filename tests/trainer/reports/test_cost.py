@@ -163,3 +163,59 @@ def test_the_trainer_shares_its_box_with_the_runs_it_sees_beside_it(tmp_path, mo
     monkeypatch.setenv(cost.RUNS_ENV, str(runs))
     monkeypatch.setattr(cost, "current_boot", lambda: None)
     assert cost.box_run_cost(runs / "mine", MONDAY + HOUR).usd == pytest.approx(PRICE / 2)
+
+
+# --- the bill follows the size (issue 40) ------------------------------------------------
+
+G6, G5 = "g6.xlarge on-demand", "g5.xlarge on-demand"
+PRICES = {G6: 0.8048, G5: 1.006}
+
+
+def test_a_run_that_crosses_a_resize_pays_each_boot_at_its_own_size():
+    # Boot 1 on g6.xlarge 09-13; no room after the nightly stop, so `fab start` resized
+    # the box in place: boot 2 on g5.xlarge 20-23. The run trained 10-22.
+    boots = [
+        {"at": MONDAY + 9 * HOUR, "boot_id": "b1", "size": "g6.xlarge", "market": "on-demand"},
+        {"at": MONDAY + 20 * HOUR, "boot_id": "b2", "size": "g5.xlarge", "market": "on-demand"},
+    ]
+    stops = [
+        {"at": MONDAY + 13 * HOUR, "boot_id": "b1"},
+        {"at": MONDAY + 23 * HOUR, "boot_id": "b2"},
+    ]
+    up = cost.uptimes(boots, stops)
+    billed = cost.run_cost([up], [(MONDAY + 10 * HOUR, MONDAY + 22 * HOUR)], PRICES[G6], (), PRICES)
+    assert billed.box_seconds == (5 * HOUR,)
+    assert billed.usd == pytest.approx(3 * PRICES[G6] + 2 * PRICES[G5])
+    # At the launch price alone it would be 5 h of g6.xlarge: the resize costs more.
+    assert billed.usd > 5 * PRICES[G6]
+
+
+def test_a_boot_with_no_size_on_record_takes_the_launch_price():
+    boots = [{"at": 0.0, "boot_id": "old"}]
+    up = cost.uptimes(boots, [{"at": 2 * HOUR, "boot_id": "old"}])
+    assert cost.run_cost([up], [(0.0, 2 * HOUR)], PRICE, (), PRICES).usd == pytest.approx(2 * PRICE)
+
+
+def test_the_trainer_prices_each_boot_from_launch_json(tmp_path, monkeypatch):
+    records = tmp_path / "box"
+    records.mkdir()
+    (records / "boots.jsonl").write_text(
+        json.dumps({"at": 0.0, "boot_id": "b1", "size": "g6.xlarge", "market": "on-demand"})
+        + "\n"
+        + json.dumps({"at": 4 * HOUR, "boot_id": "b2", "size": "g5.xlarge", "market": "on-demand"})
+        + "\n"
+    )
+    (records / "stops.jsonl").write_text(
+        json.dumps({"at": 2 * HOUR, "boot_id": "b1"})
+        + "\n"
+        + json.dumps({"at": 5 * HOUR, "boot_id": "b2"})
+        + "\n"
+    )
+    run_dir = tmp_path / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    launch = {"started_at": 0.0, "hourly_price_usd": PRICES[G6], cost.LAUNCH_PRICES: PRICES}
+    (run_dir / "launch.json").write_text(json.dumps(launch))
+    monkeypatch.setenv(cost.RECORDS_ENV, str(records))
+    monkeypatch.setattr(cost, "current_boot", lambda proc=None: None)
+    found = cost.box_run_cost(run_dir, now=6 * HOUR)
+    assert found.usd == pytest.approx(2 * PRICES[G6] + 1 * PRICES[G5])

@@ -1,0 +1,281 @@
+"""`fab start` when the cloud has no room: retry, resize in place, or say the two ways out.
+
+AWS against moto's EC2, with a botocore hook that answers StartInstances with
+`InsufficientInstanceCapacity` (moto always has room), so the retries and the
+`ModifyInstanceAttribute` + start that follow are EC2's own calls; Azure against the
+local fake of ARM, whose start answers 202 with an operation that ends `AllocationFailed`
+(as ARM's does: the refusal is only there), then a PATCH of the VM's `vmSize`. The
+clock and the sleep between tries are the test's, so five minutes of retries take none.
+"""
+
+from __future__ import annotations
+
+import pytest
+from botocore.awsrequest import AWSResponse
+from invoke.exceptions import Exit
+
+from ops.cloud import api as power
+from ops.cloud import aws as power_aws
+from ops.cloud import capacity
+from ops.cloud.power import RUNNING, STARTING
+from ops.target.resolve import from_outputs
+from tests.fakes.arm import sku
+from tests.fixtures.clouds import VM, target_outputs
+
+NO_ROOM = (
+    "We currently do not have sufficient g6.xlarge capacity in the Availability Zone you requested"
+)
+TRIED_G6_G5 = [
+    {"size": "g6.xlarge", "zone": "us-east-1a", "market": "on-demand", "refusal": ""},
+    {"size": "g5.xlarge", "zone": "us-east-1a", "market": "on-demand", "refusal": "not tried"},
+]
+
+
+class Clock:
+    """The test's time: each sleep moves it on."""
+
+    def __init__(self) -> None:
+        self.now, self.slept = 1000.0, []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def _start(target, said, clock):
+    cloud = power.cloud_api(target)
+    return capacity.start(cloud, target, said.append, sleep=clock.sleep, clock=lambda: clock.now)
+
+
+@pytest.fixture
+def refusing_ec2(ec2, monkeypatch):
+    """moto's EC2 for `fab`, whose StartInstances refuses the sizes in `refused` (a set the
+    test fills) for capacity; every call's name recorded."""
+    refused: set[str] = set()
+    calls: list[str] = []
+
+    def client(target, service):
+        import boto3
+
+        made = boto3.session.Session(region_name="us-east-1").client(service)
+        made.meta.events.register("before-call.ec2.*", lambda model, **_: calls.append(model.name))
+        made.meta.events.register("before-call.ec2.StartInstances", answer)
+        return made
+
+    def answer(params, **_):
+        ids = [v for k, v in params["body"].items() if k.startswith("InstanceId.")]
+        sizes = {
+            i["InstanceType"]
+            for r in ec2.describe_instances(InstanceIds=ids)["Reservations"]
+            for i in r["Instances"]
+        }
+        if sizes & refused:
+            error = {"Error": {"Code": "InsufficientInstanceCapacity", "Message": NO_ROOM}}
+            return AWSResponse("https://ec2.amazonaws.com/", 500, {}, None), error
+        return None
+
+    monkeypatch.setattr(power_aws, "_client", client)
+    return refused, calls
+
+
+def _stopped_boxes(ec2, count: int, size: str = "g6.xlarge", spot: bool = False) -> list[str]:
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    extra = {"InstanceMarketOptions": {"MarketType": "spot"}} if spot else {}
+    found = ec2.run_instances(
+        ImageId=image,
+        InstanceType=size,
+        MinCount=count,
+        MaxCount=count,
+        Placement={"AvailabilityZone": "us-east-1a"},
+        **extra,
+    )
+    ids = [i["InstanceId"] for i in found["Instances"]]
+    ec2.stop_instances(InstanceIds=ids)
+    return ids
+
+
+def _aws_target(ids, **more):
+    outputs = target_outputs("aws", ids, placementTried=TRIED_G6_G5, vmSize="g6.xlarge", **more)
+    return from_outputs(outputs, "stack test")
+
+
+@pytest.mark.e2e
+def test_a_capacity_refusal_is_tried_again_and_every_try_is_printed(refusing_ec2, ec2):
+    refused, calls = refusing_ec2
+    ids = _stopped_boxes(ec2, 1)
+    refused.add("g6.xlarge")
+    clock, said = Clock(), []
+    retries = []
+
+    def sleep(seconds):
+        retries.append(seconds)
+        clock.now += seconds
+        if len(retries) == 3:
+            refused.clear()  # capacity came back
+
+    after = capacity.start(
+        power.cloud_api(_aws_target(ids)), _aws_target(ids), said.append,
+        sleep=sleep, clock=lambda: clock.now,
+    )  # fmt: skip
+    assert {b.state for b in after} <= {RUNNING, STARTING}
+    tries = [line for line in said if line.startswith("try ")]
+    assert tries[:3] == [f"try {n}: g6.xlarge us-east-1a: InsufficientInstanceCapacity "
+                         f"(capacity) {NO_ROOM}" for n in (1, 2, 3)]  # fmt: skip
+    assert tries[3] == "try 4: g6.xlarge us-east-1a: started"
+    assert retries == [capacity.RETRY_SECONDS] * 3
+    assert "ModifyInstanceAttribute" not in calls
+    assert said[-1].startswith("g6.xlarge us-east-1a on-demand $0.80/h (first choice)")
+
+
+@pytest.mark.e2e
+def test_after_the_wait_every_box_is_resized_in_place_to_the_next_size_and_started(
+    refusing_ec2, ec2
+):
+    refused, calls = refusing_ec2
+    ids = _stopped_boxes(ec2, 2)
+    refused.add("g6.xlarge")
+    clock, said = Clock(), []
+    after = _start(_aws_target(ids, capacityWaitMinutes=2), said, clock)
+    assert {b.state for b in after} <= {RUNNING, STARTING}
+    # Two minutes of tries 30 s apart, then the resize: same boxes, same zone.
+    assert clock.slept == [capacity.RETRY_SECONDS] * 4
+    described = [
+        i for r in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]
+    ]
+    assert {(i["InstanceType"], i["Placement"]["AvailabilityZone"]) for i in described} == {
+        ("g5.xlarge", "us-east-1a")
+    }
+    assert calls.count("ModifyInstanceAttribute") == 2
+    assert (
+        "resizing every box from g6.xlarge to g5.xlarge in place (zone us-east-1a, disk kept)"
+        in said
+    )
+    assert said[-1] == (
+        "g5.xlarge us-east-1a on-demand $1.01/h (fallback 2 of 2; g6.xlarge: "
+        "InsufficientInstanceCapacity)"
+    )
+
+
+@pytest.mark.e2e
+def test_a_spot_box_is_never_resized_and_the_end_names_both_ways_out(refusing_ec2, ec2):
+    refused, calls = refusing_ec2
+    ids = _stopped_boxes(ec2, 1, spot=True)
+    refused.add("g6.xlarge")
+    with pytest.raises(Exit) as info:
+        _start(_aws_target(ids, spot=True, capacityWaitMinutes=1), [], Clock())
+    message = str(info.value)
+    assert "a spot box keeps its size" in message
+    assert "g6.xlarge us-east-1a    3 tries  InsufficientInstanceCapacity" in message
+    assert "wait and run `fab start` again" in message and "`fab start --move`" in message
+    assert "`fab train --run ID`" in message
+    assert "ModifyInstanceAttribute" not in calls
+
+
+@pytest.mark.e2e
+def test_when_no_size_starts_the_table_lists_each_and_nothing_moves(refusing_ec2, ec2):
+    refused, _ = refusing_ec2
+    ids = _stopped_boxes(ec2, 1)
+    refused.update({"g6.xlarge", "g5.xlarge"})
+    with pytest.raises(Exit) as info:
+        _start(_aws_target(ids, capacityWaitMinutes=0), [], Clock())
+    lines = str(info.value).splitlines()
+    assert lines[0] == "stack test: the boxes did not start; every try:"
+    assert lines[1].startswith("  g6.xlarge us-east-1a    1 try  InsufficientInstanceCapacity")
+    assert lines[2].startswith("  g5.xlarge us-east-1a    1 try  InsufficientInstanceCapacity")
+    (instance,) = ec2.describe_instances(InstanceIds=ids)["Reservations"][0]["Instances"]
+    assert instance["Placement"]["AvailabilityZone"] == "us-east-1a"  # never without --move
+
+
+@pytest.mark.e2e
+def test_a_refusal_that_is_neither_capacity_nor_quota_stops_at_once(ec2, monkeypatch):
+    def client(target, service):
+        import boto3
+
+        made = boto3.session.Session(region_name="us-east-1").client(service)
+        made.meta.events.register(
+            "before-call.ec2.StartInstances",
+            lambda **_: (
+                AWSResponse("https://ec2.amazonaws.com/", 400, {}, None),
+                {"Error": {"Code": "IncorrectInstanceState", "Message": "not stopped"}},
+            ),
+        )
+        return made
+
+    monkeypatch.setattr(power_aws, "_client", client)
+    ids = _stopped_boxes(ec2, 1)
+    clock = Clock()
+    with pytest.raises(Exit, match=r"refused to start g6\.xlarge \(IncorrectInstanceState"):
+        _start(_aws_target(ids), [], clock)
+    assert clock.slept == []
+
+
+# --- Azure -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def arm(azure):
+    """The fake ARM of `azure` with box 1 deallocated, an A100 and an H100 size sold."""
+    azure.state.skus["eastus"] = [
+        sku("Standard_NC24ads_A100_v4", "StandardNCADSA100v4Family", 24),
+        sku("Standard_NC40ads_H100_v5", "standardNCadsH100v5Family", 40, zones=("1", "2")),
+    ]
+    azure.state.vms = {VM.format(0): "PowerState/deallocated"}
+    return azure
+
+
+def _azure_target(**more):
+    tried = [
+        {"size": "Standard_NC24ads_A100_v4", "zone": "", "market": "on-demand", "refusal": ""},
+        {"size": "Standard_NC40ads_H100_v5", "zone": "", "market": "on-demand", "refusal": "x"},
+    ]
+    outputs = target_outputs("azure", [VM.format(0)], placementTried=tried, **more)
+    return from_outputs(outputs, "stack test")
+
+
+def test_azure_reads_the_starts_operation_and_sees_allocation_failed(arm):
+    arm.state.start_refusals[VM.format(0)] = ["AllocationFailed", "AllocationFailed"]
+    clock, said = Clock(), []
+    _start(_azure_target(), said, clock)
+    assert said[0].startswith("try 1: Standard_NC24ads_A100_v4 1: AllocationFailed (capacity)")
+    assert said[2].startswith("try 2: Standard_NC24ads_A100_v4 1: AllocationFailed")
+    assert said[4] == "try 3: Standard_NC24ads_A100_v4 1: started"
+    reads = [path for path, _ in arm.state.requests if "/operations/" in path]
+    assert len(reads) == 3  # each start read to its end
+
+
+def test_azure_resizes_the_deallocated_vm_with_a_patch_and_starts_it(arm):
+    # No A100 for the 5 minutes of capacityWaitMinutes (11 tries, 30 s apart); the H100
+    # has room.
+    arm.state.start_refusals[VM.format(0)] = ["AllocationFailed"] * 11
+    clock, said = Clock(), []
+    _start(_azure_target(), said, clock)
+    assert clock.slept == [capacity.RETRY_SECONDS] * 10
+    assert arm.state.vm_sizes[VM.format(0)] == "Standard_NC40ads_H100_v5"
+    assert arm.state.vms[VM.format(0)] == "PowerState/running"
+    patches = [path for path, _ in arm.state.requests if path == VM.format(0)]
+    assert patches  # GET and PATCH of the VM itself
+    assert said[-1].startswith("Standard_NC40ads_H100_v5 1 on-demand $6.98/h (fallback 2 of 2; ")
+
+
+def test_azure_an_unexpected_refusal_of_the_operation_stops_at_once(arm):
+    arm.state.start_refusals[VM.format(0)] = ["VMAgentStatusCommunicationError"]
+    with pytest.raises(Exit, match="VMAgentStatusCommunicationError"):
+        _start(_azure_target(), [], Clock())
+
+
+def test_azure_size_not_sold_in_the_vms_zone_is_skipped(arm):
+    arm.state.vm_zones[VM.format(0)] = "3"  # the H100 is sold in zones 1 and 2 only
+    arm.state.start_refusals[VM.format(0)] = ["AllocationFailed"] * 3
+    with pytest.raises(Exit, match="the boxes did not start"):
+        _start(_azure_target(capacityWaitMinutes=0), [], Clock())
+    assert VM.format(0) not in arm.state.vm_sizes
+
+
+def test_candidate_sizes_come_from_placement_tried_in_order_of_the_boxes_market():
+    target = _aws_target(
+        ["i-0123456789abcdef0"],
+        placement={"size": "g6.xlarge", "zone": "us-east-1a", "market": "on-demand"},
+    )
+    assert capacity.candidate_sizes(target, "g6.xlarge") == ["g6.xlarge", "g5.xlarge"]
+    bare = from_outputs(target_outputs("aws", ["i-0123456789abcdef0"]), "stack test")
+    assert capacity.candidate_sizes(bare, "g5.xlarge") == ["g5.xlarge"]
