@@ -114,5 +114,5 @@ def _without_secret(text: str, url: str) -> str:
     text = text.replace(url, shown(url))
     for secret in (parts.query, parts.path):
         if len(secret) > 1:
-            text = text.replace(secret, "/…")
+            text = text.replace(secret, "/...")
     return text
