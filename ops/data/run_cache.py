@@ -46,9 +46,14 @@ def gather(storage_uri: str | None, local: list[Path], cache: Path) -> Gathered:
             gathered.notes.append(f"{where} not read ({uri}): {type(error).__name__}: {error}")
             continue
         for run_id in found:
-            _gather_run(store, f"{prefix}{run_id}/", cache / run_id, versions, gathered.notes)
-            write_hparams(cache / run_id, read_run(store, run_id, prefix, where),
-                          _summary(store, f"{prefix}{run_id}/"))  # fmt: skip
+            try:
+                _gather_run(store, f"{prefix}{run_id}/", cache / run_id, versions, gathered.notes)
+                write_hparams(cache / run_id, read_run(store, run_id, prefix, where),
+                              _summary(store, f"{prefix}{run_id}/"))  # fmt: skip
+            except Exception as error:  # the box writes the bucket: one run never hides the rest
+                gathered.notes.append(
+                    f"run {run_id} left out: {type(error).__name__}: {error}"[:300]
+                )
         seen.update(found)
     (cache / VERSIONS_FILE).write_text(json.dumps(versions, indent=1, sort_keys=True))
     gathered.run_ids = sorted(seen)
@@ -79,8 +84,12 @@ def _gather_run(
             continue
         if versions.get(seen_as) == info.version and path.is_file():
             continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        store.get_file(key, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            store.get_file(key, path)
+        except OSError as error:  # a name too long here, a file where a folder goes
+            notes.append(f"skipped {key[:120]}: {error.strerror or error}")
+            continue
         versions[seen_as] = info.version
 
 
@@ -88,6 +97,6 @@ def _summary(store: ObjectStore, folder: str) -> dict | None:
     """summary.json's final metrics; None before the run ends (or when torn)."""
     try:
         value = json.loads(store.read_bytes(f"{folder}{SUMMARY}"))
-    except (ObjectNotFound, ValueError):
+    except (ObjectNotFound, ValueError, RecursionError):  # none yet, torn, or hostile
         return None
     return value if isinstance(value, dict) else None

@@ -22,7 +22,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.summary.writer.record_writer import RecordWriter
 
-from ops.run.records import RunRow
+from ops.run.records import RunRow, finite_number
 
 HPARAMS_FILE = "events.out.tfevents.0.fab-hparams"
 """A fixed name, rewritten at each gather; it sorts before the trainer's event files."""
@@ -44,7 +44,7 @@ def final_metrics(summary: dict | None) -> dict[str, float]:
         values = (summary or {}).get(split)
         for key in FINAL_METRICS:
             value = values.get(key) if isinstance(values, dict) else None
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if finite_number(value):
                 metrics[f"best_checkpoint/{split}_{key}"] = float(value)
     return metrics
 
@@ -77,10 +77,11 @@ def write_hparams(folder: Path, row: RunRow, summary: dict | None) -> Path:
 
 
 def _value(value: Any) -> struct_pb2.Value:
-    """Numbers stay numbers (the parallel-coordinates axes); the rest are text."""
+    """Numbers stay numbers (the parallel-coordinates axes); the rest are text (a number
+    no float holds too)."""
     if isinstance(value, bool):
         return struct_pb2.Value(bool_value=value)
-    if isinstance(value, (int, float)):
+    if finite_number(value):
         return struct_pb2.Value(number_value=float(value))
     return struct_pb2.Value(string_value=str(value))
 

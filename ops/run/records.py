@@ -11,6 +11,7 @@ box contract's name rule are listed, so a key cannot smuggle a path into a table
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -210,7 +211,18 @@ def _number(record: dict | None, *path: str) -> float | None:
 def _is(value: object, kind: type) -> bool:
     if isinstance(value, bool):
         return False
-    return isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
+    return finite_number(value) if kind is float else isinstance(value, kind)
+
+
+def finite_number(value: object) -> bool:
+    """A JSON number a float holds: not a bool, not infinite or NaN, not an integer of
+    hundreds of digits (a hostile file's, which float() refuses)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _first(*records: dict | None, key: str, kind: type) -> Any:

@@ -8,6 +8,8 @@ SummaryWriter, as the trainer's are, and read back with TensorBoard's own loader
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from tensorboard.plugins.hparams import metadata
 
 from ops.data import run_cache
 from ops.run.hparams import HPARAMS_FILE
+from ops.run.records import read_run
 from tests.fixtures.run_folders import put_run
 from trainer.storage import open_store
 
@@ -94,3 +97,81 @@ def test_a_key_that_would_leave_the_run_folder_is_skipped_and_said(stores, tmp_p
     gathered = run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
     assert any("a\\b" in note for note in gathered.notes), gathered.notes
     assert not (stores["cache"] / "r-one" / "a\\b").exists()
+
+
+HUGE_INTEGER = "9" * 400
+HOSTILE_RUNS = {
+    "an integer of 400 digits in config.json": (
+        "config.json",
+        f'{{"optim": {{"lr": {HUGE_INTEGER}}}}}'.encode(),
+    ),
+    "an integer of 400 digits in summary.json": (
+        "summary.json",
+        f'{{"val": {{"mae": {HUGE_INTEGER}}}}}'.encode(),
+    ),
+    "a summary nested 100k deep": (
+        "summary.json",
+        b'{"val": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    ),
+}
+
+
+@pytest.mark.parametrize("hostile", sorted(HOSTILE_RUNS))
+def test_one_hostile_run_never_keeps_the_others_from_the_board(stores, hostile):
+    name, data = HOSTILE_RUNS[hostile]
+    storage = open_store(stores["uri"])
+    storage.write_bytes(f"runs/r-bad/{name}", data)
+    storage.write_bytes("runs/r-bad/status.json", b'{"state": "running"}')
+    gathered = run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
+    assert {"r-demo", "r-one", "r-two"} <= set(gathered.run_ids)
+    hparams, scalars, _ = session(stores["cache"] / "r-one")
+    assert hparams["optim.lr"] == pytest.approx(1e-3) and scalars["best_checkpoint/val_mae"] == 12.5
+
+
+@pytest.fixture
+def s3_runs(moto_server, tmp_path, monkeypatch):
+    """A bucket with a good run and a bad one: keys no file system here can hold as named."""
+    for name, value in moto_server.env.items():
+        monkeypatch.setenv(name, value)
+    uri = moto_server.create_bucket(prefix="hostile")
+    storage = open_store(uri)
+    put_run(storage, "runs/", "r-one", tmp_path, lr=1e-3, val_mae=12.5)
+    put_run(storage, "runs/", "r-bad", tmp_path, lr=1e-3, val_mae=12.5)
+    return uri, storage
+
+
+@pytest.mark.e2e  # moto
+def test_a_tb_key_of_300_bytes_leaves_the_other_runs_whole(s3_runs, tmp_path):
+    uri, storage = s3_runs
+    storage.write_bytes("runs/r-bad/tb/" + "x" * 300, b"not an event file")
+    gathered = run_cache.gather(uri, [], tmp_path / "cache")
+    assert gathered.run_ids == ["r-bad", "r-one"]
+    assert any("x" * 100 in note for note in gathered.notes), gathered.notes
+    assert session(tmp_path / "cache" / "r-one")[1]["best_checkpoint/val_mae"] == 12.5
+
+
+@pytest.mark.e2e  # moto
+def test_a_tb_file_and_folder_of_one_name_leave_the_other_runs_whole(s3_runs, tmp_path):
+    uri, storage = s3_runs
+    storage.write_bytes("runs/r-bad/tb/clash", b"a file")
+    storage.write_bytes("runs/r-bad/tb/clash/inside", b"and a folder of that name")
+    gathered = run_cache.gather(uri, [], tmp_path / "cache")
+    assert gathered.run_ids == ["r-bad", "r-one"]
+    assert any("clash" in note for note in gathered.notes), gathered.notes
+    assert session(tmp_path / "cache" / "r-one")[1]["best_checkpoint/val_mae"] == 12.5
+
+
+def test_a_fifo_named_summary_json_never_hangs_the_gathering(stores):
+    fifo = stores["local"] / "r-demo" / "summary.json"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    done: list = []
+    worker = threading.Thread(
+        target=lambda: done.append(run_cache.gather(None, [stores["local"]], stores["cache"])),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "gathering waits on a FIFO for a writer that never comes"
+    assert done[0].run_ids == ["r-demo"]
+    assert read_run(open_store(f"file://{stores['local']}"), "r-demo").state == "finished"

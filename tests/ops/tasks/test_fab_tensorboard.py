@@ -97,3 +97,24 @@ def test_no_runs_anywhere_is_one_line_saying_where_it_looked(tmp_path):
     )  # fmt: skip
     looked = f"no runs in file://{tmp_path / 'storage'} and {tmp_path / 'runs'}/"
     assert_one_line_error(done, looked, "point --local DIR", "--target local")
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--port", "99999"], "--port 99999: not a port; expected a whole number from 1 to 65535"),
+        (["--port", "-1"], "--port -1: not a port"),
+        (["--cache", "{file}"], "is a file; expected a folder for the gathered runs"),
+        (["--cache", "/proc/none"], "--cache /proc/none: cannot make that folder"),
+    ],
+)
+def test_a_port_or_cache_that_cannot_be_is_one_line(tmp_path, flags, said):
+    (tmp_path / "a-file").write_text("")
+    flags = [flag.format(file=tmp_path / "a-file") for flag in flags]
+    target = storage_only_target(tmp_path / "target.json", f"file://{tmp_path / 'storage'}")
+    env = {**os.environ, "GLUCOSE_TARGET": str(target)}
+    done = subprocess.run(
+        [str(FAB), "tensorboard", "--local", str(tmp_path / "runs"), *flags],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert_one_line_error(done, said)
