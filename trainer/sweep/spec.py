@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from trainer.checkpoints.layout import RUN_LOG_FILE
 from trainer.config import UserError
 
 SPEC_FILE = "sweep.json"
@@ -31,9 +32,9 @@ TRIALS_FILE = "trials.json"
 RESULT_FILE = "result.json"
 REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
-TRIAL_LOG_FILE = "train.log"
+TRIAL_LOG_FILE = RUN_LOG_FILE
 """In a trial's run dir (mirrored with it): the trial's output, which `fab logs` reads
-from storage once no container holds the run."""
+from storage once no container holds the run (a plain run's is the same file)."""
 METHODS = ("grid", "random", "tpe")
 # A trial's run id is `<sweep_id>-tNNN`: with the box's 64-character names, the sweep
 # id keeps 59.

@@ -48,3 +48,12 @@ def test_a_run_with_no_container_and_no_stored_log_is_one_line(here):
         done, "no container holds run gone-run", "runs/gone-run/train.log", "fab status --run"
     )
     assert "No such container" not in done.stdout + done.stderr, message
+
+
+def test_a_rotated_log_is_read_with_the_part_before_it(here):
+    store = open_store(here["storage"])
+    store.write_bytes("runs/plain-run/train.log.1", b"epoch 1\nepoch 2\n")
+    store.write_bytes("runs/plain-run/train.log", b"epoch 3\n")
+    done = _fab_logs(here, "--run", "plain-run", "--tail", "2")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "epoch 2\nepoch 3\n"
