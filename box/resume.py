@@ -267,18 +267,39 @@ def start_when_boxes_may_be_back(
 
 
 def peers_away_since(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> float:
-    """When, in this boot, the run first found its other boxes away: its first exit 69
-    this boot's count saw (the count is on /run, so a boot starts it over)."""
+    """When, in this boot, the run's present outage began: the first exit 69 since the
+    boxes last trained together (its step moved on since the outage was recorded: a
+    second outage in one boot counts from its own start, not the first's). The count is
+    on /run, so a boot starts it over."""
     boot_id = read_boot_id(config.boot_id_path)
     path = Path(config.resume_state_path)
     runs = load_attempts(path, boot_id)
     entry = runs.get(container.key) or {}
-    since = entry.get("peers_away_since")
-    if isinstance(since, (int, float)) and not isinstance(since, bool):
+    since, at_step = entry.get("peers_away_since"), entry.get("peers_away_at_step")
+    step = _run_step(config, container)
+    trained_since = step is not None and (not _is_number(at_step) or step > at_step)
+    if _is_number(since) and not trained_since:
         return float(since)
-    runs[container.key] = {**entry, "peers_away_since": container.finished_at}
+    runs[container.key] = {
+        **entry,
+        "peers_away_since": container.finished_at,
+        "peers_away_at_step": step,
+    }
     save_attempts(path, boot_id, runs)
     return container.finished_at
+
+
+def _run_step(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> int | None:
+    """The step the run's record (status.json, else heartbeat.json) has reached."""
+    for name in (contract.STATUS_FILE, contract.HEARTBEAT_FILE):
+        record = user_files.read_json(config.runs_dir, container.run_id, name) or {}
+        if _is_number(record.get("step")):
+            return int(record["step"])
+    return None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def start_within_bounds(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> int:
