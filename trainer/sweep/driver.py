@@ -172,8 +172,17 @@ class Driver:
     def _resume_running(self) -> None:
         import optuna
 
+        names = {param.name for param in self.params}
         for frozen in self.study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
             trial = optuna.trial.Trial(self.study, frozen._trial_id)
+            if set(frozen.params) != names:  # a journal append cut inside its values
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                lost = ", ".join(sorted(names - set(frozen.params)))
+                self._say(
+                    f"trial {frozen.number} failed: its values of {lost} were cut from the "
+                    "journal (an append cut short); not run on the trainer's defaults"
+                )
+                continue
             started = self._start(trial, frozen.params)
             if started is not None:
                 started.epochs_seen = max(frozen.intermediate_values, default=0)
