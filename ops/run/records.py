@@ -20,6 +20,9 @@ from trainer.reports.status import METRICS_FILE, RunRecord
 from trainer.storage import ObjectNotFound, ObjectStore
 
 SUMMARY, CONFIG, METRICS = "summary.json", "config.json", METRICS_FILE
+LAUNCHED = "launched"
+"""A run whose folder holds `fab train`'s launch record alone: started, nothing uploaded
+yet (`fab status --run ID` asks its box how it is doing)."""
 # config.json keys that say where a run is or how often it reports, not how it trains.
 NOT_SETTINGS = frozenset(
     {
@@ -128,7 +131,7 @@ def _read_run(store: ObjectStore, run_id: str, prefix: str, where: str) -> RunRo
     return RunRow(
         run_id=run_id,
         where=where,
-        state=_state(status, summary, status_dict, files.problems),
+        state=_state(status, summary, status_dict, files.problems, bool(launch)),
         name=str(_first(summary, config.get("train"), key="name", kind=str) or ""),
         dataset=_dataset(launch, config),
         sweep=_first(launch, key="sweep", kind=str),
@@ -144,7 +147,11 @@ def _read_run(store: ObjectStore, run_id: str, prefix: str, where: str) -> RunRo
 
 
 def _state(
-    status: RunRecord, summary: dict | None, status_dict: dict | None, problems: list[str]
+    status: RunRecord,
+    summary: dict | None,
+    status_dict: dict | None,
+    problems: list[str],
+    launched: bool = False,
 ) -> str:
     if any(problem.startswith(SUMMARY) for problem in problems):
         return "torn"  # a summary cut mid-upload: its status may say finished already
@@ -154,6 +161,10 @@ def _state(
         return status.state
     if summary is not None:
         return "finished"
+    if status_dict is None and launched and not problems:
+        return (
+            LAUNCHED  # `fab train` stored its launch record; the trainer has uploaded nothing yet
+        )
     if status_dict is None and not any(p.startswith(contract.STATUS_FILE) for p in problems):
         problems.append(f"{contract.STATUS_FILE}: missing (no record of the run's progress)")
     return "torn"

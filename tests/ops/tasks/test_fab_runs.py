@@ -352,3 +352,15 @@ def _read_some(terminal) -> bytes:
         return os.read(terminal.fileno(), 65536)
     except OSError:  # EIO: the child's side is closed and everything was read
         return b""
+
+
+def test_a_run_with_its_launch_record_alone_is_listed_as_launched(stack, tmp_path):
+    # `fab train` stored the record, then the run died before the trainer's first upload.
+    from ops.run.launch import store_launch_record
+
+    store_launch_record(f"file://{tmp_path / 'storage'}", "r-died-early", _launch(T0))
+    local = tmp_path / "storage" / "runs"
+    listed = _json(stack, "--state", "launched", target=False, local=local)
+    assert [(row["run_id"], row["state"]) for row in listed["runs"]] == [
+        ("r-died-early", "launched")
+    ]
