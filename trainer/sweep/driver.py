@@ -289,6 +289,9 @@ class Driver:
         counts: dict[str, int] = {}
         for row in trials:
             counts[row["state"]] = counts.get(row["state"], 0) + 1
+        # The best complete trial's, as a run's status carries its best epoch's: what the
+        # box's end message and `fab status` say of the sweep.
+        maes = [row["val_mae"] for row in trials if row["state"] == "complete"]
         write_json_atomic(self.sweep_dir / TRIALS_FILE, {"trials": trials})
         write_json_atomic(
             self.sweep_dir / STATUS_FILE,
@@ -298,6 +301,7 @@ class Driver:
                 "step": steps,
                 "updated_at": time.time(),
                 "exit_code": exit_code,
+                "val_mae": min((mae for mae in maes if mae is not None), default=None),
                 "trials": {"of": self.spec.trials, **counts},
             },
         )
