@@ -364,3 +364,33 @@ def test_a_run_with_its_launch_record_alone_is_listed_as_launched(stack, tmp_pat
     assert [(row["run_id"], row["state"]) for row in listed["runs"]] == [
         ("r-died-early", "launched")
     ]
+
+
+def test_a_sweep_whose_trials_have_uploaded_nothing_yet_says_so_quietly(stack, monkeypatch):
+    for name, value in stack["env"].items():
+        monkeypatch.setenv(name, value)
+    uri = stack["moto"].create_bucket(prefix="stack")
+    store, sweep = open_store(uri), "sweep-b"
+    storage_only_target(stack["tmp"] / "sweep-b-target.json", uri)
+    stack = {**stack, "target": stack["tmp"] / "sweep-b-target.json"}
+    _put(store, "r-other", launch_json=_launch(T0), config_json=_config(2e-3),
+         status_json={"state": "finished", "updated_at": T0 + HOUR})  # fmt: skip
+    rows = [{"run_id": f"{sweep}-t000", "state": "running"},
+            {"run_id": f"{sweep}-t001", "state": "running"}]  # fmt: skip
+    store.write_bytes(f"sweeps/{sweep}/trials.json", json.dumps({"trials": rows}).encode())
+    journal = write_journal(stack["tmp"] / "sweep-b.journal", sweep, [])
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    study = optuna.load_study(
+        study_name=sweep, storage=JournalStorage(JournalFileBackend(str(journal)))
+    )
+    space = {"lr": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True)}
+    study.ask(space), study.ask(space)  # two trials running, nothing reported yet
+    store.put_file(f"sweeps/{sweep}/optuna.journal", journal)
+    done = _fab_runs(stack, "--sweep", sweep, "--plot", str(stack["tmp"] / "sweep-b-plots"))
+    assert done.returncode == 0, done.stderr
+    assert "none of the" not in done.stdout
+    assert f"sweep {sweep}: 2 trials running, none has uploaded a record yet" in done.stdout
+    assert "Warning" not in done.stderr and "[W " not in done.stderr, done.stderr
