@@ -78,6 +78,23 @@ def gather(storage_uri: str | None, local: list[Path]) -> Listing:
     return listing
 
 
+def find(storage_uri: str | None, local: list[Path], run_id: str) -> tuple[RunRow, str] | None:
+    """Run `run_id`'s row from the first place that holds its folder, with the folder;
+    None where none does (or none answers)."""
+    from trainer.storage import open_store
+
+    for uri, prefix, where in sources(storage_uri, local):
+        try:
+            store = open_store(uri)
+            if store.list(f"{prefix}{run_id}/"):
+                return read_run(
+                    store, run_id, prefix, where
+                ), f"{uri.rstrip('/')}/{prefix}{run_id}/"
+        except Exception:  # a source down: the next may hold it
+            continue
+    return None
+
+
 def _merged(kept: RunRow | None, other: RunRow) -> RunRow:
     if kept is None:
         return other
