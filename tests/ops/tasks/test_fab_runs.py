@@ -105,7 +105,7 @@ def test_every_stored_run_is_one_line_newest_first(stack):
     lines = [line for line in stack["table"].splitlines() if line.lstrip().startswith("r-")]
     assert [line.split()[0] for line in lines] == ["r-torn", "r-failed", "r-running", "r-finished"]
     finished = next(line for line in lines if line.startswith("r-finished"))
-    for shown in ("baseline", "finished", "synth", "12.34", "2.00 h", "3.25"):
+    for shown in ("baseline", "finished", "synth", "12.34", "2 h 00 min", "3.25"):
         assert shown in finished, finished
 
 
@@ -394,3 +394,22 @@ def test_a_sweep_whose_trials_have_uploaded_nothing_yet_says_so_quietly(stack, m
     assert "none of the" not in done.stdout
     assert f"sweep {sweep}: 2 trials running, none has uploaded a record yet" in done.stdout
     assert "Warning" not in done.stderr and "[W " not in done.stderr, done.stderr
+
+
+def test_a_setting_left_to_the_trainer_shows_as_a_dash_and_wall_time_as_status_says_it(
+    stack, tmp_path
+):
+    local = open_store(f"file://{tmp_path / 'runs'}")
+    capped, uncapped = _config(2e-3), _config(2e-3)
+    capped["train"]["max_steps"], uncapped["train"]["max_steps"] = 500, None
+    for run_id, config in (("r-capped", capped), ("r-uncapped", uncapped)):
+        for name, body in (
+            ("config.json", config),
+            ("launch.json", _launch(T0)),
+            ("status.json", {"state": "finished", "updated_at": T0 + 756}),
+        ):
+            local.write_bytes(f"{run_id}/{name}", json.dumps(body).encode())  # fmt: skip
+    done = _fab_runs(stack, target=False, local=tmp_path / "runs")
+    assert done.returncode == 0, done.stderr
+    assert "max_steps=-" in done.stdout and "None" not in done.stdout
+    assert "13 min" in done.stdout and "0.21 h" not in done.stdout
