@@ -78,7 +78,9 @@ offerings: $(STAMP)
 ## clouds' price APIs and dated today: Azure's Retail Prices API (public) and AWS's Price
 ## List API plus EC2 spot price history (your AWS credentials). Offline it fails in one
 ## line and leaves the snapshot as it was; CLOUD=azure (or aws) refreshes one cloud.
-prices: $(STAMP)
+## What `make demo` installs is enough (boto3 comes with the trainer): not the ~1.9 GB
+## of Pulumi SDKs and test tools.
+prices: $(DEMO_STAMP)
 	@$(PY) -m ops.plan.refresh_prices --cloud $(or $(CLOUD),all)
 
 system-deps:

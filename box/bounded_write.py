@@ -4,20 +4,99 @@ A write to a frozen or failing file system blocks in the kernel (D state), where
 SIGKILL cannot end it, and the writer with it: a watchdog stuck writing its stop
 record never reaches the deallocate or shutdown, which needs no disk. So each write
 on the way to a stop runs in a forked child; the caller waits for it a bounded time,
-then kills it (or leaves it behind in the kernel) and goes on. Standard library only.
+then kills it (or leaves it behind in the kernel) and goes on. `run_within` is that
+child, for any work that must not outlive its time (box/bounded_post.py sends a
+message in one). Standard library only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import select
 import signal
 import sys
+import time
 from collections.abc import Callable
 
 WRITE_TIMEOUT_SECONDS = 5
 _MAX_ERROR_BYTES = 500
+MAX_REPORT_BYTES = 4096
+"""What a child may report; the rest is read and dropped."""
+_FAILED = "\x00"
+"""Starts the one report line a child's exception leaves."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildReport:
+    """What a child reported, line by line, before it ended or its time ran out."""
+
+    lines: list[str]
+    error: str | None
+    """The child's exception, when it raised one."""
+    ended: bool
+    """False when its time ran out (it was killed, or left behind in the kernel)."""
+    status: int = 0
+    """Its wait status, once it ended."""
+
+
+def run_within(
+    work: Callable[[Callable[[str], None]], None], timeout_seconds: float
+) -> ChildReport:
+    """Run `work(report)` in a forked child and wait at most `timeout_seconds` for it;
+    `report(line)` hands the caller one line at once (it reads them as they come, so a
+    child killed half way still said what it had done). Worst case: `timeout_seconds`."""
+    sys.stdout.flush()  # or the child's copy of the buffer would print it twice
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        _child(work, read_end, write_end)
+    os.close(write_end)
+    give_up = time.monotonic() + timeout_seconds
+    said, ended = b"", False
+    try:
+        while True:
+            left = give_up - time.monotonic()
+            if left <= 0 or not select.select([read_end], [], [], left)[0]:
+                with contextlib.suppress(OSError):  # gone meanwhile
+                    os.kill(pid, signal.SIGKILL)
+                break
+            chunk = os.read(read_end, MAX_REPORT_BYTES)
+            if not chunk:  # it has closed its files: it is exiting
+                ended = True
+                break
+            said = (said + chunk)[:MAX_REPORT_BYTES]
+    finally:
+        os.close(read_end)
+    status = os.waitpid(pid, 0)[1] if ended else _reap_if_dead(pid)
+    lines = said.decode(errors="replace").splitlines()
+    error = next((line[1:] for line in lines if line.startswith(_FAILED)), None)
+    return ChildReport(
+        [line for line in lines if not line.startswith(_FAILED)], error, ended, status
+    )
+
+
+def _child(work: Callable[[Callable[[str], None]], None], read_end: int, write_end: int) -> None:
+    status = 1
+    try:
+        os.close(read_end)
+        _let_go_of_output()
+        work(lambda line: os.write(write_end, f"{line}\n".encode(errors="replace")))
+        status = 0
+    except Exception as error:
+        message = " ".join(str(error).split()) or type(error).__name__
+        os.write(write_end, (_FAILED + message[:_MAX_ERROR_BYTES] + "\n").encode(errors="replace"))
+    finally:
+        os._exit(status)
+
+
+def _reap_if_dead(pid: int) -> int:
+    """A killed child is reaped if it is gone already; one stuck in the kernel is left."""
+    with contextlib.suppress(ChildProcessError):
+        return os.waitpid(pid, os.WNOHANG)[1]
+    return 0
 
 
 def write_within(write: Callable[[], None], timeout_seconds: float = WRITE_TIMEOUT_SECONDS) -> None:
@@ -26,35 +105,11 @@ def write_within(write: Callable[[], None], timeout_seconds: float = WRITE_TIMEO
     Raises OSError with the child's error, or TimeoutError (an OSError) when the disk
     did not answer in time. Worst case: `timeout_seconds`.
     """
-    sys.stdout.flush()  # or the child's copy of the buffer would print it twice
-    sys.stderr.flush()
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        status = 1
-        try:
-            os.close(read_end)
-            _let_go_of_output()
-            write()
-            status = 0
-        except Exception as error:
-            os.write(write_end, str(error).encode(errors="replace")[:_MAX_ERROR_BYTES])
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    try:
-        # The pipe turns readable when the child reports an error or exits (end of file).
-        ready, _, _ = select.select([read_end], [], [], timeout_seconds)
-        if not ready:
-            with contextlib.suppress(OSError):  # gone meanwhile
-                os.kill(pid, signal.SIGKILL)
-            raise TimeoutError(f"the disk did not answer within {timeout_seconds:.0f}s")
-        error = os.read(read_end, _MAX_ERROR_BYTES).decode(errors="replace")
-    finally:
-        os.close(read_end)
-    _, status = os.waitpid(pid, 0)  # it has closed its files: it is exiting
-    if error or status != 0:
-        raise OSError(error or f"the writer ended with wait status {status}")
+    child = run_within(lambda report: write(), timeout_seconds)
+    if not child.ended:
+        raise TimeoutError(f"the disk did not answer within {timeout_seconds:.0f}s")
+    if child.error or child.status != 0:
+        raise OSError(child.error or f"the writer ended with wait status {child.status}")
 
 
 def _let_go_of_output() -> None:

@@ -7,7 +7,9 @@ this program beside the container they start, when the target file sets notifyWe
 `python3 -m box.end_watch CONTAINER`, detached, from a copy of box/ under the box root.
 It waits for that one container to exit (`docker wait`, in slices, through engine
 restarts), judges the end as the resume unit does, tells it once (box/notify.py: the
-webhook, and notices.json against a second telling), and exits.
+webhook, and notices.json against a second telling), and exits. A webhook that refused
+(a 503, no connection) is tried again after each of RETRY_PAUSES_SECONDS, within
+notify.MAX_TRIES: nobody else looks again here.
 
 The same ends are told: finished, failed, past its deadline; none for a run the user
 stopped. A run the resume unit would start again (exit 75 or 69: a `docker stop`, the
@@ -38,6 +40,8 @@ ENGINE_AWAY_PAUSE_SECONDS = 30
 """After a `docker wait` that failed at once (the engine restarting): no busy loop."""
 WATCH_AT_MOST_SECONDS = 45 * 24 * 3600
 """Longer than any run fab starts: a watcher never outlives its reason by much."""
+RETRY_PAUSES_SECONDS = (60, 300)
+"""Between looks at an end not told yet; each look tries notify.TRIES_PER_LOOK times."""
 RESUME_COMMAND = {"train": "fab train --run {}", "sweep": "fab sweep --sweep {}"}
 
 
@@ -80,8 +84,15 @@ def tell(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> None
     )
     state = resume.end_state(container, reason) if reason else stopped_state(container)
     log(f"{container.kind} {container.run_id} exited {container.exit_code}: {reason or state}")
-    if state:
-        resume.tell_the_end(config, container, home, state, log)
+    if not state:
+        return
+    done = resume.tell_the_end(config, container, home, state, log)
+    for pause in RETRY_PAUSES_SECONDS:
+        if done:
+            return
+        log(f"{container.kind} {container.run_id}: its end is told again in {pause} s")
+        time.sleep(pause)
+        done = resume.tell_the_end(config, container, home, state, log)
 
 
 def watch(config: WatchdogConfig, container: str) -> int:

@@ -116,14 +116,16 @@ def _unpack(archive: bytes, settings: str, version: dict, release: Path) -> None
                 raise InstallError(f"the archive holds {member.name!r}, not a plain box file")
             data = tar.extractfile(member).read()
             _write(staging / member.name, data, member.mode & 0o755)
-    _write(staging / Path(contract.WATCHDOG_CONFIG_PATH).name, settings.encode(), 0o644)
+    # Root's alone: the settings may hold a secret (the webhook URL).
+    _write(staging / Path(contract.WATCHDOG_CONFIG_PATH).name, settings.encode(), 0o600)
     record = json.dumps(version) + "\n"
     _write(staging / Path(contract.VERSION_PATH).name, record.encode(), 0o644)
     os.replace(staging, release)
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:
-    with open(path, "wb") as handle:
+    # Created its owner's alone, then given `mode`: a secret is never readable on the way.
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as handle:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())

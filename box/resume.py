@@ -29,7 +29,10 @@ pause, counted in the config's `resume_state_path` (on /run, so a boot
 starts the count over).
 
 A run that stays down for good (finished, failed, past its deadline; not one the user
-stopped) is told once to the stack's webhook and topic (notify.py).
+stopped) is told once to the stack's webhook and topic (notify.py), after every run
+that comes back has been started: a webhook that is slow or down never holds up a
+start, and all the telling of one look fits in TELLS_BUDGET_SECONDS (ends left over are
+told at the next look).
 
 Settings: $GLUCOSE_WATCHDOG_CONFIG (the watchdog's). Standard library only.
 """
@@ -56,6 +59,9 @@ RETRY_DELAYS_SECONDS = (0, 60, 180)
 # Pause before starting again a run whose boxes did not meet (exit 69).
 BOXES_AWAY_RETRY_SECONDS = 60
 STOPPED_BY_USER_REASON = "stopped by the user"
+TELLS_BUDGET_SECONDS = 60
+"""All the ends one look tells, each within notify.BUDGET_SECONDS: the unit's 300 s
+(TimeoutStartSec) hold the docker wait, the starts and these."""
 PAST_DEADLINE_REASON = "past its deadline"
 
 
@@ -151,20 +157,42 @@ def resume(config: WatchdogConfig) -> int:
     # Every run, not just the newest: runs on the box at once were interrupted at once (an
     # eviction, a reboot), and each comes back. A run has one container (its name), so
     # each is judged, and started, once.
-    codes = [resume_one(config, container, config.runs_dir) for container in containers]
+    ends: list[End] = []
+    codes = [resume_one(config, container, config.runs_dir, ends) for container in containers]
     sweeps = docker_cli.list_containers(
         config.docker_command, include_stopped=True, label=contract.SWEEP_LABEL
     )
     # A sweep's driver is judged as a run is: its folder holds the same status.json
     # keys and the user's stop marker.
     sweeps = [container for container in sweeps if container.kind == "sweep"]
-    codes += [resume_one(config, sweep, config.sweeps_dir) for sweep in sweeps]
+    codes += [resume_one(config, sweep, config.sweeps_dir, ends) for sweep in sweeps]
+    tell_ends(config, ends)
     return max(codes, default=0)
 
 
-def resume_one(config: WatchdogConfig, container: docker_cli.TrainerContainer, home: Path) -> int:
+End = tuple[docker_cli.TrainerContainer, Path, str]
+"""A container whose run stays down, its home (runs/ or sweeps/) and what it did."""
+
+
+def tell_ends(config: WatchdogConfig, ends: list[End]) -> None:
+    """Tell each end once, all within TELLS_BUDGET_SECONDS."""
+    give_up = time.monotonic() + TELLS_BUDGET_SECONDS
+    for container, home, state in ends:
+        if time.monotonic() >= give_up:
+            log(
+                f"the end of {container.run_id} is told at the next look: this one has no time left"
+            )
+            continue
+        own = min(give_up, time.monotonic() + notify.BUDGET_SECONDS)
+        tell_the_end(config, container, home, state, give_up_at=own)
+
+
+def resume_one(
+    config: WatchdogConfig, container: docker_cli.TrainerContainer, home: Path, ends: list[End]
+) -> int:
     """Start `container` again if it was interrupted; `home` holds its folder (runs/ or
-    sweeps/)."""
+    sweeps/). A run that stays down for good goes into `ends`, to be told after the
+    starts."""
     what = f"{'sweep' if container.kind == 'sweep' else 'run'} {container.run_id}"
     if container.running:
         log(f"{what} is running ({container.name})")
@@ -174,7 +202,7 @@ def resume_one(config: WatchdogConfig, container: docker_cli.TrainerContainer, h
     if reason:
         log(f"{what} stays down: {reason}")
         if state := end_state(container, reason):
-            tell_the_end(config, container, home, state)
+            ends.append((container, home, state))
         return 0
     if container.exit_code == contract.EXIT_BOXES_AWAY and run_deadline(run_dir) is not None:
         return start_when_boxes_may_be_back(config, container)
@@ -199,20 +227,21 @@ def tell_the_end(
     home: Path,
     state: str,
     say: Callable[[str], None] = log,
-) -> None:
+    give_up_at: float | None = None,
+) -> bool:
     """One message (box/notify.py) for the end of this container's run: it `state`;
-    `say` logs what was sent (the caller's journal)."""
+    `say` logs what was sent (the caller's journal). Whether nothing is left to try."""
     if now_seconds() - container.finished_at > TELL_ENDS_WITHIN_SECONDS:
-        return  # see TELL_ENDS_WITHIN_SECONDS
+        return True  # see TELL_ENDS_WITHIN_SECONDS
     run_dir = home / container.run_id
     if (
         not (run_dir / contract.STATUS_FILE).exists()
         and (run_dir / contract.HEARTBEAT_FILE).exists()
     ):
-        return  # a box of workers: rank 0's box tells
+        return True  # a box of workers: rank 0's box tells
     key = f"{container.id}@{container.finished_at:.0f}"
     text = notify.summary_line(config, home, container.run_id, state, now_seconds())
-    notify.notify_once(config, key, text, say)
+    return notify.notify_once(config, key, text, say, give_up_at)
 
 
 def start_when_boxes_may_be_back(
@@ -238,18 +267,39 @@ def start_when_boxes_may_be_back(
 
 
 def peers_away_since(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> float:
-    """When, in this boot, the run first found its other boxes away: its first exit 69
-    this boot's count saw (the count is on /run, so a boot starts it over)."""
+    """When, in this boot, the run's present outage began: the first exit 69 since the
+    boxes last trained together (its step moved on since the outage was recorded: a
+    second outage in one boot counts from its own start, not the first's). The count is
+    on /run, so a boot starts it over."""
     boot_id = read_boot_id(config.boot_id_path)
     path = Path(config.resume_state_path)
     runs = load_attempts(path, boot_id)
     entry = runs.get(container.key) or {}
-    since = entry.get("peers_away_since")
-    if isinstance(since, (int, float)) and not isinstance(since, bool):
+    since, at_step = entry.get("peers_away_since"), entry.get("peers_away_at_step")
+    step = _run_step(config, container)
+    trained_since = step is not None and (not _is_number(at_step) or step > at_step)
+    if _is_number(since) and not trained_since:
         return float(since)
-    runs[container.key] = {**entry, "peers_away_since": container.finished_at}
+    runs[container.key] = {
+        **entry,
+        "peers_away_since": container.finished_at,
+        "peers_away_at_step": step,
+    }
     save_attempts(path, boot_id, runs)
     return container.finished_at
+
+
+def _run_step(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> int | None:
+    """The step the run's record (status.json, else heartbeat.json) has reached."""
+    for name in (contract.STATUS_FILE, contract.HEARTBEAT_FILE):
+        record = user_files.read_json(config.runs_dir, container.run_id, name) or {}
+        if _is_number(record.get("step")):
+            return int(record["step"])
+    return None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def start_within_bounds(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> int:

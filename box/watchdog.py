@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from box import (
@@ -66,7 +67,7 @@ WORST_CASE_SECONDS = (
         billing_stop.SHUTDOWN_TIMEOUT_SECONDS + REAP,
     )
     + FILE_WRITES * bounded_write.WRITE_TIMEOUT_SECONDS
-    + notify.BUDGET_SECONDS + HTTP_WORST_SECONDS + bounded_write.WRITE_TIMEOUT_SECONDS
+    + notify.WORST_CASE_SECONDS
 )  # fmt: skip
 
 
@@ -152,14 +153,17 @@ def describe(state: dict, now: float) -> str:
 
 
 def tell_hung_runs(config: WatchdogConfig, state: dict, now: float) -> None:
-    """The runs and sweeps this stop ends (they hung), each told once (box/notify.py)."""
+    """The runs and sweeps this stop ends (they hung), each told once (box/notify.py),
+    all within notify.BUDGET_SECONDS. Asked at every stop request: a message a stop that
+    failed went without is tried again with the next."""
+    give_up = time.monotonic() + notify.BUDGET_SECONDS
     minutes = state["hung_trainer_minutes"]
     hung = [(config.runs_dir, run_id) for run_id in state["hung_run_ids"]]
     hung += [(config.sweeps_dir, sweep_id) for sweep_id in state.get("hung_sweeps") or ()]
     for home, name in hung:
         end = f"stopped by the idle watchdog (no progress for {minutes} min)"
         text = notify.summary_line(config, home, name, end, now)
-        notify.notify_once(config, f"hung:{name}@{state['boot_id']}", text, log)
+        notify.notify_once(config, f"hung:{name}@{state['boot_id']}", text, log, give_up)
 
 
 def request_stop(config: WatchdogConfig, state: dict, now: float) -> None:
@@ -168,7 +172,7 @@ def request_stop(config: WatchdogConfig, state: dict, now: float) -> None:
     if not state.get("stop_recorded"):
         stop_records.append(config, stop_records.watchdog_record(state, now), log)
         state["stop_recorded"] = True
-        tell_hung_runs(config, state, now)
+    tell_hung_runs(config, state, now)
     # Saved first: an OS shutdown may end this process before it returns.
     save_state(Path(config.state_path), state)
     result = billing_stop.stop_billing(config, log)

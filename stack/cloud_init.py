@@ -65,7 +65,8 @@ def render_cloud_init(source: ProgramsSource, settings: str) -> str:
         raise ValueError("cloud-init: " + "; ".join(problems))
     source_json = json.dumps({**asdict(source), "box_root": contract.BOX_ROOT}, indent=2)
     first_boot = [
-        (contract.WATCHDOG_CONFIG_PATH, "0644", settings),
+        # Root's alone: the settings may hold a secret (the webhook URL).
+        (contract.WATCHDOG_CONFIG_PATH, "0600", settings),
         (SOURCE_PATH, "0644", source_json + "\n"),
         (BOOTSTRAP_PATH, "0755", (box_packing.BOX_DIR / "bootstrap.py").read_text()),
         (

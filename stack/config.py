@@ -55,6 +55,9 @@ KEYS: dict[str, str] = {
     "spotFallback": "spot_fallback",
     "capacityWaitMinutes": "capacity_wait_minutes",
 }
+SECRET_KEYS = ("notifyWebhook",)
+"""Keys that are credentials (whoever has the webhook URL may post to the channel): set
+with `pulumi config set --secret`, kept secret through the user data to the outputs."""
 # Keys that mean something on one cloud only: set on the other, they are a mistake.
 CLOUD_ONLY_KEYS: dict[str, str] = {
     "amiId": "aws",
@@ -313,9 +316,16 @@ def _notify_problems(v: dict[str, Any]) -> list[str]:
     if url is None or webhook_ok(url):
         return []
     return [
-        f"notifyWebhook: got {url!r}, expected an https URL such as a Slack or Teams "
-        "incoming webhook (https://hooks.slack.com/services/...)"
+        f"notifyWebhook: got {webhook_shown(url)!r}, expected an https URL such as a Slack or "
+        "Teams incoming webhook (https://hooks.slack.com/services/...)"
     ]
+
+
+def webhook_shown(url: str) -> str:
+    """What a message may say of a webhook URL: its scheme and host, never its path (the
+    secret)."""
+    host = webhook_host(url)
+    return f"{url.partition(':')[0]}://{host}/..." if host else "(not a URL)"
 
 
 def webhook_host(url: str) -> str:

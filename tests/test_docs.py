@@ -9,6 +9,7 @@ page sends its reader outside the repository (the site and a clone hold only it)
 from __future__ import annotations
 
 import re
+import subprocess
 
 from tests.paths import REPO
 
@@ -148,3 +149,15 @@ def test_the_readme_serves_the_docs_with_a_make_target_that_installs_mkdocs():
     assert "make docs-serve" in readme and ".venv/bin/mkdocs serve" not in readme
     assert re.search(r"^docs-serve: \$\(STAMP\)\n\t.*\.venv/bin/mkdocs serve", makefile, re.M)
     assert "mkdocs" in (REPO / "pyproject.toml").read_text().split("dev = [", 1)[1]
+
+
+def test_refreshing_the_prices_installs_what_the_demo_does_and_no_more(tmp_path):
+    # make's own plan, with the demo's install done and the full one not.
+    demo_done = tmp_path / "demo-installed"
+    demo_done.write_text("")
+    plan = subprocess.run(
+        ["make", "-n", "prices", f"DEMO_STAMP={demo_done}", f"STAMP={tmp_path / 'none'}"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert "ops.plan.refresh_prices" in plan.stdout
+    assert "pip install" not in plan.stdout, plan.stdout

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from trainer.checkpoints.run_log import keep_run_log
 from trainer.checkpoints.uploader_lock import UploaderBusy
 from trainer.config import SynthConfig, UserError, run_config_from_flags, train_flags
 from trainer.container_env import load_env_file
@@ -359,6 +360,8 @@ def _configure_logging() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "train":  # what it prints outlives its container (run_log)
+        keep_run_log(args.run_dir)
     _configure_logging()
     code = _run(args)
     if args.command == "train":

@@ -2,7 +2,9 @@
 trainer` and of `fab` reads them with (`fab` imports this module; it loads without torch).
 
 A duration is `90m`, `2h`, `1h30m`, `45s`, or a bare number in the flag's own unit
-(`1.5` is an hour and a half where the flag is in hours; its help says which). A count
+(`1.5` is an hour and a half where the flag is in hours; its help says which); units
+may be spelt out and spaced as `fab status` prints them (`1 h 30 min`, `90min`,
+`2 hours`). A count
 is a whole number, plain (`20`), with a `k` or `M` (`600k`, `1.2M`) or with an exponent
 (`1e6`). Each parser raises ValueError saying what it accepts; the caller names the flag.
 """
@@ -19,6 +21,8 @@ UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
 UNIT_NAMES = {"s": "seconds", "m": "minutes", "h": "hours"}
 _PART = r"(\d+(?:\.\d*)?|\.\d+)"
 _DURATION = re.compile(rf"(?:{_PART}h)?(?:{_PART}m)?(?:{_PART}s)?")
+_UNIT_WORDS = re.compile(r"(hours?|hrs?|minutes?|mins?|seconds?|secs?)")
+"""Spelt-out units, read as their letter (`min` is `m`)."""
 COUNT_FORMS = "a whole number such as 20, 600k, 1.2M or 1e6"
 _COUNT_SCALES = {"k": 1_000, "m": 1_000_000}
 
@@ -45,6 +49,7 @@ def _in_unit(text: str, unit: str) -> float | None:
     try:
         value = float(text)
     except ValueError:
+        text = _UNIT_WORDS.sub(lambda word: word[0][0], text).replace(" ", "")
         match = _DURATION.fullmatch(text)
         if not text or match is None:
             return None
@@ -68,6 +73,11 @@ def parse_count(text: str) -> int:
     if not value.is_finite() or value != value.to_integral_value():
         raise ValueError(f"{text!r} is not {COUNT_FORMS}")
     return int(value)
+
+
+def flag_problem(flag: str, value: object, expected: str, example: str) -> str:
+    """The one wording of a flag value refused: what was seen, what it takes, an example."""
+    return f"{flag} is {value!r}, expected {expected}; pass e.g. {flag} {example}"
 
 
 def duration_type(unit: str) -> Callable[[str], float]:

@@ -3,26 +3,33 @@
 `fab tensorboard` (no `--run`) reads storage, not a box: the runs' `tb/` event files and
 the JSON that says what they were (`config.json`, `summary.json`, `launch.json`) come
 from `<storageUri>/runs/` and from the local `runs/` (`fab download`) and `demo/runs/`, whether the
-boxes are up or not. Each run becomes `<cache>/<run_id>/`: its event files, and one
-file of HParams summaries (ops.run.hparams) written here from its JSON, so runs that
-ended before this existed are compared too. An event file comes again only when the
-store's listing says it changed (`versions.json` keeps what each copy came from).
+boxes are up or not. Each run becomes a folder of the cache named as TensorBoard lists
+it: the run's `--name` where it has one (and no other run shares it), else its id
+(`label`); in it, its event files and one file of HParams summaries (ops.run.hparams)
+written here from its JSON, so runs that ended before this existed are compared too.
+A folder of a run no longer listed, or listed under another label, goes. An event file
+comes again only when the store's listing says it changed (`versions.json` keeps what
+each copy came from).
 A run in both places is taken from storage (the newer).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ops.run.hparams import write_hparams
-from ops.run.listing import sources
-from ops.run.records import SUMMARY, read_run, run_ids
+from ops.run.hparams import HPARAMS_FILE, final_metrics, write_experiment, write_hparams
+from ops.run.listing import differing, sources
+from ops.run.records import SUMMARY, RunRow, read_run, run_ids
 from trainer.storage import ObjectNotFound, ObjectStore, open_store
 from trainer.storage.local_paths import UnsafeKey, local_path
 
 TB_FOLDER = "tb/"
+LABEL_CHARACTERS = re.compile(r"[^A-Za-z0-9 _.+-]")
+MAX_LABEL_CHARS = 48
 VERSIONS_FILE = "versions.json"
 """In the cache (not a run's folder): the store version each event file came from."""
 
@@ -36,23 +43,84 @@ class Gathered:
 
 def gather(storage_uri: str | None, local: list[Path], cache: Path) -> Gathered:
     """Bring every run's event files and HParams into `cache`; the run ids, sorted."""
-    gathered, seen = Gathered(), set()
-    versions = _read_versions(cache)
+    work = _Gathering(cache, _read_versions(cache))
+    listed = _listed(storage_uri, local, work.gathered.notes)
+    work.run_ids = {run_id for *_, run_id in listed}
+    rows, finals = [], []
+    for store, prefix, where, run_id in listed:
+        try:
+            row, summary = work.one(store, prefix, where, run_id)
+        except Exception as error:  # the box writes the bucket: one run never hides the rest
+            work.gathered.notes.append(
+                f"run {run_id} left out: {type(error).__name__}: {error}"[:300]
+            )
+            continue
+        rows.append(row)
+        finals.append(final_metrics(summary))
+    (cache / VERSIONS_FILE).write_text(json.dumps(work.versions, indent=1, sort_keys=True))
+    write_experiment(cache, rows, differing(rows), finals)
+    _remove_stale(cache, set(work.labels.values()))
+    work.gathered.run_ids = sorted(work.run_ids)
+    return work.gathered
+
+
+def _listed(
+    storage_uri: str | None, local: list[Path], notes: list[str]
+) -> list[tuple[ObjectStore, str, str, str]]:
+    """(store, prefix, where, run id) of every run, from the first place that has it."""
+    listed, seen = [], set()
     for uri, prefix, where in sources(storage_uri, local):
         try:
             store = open_store(uri)
             found = [run_id for run_id in run_ids(store, prefix) if run_id not in seen]
         except Exception as error:  # one source down must not hide the other
-            gathered.notes.append(f"{where} not read ({uri}): {type(error).__name__}: {error}")
+            notes.append(f"{where} not read ({uri}): {type(error).__name__}: {error}")
             continue
-        for run_id in found:
-            _gather_run(store, f"{prefix}{run_id}/", cache / run_id, versions, gathered.notes)
-            write_hparams(cache / run_id, read_run(store, run_id, prefix, where),
-                          _summary(store, f"{prefix}{run_id}/"))  # fmt: skip
+        listed += [(store, prefix, where, run_id) for run_id in found]
         seen.update(found)
-    (cache / VERSIONS_FILE).write_text(json.dumps(versions, indent=1, sort_keys=True))
-    gathered.run_ids = sorted(seen)
-    return gathered
+    return listed
+
+
+def label(name: str, run_id: str) -> str:
+    """What TensorBoard lists a run as: its name where given and fit for a folder's name
+    (the bucket is the box's to write), else its id."""
+    shown = " ".join(LABEL_CHARACTERS.sub("_", name or "").split())[:MAX_LABEL_CHARS].strip()
+    return shown if shown[:1].isalnum() else run_id
+
+
+def _remove_stale(cache: Path, kept: set[str]) -> None:
+    """Folders of ours (an HParams file in them) that no listed run has now."""
+    for folder in cache.iterdir():
+        if folder.name not in kept and (folder / HPARAMS_FILE).is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass
+class _Gathering:
+    """One gather: the cache, what each copy came from, each run's folder."""
+
+    cache: Path
+    versions: dict[str, str]
+    gathered: Gathered = field(default_factory=Gathered)
+    labels: dict[str, str] = field(default_factory=dict)
+    """Run id -> its folder in the cache."""
+    run_ids: set[str] = field(default_factory=set)
+    """Every run listed: a name that is another run's id is no label."""
+
+    def one(
+        self, store: ObjectStore, prefix: str, where: str, run_id: str
+    ) -> tuple[RunRow, dict | None]:
+        """One run into the folder of its label: its changed event files, its HParams;
+        its row and summary."""
+        folder = f"{prefix}{run_id}/"
+        row, summary = read_run(store, run_id, prefix, where), _summary(store, folder)
+        shown = label(row.name, run_id)
+        if shown != run_id and (shown in self.run_ids or shown in self.labels.values()):
+            shown = run_id  # a name two runs share, or another run's id
+        self.labels[run_id] = shown
+        _gather_run(store, folder, self.cache / shown, self.versions, self.gathered.notes)
+        write_hparams(self.cache / shown, row, summary)
+        return row, summary
 
 
 def _read_versions(cache: Path) -> dict[str, str]:
@@ -79,8 +147,12 @@ def _gather_run(
             continue
         if versions.get(seen_as) == info.version and path.is_file():
             continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        store.get_file(key, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            store.get_file(key, path)
+        except OSError as error:  # a name too long here, a file where a folder goes
+            notes.append(f"skipped {key[:120]}: {error.strerror or error}")
+            continue
         versions[seen_as] = info.version
 
 
@@ -88,6 +160,6 @@ def _summary(store: ObjectStore, folder: str) -> dict | None:
     """summary.json's final metrics; None before the run ends (or when torn)."""
     try:
         value = json.loads(store.read_bytes(f"{folder}{SUMMARY}"))
-    except (ObjectNotFound, ValueError):
+    except (ObjectNotFound, ValueError, RecursionError):  # none yet, torn, or hostile
         return None
     return value if isinstance(value, dict) else None

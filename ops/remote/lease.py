@@ -16,7 +16,7 @@ from rich.console import Console
 
 from box import contract
 from ops.remote.ssh import Box
-from trainer.quantities import parse_duration
+from trainer.quantities import duration_forms, flag_problem, parse_duration
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -33,10 +33,8 @@ def parse_minutes(text: str) -> int:
     except ValueError:
         hours = -1
     if hours < 0:
-        raise Exit(
-            f"duration {text!r} is not like 2h, 90m or 1h30m, or a bare number of hours; "
-            "`fab hold 0` releases"
-        )
+        forms = f"{duration_forms('h')}, or 0 to end a hold"
+        raise Exit(flag_problem("fab hold", text, forms, "90m"))
     minutes = max(1, round(hours * 60)) if hours else 0
     if minutes > contract.MAX_LEASE_MINUTES:
         raise Exit(

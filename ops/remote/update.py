@@ -47,8 +47,15 @@ BOX_REQUIRED_SETTINGS = frozenset(
     if field.default is dataclasses.MISSING and field.name != "cloud"
 )
 FS_ROOT = '"${GLUCOSE_BOX_FS_ROOT:-}"'
-# Run as root without a password prompt (both clouds' default users may sudo).
-AS_ROOT = 'if [ "$(id -u)" -eq 0 ]; then bash -s; else sudo -n bash -s; fi'
+
+
+def as_root(command: str) -> str:
+    """`command` run as root without a password prompt (both clouds' default users may
+    sudo)."""
+    return f'if [ "$(id -u)" -eq 0 ]; then {command}; else sudo -n {command}; fi'
+
+
+AS_ROOT = as_root("bash -s")
 IDLE_SETTING = next(s for s in GUARD_SETTINGS if s.box_key == "idle_shutdown_minutes")
 HEREDOC_END = "GLUCOSE_BOX_FILE_END"  # base64 and JSON never hold it
 console = Console(stderr=True, soft_wrap=True)
@@ -92,7 +99,8 @@ def current_settings(box: Box) -> dict:
 
 
 def _read(box: Box, path: str) -> str | None:
-    result = box.run(f"cat {FS_ROOT}{shlex.quote(path)}", check=False)
+    """As root: the settings are root's alone (0600), for the secrets they may hold."""
+    result = box.run(as_root(f"cat {FS_ROOT}{shlex.quote(path)}"), check=False)
     return result.stdout if result.exited == 0 else None
 
 
@@ -192,31 +200,27 @@ def install_script(programs: box_packing.Programs, settings: str, ssh_user: str,
     )
 
 
-def remote_command(script: str) -> str:
-    """One command line carrying `script` (gzip, base64) into a root bash.
+REMOTE_COMMAND = f"base64 -d | gunzip | {{ {AS_ROOT}; }}"
+"""What the box runs: the script comes on stdin, so its settings (a webhook URL is a
+secret) are never on a command line, where `ps` shows them to every user of the box."""
 
-    Not on stdin: Fabric feeds a stream one byte per 10 ms, minutes for the archive.
-    Gzipped, the script is ~60 KB, far under the 128 KiB a single argument may be.
-    """
-    payload = base64.b64encode(gzip.compress(script.encode(), mtime=0)).decode()
-    return f"printf %s {shlex.quote(payload)} | base64 -d | gunzip | {{ {AS_ROOT}; }}"
+
+def script_payload(script: str) -> str:
+    """`script` as REMOTE_COMMAND reads it from stdin: gzip, then base64 (~60 KB)."""
+    return base64.b64encode(gzip.compress(script.encode(), mtime=0)).decode()
 
 
 def update_box(box: Box, programs: box_packing.Programs, settings: str) -> str:
     """Install `programs` with `settings` on `box` as root and turn its guard on; what
     install.py said. Exit with its one line when it refused (nothing changed then)."""
     target = box.target
-    done = box.run(
-        remote_command(install_script(programs, settings, target.ssh_user, target.cloud)),
-        check=False,
-    )
-    if done.exited != 0:
-        said = [line for line in done.stderr.splitlines() if "glucose-install" in line]
-        raise Exit(
-            f"{box.address}: box-update failed: "
-            + (said[-1] if said else (done.stderr.strip().splitlines() or ["no output"])[-1])
-        )
-    return done.stdout.strip()
+    script = install_script(programs, settings, target.ssh_user, target.cloud)
+    exit_code, said = box.run_with_input(REMOTE_COMMAND, script_payload(script), check=False)
+    if exit_code != 0:
+        lines = said.strip().splitlines() or ["no output"]
+        installs = [line for line in lines if "glucose-install" in line]
+        raise Exit(f"{box.address}: box-update failed: " + (installs or lines)[-1])
+    return said.strip()
 
 
 def each_box(target: Target) -> list[Box]:

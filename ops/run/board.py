@@ -1,14 +1,18 @@
 """`fab tensorboard` with no `--run`: every run of the stack in one TensorBoard, here.
 
 The runs come from storage and the local `runs/` (ops.data.run_cache), so no box need
-be up; TensorBoard runs on this machine, from this venv, on the loopback only. Its
+be up; TensorBoard runs on this machine, from this venv, on the loopback only, and the
+cache is gathered again every minute while it serves: a run started since, and new
+steps of one going on, show without a restart. Its
 Scalars page shows all runs' curves together, its HParams page one row per run and
 sweep trial with the run's settings and final metrics.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import time
 import warnings
 from pathlib import Path
@@ -21,6 +25,11 @@ from ops.data import run_cache
 from ops.run.listing import POINT_IT, looked_in
 
 CACHE_ROOT = CHECKOUT / ".cache" / "tensorboard"
+GATHER_EVERY_SECONDS = 60
+GATHER_SECONDS_ENV = "GLUCOSE_TENSORBOARD_GATHER_SECONDS"
+"""Sooner, for the tests that watch a run come in."""
+RELOAD_SECONDS = 10
+"""TensorBoard's own look at the cache (a local folder: cheap)."""
 console = Console(stderr=True, soft_wrap=True)
 
 
@@ -41,12 +50,30 @@ def serve(storage_uri: str | None, local: list[Path], port: int, cache: Path | N
     url = _launch(cache, port)
     print(f"TensorBoard of {len(gathered.run_ids)} runs: {url}", flush=True)
     console.print(f"runs gathered in {cache}; HParams: {url}#hparams")
-    console.print("Ctrl-C stops it; run it again to gather newer runs")
-    try:
-        while True:  # TensorBoard serves from its own threads
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
+    console.print(
+        f"new runs and new steps come in every {gather_seconds():.0f} s while it serves; "
+        "Ctrl-C stops it"
+    )
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: the way to stop it
+        keep_in_step(storage_uri, local, cache, set(gathered.notes))
+
+
+def gather_seconds() -> float:
+    """How often the cache is brought in step with storage while TensorBoard serves."""
+    return float(os.environ.get(GATHER_SECONDS_ENV) or GATHER_EVERY_SECONDS)
+
+
+def keep_in_step(storage_uri: str | None, local: list[Path], cache: Path, said: set[str]) -> None:
+    """Gather again and again (TensorBoard serves from its own threads and reloads the
+    cache every RELOAD_SECONDS): a run that started, or went on, since shows. A note is
+    said once."""
+    while True:
+        time.sleep(gather_seconds())
+        gathered = run_cache.gather(storage_uri, local, cache)
+        for note in gathered.notes:
+            if note not in said:
+                console.print(f"[yellow]note:[/] {note}")
+                said.add(note)
 
 
 def _launch(logdir: Path, port: int) -> str:
@@ -63,7 +90,7 @@ def _launch(logdir: Path, port: int) -> str:
         ) from None
 
     board = program.TensorBoard(plugins=default.get_static_plugins())
-    board.configure(logdir=str(logdir), host="127.0.0.1", port=port, reload_interval=30)
+    board.configure(logdir=str(logdir), host="127.0.0.1", port=port, reload_interval=RELOAD_SECONDS)
     try:
         return board.launch()
     except program.TensorBoardServerException as error:

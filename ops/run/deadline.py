@@ -24,7 +24,7 @@ from ops.plan.throughput import load_measured
 from ops.target.resolve import Target
 from stack import catalog
 from trainer.config import TrainConfig
-from trainer.quantities import duration_forms, parse_duration
+from trainer.quantities import duration_forms, flag_problem, parse_duration
 
 AUTO = "auto"
 # `--hours auto`: the plan's hours times this, plus this many, rounded up to whole hours.
@@ -85,7 +85,8 @@ def parse_hours(text: str) -> float | str | None:
     except ValueError:
         hours = 0
     if hours <= 0:
-        raise Exit(f"--hours is {text!r}; expected {duration_forms('h')} above 0, or `auto`")
+        forms = f"{duration_forms('h')} above 0, or {AUTO}"
+        raise Exit("fab train: " + flag_problem("--hours", text, forms, "90m"))
     return hours
 
 

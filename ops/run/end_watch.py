@@ -74,10 +74,13 @@ def start(box: Box, container: str, what: str) -> str:
     # Only the watch goes to the background, every stream of it redirected: `cd X && W &`
     # would background a shell holding the session's streams, and `fab` (invoke, SSH)
     # would wait on them until the run ended.
+    # umask 077: its log (and anything it writes) is its owner's alone.
+    log = shlex.quote(f"{home}/{LOG_FILE}")
     box.run(
-        f"cd {shlex.quote(folder)} || exit 1; GLUCOSE_WATCHDOG_CONFIG={shlex.quote(settings)} "
+        f"cd {shlex.quote(folder)} || exit 1; umask 077; touch {log} && chmod 600 {log} || exit 1; "
+        f"GLUCOSE_WATCHDOG_CONFIG={shlex.quote(settings)} "
         f"nohup python3 -m {box_packing.PACKAGE}.end_watch {shlex.quote(container)} "
-        f">> {shlex.quote(f'{home}/{LOG_FILE}')} 2>&1 < /dev/null &"
+        f">> {log} 2>&1 < /dev/null &"
     )
     return f"told when it ends: {what}'s end goes to notifyWebhook ({box.address} watches it)"
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from invoke.exceptions import Exit
 
-from ops.run.records import RunRow
+from ops.run.records import LAUNCHED, RunRow
 from stack import storage_layout
 from trainer.reports.status import STATES
 
-ROW_ONLY_STATES = ("torn", "pruned")
-"""What `fab runs` itself calls a run: files it cannot read, a trial its sweep pruned."""
+ROW_ONLY_STATES = ("torn", "pruned", LAUNCHED)
+"""What `fab runs` itself calls a run: files it cannot read, a trial its sweep pruned, a
+run with its launch record alone."""
 
 
 def check_filters(

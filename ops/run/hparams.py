@@ -22,12 +22,21 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.summary.writer.record_writer import RecordWriter
 
-from ops.run.records import RunRow
+from ops.run.records import RunRow, finite_number
 
 HPARAMS_FILE = "events.out.tfevents.0.fab-hparams"
 """A fixed name, rewritten at each gather; it sorts before the trainer's event files."""
+EXPERIMENT_FILE = "events.out.tfevents.0.fab-experiment"
+"""In the cache's root: which columns HParams opens on, in which order."""
 FINAL_METRICS = ("mae", "rmse", "mard")
 """summary.json's `val` and `test` keys shown as `best_checkpoint/<split>_<key>`."""
+METRIC_COLUMNS = [
+    f"best_checkpoint/{split}_{key}" for split in ("val", "test") for key in FINAL_METRICS
+]
+"""Validation first: what sweeps select on, and what every run and trial has."""
+LABELS = ("name", "state", "sweep", "dataset")
+USUAL_FLAGS = ("optim.lr", "train.batch_size", "train.epochs", "model.arch")
+"""Shown when no setting differs between the runs (one run, after `make demo`)."""
 
 
 def hparams_of(row: RunRow) -> dict[str, Any]:
@@ -44,7 +53,7 @@ def final_metrics(summary: dict | None) -> dict[str, float]:
         values = (summary or {}).get(split)
         for key in FINAL_METRICS:
             value = values.get(key) if isinstance(values, dict) else None
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if finite_number(value):
                 metrics[f"best_checkpoint/{split}_{key}"] = float(value)
     return metrics
 
@@ -63,12 +72,15 @@ def write_hparams(folder: Path, row: RunRow, summary: dict | None) -> Path:
     if summary is not None:
         end = plugin_data_pb2.SessionEndInfo(status=api_pb2.STATUS_SUCCESS, end_time_secs=now)
         events.append(_plugin_summary(metadata.SESSION_END_INFO_TAG, session_end_info=end))
-    path = folder / HPARAMS_FILE
-    partial = path.with_name(f"{HPARAMS_FILE}.partial")  # not an event file to TensorBoard
+    return _write_events(folder / HPARAMS_FILE, events, now)
+
+
+def _write_events(path: Path, summaries: list[summary_pb2.Summary], now: float) -> Path:
+    partial = path.with_name(f"{path.name}.partial")  # not an event file to TensorBoard
     with partial.open("wb") as out:
         writer = RecordWriter(out)
         records = [event_pb2.Event(wall_time=now, file_version="brain.Event:2")]
-        records += [event_pb2.Event(wall_time=now, step=0, summary=s) for s in events]
+        records += [event_pb2.Event(wall_time=now, step=0, summary=s) for s in summaries]
         for record in records:
             writer.write(record.SerializeToString())
         writer.flush()
@@ -76,11 +88,61 @@ def write_hparams(folder: Path, row: RunRow, summary: dict | None) -> Path:
     return path
 
 
+def hparam_columns(rows: list[RunRow], differing: list[str]) -> list[str]:
+    """The HParams columns: the flags that differ between the runs shown (the tuned ones),
+    else the usual ones a run has, then what names and places a run."""
+    settings = {key for row in rows for key in row.settings}
+    flags = differing or [key for key in USUAL_FLAGS if key in settings]
+    return [*flags, *LABELS]
+
+
+def metric_columns(finals: list[dict[str, float]]) -> list[str]:
+    """Validation metrics, then a test metric only where every run with final metrics has
+    it: the parallel-coordinates view leaves out a run that lacks a column's value, and a
+    sweep's trials have no test metrics (they are compared on validation alone)."""
+    ended = [set(final) for final in finals if final]
+    return [
+        tag
+        for tag in METRIC_COLUMNS
+        if "/val_" in tag or (ended and all(tag in final for final in ended))
+    ]
+
+
+def write_experiment(
+    folder: Path, rows: list[RunRow], differing: list[str], finals: list[dict[str, float]]
+) -> Path:
+    """(Re)write the experiment summary in `folder` (the cache's root): the HParams
+    dashboard opens on `hparam_columns` and on `metric_columns`, validation first."""
+    experiment = api_pb2.Experiment(
+        hparam_infos=[
+            api_pb2.HParamInfo(name=name, type=_kind(rows, name))
+            for name in hparam_columns(rows, differing)
+        ],
+        metric_infos=[
+            api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag)) for tag in metric_columns(finals)
+        ],
+    )
+    summary = _plugin_summary(metadata.EXPERIMENT_TAG, experiment=experiment)
+    return _write_events(folder / EXPERIMENT_FILE, [summary], time.time())
+
+
+def _kind(rows: list[RunRow], name: str) -> int:
+    """Numbers are an axis of the parallel coordinates; the rest are text."""
+    values = [hparams_of(row).get(name) for row in rows]
+    values = [value for value in values if value is not None]
+    if values and all(isinstance(value, bool) for value in values):
+        return api_pb2.DATA_TYPE_BOOL
+    if values and all(finite_number(value) for value in values):
+        return api_pb2.DATA_TYPE_FLOAT64
+    return api_pb2.DATA_TYPE_STRING
+
+
 def _value(value: Any) -> struct_pb2.Value:
-    """Numbers stay numbers (the parallel-coordinates axes); the rest are text."""
+    """Numbers stay numbers (the parallel-coordinates axes); the rest are text (a number
+    no float holds too)."""
     if isinstance(value, bool):
         return struct_pb2.Value(bool_value=value)
-    if isinstance(value, (int, float)):
+    if finite_number(value):
         return struct_pb2.Value(number_value=float(value))
     return struct_pb2.Value(string_value=str(value))
 

@@ -30,6 +30,7 @@ from ops.run.container import Launch
 from ops.run.distributed import DistributedLaunch
 from ops.run.names import checked_name
 from ops.target.resolve import Target
+from stack import storage_layout
 from stack.placement import price_table
 from trainer.reports import cost
 
@@ -188,6 +189,24 @@ def write_launch_record(box: Box, launch: Launch) -> None:
     )
     record[contract.LAUNCH_DEADLINE] = launch.deadline
     box.run_with_input(f"cat > {shlex.quote(path)}", json.dumps(record))
+    store_launch_record(box.target.storage_uri, launch.run_id, record)
+
+
+def store_launch_record(storage_uri: str, run_id: str, record: dict) -> None:
+    """The launch record in the run's folder in storage too, before the container starts:
+    `fab runs` and `fab tensorboard` list the run from its first second (`launched`),
+    also one that dies before the trainer's first upload. Storage that refuses it is a
+    warning: the trainer's own mirror brings the record later."""
+    from trainer.storage import open_store
+
+    try:
+        store = open_store(storage_layout.run_uri(storage_uri, run_id))
+        store.write_bytes(contract.LAUNCH_FILE, json.dumps(record).encode())
+    except Exception as error:  # the run can start without it
+        console.print(
+            f"[yellow]warning:[/] run {run_id}'s launch record did not reach {storage_uri} "
+            f"({type(error).__name__}: {error}); `fab runs` lists it after its first upload"
+        )
 
 
 def start_trainer(box: Box, launch: Launch, user: str, gpus: int) -> None:

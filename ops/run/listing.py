@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.table import Table
 
+from ops.run import readable
 from ops.run.records import RunRow, read_run, run_ids
 from stack import storage_layout
 
@@ -26,7 +27,6 @@ POINT_IT = (
     "point --local DIR at a folder of runs, or --target local at this machine's; "
     "or start one: fab train"
 )
-SECONDS_PER_HOUR = 3600
 
 
 @dataclass
@@ -78,6 +78,23 @@ def gather(storage_uri: str | None, local: list[Path]) -> Listing:
     return listing
 
 
+def find(storage_uri: str | None, local: list[Path], run_id: str) -> tuple[RunRow, str] | None:
+    """Run `run_id`'s row from the first place that holds its folder, with the folder;
+    None where none does (or none answers)."""
+    from trainer.storage import open_store
+
+    for uri, prefix, where in sources(storage_uri, local):
+        try:
+            store = open_store(uri)
+            if store.list(f"{prefix}{run_id}/"):
+                return read_run(
+                    store, run_id, prefix, where
+                ), f"{uri.rstrip('/')}/{prefix}{run_id}/"
+        except Exception:  # a source down: the next may hold it
+            continue
+    return None
+
+
 def _merged(kept: RunRow | None, other: RunRow) -> RunRow:
     if kept is None:
         return other
@@ -116,6 +133,10 @@ def short(key: str) -> str:
 
 
 def _value(value: Any) -> str:
+    """A setting as the table shows it: None (the trainer's own default) as `-`, as
+    every cell nobody recorded."""
+    if value is None:
+        return "-"
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
@@ -123,8 +144,9 @@ def _number(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _hours(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds / SECONDS_PER_HOUR:.2f} h"
+def _wall(seconds: float | None) -> str:
+    """As `fab status` says a duration (`13 min`, `1 h 05 min`), which --hours reads too."""
+    return "-" if seconds is None else readable.duration(seconds)
 
 
 def _state(row: RunRow) -> str:
@@ -153,7 +175,7 @@ def table(rows: list[RunRow], keys: list[str], *, rank: bool = False) -> Table:
         cells += [
             _number(row.epochs, "d"),
             _number(row.best_val_mae, ".2f"),
-            _hours(row.wall_s),
+            _wall(row.wall_s),
             _number(row.cost_usd, ".2f"),
             _number(row.recoveries, "d"),
         ]

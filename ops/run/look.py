@@ -7,6 +7,7 @@ with what stopped it and how to start it; a box that answers gives the run's sna
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from rich.text import Text
 from ops.cloud import api as power
 from ops.cloud.power import RUNNING, STARTING, BoxPower
 from ops.remote.boxes import nodes
-from ops.run import deadline, on_box
+from ops.run import deadline, listing, on_box
 from ops.run import status as run_status
 from ops.target.resolve import Target
 from stack.catalog import CatalogError
@@ -124,11 +125,25 @@ def look(target: Target, run: str = "") -> StatusView:
             view.lines += run_status.box_lines(run_status.box_snapshot(box), time.time())
             return view
         view.snapshot = run_status.snapshot(box, run_id, others)
+        if view.snapshot.state == run_status.NOT_STARTED:
+            view.snapshot = _kept_elsewhere(view.snapshot, target, box.address)
         view.lines += [_node_line(other, run_id) for other in others]
         return view
     finally:
         for each in (box, *others):
             each.close()
+
+
+def _kept_elsewhere(
+    snapshot: run_status.RunSnapshot, target: Target, address: str
+) -> run_status.RunSnapshot:
+    """A run the box has nothing of, as storage or a local folder (`make demo`'s, `fab
+    download`'s) records it: what `fab runs` says of it too."""
+    found = listing.find(target.storage_uri or None, listing.local_dirs(""), snapshot.run_id)
+    if found is None:
+        return snapshot
+    row, folder = found
+    return dataclasses.replace(snapshot, state=f"{row.state} (not on {address}: {folder})")
 
 
 def _hard_stop(target: Target) -> deadline.Deadline | None:

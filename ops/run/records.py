@@ -11,6 +11,7 @@ box contract's name rule are listed, so a key cannot smuggle a path into a table
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -19,6 +20,9 @@ from trainer.reports.status import METRICS_FILE, RunRecord
 from trainer.storage import ObjectNotFound, ObjectStore
 
 SUMMARY, CONFIG, METRICS = "summary.json", "config.json", METRICS_FILE
+LAUNCHED = "launched"
+"""A run whose folder holds `fab train`'s launch record alone: started, nothing uploaded
+yet (`fab status --run ID` asks its box how it is doing)."""
 # config.json keys that say where a run is or how often it reports, not how it trains.
 NOT_SETTINGS = frozenset(
     {
@@ -127,7 +131,7 @@ def _read_run(store: ObjectStore, run_id: str, prefix: str, where: str) -> RunRo
     return RunRow(
         run_id=run_id,
         where=where,
-        state=_state(status, summary, status_dict, files.problems),
+        state=_state(status, summary, status_dict, files.problems, bool(launch)),
         name=str(_first(summary, config.get("train"), key="name", kind=str) or ""),
         dataset=_dataset(launch, config),
         sweep=_first(launch, key="sweep", kind=str),
@@ -143,7 +147,11 @@ def _read_run(store: ObjectStore, run_id: str, prefix: str, where: str) -> RunRo
 
 
 def _state(
-    status: RunRecord, summary: dict | None, status_dict: dict | None, problems: list[str]
+    status: RunRecord,
+    summary: dict | None,
+    status_dict: dict | None,
+    problems: list[str],
+    launched: bool = False,
 ) -> str:
     if any(problem.startswith(SUMMARY) for problem in problems):
         return "torn"  # a summary cut mid-upload: its status may say finished already
@@ -153,6 +161,10 @@ def _state(
         return status.state
     if summary is not None:
         return "finished"
+    if status_dict is None and launched and not problems:
+        return (
+            LAUNCHED  # `fab train` stored its launch record; the trainer has uploaded nothing yet
+        )
     if status_dict is None and not any(p.startswith(contract.STATUS_FILE) for p in problems):
         problems.append(f"{contract.STATUS_FILE}: missing (no record of the run's progress)")
     return "torn"
@@ -210,7 +222,18 @@ def _number(record: dict | None, *path: str) -> float | None:
 def _is(value: object, kind: type) -> bool:
     if isinstance(value, bool):
         return False
-    return isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
+    return finite_number(value) if kind is float else isinstance(value, kind)
+
+
+def finite_number(value: object) -> bool:
+    """A JSON number a float holds: not a bool, not infinite or NaN, not an integer of
+    hundreds of digits (a hostile file's, which float() refuses)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _first(*records: dict | None, key: str, kind: type) -> Any:

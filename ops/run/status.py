@@ -109,12 +109,16 @@ def _json_or_empty(text: str | None) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+NOT_STARTED = "not started"
+"""A run the box holds no container or record of."""
+
+
 def describe_state(
     container: ContainerState | None, status: RunRecord, stopped_by_user: bool
 ) -> str:
     """running / preempted-waiting / stopped / finished / failed (exit N) / not started."""
     if container is None:
-        return status.state or "not started"
+        return status.state or NOT_STARTED
     if container.running:
         return "running"
     if container.restarting:

@@ -19,6 +19,8 @@ from ops.remote.ssh import Box
 from ops.run import env_files
 from ops.run.container import BOX_RECORDS, WORKSPACE, container_options, workspace_dataset
 from ops.run.on_box import ContainerState, inspect_named
+from stack import storage_layout
+from trainer.config import UserError
 from trainer.reports.cost import RECORDS_ENV
 from trainer.sweep.spec import SPEC_FILE, SweepSpec
 
@@ -73,6 +75,24 @@ def existing_spec(box: Box, sweep_id: str) -> SweepSpec | None:
     if not text:
         return None
     return SweepSpec.from_json(text, f"{box.address}: sweep {sweep_id}'s {SPEC_FILE}")
+
+
+def stored_spec(storage_uri: str, sweep_id: str) -> SweepSpec | None:
+    """The spec of a sweep of this id in the stack's storage (its mirror), or None: a
+    sweep that ran on a box since replaced, or an earlier sweep of the same id."""
+    from trainer.storage import ObjectNotFound, open_store
+
+    where = f"{storage_layout.sweep_uri(storage_uri, sweep_id)}/{SPEC_FILE}"
+    try:
+        text = open_store(storage_layout.sweep_uri(storage_uri, sweep_id)).read_bytes(SPEC_FILE)
+    except ObjectNotFound:
+        return None
+    except Exception as error:  # storage down: whether the id is taken is unknown
+        raise UserError(
+            f"cannot read {where} ({type(error).__name__}: {error}); a sweep id must be "
+            "checked against storage's sweeps: try again once storage answers"
+        ) from None
+    return SweepSpec.from_json(text.decode(errors="replace"), where)
 
 
 def start(box: Box, spec: SweepSpec, *, gpus: bool, user: str) -> None:

@@ -22,7 +22,7 @@ from invoke.exceptions import Exit
 
 from box.watchdog_config import GUARD_SETTINGS
 from stack.catalog import CLOUDS
-from stack.config import webhook_host, webhook_ok
+from stack.config import webhook_ok, webhook_shown
 from stack.outputs import StackOutput
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -200,7 +200,7 @@ def problems(target) -> list[str]:
         (StackOutput.REGION, target.region, not target.region or bool(TOKEN.match(target.region)),
          "a region name"),
         # The URL is a credential: its host is shown, never its path.
-        (StackOutput.NOTIFY_WEBHOOK, _webhook_shown(target.notify_webhook),
+        (StackOutput.NOTIFY_WEBHOOK, webhook_shown(target.notify_webhook),
          not target.notify_webhook or webhook_ok(target.notify_webhook, http_to_this_machine=True),
          "an https URL that takes a JSON POST (a Slack or Teams incoming webhook), or "
          "http to this machine (127.0.0.1, localhost)"),
@@ -292,11 +292,6 @@ def _repository_ok(repository: str) -> bool:
     if rest and ("." in first or ":" in first or first == "localhost"):
         return registry_host(first) is not None and bool(REPOSITORY_PATH.match(rest))
     return bool(REPOSITORY_PATH.match(repository))
-
-
-def _webhook_shown(url: str) -> str:
-    host = webhook_host(url)
-    return f"{url.partition(':')[0]}://{host}/..." if host else "(not a URL)"
 
 
 def _box_root_ok(box_root: str) -> bool:

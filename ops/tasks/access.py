@@ -26,6 +26,7 @@ from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 from ops.tasks.runs import storage_uri_or_note
 
 TENSORBOARD_PORT = 6006
+MAX_PORT = 65535
 console = Console(stderr=True, soft_wrap=True)
 
 
@@ -53,6 +54,39 @@ def ssh(c, command="", target="", stack=""):
         )
     args = [_ssh_binary(), *openssh_args(where), *([command] if command else [])]
     os.execv(args[0], args)
+
+
+def _port(text: object) -> int:
+    """--port as a port number; one-line Exit for anything else."""
+    try:
+        port = int(str(text).strip())
+    except ValueError:
+        port = 0
+    if not 1 <= port <= MAX_PORT:
+        raise Exit(
+            f"--port {text}: not a port; expected a whole number from 1 to {MAX_PORT} "
+            f"(default {TENSORBOARD_PORT})"
+        )
+    return port
+
+
+def _cache_folder(text: str) -> Path | None:
+    """--cache as a folder that exists (made if missing); one-line Exit when it cannot be."""
+    if not text:
+        return None
+    folder = Path(text).expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise Exit(f"--cache {text} is a file; expected a folder for the gathered runs "
+                   "(made if missing), or leave --cache out") from None  # fmt: skip
+    except OSError as error:
+        raise Exit(f"--cache {text}: cannot make that folder ({error.strerror}); expected a "
+                   "folder you can write, or leave --cache out") from None  # fmt: skip
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise Exit(f"--cache {text}: not a folder you can write; name another, or leave "
+                   "--cache out")  # fmt: skip
+    return folder
 
 
 def _free_local_port(preferred: int) -> int:
@@ -117,19 +151,21 @@ def _launched_image(record: str) -> str:
 def tensorboard(c, run="", port=TENSORBOARD_PORT, local="", cache="", target="",
                 stack=""):  # fmt: skip
     """Serve every run in one TensorBoard here (HParams: settings and final metrics)."""
+    port = _port(port)
     if not run:
         from ops.run import board  # TensorBoard's protocol buffers: seconds to import
 
+        folder = _cache_folder(cache)
         notes: list[str] = []
         storage_uri = storage_uri_or_note(target, stack, notes)
         for note in notes:
             console.print(f"[yellow]note:[/] {note}")
         where = local_dirs(local)
-        board.serve(storage_uri, where, _free_local_port(int(port)), Path(cache) if cache else None)
+        board.serve(storage_uri, where, _free_local_port(port), folder)
         return
     box = box_for(resolve_target(target or None, stack or None))
     run_id = on_box.resolve_run_id(box, run)
-    local_port = _free_local_port(int(port))
+    local_port = _free_local_port(port)
     # This machine serves it on the browser's own port: nothing to tunnel.
     remote_port = local_port if box.target.this_machine else TENSORBOARD_PORT
     name = _start_tensorboard(box, run_id, remote_port)

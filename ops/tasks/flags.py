@@ -26,6 +26,7 @@ from trainer.quantities import (
     COUNT_FORMS,
     UNIT_NAMES,
     duration_forms,
+    flag_problem,
     parse_count,
     parse_duration,
 )
@@ -72,10 +73,8 @@ class ParsedFlag(Argument):
                 value = self.parse(value)
             except ValueError:
                 flag = f"--{self.names[0]}"  # as typed: --max-steps, not the attribute
-                raise ParseError(
-                    f"fab {self.task_name}: {flag} is {value!r}, expected {self.expected}; "
-                    f"pass e.g. {flag} {self.example}"
-                ) from None
+                problem = flag_problem(flag, value, self.expected, self.example)
+                raise ParseError(f"fab {self.task_name}: {problem}") from None
         super().set_value(value, cast=False)
 
 

@@ -35,7 +35,7 @@ from ops.tasks.flags import (
 from ops.tasks.power import start_boxes
 from stack import storage_layout
 from trainer.config import UserError, check_run_name, check_train_flags
-from trainer.quantities import duration_forms
+from trainer.quantities import COUNT_FORMS, duration_forms, flag_problem, parse_count
 
 console = Console(stderr=True, soft_wrap=True)
 RUN_HELP = "run id (default: the newest run on the box)"
@@ -121,6 +121,7 @@ def train(
 ):
     """Ship the image and start (or resume) a run on the box (every box of the stack)."""
     args = _trainer_args(epochs, max_steps, trainer_args, name)  # bad quotes: before any box
+    deadline.parse_hours(str(hours or ""))  # as every flag: before the target and the dataset
     try:
         check_run_name(name)
         check_train_flags(args)  # the trainer's own parser, before anything ships
@@ -178,10 +179,11 @@ def train(
 )
 def logs(c, run="", follow=False, tail="all", node=0, target="", stack=""):
     """Print the trainer's log (--follow to keep watching)."""
+    tail = _tail_lines(tail)
     box = _box(target, stack, int(node))
     run_id = on_box.resolve_run_id(box, run)
     name = on_box.container_name(run_id)
-    flags = f"--tail {shlex.quote(str(tail))}" + (" --follow" if follow else "")
+    flags = f"--tail {shlex.quote(tail)}" + (" --follow" if follow else "")
     try:
         result = box.run(
             f"docker logs {flags} {shlex.quote(name)}", check=False, hide="stderr", pty=False
@@ -192,13 +194,27 @@ def logs(c, run="", follow=False, tail="all", node=0, target="", stack=""):
         raise Exit(_lost_box_message(box, run_id, "connection closed"))
     if result.exited != 0 and "No such container" in result.stderr:
         uri = box.target.storage_uri
-        text = stored_log(uri, run_id, str(tail))
+        text = stored_log(uri, run_id, tail)
         if text is None:
             raise Exit(no_log_message(run_id, box.address, uri))
         console.print(f"run {run_id} has no container on {box.address}: its log from {uri}")
         print(text, end="", flush=True)
     elif result.exited != 0:
         raise Exit(f"no log for run {run_id} on {box.address}: {result.stderr.strip()}")
+
+
+def _tail_lines(text: object) -> str:
+    """--tail as `docker logs` takes it: `all`, or a count in the one grammar."""
+    if str(text).strip().lower() == "all":
+        return "all"
+    try:
+        lines = parse_count(str(text))
+    except ValueError:
+        lines = -1
+    if lines < 0:
+        expected = f"all, or {COUNT_FORMS} (lines)"
+        raise Exit("fab logs: " + flag_problem("--tail", text, expected, "100"))
+    return str(lines)
 
 
 def _lost_box_message(box: AnyBox, run_id: str, why) -> str:

@@ -68,9 +68,23 @@ def _sweep_view(rows: list, sweep_id: str, storage_uri: str | None, plot: str) -
     rows = listing.ranked(_with_trial_states(rows, trials))
     folder = Path(plot or f"{LOCAL_SWEEPS}/{sweep_id}/{PLOTS_DIR}")
     missing = _sweep_plots(storage_uri, sweep_id, folder)
-    return {"rows": rows, "keys": listing.differing(rows),
+    return {"rows": rows, "keys": listing.differing(rows), "sweep_id": sweep_id,
             "plot": None if missing else str(folder), "plot_missing": missing,
-            "result": _sweep_record(storage_uri, sweep_id, RESULT_FILE)}  # fmt: skip
+            "result": _sweep_record(storage_uri, sweep_id, RESULT_FILE),
+            "trials": (trials or {}).get("trials") or []}  # fmt: skip
+
+
+def _waiting_sweep(view: dict) -> str:
+    """A sweep whose trials have stored no record yet: what its own record says."""
+    counts: dict[str, int] = {}
+    for trial in view["trials"]:
+        state = str(trial.get("state") if isinstance(trial, dict) else "?")
+        counts[state] = counts.get(state, 0) + 1
+    said = ", ".join(f"{count} trial{'s' * (count > 1)} {state}" for state, count in counts.items())
+    return (
+        f"sweep {view['sweep_id']}: {said}, none has uploaded a record yet (each does within "
+        "a minute of its start); `fab runs --sweep` again shortly"
+    )
 
 
 def _sweep_plots(storage_uri: str | None, sweep_id: str, folder: Path) -> str | None:
@@ -161,7 +175,8 @@ def runs(c, dataset="", state="", sweep="", json=False, local="", plot="",
         print(f"no runs in {listing.looked_in(storage_uri, local_dirs)}; {listing.POINT_IT}")
         return
     if not rows:
-        print(f"none of the {len(found.rows)} runs matches; `fab runs` lists them all")
+        print(_waiting_sweep(view) if view and view["trials"] else
+              f"none of the {len(found.rows)} runs matches; `fab runs` lists them all")  # fmt: skip
         return
     out = Console(width=None if sys.stdout.isatty() else _WIDE_COLUMNS)
     out.print(listing.table(rows, keys, rank=bool(view)))

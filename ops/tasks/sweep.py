@@ -76,13 +76,27 @@ def _spec(box: AnyBox, sweep_id: str, flags: dict) -> SweepSpec:
     )
 
 
-def _resumed(existing: SweepSpec, flags: dict) -> SweepSpec:
-    """The box's spec of this sweep; flags that would change it are refused."""
+def _stored(box: AnyBox, sweep_id: str) -> SweepSpec | None:
+    """Storage's spec of sweep `sweep_id`, for this box's image, price and GPUs."""
+    stored = on_box_sweep.stored_spec(box.target.storage_uri, sweep_id)
+    if stored is None:
+        return None
+    gpus = on_box.box_gpu_count(box)
+    return dataclasses.replace(
+        stored, gpus=gpus, hourly_price_usd=box.target.hourly_price_usd, spot=box.target.spot
+    )
+
+
+def _resumed(existing: SweepSpec, flags: dict, where: str) -> SweepSpec:
+    """The spec this sweep was started with (on the box, else in storage); flags that
+    would change it are refused: a sweep id names one study."""
     given = [f"--{name.replace('_', '-')}" for name in _SPEC_FLAGS if flags[name]]
     if given:
         raise Exit(
-            f"sweep {existing.sweep_id} is already on the box (its spec is kept); resume it "
-            f"with `fab sweep --sweep {existing.sweep_id}` alone, without {', '.join(given)}"
+            f"--sweep {existing.sweep_id} names an earlier {existing.described()} (in "
+            f"{where}); a new sweep needs a new id (leave --sweep out for one), and "
+            f"`fab sweep --sweep {existing.sweep_id}` alone, without {', '.join(given)}, "
+            "resumes that one"
         )
     return existing
 
@@ -165,12 +179,20 @@ def sweep(
         trainer_args=split_trainer_args,
         name=name,
     )  # fmt: skip
-    existing = on_box_sweep.existing_spec(box, sweep_id) if sweep else None
+    try:
+        existing = on_box_sweep.existing_spec(box, sweep_id) if sweep else None
+        # Not on this box: a sweep of a box since replaced, or an earlier one of that id.
+        stored = None if existing or not sweep else _stored(box, sweep_id)
+    except UserError as error:
+        raise Exit(str(error)) from None
     running = existing and on_box_sweep.inspect(box, sweep_id)
     if running and (running.running or running.restarting):
         raise Exit(f"sweep {sweep_id} is already running on {box.address}; see `fab runs --sweep`")
     try:
-        spec = _resumed(existing, flags) if existing else _spec(box, sweep_id, flags)
+        if existing or stored:
+            spec = _resumed(existing or stored, flags, box.address if existing else "storage")
+        else:
+            spec = _spec(box, sweep_id, flags)
     except UserError as error:
         raise Exit(str(error)) from None
     data_uri = storage_layout.dataset_uri(box.target.storage_uri, spec.dataset)

@@ -6,7 +6,15 @@ from typing import Any
 
 import pulumi
 
-from stack.config import KEYS, NAMESPACE, REGION_KEYS, StackConfig, validate
+from stack.config import (
+    KEYS,
+    NAMESPACE,
+    REGION_KEYS,
+    SECRET_KEYS,
+    ConfigError,
+    StackConfig,
+    validate,
+)
 
 
 def load_stack_config() -> StackConfig:
@@ -14,7 +22,22 @@ def load_stack_config() -> StackConfig:
     runtime_config = pulumi.runtime.config
 
     cfg = pulumi.Config(NAMESPACE)
-    raw: dict[str, Any] = {key: cfg.get(key) for key in KEYS}
+    raw: dict[str, Any] = {key: cfg.get(key) for key in KEYS if key not in SECRET_KEYS}
+    # Read as they are stored: the program keeps them secret (box_user_data, the outputs).
+    raw |= {key: runtime_config.get_config(f"{NAMESPACE}:{key}") for key in SECRET_KEYS}
+    plain = [
+        key
+        for key in SECRET_KEYS
+        if raw[key] is not None and not runtime_config.is_config_secret(f"{NAMESPACE}:{key}")
+    ]
+    if plain:
+        raise ConfigError(
+            [
+                f"{key}: stored in plain text in the stack file, expected a secret (whoever has "
+                f"it may use it): `pulumi config set --secret {NAMESPACE}:{key} VALUE`"
+                for key in plain
+            ]
+        )
     # Keys set in the stack file but not known to us: typos must not pass silently.
     prefix = f"{NAMESPACE}:"
     seen = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}

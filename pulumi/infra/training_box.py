@@ -131,4 +131,6 @@ def box_user_data(
         settings = box_packing.settings_text(config.cloud, notify, **guard)
         return encode_user_data(render_cloud_init(source, settings))
 
-    return pulumi.Output.all(storage_uri, topic).apply(lambda args: user_data(*args))
+    encoded = pulumi.Output.all(storage_uri, topic).apply(lambda args: user_data(*args))
+    # The settings hold the webhook URL, a credential: secret in the state and the plans.
+    return pulumi.Output.secret(encoded) if config.notify_webhook else encoded

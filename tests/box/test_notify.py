@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from box import notify
 from tests.fakes.fake_box import FakeBox
 
 T0 = 1_800_000_000.0
@@ -122,14 +123,15 @@ def test_a_webhook_that_fails_is_tried_again_at_the_next_look_and_then_told_once
     assert len(webhook.posts) == 1
 
 
-def test_a_webhook_that_keeps_failing_is_given_up_after_three_tries(box, webhook):
+def test_a_webhook_that_keeps_failing_is_given_up_after_max_tries_across_looks(box, webhook):
     box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=0, finished_at=T0 - 30)
     box.write_status("run-1", state="finished", val_mae=16.2)
     webhook.status = 500
-    for minute in range(3):
+    for minute in range(notify.MAX_TRIES + 2):
         _resume(box, now=T0 + minute * MINUTE)
+    assert webhook.attempts == notify.MAX_TRIES
     webhook.status = 200
-    _resume(box, now=T0 + 3 * MINUTE)
+    _resume(box, now=T0 + (notify.MAX_TRIES + 2) * MINUTE)
     assert webhook.posts == []
 
 

@@ -338,3 +338,20 @@ def test_a_box_whose_peers_never_return_stops_itself_after_the_peer_wait(tmp_pat
     stopped = box.ticks_until_stop(T0, minutes=bound, between=peers_stay_away)
     assert stopped is not None, box.watchdog_state()
     assert "(peerWaitMinutes 10)" in _resume(box, now=stopped).stdout
+
+
+def test_a_second_peer_outage_in_one_boot_gets_its_own_peer_wait(tmp_path):
+    # Box 0 of a two-box run: box 1 is evicted, comes back, the boxes train together for
+    # half an hour, then box 1 is evicted again, all in one boot of box 0.
+    box = FakeBox(tmp_path, docker_wait_seconds=1, peer_wait_minutes=10)
+    container = box.add_trainer(
+        "run-1", running=False, created_at=T0 - 600, exit_code=BOXES_AWAY, finished_at=T0
+    )
+    box.write_status("run-1", state="running", step=100)
+    _deadline(box, "run-1", T0 + 72 * 60 * MINUTE)
+    _resume(box, now=T0 + MINUTE)
+    assert _started(box) == [container]  # the first outage: the boxes meet again
+    box.write_status("run-1", state="running", step=900)  # and train 30 minutes
+    box.exit_container(container, exit_code=BOXES_AWAY, at=T0 + 31 * MINUTE)
+    _resume(box, now=T0 + 32 * MINUTE)
+    assert _started(box) == [container, container]

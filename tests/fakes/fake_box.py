@@ -358,8 +358,10 @@ class FakeBox:
         now: float | None = None,
         python: str = sys.executable,
         env: dict[str, str] | None = None,
+        timeout_seconds: float = 300,
     ) -> subprocess.CompletedProcess:
-        """Run box/<program> once, as its systemd unit would: `python3 -m box.<program>`."""
+        """Run box/<program> once, as its systemd unit would: `python3 -m box.<program>`
+        (its unit's TimeoutStartSec, 300 s, unless `timeout_seconds` says less)."""
         env = {
             **(env or {}),
             "PATH": f"{self.bin_dir}{os.pathsep}{os.environ['PATH']}",
@@ -377,7 +379,7 @@ class FakeBox:
             env=env,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=timeout_seconds,
             check=False,
         )
 

@@ -24,6 +24,7 @@ import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
+from stack.config import SECRET_KEYS
 from tests.paths import PULUMI_DIR
 
 PROGRAM = PULUMI_DIR / "__main__.py"
@@ -166,12 +167,18 @@ def run_program(
     config: dict[str, str] | None = None,
     project: str = "glucose-training",
     stack: str = "test",
+    secret_keys: list[str] | None = None,
 ) -> RunResult:
     """Run `program` once against fresh mocks and config; exceptions propagate.
 
     Each call starts from a clean runtime, so a test can run the program many times.
+    `secret_keys`: the config keys stored as secrets; by default stack.config's
+    SECRET_KEYS, as `pulumi config set --secret` stores them.
     """
-    with _fresh_config(config or {}):
+    config = config or {}
+    if secret_keys is None:
+        secret_keys = [key for key in config if key.partition(":")[2] in SECRET_KEYS]
+    with _fresh_config(config, secret_keys):
         pulumi.runtime.settings.set_root_resource(None)  # a new Stack, so no stale exports
         pulumi.runtime.set_mocks(
             recorder,
@@ -226,13 +233,19 @@ def _drop_unretrieved_futures(loop: asyncio.AbstractEventLoop, context: dict) ->
 
 
 @contextlib.contextmanager
-def _fresh_config(config: dict[str, str]) -> Iterator[None]:
+def _fresh_config(config: dict[str, str], secret_keys: list[str]) -> Iterator[None]:
     saved = dict(pulumi.runtime.config.CONFIG.get())
-    pulumi.runtime.set_all_config(dict(config))
+    saved_secret = list(pulumi.runtime.config._SECRET_KEYS.get())
+    pulumi.runtime.set_all_config(dict(config), secret_keys)
     try:
         yield
     finally:
-        pulumi.runtime.set_all_config(saved)
+        pulumi.runtime.set_all_config(saved, saved_secret)
+
+
+def is_secret(value: Any) -> bool:
+    """Whether an input reached the monitor as a secret."""
+    return isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig
 
 
 def unwrap(value: Any) -> Any:

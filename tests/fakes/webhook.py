@@ -1,4 +1,9 @@
-"""A Slack-style incoming webhook on 127.0.0.1: the real HTTP server a run's end is POSTed to."""
+"""A Slack-style incoming webhook on 127.0.0.1: the real HTTP server a run's end is POSTed to.
+
+Besides answering `status`, it can misbehave as a real endpoint does: answer a list of
+statuses first (a 503 and then a 200), answer late after taking the POST, drip its
+answer one byte every few seconds, or point elsewhere with a redirect.
+"""
 
 from __future__ import annotations
 
@@ -10,29 +15,71 @@ from http.server import BaseHTTPRequestHandler
 from tests.fakes.local_http import LocalHttpServer, reply
 
 POLL_SECONDS = 0.1
+DRIPPED_ANSWER = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"." * 100
+"""A dripping answer: 117 bytes, over seven minutes at 4 s a byte (or till it closes)."""
 
 
 class Webhook:
-    """Keeps each POSTed JSON body, answers `status`."""
+    """Keeps each POSTed JSON body it took (answered 2xx); counts every POST in `attempts`."""
 
     def __init__(self) -> None:
         self.posts: list[dict] = []
+        self.attempts = 0
         self.status = 200
+        self.answers: list[int] = []
+        """Answered first, one per POST, before `status`."""
+        self.answer_after_seconds = 0.0
+        """Takes the POST, then waits this long before answering."""
+        self.drip_seconds = 0.0
+        """Takes the POST, then answers one byte every this many seconds."""
+        self.location = ""
+        """Sent as Location with the answer (a 3xx status points there)."""
         self._lock = threading.Lock()
+        self._closing = threading.Event()
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                with hook._lock:
-                    if hook.status == 200:
-                        hook.posts.append(json.loads(body))
-                reply(self, hook.status, b"ok", "text/plain")
+                status = hook._take(json.loads(body))
+                if hook.drip_seconds:
+                    hook._drip(self.wfile)
+                    return
+                hook._closing.wait(hook.answer_after_seconds)
+                if hook.location:
+                    self.send_response(status)
+                    self.send_header("Location", hook.location)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                reply(self, status, b"ok", "text/plain")
 
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
         self.server = LocalHttpServer(Handler)
+
+    def _take(self, post: dict) -> int:
+        with self._lock:
+            self.attempts += 1
+            status = self.answers.pop(0) if self.answers else self.status
+            if 200 <= status < 300:
+                self.posts.append(post)
+            return status
+
+    def _drip(self, out) -> None:
+        for byte in DRIPPED_ANSWER:
+            if self._closing.wait(self.drip_seconds):
+                return
+            try:
+                out.write(bytes([byte]))
+                out.flush()
+            except OSError:  # the sender gave up and closed
+                return
+
+    def close(self) -> None:
+        self._closing.set()
+        self.server.close()
 
     @property
     def texts(self) -> list[str]:

@@ -71,6 +71,12 @@ def test_the_document_writes_the_first_boot_files_and_no_program_else():
     assert files[BOOTSTRAP_PATH]["permissions"] == "0755"
 
 
+def test_the_boxes_settings_are_written_for_root_alone():
+    # They may hold the webhook URL, a secret.
+    settings = _files(_render())[contract.WATCHDOG_CONFIG_PATH]
+    assert (settings["permissions"], settings["owner"]) == ("0600", "root:root")
+
+
 def test_box_source_says_where_the_programs_are_and_what_they_must_hash_to():
     source = json.loads(_files(_render("azure", ssh_user="azureuser"))[SOURCE_PATH]["content"])
     assert source == {

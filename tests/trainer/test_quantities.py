@@ -18,13 +18,19 @@ from trainer.quantities import parse_count, parse_duration
         ("1.5h", "m", 90.0),
         (" 2H ", "h", 2.0),
         ("0", "m", 0.0),
+        ("1 h 30 min", "h", 1.5),  # as `fab status` prints a duration
+        ("90min", "h", 1.5),
+        ("2 hours", "h", 2.0),
+        ("45 sec", "s", 45.0),
     ],
 )
 def test_a_duration_is_a_suffixed_time_or_a_bare_number_of_the_flags_unit(text, unit, expected):
     assert parse_duration(text, unit) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("text", ["", "2x", "h", "2 hours", "1d", "nan", "inf", "-1h", "2h-5m"])
+@pytest.mark.parametrize(
+    "text", ["", "2x", "h", "2 weeks", "1 h x", "1d", "nan", "inf", "-1h", "2h-5m", "min"]
+)
 def test_a_duration_in_another_form_is_refused_naming_the_forms_and_the_unit(text):
     with pytest.raises(ValueError, match=r"is not a duration such as 90m, 2h .* number of hours"):
         parse_duration(text, "h")

@@ -27,6 +27,11 @@ from trainer.storage import ObjectNotFound, ObjectStore
 
 log = logging.getLogger(__name__)
 
+RUN_LOG_FILE = "train.log"
+"""What `train` printed (trainer.checkpoints.run_log), mirrored beside the checkpoints:
+`fab logs` reads it from the store once no container holds the run."""
+RUN_LOG_ROTATED = RUN_LOG_FILE + ".1"
+"""The part before, once train.log reached its cap."""
 CHECKPOINTS_PREFIX = "checkpoints/"
 LATEST_KEY = CHECKPOINTS_PREFIX + "LATEST"
 BEST_KEY = CHECKPOINTS_PREFIX + "BEST"

@@ -262,6 +262,11 @@ def _restore_run_files(run_dir: Path, store: ObjectStore) -> None:
                 continue
             # Dot files are never mirrored (temp files, the env file): not restored either.
             hidden = any(part.startswith(".") for part in key.split("/"))
+            if key == layout.RUN_LOG_FILE and path.exists():
+                # This process's own log has begun (run_log): the stored one is before it.
+                path = path.with_name(layout.RUN_LOG_ROTATED)
+                if path.exists():
+                    continue
             if not hidden and not path.exists():
                 store.get_file(key, path)
                 restored += 1

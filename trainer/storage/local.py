@@ -49,17 +49,26 @@ class FileStore:
             self._atomic_write(self._path(key), lambda out: _copy(source, out, progress))
 
     def get_file(self, key: str, path: Path, progress: Progress | None = None) -> None:
-        source_path = self._path(key)
-        if not source_path.is_file():
-            raise ObjectNotFound(f"{self.uri}: no object {key!r}")
-        with open(source_path, "rb") as source:
+        with self._open_object(key) as source:
             self._atomic_write(Path(path), lambda out: _copy(source, out, progress))
 
     def read_bytes(self, key: str) -> bytes:
+        with self._open_object(key) as source:
+            return source.read()
+
+    def _open_object(self, key: str) -> BinaryIO:
+        """The object's file, opened; ObjectNotFound for anything but a plain file, as
+        the listing says: a FIFO (whose read would wait for a writer for ever), a
+        folder, a device."""
         try:
-            return self._path(key).read_bytes()
-        except (FileNotFoundError, IsADirectoryError):
+            # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting.
+            descriptor = os.open(self._path(key), os.O_RDONLY | os.O_NONBLOCK)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectNotFound(f"{self.uri}: no object {key!r}") from None
+        if not S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise ObjectNotFound(f"{self.uri}: no object {key!r} (not a plain file)")
+        return os.fdopen(descriptor, "rb")
 
     def write_bytes(self, key: str, data: bytes) -> None:
         self._atomic_write(self._path(key), lambda out: out.write(data))

@@ -172,8 +172,17 @@ class Driver:
     def _resume_running(self) -> None:
         import optuna
 
+        names = {param.name for param in self.params}
         for frozen in self.study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
             trial = optuna.trial.Trial(self.study, frozen._trial_id)
+            if set(frozen.params) != names:  # a journal append cut inside its values
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                lost = ", ".join(sorted(names - set(frozen.params)))
+                self._say(
+                    f"trial {frozen.number} failed: its values of {lost} were cut from the "
+                    "journal (an append cut short); not run on the trainer's defaults"
+                )
+                continue
             started = self._start(trial, frozen.params)
             if started is not None:
                 started.epochs_seen = max(frozen.intermediate_values, default=0)
@@ -280,6 +289,9 @@ class Driver:
         counts: dict[str, int] = {}
         for row in trials:
             counts[row["state"]] = counts.get(row["state"], 0) + 1
+        # The best complete trial's, as a run's status carries its best epoch's: what the
+        # box's end message and `fab status` say of the sweep.
+        maes = [row["val_mae"] for row in trials if row["state"] == "complete"]
         write_json_atomic(self.sweep_dir / TRIALS_FILE, {"trials": trials})
         write_json_atomic(
             self.sweep_dir / STATUS_FILE,
@@ -289,6 +301,7 @@ class Driver:
                 "step": steps,
                 "updated_at": time.time(),
                 "exit_code": exit_code,
+                "val_mae": min((mae for mae in maes if mae is not None), default=None),
                 "trials": {"of": self.spec.trials, **counts},
             },
         )

@@ -21,7 +21,7 @@ from pathlib import Path
 from trainer.atomic_write import write_bytes_atomic
 from trainer.config import UserError
 from trainer.sweep.mirror import sweep_uri
-from trainer.sweep.spec import JOURNAL_FILE, SweepSpec
+from trainer.sweep.spec import JOURNAL_FILE, SPEC_FILE, SweepSpec
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,9 @@ def _fetch_stored(spec: SweepSpec, path: Path) -> None:
     from trainer.storage import ObjectNotFound, open_store
 
     try:
-        stored = open_store(sweep_uri(spec.storage_uri, spec.sweep_id)).read_bytes(JOURNAL_FILE)
+        store = open_store(sweep_uri(spec.storage_uri, spec.sweep_id))
+        _refuse_another_study(spec, store)
+        stored = store.read_bytes(JOURNAL_FILE)
     except ObjectNotFound:
         return
     except Exception as error:  # storage down: a new study would overwrite the stored one
@@ -99,6 +101,22 @@ def _fetch_stored(spec: SweepSpec, path: Path) -> None:
         ) from error
     log.warning("sweep: %s fetched from storage (this box had none)", path)
     write_bytes_atomic(path, stored)
+
+
+def _refuse_another_study(spec: SweepSpec, store) -> None:
+    """UserError when storage's sweep of this id searched something else: its journal is
+    another study, which this sweep would adopt and train none of its own values."""
+    from trainer.storage import ObjectNotFound
+
+    try:
+        stored = SweepSpec.from_json(store.read_bytes(SPEC_FILE).decode(errors="replace"))
+    except (ObjectNotFound, UserError):
+        return  # none stored (a sweep older than its mirror), or torn: the journal decides
+    if not stored.same_study(spec):
+        raise UserError(
+            f"sweep id {spec.sweep_id} is taken: storage holds an earlier {stored.described()}; "
+            "a new sweep needs a new id (leave --sweep out for one)"
+        )
 
 
 def _read(path: Path) -> bytes:

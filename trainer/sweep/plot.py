@@ -43,7 +43,9 @@ def load_study(journal: Path, sweep_id: str) -> Any:
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # A view of a study (maybe still running): Optuna's word that a running trial has no
+    # value to plot yet is no warning to its reader.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / "optuna.journal"
         shutil.copyfile(journal, copy)

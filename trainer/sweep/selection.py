@@ -51,11 +51,14 @@ def trial_rows(spec: SweepSpec, study: Any, pruned: set[int]) -> list[dict[str, 
 
 
 def _evaluate_test(spec: SweepSpec, run_id: str) -> dict[str, Any]:
-    """The test split's metrics of `run_id`'s best checkpoint: its one use."""
+    """The test split's metrics of `run_id`'s best checkpoint: its one use. From the run
+    dir on this box, else (the trial ran on a box since replaced) from its store."""
     env = dict(os.environ)
     if spec.gpus > 0:
         env["CUDA_VISIBLE_DEVICES"] = "0"
     checkpoint = f"{spec.runs_dir}/{run_id}/checkpoints/best.pt"
+    if not Path(checkpoint).is_file():  # trained on a box since replaced: storage's BEST
+        checkpoint = spec.trial_checkpoint_uri(run_id)
     command = [sys.executable, "-m", "trainer", "evaluate", "--data", spec.data_dir,
                "--checkpoint", checkpoint, "--split", "test"]  # fmt: skip
     done = subprocess.run(

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from trainer.checkpoints.layout import RUN_LOG_FILE
 from trainer.config import UserError
 
 SPEC_FILE = "sweep.json"
@@ -31,14 +32,16 @@ TRIALS_FILE = "trials.json"
 RESULT_FILE = "result.json"
 REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
-TRIAL_LOG_FILE = "train.log"
+TRIAL_LOG_FILE = RUN_LOG_FILE
 """In a trial's run dir (mirrored with it): the trial's output, which `fab logs` reads
-from storage once no container holds the run."""
+from storage once no container holds the run (a plain run's is the same file)."""
 METHODS = ("grid", "random", "tpe")
 # A trial's run id is `<sweep_id>-tNNN`: with the box's 64-character names, the sweep
 # id keeps 59.
 MAX_SWEEP_ID_CHARS = 59
 TRIAL_SUFFIX = "-t{number:03d}"
+STUDY_FIELDS = ("dataset", "params", "method", "trials", "prune", "seed", "trainer_args")
+"""What a sweep searches: two specs that differ here are two studies."""
 
 
 @dataclass(frozen=True)
@@ -87,8 +90,24 @@ class SweepSpec:
     def trial_run_id(self, number: int) -> str:
         return self.sweep_id + TRIAL_SUFFIX.format(number=number)
 
+    def trial_checkpoint_uri(self, run_id: str) -> str:
+        """Where trial `run_id` checkpoints: its run's folder in the stack's storage."""
+        return f"{self.storage_uri.rstrip('/')}/runs/{run_id}"
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+
+    def same_study(self, other: SweepSpec) -> bool:
+        """Whether `other` searches what this does (STUDY_FIELDS): a sweep id names one
+        study, whatever box, image or price it runs with."""
+        return all(getattr(self, name) == getattr(other, name) for name in STUDY_FIELDS)
+
+    def described(self) -> str:
+        """One line naming this sweep's search, for a message about it."""
+        return (
+            f"sweep {self.sweep_id}{f' ({self.name})' if self.name else ''}: "
+            f"{', '.join(self.params)} on {self.dataset}, {self.method}, {self.trials} trials"
+        )
 
     @classmethod
     def from_json(cls, text: str, where: str = SPEC_FILE) -> SweepSpec:

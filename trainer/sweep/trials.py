@@ -159,7 +159,7 @@ class TrialPool:
             sys.executable, "-m", "trainer", "train",
             "--data", spec.data_dir,
             "--run-dir", f"{spec.runs_dir}/{run_id}",
-            "--checkpoint-uri", f"{spec.storage_uri.rstrip('/')}/runs/{run_id}",
+            "--checkpoint-uri", spec.trial_checkpoint_uri(run_id),
             "--name", name,
             "--skip-test",
             *spec.trainer_args,

@@ -8,6 +8,9 @@ SummaryWriter, as the trainer's are, and read back with TensorBoard's own loader
 
 from __future__ import annotations
 
+import json
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,8 @@ from tensorboard.backend.event_processing.event_file_loader import EventFileLoad
 from tensorboard.plugins.hparams import metadata
 
 from ops.data import run_cache
-from ops.run.hparams import HPARAMS_FILE
+from ops.run.hparams import EXPERIMENT_FILE, HPARAMS_FILE
+from ops.run.records import read_run
 from tests.fixtures.run_folders import put_run
 from trainer.storage import open_store
 
@@ -94,3 +98,140 @@ def test_a_key_that_would_leave_the_run_folder_is_skipped_and_said(stores, tmp_p
     gathered = run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
     assert any("a\\b" in note for note in gathered.notes), gathered.notes
     assert not (stores["cache"] / "r-one" / "a\\b").exists()
+
+
+HUGE_INTEGER = "9" * 400
+HOSTILE_RUNS = {
+    "an integer of 400 digits in config.json": (
+        "config.json",
+        f'{{"optim": {{"lr": {HUGE_INTEGER}}}}}'.encode(),
+    ),
+    "an integer of 400 digits in summary.json": (
+        "summary.json",
+        f'{{"val": {{"mae": {HUGE_INTEGER}}}}}'.encode(),
+    ),
+    "a summary nested 100k deep": (
+        "summary.json",
+        b'{"val": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    ),
+}
+
+
+@pytest.mark.parametrize("hostile", sorted(HOSTILE_RUNS))
+def test_one_hostile_run_never_keeps_the_others_from_the_board(stores, hostile):
+    name, data = HOSTILE_RUNS[hostile]
+    storage = open_store(stores["uri"])
+    storage.write_bytes(f"runs/r-bad/{name}", data)
+    storage.write_bytes("runs/r-bad/status.json", b'{"state": "running"}')
+    gathered = run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
+    assert {"r-demo", "r-one", "r-two"} <= set(gathered.run_ids)
+    hparams, scalars, _ = session(stores["cache"] / "r-one")
+    assert hparams["optim.lr"] == pytest.approx(1e-3) and scalars["best_checkpoint/val_mae"] == 12.5
+
+
+@pytest.fixture
+def s3_runs(moto_server, tmp_path, monkeypatch):
+    """A bucket with a good run and a bad one: keys no file system here can hold as named."""
+    for name, value in moto_server.env.items():
+        monkeypatch.setenv(name, value)
+    uri = moto_server.create_bucket(prefix="hostile")
+    storage = open_store(uri)
+    put_run(storage, "runs/", "r-one", tmp_path, lr=1e-3, val_mae=12.5)
+    put_run(storage, "runs/", "r-bad", tmp_path, lr=1e-3, val_mae=12.5)
+    return uri, storage
+
+
+@pytest.mark.e2e  # moto
+def test_a_tb_key_of_300_bytes_leaves_the_other_runs_whole(s3_runs, tmp_path):
+    uri, storage = s3_runs
+    storage.write_bytes("runs/r-bad/tb/" + "x" * 300, b"not an event file")
+    gathered = run_cache.gather(uri, [], tmp_path / "cache")
+    assert gathered.run_ids == ["r-bad", "r-one"]
+    assert any("x" * 100 in note for note in gathered.notes), gathered.notes
+    assert session(tmp_path / "cache" / "r-one")[1]["best_checkpoint/val_mae"] == 12.5
+
+
+@pytest.mark.e2e  # moto
+def test_a_tb_file_and_folder_of_one_name_leave_the_other_runs_whole(s3_runs, tmp_path):
+    uri, storage = s3_runs
+    storage.write_bytes("runs/r-bad/tb/clash", b"a file")
+    storage.write_bytes("runs/r-bad/tb/clash/inside", b"and a folder of that name")
+    gathered = run_cache.gather(uri, [], tmp_path / "cache")
+    assert gathered.run_ids == ["r-bad", "r-one"]
+    assert any("clash" in note for note in gathered.notes), gathered.notes
+    assert session(tmp_path / "cache" / "r-one")[1]["best_checkpoint/val_mae"] == 12.5
+
+
+def test_a_fifo_named_summary_json_never_hangs_the_gathering(stores):
+    fifo = stores["local"] / "r-demo" / "summary.json"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    done: list = []
+    worker = threading.Thread(
+        target=lambda: done.append(run_cache.gather(None, [stores["local"]], stores["cache"])),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "gathering waits on a FIFO for a writer that never comes"
+    assert done[0].run_ids == ["r-demo"]
+    assert read_run(open_store(f"file://{stores['local']}"), "r-demo").state == "finished"
+
+
+def experiment(cache: Path) -> tuple[list[str], list[str]]:
+    """The HParams columns TensorBoard opens on: (hyperparameters, metrics), in order."""
+    for event in EventFileLoader(str(cache / EXPERIMENT_FILE)).Load():
+        for value in event.summary.value:
+            if value.tag == metadata.EXPERIMENT_TAG:
+                found = metadata.parse_experiment_plugin_data(value.metadata.plugin_data.content)
+                return (
+                    [info.name for info in found.hparam_infos],
+                    [info.name.tag for info in found.metric_infos],
+                )
+    raise AssertionError("no experiment summary")
+
+
+def test_hparams_opens_on_the_flags_that_differ_with_validation_mae_first(stores):
+    run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
+    hparams, metrics = experiment(stores["cache"])
+    assert hparams[0] == "optim.lr" and "model.arch" not in hparams  # arch is the same
+    assert metrics[0] == "best_checkpoint/val_mae"
+    # Every run that ended has a test MAE, not a test RMSE: that column would hide them.
+    assert "best_checkpoint/test_mae" in metrics and "best_checkpoint/test_rmse" not in metrics
+
+
+def test_one_run_alone_shows_its_learning_rate(tmp_path):
+    local = tmp_path / "runs"
+    put_run(open_store(f"file://{local}"), "", "cpu-demo", tmp_path, lr=2e-3, val_mae=20.0)
+    run_cache.gather(None, [local], tmp_path / "cache")
+    hparams, _ = experiment(tmp_path / "cache")
+    assert "optim.lr" in hparams
+
+
+def test_a_sweeps_trials_are_compared_on_validation_metrics_alone(tmp_path):
+    storage = open_store(f"file://{tmp_path / 'storage'}")
+    for number, lr in enumerate((1e-3, 3e-3)):
+        put_run(storage, "runs/", f"s-t00{number}", tmp_path, lr=lr, val_mae=12.0, sweep="s")
+        storage.write_bytes(f"runs/s-t00{number}/summary.json", b'{"val": {"mae": 12.0}}')
+    run_cache.gather(f"file://{tmp_path / 'storage'}", [], tmp_path / "cache")
+    _, metrics = experiment(tmp_path / "cache")
+    assert metrics == [f"best_checkpoint/val_{key}" for key in ("mae", "rmse", "mard")]
+
+
+def test_a_run_is_listed_by_its_name_and_a_run_renamed_leaves_no_folder_behind(tmp_path):
+    local = tmp_path / "runs"
+    store = open_store(f"file://{local}")
+    put_run(store, "", "sweep-20261127-101500-t003", tmp_path, lr=1e-3, val_mae=12.0)
+    config = {"train": {"name": "lr search t003"}, "optim": {"lr": 1e-3}}
+    store.write_bytes("sweep-20261127-101500-t003/config.json", json.dumps(config).encode())
+    put_run(store, "", "r-plain", tmp_path, lr=2e-3, val_mae=13.0)
+    run_cache.gather(None, [local], tmp_path / "cache")
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()) == [
+        "lr search t003", "r-plain"
+    ]  # fmt: skip
+    config["train"]["name"] = "../../escape"  # the bucket is the box's to write
+    store.write_bytes("sweep-20261127-101500-t003/config.json", json.dumps(config).encode())
+    run_cache.gather(None, [local], tmp_path / "cache")
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()) == [
+        "r-plain", "sweep-20261127-101500-t003"
+    ]  # fmt: skip

@@ -58,7 +58,11 @@ def test_hold_beyond_the_cap_is_refused(box_env):
 
 
 def test_hold_with_a_duration_it_cannot_read_is_refused(box_env):
-    assert_one_line_error(box_env.fab("hold", "2 hours"), "is not like 2h, 90m or 1h30m")
+    assert_one_line_error(
+        box_env.fab("hold", "2 weeks"),
+        "fab hold is '2 weeks', expected a duration such as 90m, 2h or 1h30m",
+        "pass e.g. fab hold 90m",
+    )
 
 
 def test_train_start_up_is_leased_and_the_lease_released_after(box_env):

@@ -8,9 +8,14 @@ install.py as root, and the box's own setup-box.sh turning the guard on.
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import gzip
 import io
 import json
 import os
+import re
+import shutil
 import stat
 import tarfile
 from pathlib import Path
@@ -81,6 +86,41 @@ def test_box_update_installs_the_programs_a_new_box_fetches_with_the_stacks_sett
     assert (watchdog["cloud"], watchdog["idle_shutdown_minutes"]) == ("aws", 45)
     short = box_packing.build_programs().sha256[:12]
     assert f"box programs {short} installed (watchdog: idle_shutdown_minutes=45)" in result.stdout
+
+
+def test_the_installed_settings_are_roots_alone(cloud_box):
+    # They may hold the webhook URL, a secret.
+    assert cloud_box.fab("box-update").returncode == 0
+    settings = _installed(cloud_box, contract.WATCHDOG_CONFIG_PATH).stat()
+    assert (stat.S_IMODE(settings.st_mode), settings.st_uid) == (0o600, 0)
+
+
+def test_box_update_carries_no_setting_on_a_command_line(cloud_box):
+    hook = "https://hooks.slack.com/services/T0/B0/secret-XYZ"
+    cloud_box.write_target(cloud="aws", idleShutdownMinutes=45, notifyWebhook=hook)
+    # gunzip, in the pipe that carries the script, writes down its shell's command line,
+    # as `ps` shows it to any user of the box.
+    seen = cloud_box.systemctl_log.with_name("command-lines.log")
+    gunzip = cloud_box.systemctl_log.with_name("bin") / "gunzip"
+    gunzip.write_text(
+        f'#!/bin/sh\ntr "\\000" " " < /proc/$PPID/cmdline >> {seen}\necho >> {seen}\n'
+        f'exec {shutil.which("gunzip")} "$@"\n'
+    )
+    gunzip.chmod(0o755)
+    assert cloud_box.fab("box-update").returncode == 0
+    assert _watchdog_json(cloud_box)["notify_webhook"] == hook
+    command_lines = seen.read_text()
+    assert "gunzip" in command_lines
+    assert "secret-XYZ" not in _with_payloads_decoded(command_lines)
+
+
+def _with_payloads_decoded(text: str) -> str:
+    """`text` and every gzip+base64 payload in it, decoded: what anyone who reads it has."""
+    decoded = [text]
+    for payload in re.findall(r"[A-Za-z0-9+/=]{40,}", text):
+        with contextlib.suppress(ValueError, OSError, EOFError):
+            decoded.append(gzip.decompress(base64.b64decode(payload)).decode(errors="replace"))
+    return "\n".join(decoded)
 
 
 def test_box_update_on_a_nearly_full_disk_changes_nothing_and_says_why(cloud_box, tmpfs):

@@ -69,6 +69,17 @@ def test_the_watch_starts_detached_from_the_programs_of_this_build(box, local_bo
     assert "glucose-end-watch:" in _watch_log(local_box)
 
 
+def test_the_watchs_log_is_its_owners_alone_and_never_holds_the_webhooks_secret(box, local_box):
+    log = local_box.root / "watchdog" / end_watch.LOG_FILE
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    log.chmod(0o644)  # as a watch of an older build left it
+    end_watch.start(box, f"glucose-train-{uuid.uuid4().hex[:8]}", "run r1")
+    assert "glucose-end-watch:" in _watch_log(local_box)
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert "secret-path" not in log.read_text()
+
+
 def test_a_box_root_the_watch_cannot_use_is_a_warning_not_a_failed_train(box, local_box):
     watchdog = local_box.root / "watchdog"
     watchdog.rmdir()

@@ -203,3 +203,16 @@ def test_a_trials_dollars_in_fab_status_are_those_fab_runs_shows(local_box, monk
     shown = {row["run_id"]: row["cost_usd"] for row in json.loads(listed.stdout)["runs"]}
     assert shown == {run_id: _dollars(_cost_of(local_box, run_id)) for run_id in shown}
     assert len(shown) == 3
+
+
+def test_a_run_the_box_does_not_hold_is_shown_as_storage_records_it(local_box):
+    from trainer.storage import open_store
+
+    local_box.write_target()
+    storage = open_store(f"file://{local_box.root.parent / 'storage'}")
+    storage.write_bytes("runs/cpu-demo/status.json", b'{"state": "finished", "step": 40}')
+    storage.write_bytes("runs/cpu-demo/summary.json", b'{"val": {"mae": 16.2}}')
+    result = local_box.fab("status", "--run", "cpu-demo")
+    assert result.returncode == 0, result.stderr
+    assert "not started" not in result.stdout
+    assert "finished (not on " in result.stdout and "runs/cpu-demo/" in result.stdout

@@ -48,3 +48,34 @@ def test_a_run_with_no_container_and_no_stored_log_is_one_line(here):
         done, "no container holds run gone-run", "runs/gone-run/train.log", "fab status --run"
     )
     assert "No such container" not in done.stdout + done.stderr, message
+
+
+def test_a_rotated_log_is_read_with_the_part_before_it(here):
+    store = open_store(here["storage"])
+    store.write_bytes("runs/plain-run/train.log.1", b"epoch 1\nepoch 2\n")
+    store.write_bytes("runs/plain-run/train.log", b"epoch 3\n")
+    done = _fab_logs(here, "--run", "plain-run", "--tail", "2")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "epoch 2\nepoch 3\n"
+
+
+def test_tail_takes_a_count_in_the_one_grammar(here):
+    done = _fab_logs(here, "--run", "s-lr-t001", "--tail", "2e0")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "epoch 4: val MAE 16\nepoch 5: val MAE 15\n"
+
+
+def test_a_tail_that_is_no_count_is_one_line(here):
+    assert_one_line_error(
+        _fab_logs(here, "--run", "s-lr-t001", "--tail", "2x"),
+        "fab logs: --tail is '2x', expected all, or a whole number",
+        "pass e.g. --tail 100",
+    )
+
+
+def test_hours_are_checked_before_the_dataset_in_the_flags_wording(here):
+    env = {**os.environ, "GLUCOSE_TARGET": str(here["target"])}
+    done = subprocess.run([str(FAB), "train", "--dataset", "none-such", "--hours", "soon"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)  # fmt: skip
+    assert_one_line_error(done, "fab train: --hours is 'soon', expected a duration such as 90m")

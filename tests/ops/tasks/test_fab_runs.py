@@ -105,7 +105,7 @@ def test_every_stored_run_is_one_line_newest_first(stack):
     lines = [line for line in stack["table"].splitlines() if line.lstrip().startswith("r-")]
     assert [line.split()[0] for line in lines] == ["r-torn", "r-failed", "r-running", "r-finished"]
     finished = next(line for line in lines if line.startswith("r-finished"))
-    for shown in ("baseline", "finished", "synth", "12.34", "2.00 h", "3.25"):
+    for shown in ("baseline", "finished", "synth", "12.34", "2 h 00 min", "3.25"):
         assert shown in finished, finished
 
 
@@ -352,3 +352,64 @@ def _read_some(terminal) -> bytes:
         return os.read(terminal.fileno(), 65536)
     except OSError:  # EIO: the child's side is closed and everything was read
         return b""
+
+
+def test_a_run_with_its_launch_record_alone_is_listed_as_launched(stack, tmp_path):
+    # `fab train` stored the record, then the run died before the trainer's first upload.
+    from ops.run.launch import store_launch_record
+
+    store_launch_record(f"file://{tmp_path / 'storage'}", "r-died-early", _launch(T0))
+    local = tmp_path / "storage" / "runs"
+    listed = _json(stack, "--state", "launched", target=False, local=local)
+    assert [(row["run_id"], row["state"]) for row in listed["runs"]] == [
+        ("r-died-early", "launched")
+    ]
+
+
+def test_a_sweep_whose_trials_have_uploaded_nothing_yet_says_so_quietly(stack, monkeypatch):
+    for name, value in stack["env"].items():
+        monkeypatch.setenv(name, value)
+    uri = stack["moto"].create_bucket(prefix="stack")
+    store, sweep = open_store(uri), "sweep-b"
+    storage_only_target(stack["tmp"] / "sweep-b-target.json", uri)
+    stack = {**stack, "target": stack["tmp"] / "sweep-b-target.json"}
+    _put(store, "r-other", launch_json=_launch(T0), config_json=_config(2e-3),
+         status_json={"state": "finished", "updated_at": T0 + HOUR})  # fmt: skip
+    rows = [{"run_id": f"{sweep}-t000", "state": "running"},
+            {"run_id": f"{sweep}-t001", "state": "running"}]  # fmt: skip
+    store.write_bytes(f"sweeps/{sweep}/trials.json", json.dumps({"trials": rows}).encode())
+    journal = write_journal(stack["tmp"] / "sweep-b.journal", sweep, [])
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    study = optuna.load_study(
+        study_name=sweep, storage=JournalStorage(JournalFileBackend(str(journal)))
+    )
+    space = {"lr": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True)}
+    study.ask(space), study.ask(space)  # two trials running, nothing reported yet
+    store.put_file(f"sweeps/{sweep}/optuna.journal", journal)
+    done = _fab_runs(stack, "--sweep", sweep, "--plot", str(stack["tmp"] / "sweep-b-plots"))
+    assert done.returncode == 0, done.stderr
+    assert "none of the" not in done.stdout
+    assert f"sweep {sweep}: 2 trials running, none has uploaded a record yet" in done.stdout
+    assert "Warning" not in done.stderr and "[W " not in done.stderr, done.stderr
+
+
+def test_a_setting_left_to_the_trainer_shows_as_a_dash_and_wall_time_as_status_says_it(
+    stack, tmp_path
+):
+    local = open_store(f"file://{tmp_path / 'runs'}")
+    capped, uncapped = _config(2e-3), _config(2e-3)
+    capped["train"]["max_steps"], uncapped["train"]["max_steps"] = 500, None
+    for run_id, config in (("r-capped", capped), ("r-uncapped", uncapped)):
+        for name, body in (
+            ("config.json", config),
+            ("launch.json", _launch(T0)),
+            ("status.json", {"state": "finished", "updated_at": T0 + 756}),
+        ):
+            local.write_bytes(f"{run_id}/{name}", json.dumps(body).encode())  # fmt: skip
+    done = _fab_runs(stack, target=False, local=tmp_path / "runs")
+    assert done.returncode == 0, done.stderr
+    assert "max_steps=-" in done.stdout and "None" not in done.stdout
+    assert "13 min" in done.stdout and "0.21 h" not in done.stdout

@@ -47,3 +47,26 @@ def _sweep(target, *args: str) -> subprocess.CompletedProcess:
 )  # fmt: skip
 def test_a_mistake_is_one_line_naming_what_to_fix(target, args, fragments):
     assert_one_line_error(_sweep(target, *args), *fragments)
+
+
+@pytest.mark.e2e  # sshd: the box is asked first, then storage
+def test_a_new_sweep_given_an_earlier_sweeps_id_is_one_line_naming_it(local_box):
+    from trainer.storage import open_store
+    from trainer.sweep.spec import SweepSpec
+
+    local_box.write_target()
+    earlier = SweepSpec(
+        sweep_id="sweep-old", dataset="d", data_dir="/d", runs_dir="/r",
+        storage_uri=f"file://{local_box.root.parent / 'storage'}", params=["lr=0.001,0.003"],
+        method="grid", trials=2,
+    )  # fmt: skip
+    open_store(f"{earlier.storage_uri}/sweeps/sweep-old").write_bytes(
+        "sweep.json", earlier.to_json().encode()
+    )
+    done = local_box.fab("sweep", "--sweep", "sweep-old", "--dataset", "d", "--param",
+                         "dropout=0.1,0.3")  # fmt: skip
+    assert_one_line_error(
+        done,
+        "--sweep sweep-old names an earlier sweep sweep-old: lr=0.001,0.003 on d",
+        "a new sweep needs a new id",
+    )

@@ -5,11 +5,13 @@ its HParams table showing each run's settings and final metrics.
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -97,3 +99,49 @@ def test_no_runs_anywhere_is_one_line_saying_where_it_looked(tmp_path):
     )  # fmt: skip
     looked = f"no runs in file://{tmp_path / 'storage'} and {tmp_path / 'runs'}/"
     assert_one_line_error(done, looked, "point --local DIR", "--target local")
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--port", "99999"], "--port 99999: not a port; expected a whole number from 1 to 65535"),
+        (["--port", "-1"], "--port -1: not a port"),
+        (["--cache", "{file}"], "is a file; expected a folder for the gathered runs"),
+        (["--cache", "/proc/none"], "--cache /proc/none: cannot make that folder"),
+    ],
+)
+def test_a_port_or_cache_that_cannot_be_is_one_line(tmp_path, flags, said):
+    (tmp_path / "a-file").write_text("")
+    flags = [flag.format(file=tmp_path / "a-file") for flag in flags]
+    target = storage_only_target(tmp_path / "target.json", f"file://{tmp_path / 'storage'}")
+    env = {**os.environ, "GLUCOSE_TARGET": str(target)}
+    done = subprocess.run(
+        [str(FAB), "tensorboard", "--local", str(tmp_path / "runs"), *flags],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert_one_line_error(done, said)
+
+
+@pytest.mark.e2e  # TensorBoard's own server
+@pytest.mark.timeout(240)
+def test_a_run_stored_while_it_serves_comes_in_without_a_restart(tmp_path):
+    storage = open_store(f"file://{tmp_path / 'storage'}")
+    put_run(storage, "runs/", "r-first", tmp_path, lr=1e-3, val_mae=12.5)
+    target = storage_only_target(tmp_path / "target.json", f"file://{tmp_path / 'storage'}")
+    env = {**os.environ, "GLUCOSE_TARGET": str(target), "GLUCOSE_TENSORBOARD_GATHER_SECONDS": "2"}
+    command = [str(FAB), "tensorboard", "--port", str(free_port()), "--local",
+               str(tmp_path / "runs"), "--cache", str(tmp_path / "cache")]  # fmt: skip
+    fab = subprocess.Popen(command, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        url = _url(fab)
+        put_run(storage, "runs/", "r-later", tmp_path, lr=3e-3, val_mae=11.0)
+        deadline, runs = time.monotonic() + START_TIMEOUT_SECONDS, []
+        while "r-later" not in runs and time.monotonic() < deadline:
+            time.sleep(1)
+            with urllib.request.urlopen(f"{url.rstrip('/')}/data/runs", timeout=10) as answer:
+                runs = json.loads(answer.read())
+        assert "r-later" in runs and "r-first" in runs, runs
+    finally:
+        fab.send_signal(signal.SIGINT)
+        fab.wait(timeout=30)

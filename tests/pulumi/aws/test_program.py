@@ -26,12 +26,14 @@ from tests.fakes.aws_program import (
     AMI_ROOT_GB,
     GOOD_CONFIG,
     REGION,
+    STACK,
     ZONES,
     aws_recorder,
     offerings_in,
     run_stack,
+    stack_settings,
 )
-from tests.fakes.pulumi_mocks import RunResult, main_program, run_program, unwrap
+from tests.fakes.pulumi_mocks import RunResult, is_secret, main_program, run_program, unwrap
 from tests.paths import REPO
 
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -445,9 +447,22 @@ def test_the_topic_reaches_the_box_settings_and_the_stack_outputs(box):
 def test_a_stacks_notify_webhook_reaches_the_box_settings_and_a_secret_output():
     url = "https://hooks.slack.com/services/T0/B0/secret"
     result = run_stack(notifyWebhook=url)
-    packed = base64.b64decode(result.one(TEMPLATE).inputs["userData"])
+    user_data = result.one(TEMPLATE).inputs["userData"]
+    assert is_secret(user_data), "the user data holds the webhook: a secret in the state"
+    packed = base64.b64decode(unwrap(user_data))
     assert f'"notify_webhook": "{url}"' in gzip.decompress(packed).decode()
     assert result.exports["notifyWebhook"] == url
+
+
+def test_a_notify_webhook_stored_in_plain_text_is_refused_in_one_line():
+    url = "https://hooks.slack.com/services/T0/B0/secret"
+    with pytest.raises(pulumi.RunError) as refused:
+        run_program(main_program(), aws_recorder(), stack_settings(notifyWebhook=url),
+                    stack=STACK, secret_keys=[])  # fmt: skip
+    message = str(refused.value)
+    assert "notifyWebhook: stored in plain text" in message
+    assert "pulumi config set --secret glucose-training:notifyWebhook" in message
+    assert "T0/B0/secret" not in message
 
 
 def test_wildcard_resources_are_only_the_registry_login_and_the_namespaced_metric(box):

@@ -3,12 +3,14 @@ real tmpfs that fills up, and the mirror's copy in a directory store."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 from pathlib import Path
 
 import pytest
 
+from trainer.config import UserError
 from trainer.sweep import journal
 from trainer.sweep.driver import distributions, open_study
 from trainer.sweep.mirror import Mirror
@@ -104,3 +106,46 @@ def test_a_trial_never_resumes_checkpoints_an_earlier_trial_made_under_other_val
     assert driver.pool.running == {}  # no trainer started on the other values' checkpoints
     states = [trial.state for trial in driver.study.get_trials()]
     assert states == [optuna.trial.TrialState.FAIL] * 2
+
+
+def test_a_new_sweep_given_an_old_sweeps_id_is_refused_naming_the_old_one(tmp_path):
+    old = _spec(tmp_path)
+    first_box = tmp_path / "box-1" / "sweep"
+    first_box.mkdir(parents=True)
+    (first_box / "sweep.json").write_text(old.to_json())
+    _open(old, first_box)
+    Mirror(old, first_box).sync()
+    new = dataclasses.replace(old, params=["dropout=0.1,0.3"])
+    another_box = tmp_path / "box-2" / "sweep"
+    another_box.mkdir(parents=True)
+    with pytest.raises(UserError) as refused:
+        open_study(new, parse_params(new.params), another_box)
+    message = str(refused.value)
+    assert "sweep id sweep-j is taken" in message and "lr=0.001,0.003" in message
+    assert "\n" not in message
+    assert not (another_box / JOURNAL_FILE).exists()
+
+
+def test_a_trial_whose_values_were_cut_from_the_journal_fails_naming_itself(tmp_path):
+    import optuna
+
+    from trainer.sweep.driver import Driver
+
+    spec = _spec(tmp_path)
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    study = _open(spec, sweep_dir)
+    study.ask(distributions(parse_params(PARAMS)))  # its values: the journal's last line
+    path = sweep_dir / JOURNAL_FILE
+    data = path.read_bytes()
+    last = data.rstrip(b"\n").rfind(b"\n") + 1
+    assert b'"param_name":"lr"' in data[last:]
+    path.write_bytes(data[: last + (len(data) - last) // 2])  # the append cut inside it
+    driver = Driver(spec, sweep_dir)
+    driver._resume_running()
+    try:
+        assert driver.pool.running == {}, "trial 0 started on the trainer's defaults"
+    finally:
+        for trial in driver.pool.running.values():
+            trial.process.kill()
+    assert driver.study.get_trials()[0].state == optuna.trial.TrialState.FAIL

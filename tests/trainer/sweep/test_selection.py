@@ -1,0 +1,42 @@
+"""The chosen trial's test split, evaluated once, wherever the sweep restarts: from the
+trial's run dir on this box, else from its store (a box since replaced), with a real
+checkpoint, a real `file://` store and the real `evaluate` process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainer.checkpoints import layout
+from trainer.exit_codes import EXIT_OK
+from trainer.storage import open_store
+from trainer.sweep import selection
+from trainer.sweep.driver import distributions, open_study
+from trainer.sweep.space import parse_params
+from trainer.sweep.spec import RESULT_FILE, SweepSpec, read_json
+
+PARAMS = ["lr=0.001,0.003"]
+
+
+def test_a_replaced_box_evaluates_the_chosen_trial_from_storage(
+    tiny_data: Path, trained_run: Path, tmp_path: Path
+):
+    spec = SweepSpec(
+        sweep_id="sweep-s", dataset="tiny", data_dir=str(tiny_data),
+        runs_dir=str(tmp_path / "runs-on-this-box"), storage_uri=f"file://{tmp_path / 'storage'}",
+        params=PARAMS, method="grid", trials=1,
+    )  # fmt: skip
+    chosen = spec.trial_run_id(0)
+    # The trial trained on the old box: its best checkpoint is in storage alone.
+    best = (trained_run / "checkpoints" / "best.pt").resolve()
+    store = open_store(spec.trial_checkpoint_uri(chosen))
+    name = "step-000000003-epoch-0001.pt"
+    layout.upload_checkpoint(store, name, best, layout.sha256_of(best))
+    layout.set_pointer(store, layout.BEST_KEY, name)
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    study = open_study(spec, parse_params(PARAMS), sweep_dir)
+    study.tell(study.ask(distributions(parse_params(PARAMS))), 12.5)
+    assert selection.finish(spec, study, sweep_dir) == EXIT_OK
+    result = read_json(sweep_dir / RESULT_FILE)
+    assert result["chosen"] == chosen and result["test"]["split"] == "test"
+    assert result["test"]["checkpoint"] == spec.trial_checkpoint_uri(chosen)
