@@ -64,6 +64,8 @@ class FileStore:
             # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting.
             descriptor = os.open(self._path(key), os.O_RDONLY | os.O_NONBLOCK)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            if self.root.exists() and not self.root.is_dir():
+                raise  # the store's own directory is not one: an outage, not a miss
             raise ObjectNotFound(f"{self.uri}: no object {key!r}") from None
         if not S_ISREG(os.fstat(descriptor).st_mode):
             os.close(descriptor)

@@ -116,6 +116,16 @@ def test_file_store_cannot_escape_its_root(tmp_path: Path) -> None:
         open_store(f"file://{tmp_path}/store").write_bytes("../outside", b"x")
 
 
+def test_a_file_store_whose_directory_became_a_file_is_down_not_empty(tmp_path: Path) -> None:
+    # How the tests take a file:// store down; a store that only says "no object" there
+    # would send `trainer sync` on to upload into it until its budget ran out.
+    (tmp_path / "store").write_text("storage is down")
+    store = open_store(f"file://{tmp_path}/store")
+    with pytest.raises(OSError) as down:
+        store.read_bytes("status.json")
+    assert not isinstance(down.value, ObjectNotFound)
+
+
 def test_importing_storage_loads_no_sdk_and_no_torch() -> None:
     code = (
         "import sys, trainer.storage as s; s.open_store('file:///tmp/x');"
