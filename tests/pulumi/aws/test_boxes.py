@@ -79,15 +79,7 @@ def test_refresh_reads_the_size_a_resize_left(empty_aws_account, tmp_path):
 @pytest.mark.e2e
 def test_destroy_cancels_the_persistent_request_before_the_box_goes(empty_aws_account, tmp_path):
     ec2 = empty_aws_account.client("ec2")
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-    (request,) = ec2.request_spot_instances(
-        Type="persistent",
-        InstanceInterruptionBehavior="stop",
-        LaunchSpecification={"ImageId": image, "InstanceType": "g5.xlarge"},
-    )["SpotInstanceRequests"]
-    (request,) = ec2.describe_spot_instance_requests(
-        SpotInstanceRequestIds=[request["SpotInstanceRequestId"]]
-    )["SpotInstanceRequests"]
+    request = _persistent_spot_box(ec2)
     props = {"region": "us-east-1", "profile": "", "instanceIds": [request["InstanceId"]]}
     _host(empty_aws_account, tmp_path, "delete", request["InstanceId"], props)
     live = [
@@ -105,15 +97,7 @@ def test_destroy_cancels_the_persistent_request_before_the_box_goes(empty_aws_ac
 @pytest.mark.e2e
 def test_without_the_cancel_a_terminated_spot_box_leaves_its_request_live(empty_aws_account):
     ec2 = empty_aws_account.client("ec2")
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-    (request,) = ec2.request_spot_instances(
-        Type="persistent",
-        InstanceInterruptionBehavior="stop",
-        LaunchSpecification={"ImageId": image, "InstanceType": "g5.xlarge"},
-    )["SpotInstanceRequests"]
-    (request,) = ec2.describe_spot_instance_requests(
-        SpotInstanceRequestIds=[request["SpotInstanceRequestId"]]
-    )["SpotInstanceRequests"]
+    request = _persistent_spot_box(ec2)
     ec2.terminate_instances(InstanceIds=[request["InstanceId"]])
     (after,) = ec2.describe_spot_instance_requests()["SpotInstanceRequests"]
     assert after["State"] in ("open", "active", "disabled")  # what would launch an untracked box
@@ -156,3 +140,17 @@ def test_another_count_template_or_pinned_image_replaces_the_boxes(key, value):
 
 def test_the_same_inputs_change_nothing():
     assert _diff(OLDS, dict(OLDS)).changes is False
+
+
+def _persistent_spot_box(ec2) -> dict:
+    """A persistent spot request that stops, as the program makes one, once its box runs."""
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    (request,) = ec2.request_spot_instances(
+        Type="persistent",
+        InstanceInterruptionBehavior="stop",
+        LaunchSpecification={"ImageId": image, "InstanceType": "g5.xlarge"},
+    )["SpotInstanceRequests"]
+    (request,) = ec2.describe_spot_instance_requests(
+        SpotInstanceRequestIds=[request["SpotInstanceRequestId"]]
+    )["SpotInstanceRequests"]
+    return request
