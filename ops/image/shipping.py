@@ -27,7 +27,7 @@ from ops.image.registry import (
     with_docker_login,
 )
 from ops.remote.ssh import Box, raise_for_remote_failure
-from ops.target.resolve import Target
+from ops.target.schema import Target
 
 STREAM_CHUNK_BYTES = 1024 * 1024
 console = Console(stderr=True, soft_wrap=True)

@@ -11,7 +11,7 @@ from invoke.exceptions import Exit
 
 from ops.remote.ssh import Box
 from ops.remote.this_machine import ThisMachine
-from ops.target.resolve import Target
+from ops.target.schema import Target
 
 AnyBox = Box | ThisMachine
 

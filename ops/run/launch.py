@@ -29,7 +29,7 @@ from ops.run import container, env_files, on_box
 from ops.run.container import Launch
 from ops.run.distributed import DistributedLaunch
 from ops.run.names import checked_name
-from ops.target.resolve import Target
+from ops.target.schema import Target
 from stack import storage_layout
 from stack.placement import price_table
 from trainer.reports import cost

@@ -20,8 +20,8 @@ from ops.remote.boxes import AnyBox, box_for
 from ops.remote.ssh import openssh_args
 from ops.run import on_box
 from ops.run.listing import LOCAL_RUNS, local_dirs
+from ops.target.forms import image_reference_ok
 from ops.target.resolve import resolve_target
-from ops.target.schema import image_reference_ok
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 from ops.tasks.runs import storage_uri_or_note
 

@@ -9,7 +9,8 @@ from ops.cloud import api as power
 from ops.cloud.move import move as move_boxes
 from ops.cloud.power import GONE
 from ops.remote.boxes import nodes
-from ops.target.resolve import Target, resolve_target
+from ops.target.resolve import resolve_target
+from ops.target.schema import Target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 
 console = Console(stderr=True, soft_wrap=True)
