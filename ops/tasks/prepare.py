@@ -7,10 +7,10 @@ import shlex
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops.data import prepare as prepare_on_box
 from ops.image.shipping import image_on_box
 from ops.remote.boxes import box_for
 from ops.run import on_box
+from ops.run import prepare as prepare_on_box
 from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task

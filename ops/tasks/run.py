@@ -20,7 +20,7 @@ from ops.remote.boxes import AnyBox, box_for, nodes
 from ops.run import deadline, end_watch, launch, look, on_box
 from ops.run import stop as run_stop
 from ops.run.container import Launch
-from ops.run.stored_log import no_log_message, stored_log
+from ops.runs.stored_log import no_log_message, stored_log
 from ops.target.guard_rails import none_note
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import (
