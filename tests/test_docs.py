@@ -11,6 +11,7 @@ repository (the site and a clone hold only it).
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import subprocess
@@ -149,6 +150,7 @@ CODE_DOTTED_NAME = re.compile(r"(?<![\w./-])((?:trainer|ops|infra|box|stack)(?:\
 FILE_SUFFIXES = ("json", "jsonl", "py", "md", "sh", "yaml", "yml", "csv", "txt", "pt", "tar")
 
 
+@functools.cache
 def _comments_and_docstrings(path) -> list[str]:
     """The comments of a file, and for Python every string that stands as a statement
     (a docstring, an attribute's docstring)."""
@@ -180,26 +182,24 @@ def _dotted_names(text: str) -> list[str]:
     return [name for name in names if name.rpartition(".")[2] not in FILE_SUFFIXES]
 
 
-def test_every_repository_path_a_comment_or_docstring_names_exists():
-    missing = [
+def _missing_in_code(find, exists) -> list[str]:
+    """`path: name` of each name `find` sees in a comment or docstring of ours that
+    `exists` does not find."""
+    return [
         f"{path.relative_to(REPO)}: {named}"
         for path in CODE
         for text in _comments_and_docstrings(path)
-        for named in _paths_named(text)
-        if not _code_names_something(named)
+        for named in find(text)
+        if not exists(named)
     ]
-    assert missing == []
+
+
+def test_every_repository_path_a_comment_or_docstring_names_exists():
+    assert _missing_in_code(_paths_named, _code_names_something) == []
 
 
 def test_every_module_a_comment_or_docstring_names_exists():
-    missing = [
-        f"{path.relative_to(REPO)}: {name}"
-        for path in CODE
-        for text in _comments_and_docstrings(path)
-        for name in _dotted_names(text)
-        if not _names_a_module(name)
-    ]
-    assert missing == []
+    assert _missing_in_code(_dotted_names, _names_a_module) == []
 
 
 def test_a_gone_path_or_module_in_a_comment_is_caught(tmp_path):
