@@ -65,6 +65,8 @@ class TrainRequest:
 
 @dataclass(frozen=True)
 class Started:
+    """A run `start_training` started: what `fab train` tells the user of."""
+
     run_id: str
     box: Box
     """Box 0, rank 0's: where the run's log and status are."""
