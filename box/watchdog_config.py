@@ -52,9 +52,8 @@ class GuardSetting:
     """Its WatchdogConfig field and watchdog.json key."""
     stack_key: str
     """Its stack config key (`glucose-training:<key>`), also the stack output `fab
-    box-update` renders a running box's settings from."""
-    stack_field: str
-    """Its StackConfig field (stack/config.py)."""
+    box-update` renders a running box's settings from; the StackConfig field it sets
+    names this setting (stack/config.py)."""
     default: Any
     """What a stack that leaves it out gets; its type is the setting's."""
     limits: tuple[int, int] | None = None
@@ -71,17 +70,13 @@ class GuardSetting:
 
 
 GUARD_SETTINGS = (
-    GuardSetting(
-        "idle_shutdown_minutes", "idleShutdownMinutes", "idle_shutdown_minutes", 30, (5, 24 * 60)
-    ),
+    GuardSetting("idle_shutdown_minutes", "idleShutdownMinutes", 30, (5, 24 * 60)),
     # A run whose step has not moved this long is hung: the watchdog stops counting it.
-    GuardSetting(
-        "hung_trainer_minutes", "hungTrainerMinutes", "hung_trainer_minutes", 120, (10, 24 * 60)
-    ),
+    GuardSetting("hung_trainer_minutes", "hungTrainerMinutes", 120, (10, 24 * 60)),
     # How long a box of a multi-node run tries to meet its other boxes in a boot.
-    GuardSetting("peer_wait_minutes", "peerWaitMinutes", "peer_wait_minutes", 30, (5, 24 * 60)),
-    GuardSetting("daily_stop_time", "autoShutdownTime", "auto_shutdown_time", "23:00"),
-    GuardSetting("daily_stop_time_zone", "autoShutdownTimeZone", "auto_shutdown_time_zone", "UTC"),
+    GuardSetting("peer_wait_minutes", "peerWaitMinutes", 30, (5, 24 * 60)),
+    GuardSetting("daily_stop_time", "autoShutdownTime", "23:00"),
+    GuardSetting("daily_stop_time_zone", "autoShutdownTimeZone", "UTC"),
 )
 GUARD_DEFAULTS = {setting.box_key: setting.default for setting in GUARD_SETTINGS}
 

@@ -16,6 +16,7 @@ from infra.placement import Plan, plan
 from infra.quota_check import quota_refusals
 from infra.stack_config import load_stack_config
 from infra.training_box import TrainingBox
+from stack.cloud_init import box_guard_settings
 from stack.config import ConfigError, StackConfig
 from stack.outputs import StackOutput
 from stack.placement import SPOT, hourly_price_usd
@@ -64,8 +65,9 @@ def main() -> None:
     pulumi.export(StackOutput.MAX_RUN_HOURS, config.max_run_hours)
     pulumi.export(StackOutput.AUTO_RECOVER, config.recovers)
     # What `fab box-update` renders the box's settings from: all of cloud-init's.
+    guard = box_guard_settings(config)
     for setting in GUARD_SETTINGS:
-        pulumi.export(setting.stack_key, getattr(config, setting.stack_field))
+        pulumi.export(setting.stack_key, guard[setting.box_key])
     if config.notify_webhook:  # a secret: whoever has the URL may post to the channel
         pulumi.export(StackOutput.NOTIFY_WEBHOOK, pulumi.Output.secret(config.notify_webhook))
     for key, value in box.cloud_outputs.items():

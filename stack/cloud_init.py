@@ -22,8 +22,8 @@ import re
 from dataclasses import asdict, dataclass
 
 from box import contract
-from box.watchdog_config import GUARD_SETTINGS
 from stack import box_packing, placement
+from stack.config import GUARD_FIELDS
 
 SOURCE_PATH = f"{contract.SETTINGS_DIR}/box-source.json"
 BOOTSTRAP_PATH = f"{contract.PROGRAM_DIR}/bootstrap.py"
@@ -98,7 +98,7 @@ def box_notify_settings(config, topic_arn: str = "") -> dict:
 
 def box_guard_settings(config) -> dict:
     """The guard settings (box keys) of a StackConfig (stack/config.py)."""
-    return {setting.box_key: getattr(config, setting.stack_field) for setting in GUARD_SETTINGS}
+    return {box_key: getattr(config, name) for box_key, name in GUARD_FIELDS.items()}
 
 
 def encode_user_data(cloud_init: str) -> str:

@@ -15,57 +15,16 @@ import json
 import math
 import re
 import urllib.parse
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any
 
-from box.watchdog_config import DAILY_TIME, GUARD_DEFAULTS, GUARD_SETTINGS, guard_problems
+from box.watchdog_config import DAILY_TIME, GUARD_SETTINGS, GuardSetting, guard_problems
 from stack import catalog, cloud_limits
 from stack.cloud_limits import REGION_KEYS
 
 NAMESPACE = "glucose-training"
 
-# camelCase stack-config key -> StackConfig field. The keys are a public contract.
-KEYS: dict[str, str] = {
-    "cloud": "cloud",
-    "vmSize": "vm_size",
-    "spot": "spot",
-    "nodeCount": "node_count",
-    "sshPublicKey": "ssh_public_key",
-    "sshAllowedCidr": "ssh_allowed_cidr",
-    "allowSshFromAnywhere": "allow_ssh_from_anywhere",
-    "autoShutdownTime": "auto_shutdown_time",
-    "autoShutdownTimeZone": "auto_shutdown_time_zone",
-    "idleShutdownMinutes": "idle_shutdown_minutes",
-    "hungTrainerMinutes": "hung_trainer_minutes",
-    "peerWaitMinutes": "peer_wait_minutes",
-    "budgetAmount": "budget_amount",
-    "alertEmails": "alert_emails",
-    "keepStorageOnDestroy": "keep_storage_on_destroy",
-    "osDiskSizeGb": "os_disk_size_gb",
-    "owner": "owner",
-    "amiId": "ami_id",
-    "budgetStopsBoxes": "budget_stops_boxes",
-    "activateCostAllocationTag": "activate_cost_allocation_tag",
-    "deployerPrincipalType": "deployer_principal_type",
-    "maxRunHours": "max_run_hours",
-    "autoRecover": "auto_recover",
-    "notifyWebhook": "notify_webhook",
-    "fallbackVmSizes": "fallback_vm_sizes",
-    "zones": "zones",
-    "spotFallback": "spot_fallback",
-    "capacityWaitMinutes": "capacity_wait_minutes",
-}
-SECRET_KEYS = ("notifyWebhook",)
-"""Keys that are credentials (whoever has the webhook URL may post to the channel): set
-with `pulumi config set --secret`, kept secret through the user data to the outputs."""
-# Keys that mean something on one cloud only: set on the other, they are a mistake.
-CLOUD_ONLY_KEYS: dict[str, str] = {
-    "amiId": "aws",
-    "activateCostAllocationTag": "aws",
-    "deployerPrincipalType": "azure",
-    # Azure's VM takes one priority: a spot VM cannot fall back to regular in place.
-    "spotFallback": "aws",
-}
 ANYWHERE_CIDRS = ("0.0.0.0/0", "*", "internet", "any")
 # A prefix shorter than this admits a sizeable part of the internet (a /1 is half of
 # it), so it needs allowSshFromAnywhere just like 0.0.0.0/0 does.
@@ -90,143 +49,7 @@ KEEP_ON_DESTROY_TAG = "keep-on-destroy"
 COST_SCOPE_TAG = "cost-scope"
 
 
-class ConfigError(ValueError):
-    """The stack config is wrong; `problems` holds one line per mistake."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = list(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"{len(self.problems)} problem(s) in the stack config:\n{lines}")
-
-
-@dataclass(frozen=True)
-class StackConfig:
-    """One stack's validated settings; constructing one with bad values raises ConfigError."""
-
-    cloud: str
-    vm_size: str
-    ssh_public_key: str
-    ssh_allowed_cidr: str
-    budget_amount: float
-    alert_emails: tuple[str, ...]
-    region: str
-    spot: bool = False
-    node_count: int = 1
-    allow_ssh_from_anywhere: bool = False
-    auto_shutdown_time: str = GUARD_DEFAULTS["daily_stop_time"]
-    """HH:MM, 24 h, in auto_shutdown_time_zone: the cloud-side daily hard stop."""
-    auto_shutdown_time_zone: str = GUARD_DEFAULTS["daily_stop_time_zone"]
-    """An IANA zone name."""
-    idle_shutdown_minutes: int = GUARD_DEFAULTS["idle_shutdown_minutes"]
-    hung_trainer_minutes: int = GUARD_DEFAULTS["hung_trainer_minutes"]
-    peer_wait_minutes: int = GUARD_DEFAULTS["peer_wait_minutes"]
-    """How long a box of a multi-node run tries to meet its other boxes in a boot."""
-    keep_storage_on_destroy: bool = False
-    os_disk_size_gb: int = 128  # CUDA images are ~10 GB each; datasets are cached too
-    owner: str | None = None
-    ami_id: str | None = None
-    """AWS: the image the boxes boot; unset, the newest matching AMI is looked up once."""
-    budget_stops_boxes: bool = True
-    """At 100 % of the actual monthly budget, stop (AWS) / deallocate (Azure) the boxes."""
-    activate_cost_allocation_tag: bool = True
-    """AWS: activate the budget's tag for cost allocation (needs the payer account)."""
-    deployer_principal_type: str | None = None
-    """Azure: who runs `pulumi up` (User or ServicePrincipal); unset, detected."""
-    max_run_hours: int = 72
-    """The longest `fab train --hours` may move a run's cloud-side hard stop."""
-    auto_recover: bool | None = None
-    """Bring back a run stopped by what it did not ask for (a spot eviction, a host
-    failure) until its deadline; unset: on for spot boxes, off otherwise."""
-    notify_webhook: str | None = None
-    """An https URL told each run's end as Slack/Teams JSON (box/notify.py)."""
-    fallback_vm_sizes: tuple[str, ...] = ()
-    """Sizes tried in order after `vm_size` when it has no capacity or quota (same GPU
-    count, driver class and security profile: stack/cloud_limits.py)."""
-    zones: tuple[str, ...] = ()
-    """Zones tried in order (AWS names, Azure "1"/"2"/"3"); () every zone selling a size."""
-    spot_fallback: bool = False
-    """AWS spot: after every spot pool, on-demand."""
-    capacity_wait_minutes: int = 5
-    """How long `fab start` retries the same size before it resizes the box in place."""
-    project: str = NAMESPACE
-    stack: str = "dev"
-
-    def __post_init__(self) -> None:
-        problems = _check(asdict(self))
-        if problems:
-            raise ConfigError(problems)
-
-    @property
-    def size(self) -> catalog.VmSize:
-        return catalog.lookup(self.vm_size, self.cloud)
-
-    @property
-    def candidate_sizes(self) -> tuple[str, ...]:
-        """`vm_size`, then `fallback_vm_sizes`: the order every size is tried in."""
-        return (self.vm_size, *self.fallback_vm_sizes)
-
-    @property
-    def hourly_price_usd(self) -> float:
-        """One box's hourly price from the catalog, spot-aware."""
-        return self.size.hourly_price_usd(self.spot)
-
-    @property
-    def recovers(self) -> bool:
-        """Whether evicted boxes are started again (`autoRecover`, on for spot by default)."""
-        return self.spot if self.auto_recover is None else self.auto_recover
-
-    @property
-    def cost_scope(self) -> str:
-        """The `cost-scope` tag value: this stack of this project, unique in an account."""
-        return f"{self.project}/{self.stack}"
-
-    @property
-    def tags(self) -> dict[str, str]:
-        tags = {"project": self.project, "stack": self.stack, COST_SCOPE_TAG: self.cost_scope}
-        if self.owner:
-            tags["owner"] = self.owner
-        return tags
-
-    @property
-    def storage_tags(self) -> dict[str, str]:
-        """`tags` plus whether `pulumi destroy` keeps the storage ("true"/"false")."""
-        return {**self.tags, KEEP_ON_DESTROY_TAG: str(self.keep_storage_on_destroy).lower()}
-
-
-def validate(
-    raw: dict[str, Any], region: str | None, *, project: str = NAMESPACE, stack: str = "dev"
-) -> StackConfig:
-    """Parse camelCase config values (strings as Pulumi stores them, or native values)."""
-    problems = [_unknown_key_problem(key) for key in raw if key not in KEYS]
-    problems += _cloud_only_problems(raw)
-    values: dict[str, Any] = {"project": project, "stack": stack, "region": region}
-    for key, field in KEYS.items():
-        value = raw.get(key)
-        if value is None or value == "":
-            continue
-        try:
-            values[field] = _PARSERS.get(field, _text)(value)
-        except ValueError as exc:
-            problems.append(f"{key}: {exc}")
-            values[field] = None  # seen but unusable: no "missing" complaint on top
-    values.setdefault("cloud", None)
-    problems += _check(values)
-    if problems:
-        raise ConfigError(problems)
-    if "vm_size" not in values:
-        values["vm_size"] = catalog.default_size(values["cloud"]).name
-    values["vm_size"] = catalog.lookup(values["vm_size"], values["cloud"]).name  # canonical
-    values["fallback_vm_sizes"] = tuple(
-        catalog.lookup(name, values["cloud"]).name for name in values.get("fallback_vm_sizes", ())
-    )
-    values["ssh_allowed_cidr"] = _normal_cidr(values["ssh_allowed_cidr"])
-    return StackConfig(**values)
-
-
-def _unknown_key_problem(key: str) -> str:
-    close = difflib.get_close_matches(key, list(KEYS), n=1, cutoff=0.6)
-    hint = f"did you mean {NAMESPACE}:{close[0]}?" if close else f"known keys: {', '.join(KEYS)}"
-    return f"unknown key {NAMESPACE}:{key}; {hint}"
+# --- how a key's value is read: Pulumi stores text, a YAML list as JSON text ---------
 
 
 def _text(value: Any) -> str:
@@ -280,26 +103,208 @@ def _emails(value: Any) -> tuple[str, ...]:
     return _listed(value, "e-mail addresses")
 
 
-_PARSERS = {
-    "spot": _boolean,
-    "allow_ssh_from_anywhere": _boolean,
-    "keep_storage_on_destroy": _boolean,
-    "budget_stops_boxes": _boolean,
-    "activate_cost_allocation_tag": _boolean,
-    "auto_recover": _boolean,
-    "node_count": _integer,
-    "idle_shutdown_minutes": _integer,
-    "hung_trainer_minutes": _integer,
-    "peer_wait_minutes": _integer,
-    "os_disk_size_gb": _integer,
-    "max_run_hours": _integer,
-    "budget_amount": _amount,
-    "alert_emails": _emails,
-    "fallback_vm_sizes": lambda value: _listed(value, "VM sizes"),
-    "zones": lambda value: _listed(value, "zones"),
-    "spot_fallback": _boolean,
-    "capacity_wait_minutes": _integer,
+class ConfigError(ValueError):
+    """The stack config is wrong; `problems` holds one line per mistake."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{len(self.problems)} problem(s) in the stack config:\n{lines}")
+
+
+@dataclass(frozen=True)
+class StackKey:
+    """Where a StackConfig field comes from: its key in the stack file
+    (`glucose-training:<name>`, a public contract) and how its value is read."""
+
+    name: str
+    parse: Callable[[Any], Any] = _text
+    """Text (or a native value) to the field's value; ValueError names what was expected."""
+    secret: bool = False
+    """A credential (whoever has the webhook URL may post to the channel): set with
+    `pulumi config set --secret`, kept secret through the user data to the outputs."""
+    cloud: str | None = None
+    """The one cloud it means something on: set on the other, it is a mistake."""
+    limits: tuple[int, int] | None = None
+    """The lowest and highest whole number it takes."""
+    guard: GuardSetting | None = None
+    """The box's guard setting it sets (`box.watchdog_config.GUARD_SETTINGS`)."""
+
+
+_KEY = "stack_key"
+
+
+def _key(name: str, parse: Callable[[Any], Any] = _text, *, default: Any = MISSING, **more) -> Any:
+    """A StackConfig field read from the stack file's key `name` by `parse`."""
+    return field(default=default, metadata={_KEY: StackKey(name, parse, **more)})
+
+
+def _guard(box_key: str, parse: Callable[[Any], Any]) -> Any:
+    """A field that sets the box's guard setting `box_key`: its stack key, default and
+    limits are the setting's own (`box.watchdog_config.GUARD_SETTINGS`)."""
+    setting = next(s for s in GUARD_SETTINGS if s.box_key == box_key)
+    return _key(setting.stack_key, parse, default=setting.default, guard=setting)
+
+
+def _sizes(value: Any) -> tuple[str, ...]:
+    return _listed(value, "VM sizes")
+
+
+def _zones(value: Any) -> tuple[str, ...]:
+    return _listed(value, "zones")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackConfig:
+    """One stack's validated settings; constructing one with bad values raises ConfigError.
+
+    Each field read from the stack file names its key and parser (`StackKey`); the
+    fields stand in the order their problems are told."""
+
+    cloud: str = _key("cloud")
+    vm_size: str = _key("vmSize")
+    spot: bool = _key("spot", _boolean, default=False)
+    node_count: int = _key("nodeCount", _integer, default=1, limits=(1, MAX_NODE_COUNT))
+    ssh_public_key: str = _key("sshPublicKey")
+    ssh_allowed_cidr: str = _key("sshAllowedCidr")
+    allow_ssh_from_anywhere: bool = _key("allowSshFromAnywhere", _boolean, default=False)
+    auto_shutdown_time: str = _guard("daily_stop_time", _text)
+    """HH:MM, 24 h, in auto_shutdown_time_zone: the cloud-side daily hard stop."""
+    auto_shutdown_time_zone: str = _guard("daily_stop_time_zone", _text)
+    """An IANA zone name."""
+    idle_shutdown_minutes: int = _guard("idle_shutdown_minutes", _integer)
+    hung_trainer_minutes: int = _guard("hung_trainer_minutes", _integer)
+    peer_wait_minutes: int = _guard("peer_wait_minutes", _integer)
+    """How long a box of a multi-node run tries to meet its other boxes in a boot."""
+    budget_amount: float = _key("budgetAmount", _amount)
+    alert_emails: tuple[str, ...] = _key("alertEmails", _emails)
+    keep_storage_on_destroy: bool = _key("keepStorageOnDestroy", _boolean, default=False)
+    # CUDA images are ~10 GB each; datasets are cached too.
+    os_disk_size_gb: int = _key("osDiskSizeGb", _integer, default=128, limits=OS_DISK_SIZE_GB_RANGE)
+    owner: str | None = _key("owner", default=None)
+    ami_id: str | None = _key("amiId", default=None, cloud="aws")
+    """AWS: the image the boxes boot; unset, the newest matching AMI is looked up once."""
+    budget_stops_boxes: bool = _key("budgetStopsBoxes", _boolean, default=True)
+    """At 100 % of the actual monthly budget, stop (AWS) / deallocate (Azure) the boxes."""
+    activate_cost_allocation_tag: bool = _key(
+        "activateCostAllocationTag", _boolean, default=True, cloud="aws"
+    )
+    """AWS: activate the budget's tag for cost allocation (needs the payer account)."""
+    deployer_principal_type: str | None = _key("deployerPrincipalType", default=None, cloud="azure")
+    """Azure: who runs `pulumi up` (User or ServicePrincipal); unset, detected."""
+    max_run_hours: int = _key("maxRunHours", _integer, default=72, limits=MAX_RUN_HOURS_RANGE)
+    """The longest `fab train --hours` may move a run's cloud-side hard stop."""
+    auto_recover: bool | None = _key("autoRecover", _boolean, default=None)
+    """Bring back a run stopped by what it did not ask for (a spot eviction, a host
+    failure) until its deadline; unset: on for spot boxes, off otherwise."""
+    notify_webhook: str | None = _key("notifyWebhook", default=None, secret=True)
+    """An https URL told each run's end as Slack/Teams JSON (box/notify.py)."""
+    fallback_vm_sizes: tuple[str, ...] = _key("fallbackVmSizes", _sizes, default=())
+    """Sizes tried in order after `vm_size` when it has no capacity or quota (same GPU
+    count, driver class and security profile: stack/cloud_limits.py)."""
+    zones: tuple[str, ...] = _key("zones", _zones, default=())
+    """Zones tried in order (AWS names, Azure "1"/"2"/"3"); () every zone selling a size."""
+    # Azure's VM takes one priority: a spot VM cannot fall back to regular in place.
+    spot_fallback: bool = _key("spotFallback", _boolean, default=False, cloud="aws")
+    """AWS spot: after every spot pool, on-demand."""
+    capacity_wait_minutes: int = _key("capacityWaitMinutes", _integer, default=5)
+    """How long `fab start` retries the same size before it resizes the box in place."""
+    region: str
+    """The provider's region (`aws:region`, `azure-native:location`: REGION_KEYS)."""
+    project: str = NAMESPACE
+    stack: str = "dev"
+
+    def __post_init__(self) -> None:
+        problems = _check(asdict(self))
+        if problems:
+            raise ConfigError(problems)
+
+    @property
+    def size(self) -> catalog.VmSize:
+        return catalog.lookup(self.vm_size, self.cloud)
+
+    @property
+    def candidate_sizes(self) -> tuple[str, ...]:
+        """`vm_size`, then `fallback_vm_sizes`: the order every size is tried in."""
+        return (self.vm_size, *self.fallback_vm_sizes)
+
+    @property
+    def hourly_price_usd(self) -> float:
+        """One box's hourly price from the catalog, spot-aware."""
+        return self.size.hourly_price_usd(self.spot)
+
+    @property
+    def recovers(self) -> bool:
+        """Whether evicted boxes are started again (`autoRecover`, on for spot by default)."""
+        return self.spot if self.auto_recover is None else self.auto_recover
+
+    @property
+    def cost_scope(self) -> str:
+        """The `cost-scope` tag value: this stack of this project, unique in an account."""
+        return f"{self.project}/{self.stack}"
+
+    @property
+    def tags(self) -> dict[str, str]:
+        tags = {"project": self.project, "stack": self.stack, COST_SCOPE_TAG: self.cost_scope}
+        if self.owner:
+            tags["owner"] = self.owner
+        return tags
+
+    @property
+    def storage_tags(self) -> dict[str, str]:
+        """`tags` plus whether `pulumi destroy` keeps the storage ("true"/"false")."""
+        return {**self.tags, KEEP_ON_DESTROY_TAG: str(self.keep_storage_on_destroy).lower()}
+
+
+FIELDS_BY_KEY: dict[str, Field] = {
+    field.metadata[_KEY].name: field for field in fields(StackConfig) if _KEY in field.metadata
 }
+"""Each stack-file key and the StackConfig field it sets, in the fields' order."""
+SECRET_KEYS = tuple(key for key, field in FIELDS_BY_KEY.items() if field.metadata[_KEY].secret)
+_GUARDS = {
+    setting: field.name
+    for field in FIELDS_BY_KEY.values()
+    if (setting := field.metadata[_KEY].guard) is not None
+}
+GUARD_FIELDS = {setting.box_key: _GUARDS[setting] for setting in GUARD_SETTINGS}
+"""Each guard setting's watchdog.json key and the StackConfig field that sets it."""
+
+
+def validate(
+    raw: dict[str, Any], region: str | None, *, project: str = NAMESPACE, stack: str = "dev"
+) -> StackConfig:
+    """Parse camelCase config values (strings as Pulumi stores them, or native values)."""
+    problems = [_unknown_key_problem(key) for key in raw if key not in FIELDS_BY_KEY]
+    problems += _cloud_only_problems(raw)
+    values: dict[str, Any] = {"project": project, "stack": stack, "region": region}
+    for key, config_field in FIELDS_BY_KEY.items():
+        value = raw.get(key)
+        if value is None or value == "":
+            continue
+        try:
+            values[config_field.name] = config_field.metadata[_KEY].parse(value)
+        except ValueError as exc:
+            problems.append(f"{key}: {exc}")
+            values[config_field.name] = None  # seen but unusable: no "missing" complaint on top
+    values.setdefault("cloud", None)
+    problems += _check(values)
+    if problems:
+        raise ConfigError(problems)
+    if "vm_size" not in values:
+        values["vm_size"] = catalog.default_size(values["cloud"]).name
+    values["vm_size"] = catalog.lookup(values["vm_size"], values["cloud"]).name  # canonical
+    values["fallback_vm_sizes"] = tuple(
+        catalog.lookup(name, values["cloud"]).name for name in values.get("fallback_vm_sizes", ())
+    )
+    values["ssh_allowed_cidr"] = _normal_cidr(values["ssh_allowed_cidr"])
+    return StackConfig(**values)
+
+
+def _unknown_key_problem(key: str) -> str:
+    known = list(FIELDS_BY_KEY)
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    hint = f"did you mean {NAMESPACE}:{close[0]}?" if close else f"known keys: {', '.join(known)}"
+    return f"unknown key {NAMESPACE}:{key}; {hint}"
 
 
 def _check(v: dict[str, Any]) -> list[str]:
@@ -358,8 +363,11 @@ def _cloud_only_problems(raw: dict[str, Any]) -> list[str]:
     cloud = raw.get("cloud")
     return [
         f"{key} applies to cloud {only} only; remove it from this {cloud} stack"
-        for key, only in CLOUD_ONLY_KEYS.items()
-        if cloud in catalog.CLOUDS and cloud != only and raw.get(key) not in (None, "")
+        for key, field in FIELDS_BY_KEY.items()
+        if (only := field.metadata[_KEY].cloud)
+        and cloud in catalog.CLOUDS
+        and cloud != only
+        and raw.get(key) not in (None, "")
     ]
 
 
@@ -378,7 +386,7 @@ def _identity_problems(v: dict[str, Any]) -> list[str]:
 
 
 def _missing(key: str, example: str, v: dict[str, Any]) -> str | None:
-    if KEYS[key] in v:
+    if FIELDS_BY_KEY[key].name in v:
         return None
     return f"{key} is missing; set it with `pulumi config set {NAMESPACE}:{key} {example}`"
 
@@ -489,16 +497,11 @@ def _schedule_problems(v: dict[str, Any]) -> list[str]:
     zone = v.get("auto_shutdown_time_zone")
     if zone is not None:
         problems += cloud_limits.time_zone_problems(zone, v.get("cloud"))
-    problems += guard_problems({s.box_key: v.get(s.stack_field) for s in GUARD_SETTINGS})
-    bounds = (
-        ("nodeCount", "node_count", (1, MAX_NODE_COUNT)),
-        ("osDiskSizeGb", "os_disk_size_gb", OS_DISK_SIZE_GB_RANGE),
-        ("maxRunHours", "max_run_hours", MAX_RUN_HOURS_RANGE),
-    )
-    for key, field, (low, high) in bounds:
-        value = v.get(field)
-        if value is not None and not low <= value <= high:
-            problems.append(f"{key}: got {value}, expected {low} to {high}")
+    problems += guard_problems({box_key: v.get(name) for box_key, name in GUARD_FIELDS.items()})
+    for key, config_field in FIELDS_BY_KEY.items():
+        value, limits = v.get(config_field.name), config_field.metadata[_KEY].limits
+        if value is not None and limits and not limits[0] <= value <= limits[1]:
+            problems.append(f"{key}: got {value}, expected {limits[0]} to {limits[1]}")
     if v.get("cloud") == "aws" and v.get("spot") and v.get("auto_recover") is False:
         problems.append(
             "autoRecover: false cannot hold on an AWS spot stack: the box's persistent spot "

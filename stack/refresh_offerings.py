@@ -21,19 +21,13 @@ import datetime
 import json
 import os
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterable
 from importlib.metadata import version
 from pathlib import Path
 
-from stack import catalog
+from stack import azure_retail_prices, catalog
 from stack.offerings import OFFERINGS_FILE, Offerings
 
-AZURE_RETAIL_PRICES_URL = "https://prices.azure.com/api/retail/prices"
-AZURE_PRICES_URL_ENV = "GLUCOSE_AZURE_PRICES_URL"
-AZURE_RETAIL_API_VERSION = "2023-01-01-preview"
 HTTP_TIMEOUT_SECONDS = 30
 # ~13 sizes x ~60 regions x a few meters each, 100 items a page: a few dozen pages.
 MAX_AZURE_PAGES = 500
@@ -73,15 +67,21 @@ def aws_offerings(names: Iterable[str]) -> Offerings:
 
 
 def azure_offerings(
-    names: Iterable[str], url: str = AZURE_RETAIL_PRICES_URL, today: datetime.date | None = None
+    names: Iterable[str], url: str = azure_retail_prices.URL, today: datetime.date | None = None
 ) -> Offerings:
-    """Where each size in `names` is sold, on demand and as spot, per the Retail Prices API.
-    https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices"""
+    """Where each size in `names` is sold, on demand and as spot, per the Retail Prices API
+    (`stack.azure_retail_prices`)."""
     names = list(names)
+    try:
+        items = azure_retail_prices.items(
+            azure_retail_prices.vm_filter(names), url, HTTP_TIMEOUT_SECONDS, MAX_AZURE_PAGES
+        )
+    except azure_retail_prices.RetailPricesError as error:
+        raise RefreshError(str(error)) from None
     wanted = {name.lower(): name for name in names}
     regions: dict[str, set[str]] = {name: set() for name in names}
     spot: dict[str, set[str]] = {name: set() for name in names}
-    for item in _retail_items(names, url):
+    for item in items:
         name = wanted.get(str(item.get("armSkuName", "")).lower())
         region = item.get("armRegionName") or ""
         meter = f"{item.get('meterName', '')} {item.get('skuName', '')}"
@@ -93,38 +93,11 @@ def azure_offerings(
         (spot if "Spot" in meter else regions)[name].add(region)
     return Offerings(
         cloud="azure",
-        source=f"Azure Retail Prices API {AZURE_RETAIL_API_VERSION}",
+        source=f"Azure Retail Prices API {azure_retail_prices.API_VERSION}",
         date=(today or datetime.datetime.now(datetime.timezone.utc).date()).isoformat(),
         regions={k: tuple(sorted(v)) for k, v in regions.items()},
         spot_regions={k: tuple(sorted(v)) for k, v in spot.items()},
     )
-
-
-def _retail_items(names: list[str], url: str) -> list[dict]:
-    skus = " or ".join(f"armSkuName eq '{name}'" for name in names)
-    query = urllib.parse.urlencode(
-        {
-            "api-version": AZURE_RETAIL_API_VERSION,
-            "$filter": f"serviceName eq 'Virtual Machines' and priceType eq 'Consumption' "
-            f"and ({skus})",
-        },
-        quote_via=urllib.parse.quote,
-    )
-    page_url: str | None = f"{url}?{query}"
-    items: list[dict] = []
-    for _ in range(MAX_AZURE_PAGES):
-        if not page_url:
-            return items
-        try:
-            with urllib.request.urlopen(page_url, timeout=HTTP_TIMEOUT_SECONDS) as response:
-                page = json.load(response)
-        except (urllib.error.URLError, TimeoutError, OSError, ValueError) as error:
-            raise RefreshError(f"Azure Retail Prices API at {url}: {error}") from None
-        if not isinstance(page.get("Items"), list):
-            raise RefreshError(f"Azure Retail Prices API answered without Items: {page!r:.200}")
-        items.extend(page["Items"])
-        page_url = page.get("NextPageLink")
-    raise RefreshError(f"Azure Retail Prices API: still paging after {MAX_AZURE_PAGES} pages")
 
 
 def refresh(cloud: str, out: Path, azure_url: str) -> dict[str, Offerings]:
@@ -149,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument(
         "--azure-prices-url",
-        default=os.environ.get(AZURE_PRICES_URL_ENV) or AZURE_RETAIL_PRICES_URL,
+        default=os.environ.get(azure_retail_prices.URL_ENV) or azure_retail_prices.URL,
     )
     args = parser.parse_args(argv)
     try:

@@ -31,7 +31,7 @@ if [ ! -x .cache/node/node_modules/.bin/azurite-blob ]; then
     npm install --prefix .cache/node --no-audit --no-fund --loglevel=error azurite@3
 fi
 
-# systemd-analyze verifies the box's units (tests/box/test_cloud_init.py).
+# systemd-analyze verifies the box's units (tests/stack/test_cloud_init.py).
 if ! command -v systemd-analyze >/dev/null 2>&1; then
     $SUDO apt-get update -q
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends systemd

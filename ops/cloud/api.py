@@ -11,7 +11,7 @@ from invoke.exceptions import Exit
 
 from ops.cloud import capacity
 from ops.cloud.power import RUNNING, STARTING, BoxPower
-from ops.target.resolve import Target
+from ops.target.schema import Target
 
 
 def cloud_api(target: Target) -> ModuleType:

@@ -19,7 +19,7 @@ from typing import Any
 from invoke.exceptions import Exit
 
 from ops.cloud.power import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
-from ops.target.resolve import Target
+from ops.target.schema import Target
 from stack.spot_requests import LIVE_STATES
 
 STATES = {

@@ -20,7 +20,7 @@ from invoke.exceptions import Exit
 from box import contract
 from ops import azure_login
 from ops.cloud.power import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
-from ops.target.resolve import Target
+from ops.target.schema import Target
 from stack.arm import ArmClient, ArmError, sku_refusal
 
 API = "virtual_machines"

@@ -27,7 +27,7 @@ from types import ModuleType
 from invoke.exceptions import Exit
 
 from ops.cloud.power import STOPPED, BoxPower
-from ops.target.resolve import Target
+from ops.target.schema import Target
 from stack.placement import (
     CAPACITY,
     NOT_TRIED,

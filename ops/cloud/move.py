@@ -23,7 +23,8 @@ from collections.abc import Callable
 
 from invoke.exceptions import Exit
 
-from ops.target.resolve import PULUMI_TIMEOUT_SECONDS, Target
+from ops.target.resolve import PULUMI_TIMEOUT_SECONDS
+from ops.target.schema import Target
 
 # Making GPU boxes again, with their first boot: minutes, not hours.
 PULUMI_UP_TIMEOUT_SECONDS = 60 * 60

@@ -9,7 +9,6 @@ exit 0, so `fab download && pulumi destroy` cannot delete results it did not bri
 from __future__ import annotations
 
 from ops.data.transfer import CHECKS, LOCAL_MANIFEST, DownloadReport
-from ops.run.on_box import container_name
 from trainer.reports.status import UPLOAD_PENDING
 
 PULUMI_DESTROY = "`pulumi destroy`"
@@ -47,16 +46,17 @@ def destroy_advice(
     report: DownloadReport,
     box_state: str,
     box_dir: str,
-    run: str,
+    container: str,
     offline: bool,
     deletion: str = PULUMI_DESTROY,
 ) -> tuple[bool, str]:
     """(safe to `deletion`, the line that says so or says why not); `deletion` is what
     would delete the stored run (`pulumi destroy`, or on the local target the run's
-    folder in its store)."""
+    folder in its store); `container` is the run's on the box, which uploads what is
+    only there when it starts again."""
     if box_state == "running":
         return False, f"not yet safe to {deletion}: the run is still going (`fab stop` first)"
-    reasons = _not_safe_because(report, box_state, box_dir, run)
+    reasons = _not_safe_because(report, box_state, box_dir, container)
     if reasons:
         return False, f"not safe to {deletion}: " + "; ".join(reasons)
     if offline:
@@ -67,7 +67,7 @@ def destroy_advice(
     return True, f"everything is here and verified: safe to {deletion}"
 
 
-def _not_safe_because(report: DownloadReport, box_state: str, box_dir: str, run: str) -> list:
+def _not_safe_because(report: DownloadReport, box_state: str, box_dir: str, container: str) -> list:
     reasons = []
     if report.refused:
         reasons.append(
@@ -94,7 +94,7 @@ def _not_safe_because(report: DownloadReport, box_state: str, box_dir: str, run:
         reasons.append(
             f"{len(report.box_only)} files exist only on the box{pending}, in {box_dir} "
             f"(e.g. {report.box_only[0]}); they upload when storage answers and the run's "
-            f"container starts again (`docker start {container_name(run)}` on the box), "
+            f"container starts again (`docker start {container}` on the box), "
             "or copy them with `fab ssh`"
         )
     return reasons

@@ -4,7 +4,7 @@ ECR: boto3 `get_authorization_token` (12 h). ACR: an AAD access token exchanged 
 the registry's `/oauth2/exchange` for a refresh token (3 h), the same exchange `az acr
 login --expose-token` performs. A registry that is neither (a lab's, or the tests'
 127.0.0.1 one) is used without login. Which one a registry is follows from its parsed
-host name only (`ops.target.schema.registry_host`): `attacker.example/.azurecr.io`
+host name only (`ops.target.forms.registry_host`): `attacker.example/.azurecr.io`
 ends in `.azurecr.io` but is no Azure registry, and never gets the user's Azure token.
 Tokens travel on stdin only, and docker's config that `docker login` writes goes to a
 throw-away directory (in RAM under `/dev/shm` where there is one; macOS has none, so
@@ -29,7 +29,7 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from ops import azure_login
-from ops.target.schema import registry_host
+from ops.target.forms import registry_host
 
 ECR_HOST = re.compile(r"^(\d+)\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 ACR_SUFFIX = ".azurecr.io"

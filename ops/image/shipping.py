@@ -27,7 +27,7 @@ from ops.image.registry import (
     with_docker_login,
 )
 from ops.remote.ssh import Box, raise_for_remote_failure
-from ops.target.resolve import Target
+from ops.target.schema import Target
 
 STREAM_CHUNK_BYTES = 1024 * 1024
 console = Console(stderr=True, soft_wrap=True)
@@ -150,23 +150,32 @@ def push_image(target: Target, name: str) -> str:
     return remote
 
 
-def image_on_box(
-    box: Box, image_name: str, base_image: str, build_arg: list[str], extra_ca: str
-) -> str:
-    """`image_name` (else this tree's image, built when missing) pushed to the stack's
-    registry if it has one and brought onto the box; the name the box knows it by."""
-    return image_on_boxes([box], image_name, base_image, build_arg, extra_ca)
+@dataclass(frozen=True)
+class ImageSource:
+    """The image a task ships (its `--image-name`, `--base-image`, `--build-arg` and
+    `--extra-ca`): `name`, a built image, else this tree's, built when missing."""
+
+    name: str = ""
+    base_image: str = ""
+    build_args: tuple[str, ...] = ()
+    extra_ca: str = ""
 
 
-def image_on_boxes(
-    boxes: list[Box], image_name: str, base_image: str, build_arg: list[str], extra_ca: str
-) -> str:
+def image_on_box(box: Box, source: ImageSource) -> str:
+    """The image (`source`) pushed to the stack's registry if it has one and brought
+    onto the box; the name the box knows it by."""
+    return image_on_boxes([box], source)
+
+
+def image_on_boxes(boxes: list[Box], source: ImageSource) -> str:
     """`image_on_box` for every box of a stack: built and pushed once, then brought onto
     each box."""
     local = (
-        build.require_image(image_name)
-        if image_name
-        else build.ensure_built(base_image, build_arg, extra_ca, force=False)
+        build.require_image(source.name)
+        if source.name
+        else build.ensure_built(
+            source.base_image, list(source.build_args), source.extra_ca, force=False
+        )
     )
     target = boxes[0].target
     remote = push_image(target, local) if target.registry else None

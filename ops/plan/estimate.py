@@ -2,8 +2,9 @@
 
 `make_plan` is pure arithmetic over what it is given (sizes, prices, measured
 throughput), so tests pass a small fixed catalog; `ops/tasks/plan.py` gathers the real
-inputs and renders the result. `hourly_price` is the one price lookup shared with the
-Pulumi program (`hourlyPriceUsd`) and `fab status` (spend so far).
+inputs and renders the result. Its prices are `ops.plan.pricing`'s (the catalog's
+snapshot, or live); the one price of a box the stack outputs and `fab status` count
+with is `stack.catalog.VmSize.hourly_price_usd`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ops.plan.throughput import (
 )
 from ops.plan.workload import train_flops_per_window
 from stack import offerings
-from stack.catalog import CLOUDS, VmSize, lookup
+from stack.catalog import CLOUDS, VmSize
 
 # The seeds' dataset sizes, in windows.
 MILESTONE_WINDOWS = {"M1": 600_000, "M2": 2_400_000, "M3": 12_000_000}
@@ -168,15 +169,6 @@ class Plan:
             "notes": list(self.notes),
             "assumptions": self.assumptions,
         }
-
-
-def hourly_price(vm_size: str, cloud: str, spot: bool = False) -> float:
-    """USD per hour of one box of a catalog size (the snapshot price).
-
-    Spot without a spot figure costs at most on-demand (Azure max price -1, AWS cap),
-    so on-demand is returned. Raises CatalogError for unknown or retired sizes.
-    """
-    return lookup(vm_size, cloud).hourly_price_usd(spot)
 
 
 def checkpoint_gb() -> float:

@@ -15,18 +15,13 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timezone
 
+from stack import azure_retail_prices
 from stack.catalog import VmSize
 
-AZURE_RETAIL_PRICES_URL = "https://prices.azure.com/api/retail/prices"
-AZURE_PRICES_URL_ENV = "GLUCOSE_AZURE_PRICES_URL"  # points `fab plan --live` at a fake
-AZURE_RETAIL_API_VERSION = "2023-01-01-preview"
 # The Price List API is served from a few regions only; us-east-1 answers for all.
 AWS_PRICING_API_REGION = "us-east-1"
 HTTP_TIMEOUT_SECONDS = 10.0
@@ -87,48 +82,23 @@ def _today() -> str:
     return datetime.now(timezone.utc).date().isoformat()
 
 
-def _get_json(url: str, timeout_s: float) -> dict:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            return json.load(response)
-    except (urllib.error.URLError, TimeoutError, OSError, ValueError) as e:
-        raise PriceFetchError(f"Azure Retail Prices API at {url.split('?')[0]}: {e}") from e
-
-
-def _azure_filter(names: Iterable[str], region: str) -> str:
-    skus = " or ".join(f"armSkuName eq '{n}'" for n in names)
-    return (
-        f"serviceName eq 'Virtual Machines' and armRegionName eq '{region}' "
-        f"and priceType eq 'Consumption' and ({skus})"
-    )
-
-
 def fetch_azure_prices(
     names: Iterable[str],
     region: str,
-    url: str = AZURE_RETAIL_PRICES_URL,
+    url: str = azure_retail_prices.URL,
     timeout_s: float = HTTP_TIMEOUT_SECONDS,
 ) -> dict[str, HourlyPrice]:
-    """Linux pay-as-you-go and spot prices per hour for VM sizes in one Azure region.
-
-    https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices
-    Sizes the API does not list in the region are missing from the result.
+    """Linux pay-as-you-go and spot prices per hour for VM sizes in one Azure region
+    (`stack.azure_retail_prices`). Sizes the API does not list in the region are
+    missing from the result.
     """
     names = list(names)
-    query = urllib.parse.urlencode(
-        {"api-version": AZURE_RETAIL_API_VERSION, "$filter": _azure_filter(names, region)},
-        quote_via=urllib.parse.quote,
-    )
-    page_url: str | None = f"{url}?{query}"
-    items: list[dict] = []
-    for _ in range(MAX_PAGES):
-        if not page_url:
-            break
-        page = _get_json(page_url, timeout_s)
-        if not isinstance(page.get("Items"), list):
-            raise PriceFetchError(f"Azure Retail Prices API answered without Items: {page!r:.200}")
-        items.extend(page["Items"])
-        page_url = page.get("NextPageLink")
+    try:
+        items = azure_retail_prices.items(
+            azure_retail_prices.vm_filter(names, region), url, timeout_s, MAX_PAGES
+        )
+    except azure_retail_prices.RetailPricesError as error:
+        raise PriceFetchError(str(error)) from error
     try:
         return _azure_prices_from_items(items, names, region)
     except (KeyError, TypeError, ValueError) as e:
@@ -265,7 +235,7 @@ def fetch_aws_prices(
 class PriceEndpoints:
     """Where live prices come from; None means the cloud's public endpoint."""
 
-    azure_url: str = AZURE_RETAIL_PRICES_URL
+    azure_url: str = azure_retail_prices.URL
     aws_pricing_url: str | None = None
     aws_ec2_url: str | None = None
     timeout_s: float = HTTP_TIMEOUT_SECONDS
@@ -273,7 +243,7 @@ class PriceEndpoints:
     @classmethod
     def from_env(cls) -> PriceEndpoints:
         """Public endpoints unless overridden (boto3 reads AWS_ENDPOINT_URL_* itself)."""
-        return cls(azure_url=os.environ.get(AZURE_PRICES_URL_ENV, AZURE_RETAIL_PRICES_URL))
+        return cls(azure_url=os.environ.get(azure_retail_prices.URL_ENV, azure_retail_prices.URL))
 
 
 def _with_snapshot_spot(live: HourlyPrice, size: VmSize) -> HourlyPrice:

@@ -22,17 +22,16 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 from ops.plan.pricing import (
-    AZURE_RETAIL_API_VERSION,
     PriceEndpoints,
     PriceFetchError,
     fetch_aws_prices,
     fetch_azure_prices,
 )
-from stack import catalog, prices
+from stack import azure_retail_prices, catalog, prices
 
 DEFAULT_OUT = Path(prices.__file__).with_name(prices.PRICES_FILE)
 SOURCES = {
-    "azure": f"Azure Retail Prices API {AZURE_RETAIL_API_VERSION}",
+    "azure": f"Azure Retail Prices API {azure_retail_prices.API_VERSION}",
     "aws": "AWS Price List API (GetProducts) and EC2 spot price history",
 }
 

@@ -1,5 +1,6 @@
 """The boxes a target names, each of its kind: this machine for the local target (no
-SSH), boxes over SSH for a stack or a target file with hosts.
+SSH), boxes over SSH for a stack or a target file with hosts; and a stack's stopped
+boxes started and waited for (`fab start`, `--start`).
 
 Every task gets its boxes here, so no task needs to know which kind it drives: both
 answer the same few calls (`ops.remote.ssh.Box`, `ops.remote.this_machine.ThisMachine`).
@@ -7,11 +8,15 @@ answer the same few calls (`ops.remote.ssh.Box`, `ops.remote.this_machine.ThisMa
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from invoke.exceptions import Exit
 
+from ops.cloud import api as power
+from ops.cloud.power import GONE
 from ops.remote.ssh import Box
 from ops.remote.this_machine import ThisMachine
-from ops.target.resolve import Target
+from ops.target.schema import Target
 
 AnyBox = Box | ThisMachine
 
@@ -31,3 +36,21 @@ def nodes(target: Target, others_wait_s: float | None = None) -> list[AnyBox]:
     return [box_for(target, 0)] + [
         box_for(target, node, others_wait_s) for node in range(1, target.node_count)
     ]
+
+
+def start_boxes(where: Target, say: Callable[[str], None]) -> None:
+    """Ask the cloud to start every stopped box (trying again, then the stack's next sizes
+    in place when it has no room), then wait until each is ready (SSH up, its setup
+    done): what `fab start`, `fab train --start` and `fab status --start` do."""
+    if where.this_machine:
+        raise Exit(f"{where.source} is this machine: it is up while `fab` runs; nothing to start")
+    for box in power.states(where):
+        if box.state == GONE:
+            raise Exit(f"{box.line()}: `pulumi up` makes it again")
+    say("asking the cloud to start the boxes")
+    for box in power.start(where, say):
+        say(box.line())
+    for box in nodes(where):
+        box.run("true")  # connecting waits for the boot and the box's `ready` marker
+        say(f"box {box.node} ({box.address}) is up and ready")
+        box.close()

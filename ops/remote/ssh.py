@@ -35,7 +35,7 @@ from box import contract
 from ops import CHECKOUT
 from ops.cloud import api as power
 from ops.remote import lab_box
-from ops.target.resolve import Target
+from ops.target.schema import Target
 
 KNOWN_HOSTS_ENV = "GLUCOSE_KNOWN_HOSTS"
 BOOT_WAIT_ENV = "GLUCOSE_BOOT_WAIT_SECONDS"

@@ -24,7 +24,7 @@ from box import contract
 from ops.remote import lab_box
 from ops.remote.ssh import raise_for_remote_failure, run_command
 from ops.target import local
-from ops.target.resolve import Target
+from ops.target.schema import Target
 
 SHELL = "/bin/bash"
 STARTS_CONTAINER = re.compile(r"\bdocker (run|create)\b")

@@ -34,7 +34,7 @@ from box import contract
 from box.watchdog_config import GUARD_SETTINGS, WatchdogConfig
 from ops.remote.boxes import nodes
 from ops.remote.ssh import Box
-from ops.target.resolve import Target
+from ops.target.schema import Target
 from stack import box_packing
 from stack.outputs import NOTIFY_OUTPUTS
 from stack.placement import first_choice

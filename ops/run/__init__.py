@@ -1,4 +1,5 @@
-"""Runs on the box: `launch` (what `fab train` does there), `container` and `distributed`
+"""Runs on the box: `launch` (what `fab train` does, step by step), `sweep` (what `fab
+sweep` does), `prepare` (what `fab prepare-data` does), `container` and `distributed`
 (the `docker run` and torchrun lines), `env_files`, `deadline` (when the cloud stops
-the boxes), `look` and `status` (`fab status`), `stop` (`fab stop`), `sweep`, `on_box`,
-`names`, `records` and `listing` (`fab runs`)."""
+the boxes), `look` and `status` (`fab status`), `stop` (`fab stop`), `end_watch`,
+`on_box` (what the box has), `names`."""

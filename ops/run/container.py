@@ -23,7 +23,7 @@ from ops.run.env_files import (
 )
 from ops.run.on_box import container_name
 from ops.target import local
-from ops.target.resolve import Target
+from ops.target.schema import Target
 from stack import storage_layout
 from trainer import container_env
 from trainer.reports.cost import RECORDS_ENV, RUNS_ENV

@@ -21,7 +21,7 @@ from box.watchdog_config import daily_time
 from ops.cloud import api as cloud
 from ops.plan.estimate import PlanRequest, make_plan, stored_dataset_size
 from ops.plan.throughput import load_measured
-from ops.target.resolve import Target
+from ops.target.schema import Target
 from stack import catalog
 from trainer.config import TrainConfig
 from trainer.quantities import duration_forms, flag_problem, parse_duration

@@ -1,4 +1,6 @@
-"""What `fab train` does on the box: image there, dataset cached, trainer started.
+"""What `fab train` does, step by step (`start_training`): the dataset checked in storage,
+the run's deadline set, the boxes started when asked, leases held while the image
+ships and the dataset is cached on every box, then the trainer started.
 
 Each step is idempotent, so running `fab train --run ID` again after a stop (or a
 failed start) picks up where the first call left off, and the trainer resumes from
@@ -13,23 +15,28 @@ extra process, no process group, the container's exit code the trainer's own.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import shlex
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
+from ops.data import transfer as storage_sync
+from ops.image.shipping import ImageSource, image_on_boxes
 from ops.remote import lease as box_lease
+from ops.remote import update as box_update
+from ops.remote.boxes import nodes, start_boxes
 from ops.remote.ssh import Box
-from ops.run import container, env_files, on_box
+from ops.run import container, deadline, end_watch, env_files, on_box
 from ops.run.container import Launch
 from ops.run.distributed import DistributedLaunch
 from ops.run.names import checked_name
-from ops.target.resolve import Target
+from ops.target.schema import Target
 from stack import storage_layout
 from stack.placement import price_table
 from trainer.reports import cost
@@ -39,19 +46,94 @@ START_UP_LEASE_MINUTES = 60
 console = Console(stderr=True, soft_wrap=True)
 
 
+@dataclass(frozen=True)
+class TrainRequest:
+    """What `fab train` asked for, its flags checked."""
+
+    data_uri: str
+    run_id: str
+    """The run to start or resume; "" a new one, named by the time it starts."""
+    trainer_args: tuple[str, ...]
+    name: str
+    epochs: int
+    hours: str
+    """`--hours` as given ("" tonight's daily stop): `deadline.for_run` reads it."""
+    allow_concurrent: bool
+    start: bool
+    """Start the stack's stopped boxes first."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """A run `start_training` started: what `fab train` tells the user of."""
+
+    run_id: str
+    box: Box
+    """Box 0, rank 0's: where the run's log and status are."""
+
+
+def start_training(where: Target, request: TrainRequest, image_source: ImageSource) -> Started:
+    """`fab train`'s steps, each before the next can cost anything: the dataset in
+    storage, the run's deadline, the boxes up and free, then under start-up leases
+    the image on every box, the dataset cached there, the trainer started (box 0
+    first) and, where no box program tells a run's end, the end watch beside it."""
+    storage_sync.require_dataset(request.data_uri, where.storage_uri)  # before box or image
+    until = deadline.for_run(where, request.data_uri, request.epochs, request.hours, _warn)
+    if request.start:
+        start_boxes(where, console.print)
+    boxes = nodes(where)
+    for each in boxes:
+        box_update.warn_if_behind(each)
+    run_id = request.run_id or time.strftime("%Y%m%d-%H%M%S")
+    _refuse_busy_boxes(boxes, run_id, request.allow_concurrent)
+    if until is not None:
+        deadline.hold(where, until, _warn)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        console.print(f"hard stop: {until.line(now)}")
+    with start_up_leases(boxes, run_id) as renew_leases:
+        image = image_on_boxes(boxes, image_source)
+        renew_leases()
+        dataset_name = fetch_dataset_on_boxes(boxes, image, request.data_uri)
+        stop_at = until.until.timestamp() if until else None
+        launch = Launch(
+            run_id, image, dataset_name, request.trainer_args, deadline=stop_at, name=request.name
+        )
+        start_run(boxes, launch)
+        if end_watch.wanted(boxes[0]):
+            told = end_watch.start(boxes[0], on_box.container_name(run_id), f"run {run_id}")
+            console.print(told)
+    return Started(run_id, boxes[0])
+
+
+def _refuse_busy_boxes(boxes: list[Box], run_id: str, allow_concurrent: bool) -> None:
+    """Exit when a box is busy with another run (unless shared on purpose), or this run
+    is running already."""
+    for each in boxes:
+        busy = busy_runs(each, run_id)
+        if busy and not allow_concurrent:
+            raise Exit(
+                f"{each.address} is busy with run {busy[0]}; `fab stop --run {busy[0]}` "
+                "first, or pass --allow-concurrent to share it"
+            )
+    refuse_if_running(boxes, run_id)
+
+
+def _warn(line: str) -> None:
+    console.print(f"warning: {line}", highlight=False)
+
+
 @contextlib.contextmanager
-def start_up_lease(box: Box, run_id: str) -> Iterator[Callable[[], None]]:
-    """Keep the idle watchdog off while `fab train` prepares the box; yields `renew`.
+def start_up_lease(box: Box, name: str, reason: str) -> Iterator[Callable[[], None]]:
+    """Keep the idle watchdog off while `fab train` or `fab sweep` prepares the box;
+    yields `renew`.
 
     An image pull or a dataset fetch is no trainer, no GPU work and no SSH terminal,
     so without it a box idle for most of its limit stops mid-pull. Released when the
     trainer runs (its own start grace takes over) or start-up fails; a `fab` that
     dies leaves a lease that expires by itself.
     """
-    name = f"train-{run_id}"
 
     def renew() -> None:
-        reason = f"fab train --run {run_id}: starting"
         box_lease.write(box, name, START_UP_LEASE_MINUTES, reason)
 
     renew()
@@ -64,10 +146,11 @@ def start_up_lease(box: Box, run_id: str) -> Iterator[Callable[[], None]]:
 
 @contextlib.contextmanager
 def start_up_leases(boxes: list[Box], run_id: str) -> Iterator[Callable[[], None]]:
-    """`start_up_lease` on every box (a box waiting for box 0's image is no idler
-    either); yields `renew`, which renews them all."""
+    """`start_up_lease` of the run on every box (a box waiting for box 0's image is no
+    idler either); yields `renew`, which renews them all."""
+    name, reason = f"train-{run_id}", f"fab train --run {run_id}: starting"
     with contextlib.ExitStack() as leases:
-        renewals = [leases.enter_context(start_up_lease(box, run_id)) for box in boxes]
+        renewals = [leases.enter_context(start_up_lease(box, name, reason)) for box in boxes]
 
         def renew() -> None:
             for renewal in renewals:

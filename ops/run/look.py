@@ -21,9 +21,10 @@ from rich.text import Text
 from ops.cloud import api as power
 from ops.cloud.power import RUNNING, STARTING, BoxPower
 from ops.remote.boxes import nodes
-from ops.run import deadline, listing, on_box
+from ops.run import deadline, on_box
 from ops.run import status as run_status
-from ops.target.resolve import Target
+from ops.runs import listing
+from ops.target.schema import Target
 from stack.catalog import CatalogError
 from stack.placement import hourly_price_usd, placement_line
 

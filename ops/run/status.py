@@ -24,7 +24,7 @@ from box import contract
 from ops.remote.ssh import Box
 from ops.run import on_box
 from ops.run.on_box import ContainerState
-from ops.run.readable import duration, log_sentence, money
+from ops.runs.readable import duration, log_sentence, money
 from trainer.reports import cost
 from trainer.reports.status import UPLOAD_PENDING, RunRecord
 

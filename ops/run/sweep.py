@@ -1,4 +1,10 @@
-"""A sweep on the box: its folder, its driver's container, its stop.
+"""What `fab sweep` does, step by step (`start_sweep`), and a sweep on the box: its
+folder, its driver's container, its stop.
+
+`start_sweep` reads a resumed sweep's spec (from the box, else from storage) or makes
+a new one from the flags, then ships the image and the dataset as `fab train` does
+(`ops.run.launch`), writes the spec to the box and starts the driver; from then on
+the box runs the queue without this machine.
 
 The driver (`python -m trainer sweep`) runs in the trainer image, in a container named
 and labelled by the box contract (`glucose-sweep-<id>`), restart policy `no` like a
@@ -10,21 +16,149 @@ reaches it as a run's does, in a 0600 dot file of the sweep's folder (never mirr
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
+import time
+from dataclasses import dataclass
 
 from invoke.exceptions import Exit
+from rich.console import Console
 
 from box import contract
+from ops.data import transfer as storage_sync
+from ops.image.shipping import ImageSource, image_on_boxes
+from ops.remote import update as box_update
 from ops.remote.ssh import Box
-from ops.run import env_files
+from ops.run import end_watch, env_files, launch, on_box
 from ops.run.container import BOX_RECORDS, WORKSPACE, container_options, workspace_dataset
+from ops.run.names import checked_name
 from ops.run.on_box import ContainerState, inspect_named
 from stack import storage_layout
-from trainer.config import UserError
+from trainer.config import UserError, check_run_name, check_train_flags
 from trainer.reports.cost import RECORDS_ENV
+from trainer.sweep import space
 from trainer.sweep.spec import SPEC_FILE, SweepSpec
 
 RUNS_IN_CONTAINER = f"{WORKSPACE}/{contract.RUNS_DIR}"
+DEFAULT_TRIALS = 8
+console = Console(stderr=True, soft_wrap=True)
+
+
+@dataclass(frozen=True)
+class SweepFlags:
+    """What `fab sweep` asked for; all left at their defaults, a resume."""
+
+    dataset: str = ""
+    param: tuple[str, ...] = ()
+    trials: int = 0
+    method: str = ""
+    concurrent: int = 0
+    prune: bool = False
+    seed: int = 0
+    trainer_args: tuple[str, ...] = ()
+    name: str = ""
+
+
+# The flags that make a sweep's spec: given to a resume, they would change the study.
+_SPEC_FLAGS = ("dataset", "param", "trials", "method", "concurrent", "prune", "trainer_args")
+
+
+def start_sweep(box: Box, sweep: str, flags: SweepFlags, image_source: ImageSource) -> SweepSpec:
+    """`fab sweep`'s steps: the box's programs current enough to keep a sweep up, the
+    spec (sweep `sweep`'s own, from the box or else storage, to resume it; else a new
+    one from `flags`), the dataset in storage, then under a start-up lease the image and
+    the dataset on the box and the driver started. The spec it runs."""
+    stale = box_update.stale_warning(box)
+    if stale:  # the box's watchdog and resume unit must know the sweep's container
+        raise Exit(f"{stale}: a sweep needs box programs that keep it up and resume it")
+    sweep_id = checked_name(sweep or time.strftime("sweep-%Y%m%d-%H%M%S"), "--sweep")
+    try:
+        existing = existing_spec(box, sweep_id) if sweep else None
+        # Not on this box: a sweep of a box since replaced, or an earlier one of that id.
+        stored = None if existing or not sweep else _stored(box, sweep_id)
+    except UserError as error:
+        raise Exit(str(error)) from None
+    running = existing and inspect(box, sweep_id)
+    if running and (running.running or running.restarting):
+        raise Exit(f"sweep {sweep_id} is already running on {box.address}; see `fab runs --sweep`")
+    try:
+        if existing or stored:
+            spec = _resumed(existing or stored, flags, box.address if existing else "storage")
+        else:
+            spec = _spec(box, sweep_id, flags)
+    except UserError as error:
+        raise Exit(str(error)) from None
+    data_uri = storage_layout.dataset_uri(box.target.storage_uri, spec.dataset)
+    storage_sync.require_dataset(data_uri, box.target.storage_uri)  # before any image work
+    if box.target.node_count > 1:
+        console.print(f"sweep {sweep_id}: on box 0 ({box.address}); the other boxes stay idle")
+    lease, why = f"sweep-{sweep_id}", f"fab sweep --sweep {sweep_id}: starting"
+    with launch.start_up_lease(box, lease, why):
+        image = image_on_boxes([box], image_source)
+        launch.fetch_dataset_on_boxes([box], image, data_uri)
+        spec = dataclasses.replace(spec, image=image)
+        start(box, spec, gpus=spec.gpus > 0, user=on_box.box_user(box))
+        if end_watch.wanted(box):
+            console.print(end_watch.start(box, container_name(sweep_id), f"sweep {sweep_id}"))
+    return spec
+
+
+def _spec(box: Box, sweep_id: str, flags: SweepFlags) -> SweepSpec:
+    """A new sweep's spec from the flags; UserError naming the flag that is wrong."""
+    if not flags.dataset:
+        raise UserError("which dataset? pass --dataset NAME (see `fab upload-data`)")
+    check_run_name(flags.name)
+    check_train_flags(flags.trainer_args)  # each trial's, before anything ships
+    params = space.parse_params(list(flags.param))
+    method = flags.method or ("random" if any(p.is_range for p in params) else "grid")
+    trials = flags.trials or (space.grid_size(params) if method == "grid" else DEFAULT_TRIALS)
+    if method == "grid" and trials > space.grid_size(params):
+        raise UserError(f"--trials {trials}: the grid has {space.grid_size(params)} points")
+    gpus = on_box.box_gpu_count(box)
+    dataset = checked_name(flags.dataset, "--dataset", "dataset name")
+    return SweepSpec(
+        sweep_id=sweep_id,
+        dataset=dataset,
+        data_dir=f"/workspace/{contract.DATASETS_DIR}/{dataset}",
+        runs_dir=RUNS_IN_CONTAINER,
+        storage_uri=box.target.storage_uri,
+        params=[param.text() for param in params],
+        method=method,
+        trials=trials,
+        concurrent=flags.concurrent or max(gpus, 1),
+        gpus=gpus,
+        prune=flags.prune,
+        seed=flags.seed,
+        trainer_args=list(flags.trainer_args),
+        name=flags.name,
+        hourly_price_usd=box.target.hourly_price_usd,
+        spot=box.target.spot,
+    )
+
+
+def _stored(box: Box, sweep_id: str) -> SweepSpec | None:
+    """Storage's spec of sweep `sweep_id`, for this box's image, price and GPUs."""
+    stored = stored_spec(box.target.storage_uri, sweep_id)
+    if stored is None:
+        return None
+    gpus = on_box.box_gpu_count(box)
+    return dataclasses.replace(
+        stored, gpus=gpus, hourly_price_usd=box.target.hourly_price_usd, spot=box.target.spot
+    )
+
+
+def _resumed(existing: SweepSpec, flags: SweepFlags, where: str) -> SweepSpec:
+    """The spec this sweep was started with (on the box, else in storage); flags that
+    would change it are refused: a sweep id names one study."""
+    given = [f"--{name.replace('_', '-')}" for name in _SPEC_FLAGS if getattr(flags, name)]
+    if given:
+        raise Exit(
+            f"--sweep {existing.sweep_id} names an earlier {existing.described()} (in "
+            f"{where}); a new sweep needs a new id (leave --sweep out for one), and "
+            f"`fab sweep --sweep {existing.sweep_id}` alone, without {', '.join(given)}, "
+            "resumes that one"
+        )
+    return existing
 
 
 def container_name(sweep_id: str) -> str:

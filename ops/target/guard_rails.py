@@ -8,7 +8,7 @@ status` say so, once each, so nobody takes silence for protection.
 
 from __future__ import annotations
 
-from ops.target.resolve import Target
+from ops.target.schema import Target
 
 RESUME = "and nothing restarts a run that stopped: `fab train --run ID` resumes it"
 

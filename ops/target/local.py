@@ -20,6 +20,7 @@ from typing import Any
 from invoke.exceptions import Exit
 
 from ops import CHECKOUT
+from ops.target.schema import KEYS, SSH_KEYS
 from stack.outputs import StackOutput
 from trainer.storage import parse_uri
 
@@ -29,7 +30,6 @@ LOCAL_DIR = CHECKOUT / LOCAL
 BOX_ROOT = LOCAL_DIR / "box"
 STORAGE_DIR = LOCAL_DIR / "storage"
 SOURCE = "the local target"
-SSH_KEYS = (StackOutput.SSH_USER, "sshPort", "sshKeyPath", StackOutput.PRIVATE_HOSTS)
 
 
 def is_this_machine(outputs: dict[str, Any]) -> bool:
@@ -54,7 +54,7 @@ def this_machine_outputs(given: dict[str, Any], source: str = SOURCE) -> dict[st
     defaults = {
         StackOutput.CLOUD: LOCAL,
         StackOutput.STORAGE_URI: f"file://{STORAGE_DIR}",
-        "boxRoot": str(BOX_ROOT),
+        KEYS["box_root"]: str(BOX_ROOT),
     }
     return {**defaults, **given, StackOutput.HOSTS: []}
 

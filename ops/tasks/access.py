@@ -1,6 +1,6 @@
 """Reach the box yourself: a shell on it, or a run's TensorBoard through an SSH tunnel (on
 this machine, the local target, TensorBoard needs no tunnel and a shell no SSH); or
-every run of the stack in one TensorBoard here, from storage (ops.run.board)."""
+every run of the stack in one TensorBoard here, from storage (ops.runs.board)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from box import contract
 from ops.remote.boxes import AnyBox, box_for
 from ops.remote.ssh import openssh_args
 from ops.run import on_box
-from ops.run.listing import LOCAL_RUNS, local_dirs
+from ops.runs.listing import LOCAL_RUNS, local_dirs
+from ops.target.forms import image_reference_ok
 from ops.target.resolve import resolve_target
-from ops.target.schema import image_reference_ok
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 from ops.tasks.runs import storage_uri_or_note
 
@@ -153,7 +153,7 @@ def tensorboard(c, run="", port=TENSORBOARD_PORT, local="", cache="", target="",
     """Serve every run in one TensorBoard here (HParams: settings and final metrics)."""
     port = _port(port)
     if not run:
-        from ops.run import board  # TensorBoard's protocol buffers: seconds to import
+        from ops.runs import board  # TensorBoard's protocol buffers: seconds to import
 
         folder = _cache_folder(cache)
         notes: list[str] = []

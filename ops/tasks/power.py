@@ -2,35 +2,14 @@
 
 from __future__ import annotations
 
-from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops.cloud import api as power
 from ops.cloud.move import move as move_boxes
-from ops.cloud.power import GONE
-from ops.remote.boxes import nodes
-from ops.target.resolve import Target, resolve_target
+from ops.remote.boxes import start_boxes
+from ops.target.resolve import resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 
 console = Console(stderr=True, soft_wrap=True)
-
-
-def start_boxes(where: Target) -> None:
-    """Ask the cloud to start every stopped box (trying again, then the stack's next sizes
-    in place when it has no room), then wait until each is ready (SSH up, its setup
-    done): what `fab start`, `fab train --start` and `fab status --start` do."""
-    if where.this_machine:
-        raise Exit(f"{where.source} is this machine: it is up while `fab` runs; nothing to start")
-    for box in power.states(where):
-        if box.state == GONE:
-            raise Exit(f"{box.line()}: `pulumi up` makes it again")
-    console.print("asking the cloud to start the boxes")
-    for box in power.start(where, console.print):
-        console.print(box.line())
-    for box in nodes(where):
-        box.run("true")  # connecting waits for the boot and the box's `ready` marker
-        console.print(f"box {box.node} ({box.address}) is up and ready")
-        box.close()
 
 
 @task(
@@ -50,4 +29,4 @@ def start(c, target="", stack="", move=False, dry_run=False):
         if dry_run:
             return
         where = resolve_target(target or None, stack or None)  # the new boxes' outputs
-    start_boxes(where)
+    start_boxes(where, console.print)

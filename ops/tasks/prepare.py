@@ -7,10 +7,10 @@ import shlex
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops.data import prepare as prepare_on_box
-from ops.image.shipping import image_on_box
+from ops.image.shipping import ImageSource, image_on_box
 from ops.remote.boxes import box_for
 from ops.run import on_box
+from ops.run import prepare as prepare_on_box
 from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
@@ -66,7 +66,7 @@ def prepare_data(
     case_args, name = _source_args(milestone, cases, name)
     box = box_for(resolve_target(target or None, stack or None))
     uri = storage_layout.dataset_uri(box.target.storage_uri, name)
-    image = image_on_box(box, image_name, base_image, build_arg or [], extra_ca)
+    image = image_on_box(box, ImageSource(image_name, base_image, tuple(build_arg or ()), extra_ca))
     user = on_box.box_user(box)
     args = [*case_args, *shlex.split(prepare_args)]
     prepare_on_box.run_preparation(box, image, name, user, args)

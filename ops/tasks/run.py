@@ -1,8 +1,10 @@
-"""Start a training run on the box, follow it, and stop it gracefully."""
+"""Start a training run on the box, follow it, and stop it gracefully.
+
+What `fab train` runs on the box, step by step, is `ops.run.launch.start_training`;
+this module reads the flags and tells the user what happened."""
 
 from __future__ import annotations
 
-import datetime
 import json as jsonlib
 import shlex
 import time
@@ -12,15 +14,12 @@ from rich.console import Console
 
 from box import contract
 from ops.cloud import api as cloud
-from ops.data import transfer as storage_sync
-from ops.image.shipping import image_on_boxes
+from ops.image.shipping import ImageSource
 from ops.remote import lease as box_lease
-from ops.remote import update as box_update
-from ops.remote.boxes import AnyBox, box_for, nodes
-from ops.run import deadline, end_watch, launch, look, on_box
+from ops.remote.boxes import AnyBox, box_for, nodes, start_boxes
+from ops.run import deadline, launch, look, on_box
 from ops.run import stop as run_stop
-from ops.run.container import Launch
-from ops.run.stored_log import no_log_message, stored_log
+from ops.runs.stored_log import no_log_message, stored_log
 from ops.target.guard_rails import none_note
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import (
@@ -32,7 +31,6 @@ from ops.tasks.flags import (
     task,
     trainer_flags,
 )
-from ops.tasks.power import start_boxes
 from stack import storage_layout
 from trainer.config import UserError, check_run_name, check_train_flags
 from trainer.quantities import COUNT_FORMS, duration_forms, flag_problem, parse_count
@@ -60,23 +58,6 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str, name: str) -> 
     if name:
         args += ["--name", name]
     return (*args, *trainer_flags(trainer_args))
-
-
-def _refuse_busy_boxes(boxes: list, run_id: str, allow_concurrent: bool) -> None:
-    """Exit when a box is busy with another run (unless shared on purpose), or this run
-    is running already."""
-    for each in boxes:
-        busy = launch.busy_runs(each, run_id)
-        if busy and not allow_concurrent:
-            raise Exit(
-                f"{each.address} is busy with run {busy[0]}; `fab stop --run {busy[0]}` "
-                "first, or pass --allow-concurrent to share it"
-            )
-    launch.refuse_if_running(boxes, run_id)
-
-
-def _warn(line: str) -> None:
-    console.print(f"warning: {line}", highlight=False)
 
 
 @task(
@@ -131,30 +112,12 @@ def train(
     if not (data_uri or dataset):
         raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
     data_uri = data_uri or storage_layout.dataset_uri(where.storage_uri, dataset)
-    storage_sync.require_dataset(data_uri, where.storage_uri)  # before any box or image work
-    until = deadline.for_run(where, data_uri, epochs, str(hours or ""), _warn)
-    if start:
-        start_boxes(where)
-    boxes = nodes(where)
-    box = boxes[0]
-    for each in boxes:
-        box_update.warn_if_behind(each)
-    run_id = run or time.strftime("%Y%m%d-%H%M%S")
-    _refuse_busy_boxes(boxes, run_id, allow_concurrent)
-    if until is not None:
-        deadline.hold(where, until, _warn)
-        now = datetime.datetime.now(datetime.timezone.utc)
-        console.print(f"hard stop: {until.line(now)}")
-    with launch.start_up_leases(boxes, run_id) as renew_leases:
-        image = image_on_boxes(boxes, image_name, base_image, build_arg or [], extra_ca)
-        renew_leases()
-        dataset_name = launch.fetch_dataset_on_boxes(boxes, image, data_uri)
-        stop_at = until.until.timestamp() if until else None
-        launch.start_run(
-            boxes, Launch(run_id, image, dataset_name, args, deadline=stop_at, name=name)
-        )
-        if end_watch.wanted(box):
-            console.print(end_watch.start(box, on_box.container_name(run_id), f"run {run_id}"))
+    request = launch.TrainRequest(
+        data_uri, run, args, name, epochs, str(hours or ""), allow_concurrent, start
+    )
+    image = ImageSource(image_name, base_image, tuple(build_arg or ()), extra_ca)
+    started = launch.start_training(where, request, image)
+    run_id, box = started.run_id, started.box
     print(run_id)
     console.print(
         f"run {run_id} started on {box.address}; checkpoints go to "
@@ -243,7 +206,7 @@ def status(c, run="", start=False, watch=False, every=10.0, json=False, target="
     if note := none_note(where):
         console.print(f"guard rails: {note}")
     if start:
-        start_boxes(where)
+        start_boxes(where, console.print)
     if watch:
         look.watch(lambda: look.look(where, run), every_s)
         return

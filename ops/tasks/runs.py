@@ -17,10 +17,10 @@ from pathlib import Path
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from ops.run import listing
-from ops.run.filters import check_filters
 from ops.run.names import checked_name
-from ops.run.readable import money
+from ops.runs import listing
+from ops.runs.filters import check_filters
+from ops.runs.readable import money
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 from stack import storage_layout

@@ -99,8 +99,9 @@ def download(c, run="", to="", offline=False, target="", stack=""):
     print(download_verdict.summary(report))
     # No stack holds this machine's store: what goes is the run's folder, by hand.
     deletion = f"delete {run_uri}" if where.this_machine else download_verdict.PULUMI_DESTROY
+    container = on_box.container_name(run)
     safe, advice = download_verdict.destroy_advice(
-        report, box_state, box_dir, run, offline, deletion
+        report, box_state, box_dir, container, offline, deletion
     )
     if not safe:
         raise Exit(advice, code=download_verdict.NOT_SAFE_EXIT_CODE)

@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 
 from stack.config import (
-    KEYS,
+    FIELDS_BY_KEY,
     NAMESPACE,
     REGION_KEYS,
     SECRET_KEYS,
@@ -22,7 +22,7 @@ def load_stack_config() -> StackConfig:
     runtime_config = pulumi.runtime.config
 
     cfg = pulumi.Config(NAMESPACE)
-    raw: dict[str, Any] = {key: cfg.get(key) for key in KEYS if key not in SECRET_KEYS}
+    raw: dict[str, Any] = {key: cfg.get(key) for key in FIELDS_BY_KEY if key not in SECRET_KEYS}
     # Read as they are stored: the program keeps them secret (box_user_data, the outputs).
     raw |= {key: runtime_config.get_config(f"{NAMESPACE}:{key}") for key in SECRET_KEYS}
     plain = [
@@ -42,7 +42,7 @@ def load_stack_config() -> StackConfig:
     prefix = f"{NAMESPACE}:"
     seen = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
     for full_key, value in seen.items():
-        if full_key.startswith(prefix) and full_key[len(prefix) :] not in KEYS:
+        if full_key.startswith(prefix) and full_key[len(prefix) :] not in FIELDS_BY_KEY:
             raw[full_key[len(prefix) :]] = value
     cloud = raw.get("cloud")
     region = None

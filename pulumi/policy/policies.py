@@ -60,7 +60,8 @@ AZURE_GPU_SIZE = re.compile(r"^Standard_N", re.IGNORECASE)  # the N-series are t
 SSH_PORT = 22
 ANYWHERE = {"0.0.0.0/0", "::/0", "*", "internet", "any"}
 # A shorter prefix admits a sizeable share of the internet (0.0.0.0/1 is half of it):
-# the same floor the stack config enforces (infra/config.py NARROWEST_BROAD_PREFIX).
+# the same floor the stack config enforces (stack/config.py NARROWEST_BROAD_PREFIX), a
+# copy: the pack runs without `stack`.
 NARROWEST_BROAD_PREFIX = 8
 PUBLIC_S3_ACLS = {"public-read", "public-read-write", "authenticated-read"}
 PUBLIC_ACCESS_FLAGS = (
@@ -70,7 +71,7 @@ PUBLIC_ACCESS_FLAGS = (
     "restrictPublicBuckets",
 )
 # Both training-box components tag their storage (S3 bucket, Azure storage account)
-# with it (infra/config.py KEEP_ON_DESTROY_TAG); retain_on_delete itself is no property.
+# with it (stack/config.py KEEP_ON_DESTROY_TAG); retain_on_delete itself is no property.
 KEEP_TAG = "keep-on-destroy"
 
 

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from ops.run.container import Launch, container_name, docker_run_command
-from ops.target.resolve import Target
+from ops.target.schema import Target
 from tests.fakes.fake_box import FakeBox
 from tests.fakes.stand_in_trainer import import_stand_in_image
 

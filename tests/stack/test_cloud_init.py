@@ -164,13 +164,12 @@ def test_the_stack_configs_guard_settings_reach_the_box():
 
 def test_each_guard_setting_is_exported_under_its_stack_config_key():
     # `fab box-update` reads them back from the stack's outputs by these names.
-    from stack.config import KEYS
+    from stack.config import FIELDS_BY_KEY
 
     settings = box_guard_settings(STACK_GUARD_CONFIG)
     assert set(settings) == {setting.box_key for setting in GUARD_SETTINGS}
     for setting in GUARD_SETTINGS:
-        field = KEYS[setting.stack_key]
-        assert field == setting.stack_field, setting
+        field = FIELDS_BY_KEY[setting.stack_key].name
         assert getattr(STACK_GUARD_CONFIG, field) == settings[setting.box_key], setting
 
 

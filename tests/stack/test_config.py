@@ -464,3 +464,37 @@ def test_a_fallback_must_boot_with_the_same_security_profile(monkeypatch):
         "Standard_NC24ads_A100_v4 has security type TrustedLaunch: a fallback must have the "
         "same security profile"
     )
+
+
+def test_every_field_the_stack_file_sets_names_its_key_in_the_order_problems_are_told():
+    # The keys are a public contract: their order is the order `known keys` lists them
+    # and their problems are told in.
+    from stack.config import FIELDS_BY_KEY
+
+    assert list(FIELDS_BY_KEY)[:6] == [
+        "cloud", "vmSize", "spot", "nodeCount", "sshPublicKey", "sshAllowedCidr",
+    ]  # fmt: skip
+    assert len(FIELDS_BY_KEY) == 28
+    unset = {f.name for f in dataclasses.fields(StackConfig)} - {
+        f.name for f in FIELDS_BY_KEY.values()
+    }
+    assert unset == {"region", "project", "stack"}
+
+
+def test_the_guard_settings_keys_and_defaults_are_the_box_programs_own():
+    from box.watchdog_config import GUARD_SETTINGS
+    from stack.config import FIELDS_BY_KEY, GUARD_FIELDS
+
+    config = validate(GOOD, "eastus")
+    for setting in GUARD_SETTINGS:
+        assert FIELDS_BY_KEY[setting.stack_key].name == GUARD_FIELDS[setting.box_key]
+        assert getattr(config, GUARD_FIELDS[setting.box_key]) == setting.default
+
+
+def test_a_secret_key_and_a_key_of_one_cloud_are_marked_on_their_field():
+    from stack.config import SECRET_KEYS
+
+    assert SECRET_KEYS == ("notifyWebhook",)
+    assert problems_of({**GOOD, "spotFallback": "true"})[0] == (
+        "spotFallback applies to cloud aws only; remove it from this azure stack"
+    )

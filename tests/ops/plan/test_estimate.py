@@ -197,19 +197,6 @@ def test_repository_measured_csv_is_readable():
     throughput.load_measured()  # the file `fab plan` reads must always parse
 
 
-def test_hourly_price_is_the_catalog_price_and_refuses_retired_sizes():
-    assert (
-        plan.hourly_price("p3.2xlarge", "aws")
-        == catalog.lookup("p3.2xlarge", "aws").on_demand_usd_per_hour
-    )
-    assert (
-        plan.hourly_price("g5.xlarge", "aws", spot=True)
-        == catalog.lookup("g5.xlarge", "aws").spot_usd_per_hour
-    )
-    with pytest.raises(catalog.CatalogError, match="retired"):
-        plan.hourly_price("Standard_NC6s_v3", "azure")
-
-
 def _fab(*args):
     return subprocess.run([FAB, *args], cwd=REPO, capture_output=True, text=True, timeout=60)
 

@@ -67,7 +67,7 @@ def test_hold_with_a_duration_it_cannot_read_is_refused(box_env):
 
 def test_train_start_up_is_leased_and_the_lease_released_after(box_env):
     box = Box(load_target_file(box_env.target_file))
-    with launch.start_up_lease(box, "r1") as renew:
+    with launch.start_up_leases([box], "r1") as renew:
         assert _lease(box_env, "train-r1")["minutes"] == launch.START_UP_LEASE_MINUTES
         renew()
         assert "fab train --run r1" in _lease(box_env, "train-r1")["reason"]
@@ -76,7 +76,7 @@ def test_train_start_up_is_leased_and_the_lease_released_after(box_env):
 
 def test_a_failed_start_up_releases_its_lease_too(box_env):
     box = Box(load_target_file(box_env.target_file))
-    with pytest.raises(RuntimeError), launch.start_up_lease(box, "r1"):
+    with pytest.raises(RuntimeError), launch.start_up_leases([box], "r1"):
         raise RuntimeError("image pull failed")
     assert _lease(box_env, "train-r1") is None
 

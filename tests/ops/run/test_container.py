@@ -8,7 +8,7 @@ from invoke.exceptions import Exit
 
 from ops.run.container import Launch, docker_run_command
 from ops.run.distributed import DistributedLaunch
-from ops.target.resolve import Target
+from ops.target.schema import Target
 
 
 def _target(**overrides):

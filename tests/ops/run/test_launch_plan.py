@@ -5,7 +5,7 @@ import pytest
 from invoke.exceptions import Exit
 
 from ops.run.launch import distributed_plan
-from ops.target.resolve import Target
+from ops.target.schema import Target
 
 
 def _target(**overrides) -> Target:

@@ -5,7 +5,7 @@ import shlex
 from box import contract
 from ops.remote.ssh import Box
 from ops.run.sweep import docker_run_command
-from ops.target.resolve import Target
+from ops.target.schema import Target
 from trainer.sweep.spec import SweepSpec
 
 

@@ -9,6 +9,7 @@ import pytest
 from invoke.exceptions import Exit
 
 from box import contract
+from box.watchdog_config import GUARD_SETTINGS
 from ops.target.resolve import load_target_file, resolve_target
 from tests.ops.conftest import FAB, assert_one_line_error
 from tests.paths import REPO
@@ -167,3 +168,22 @@ def test_a_webhook_neither_https_nor_on_this_machine_is_refused_without_its_secr
     message = str(refused.value.message)
     assert "notifyWebhook" in message and "an https URL" in message
     assert "/T0/secret" not in message and "/x" not in message
+
+
+def test_every_key_but_the_guard_settings_and_ami_id_is_one_target_fields():
+    from ops.target.schema import KEYS, TARGET_FILE_KEYS
+
+    extra = {s.stack_key for s in GUARD_SETTINGS} | {"amiId"}
+    assert set(TARGET_FILE_KEYS) - extra <= set(KEYS.values())
+    assert len(set(KEYS.values())) == len(KEYS)
+
+
+def test_an_absent_or_empty_key_reads_as_its_fields_default_and_zero_is_a_value(tmp_path):
+    box = {"cloud": "local", "hosts": ["10.0.0.5"], "sshUser": "u", "storageUri": "s3://b"}
+    target = load_target_file(_write(tmp_path / "box.json", {**box, "boxRoot": ""}))
+    assert (target.box_root, target.ssh_port, target.capacity_wait_minutes) == (
+        contract.BOX_ROOT, 22, 5,
+    )  # fmt: skip
+    zeros = {**box, "capacityWaitMinutes": 0, "gpuCount": 0}
+    target = load_target_file(_write(tmp_path / "zeros.json", zeros))
+    assert (target.capacity_wait_minutes, target.gpu_count) == (0, 0)

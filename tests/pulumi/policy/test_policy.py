@@ -514,3 +514,11 @@ def test_pack_starts_and_serves_the_engine_on_a_local_port():
     finally:
         process.kill()
         process.wait(timeout=PACK_START_TIMEOUT_SECONDS)
+
+
+def test_the_packs_copies_of_the_stack_configs_rules_are_equal_to_them():
+    # The pack runs alone (its own directory on sys.path): it keeps copies, held here.
+    from stack import config
+
+    assert policies.NARROWEST_BROAD_PREFIX == config.NARROWEST_BROAD_PREFIX
+    assert policies.KEEP_TAG == config.KEEP_ON_DESTROY_TAG

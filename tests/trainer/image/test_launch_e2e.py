@@ -16,7 +16,7 @@ import pytest
 
 from ops.run.container import Launch, container_name, docker_run_command
 from ops.run.distributed import RENDEZVOUS_PORT, DistributedLaunch
-from ops.target.resolve import Target
+from ops.target.schema import Target
 from tests.fixtures.docker_engine import DockerEngine
 from tests.local_server import free_port
 from trainer.checkpoints import checkpoint_file
@@ -42,7 +42,8 @@ def _box_root(tmp_path: Path, node: int) -> Path:
 
 def _docker_run(image: str, root: Path, node: int, port: int) -> list[str]:
     """What `fab train` runs on box `node`, with a free rendezvous port and one thread."""
-    target = Target("aws", ("54.1.2.3",), "ubuntu", "file:///tmp/store", "test",
+    target = Target(cloud="aws", hosts=("54.1.2.3",), ssh_user="ubuntu",
+                    storage_uri="file:///tmp/store", source="test",
                     box_root=str(root), private_hosts=ADDRESSES)  # fmt: skip
     plan = DistributedLaunch(RUN_ID, 1, ADDRESSES, node)
     launch = Launch(RUN_ID, image, "tiny", TRAINER_ARGS, plan)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from invoke.exceptions import Exit
 
-from ops.run.records import LAUNCHED, RunRow
+from ops.runs.records import LAUNCHED, RunRow
 from stack import storage_layout
 from trainer.reports.status import STATES
 

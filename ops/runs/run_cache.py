@@ -5,7 +5,7 @@ the JSON that says what they were (`config.json`, `summary.json`, `launch.json`)
 from `<storageUri>/runs/` and from the local `runs/` (`fab download`) and `demo/runs/`, whether the
 boxes are up or not. Each run becomes a folder of the cache named as TensorBoard lists
 it: the run's `--name` where it has one (and no other run shares it), else its id
-(`label`); in it, its event files and one file of HParams summaries (ops.run.hparams)
+(`label`); in it, its event files and one file of HParams summaries (ops.runs.hparams)
 written here from its JSON, so runs that ended before this existed are compared too.
 A folder of a run no longer listed, or listed under another label, goes. An event file
 comes again only when the store's listing says it changed (`versions.json` keeps what
@@ -21,9 +21,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ops.run.hparams import HPARAMS_FILE, final_metrics, write_experiment, write_hparams
-from ops.run.listing import differing, sources
-from ops.run.records import SUMMARY, RunRow, read_run, run_ids
+from ops.runs.hparams import HPARAMS_FILE, final_metrics, write_experiment, write_hparams
+from ops.runs.listing import differing, sources
+from ops.runs.records import SUMMARY, RunRow, read_run, run_ids
 from trainer.storage import ObjectNotFound, ObjectStore, open_store
 from trainer.storage.local_paths import UnsafeKey, local_path
 

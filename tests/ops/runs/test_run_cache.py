@@ -17,9 +17,9 @@ import pytest
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 from tensorboard.plugins.hparams import metadata
 
-from ops.data import run_cache
-from ops.run.hparams import EXPERIMENT_FILE, HPARAMS_FILE
-from ops.run.records import read_run
+from ops.runs import run_cache
+from ops.runs.hparams import EXPERIMENT_FILE, HPARAMS_FILE
+from ops.runs.records import read_run
 from tests.fixtures.run_folders import put_run
 from trainer.storage import open_store
 

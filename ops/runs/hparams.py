@@ -22,7 +22,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.summary.writer.record_writer import RecordWriter
 
-from ops.run.records import RunRow, finite_number
+from ops.runs.records import RunRow, finite_number
 
 HPARAMS_FILE = "events.out.tfevents.0.fab-hparams"
 """A fixed name, rewritten at each gather; it sorts before the trainer's event files."""

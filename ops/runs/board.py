@@ -1,6 +1,6 @@
 """`fab tensorboard` with no `--run`: every run of the stack in one TensorBoard, here.
 
-The runs come from storage and the local `runs/` (ops.data.run_cache), so no box need
+The runs come from storage and the local `runs/` (ops.runs.run_cache), so no box need
 be up; TensorBoard runs on this machine, from this venv, on the loopback only, and the
 cache is gathered again every minute while it serves: a run started since, and new
 steps of one going on, show without a restart. Its
@@ -21,8 +21,8 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from ops import CHECKOUT
-from ops.data import run_cache
-from ops.run.listing import POINT_IT, looked_in
+from ops.runs import run_cache
+from ops.runs.listing import POINT_IT, looked_in
 
 CACHE_ROOT = CHECKOUT / ".cache" / "tensorboard"
 GATHER_EVERY_SECONDS = 60

@@ -16,8 +16,8 @@ from typing import Any
 
 from rich.table import Table
 
-from ops.run import readable
-from ops.run.records import RunRow, read_run, run_ids
+from ops.runs import readable
+from ops.runs.records import RunRow, read_run, run_ids
 from stack import storage_layout
 
 RUNS_PREFIX = f"{storage_layout.RUNS_PREFIX}/"

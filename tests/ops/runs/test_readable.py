@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ops.run.readable import duration, log_sentence, money
+from ops.runs.readable import duration, log_sentence, money
 
 
 @pytest.mark.parametrize(
