@@ -130,8 +130,9 @@ def test_make_prices_offline_fails_in_one_line_and_leaves_the_snapshot(closed_po
     snapshot = REPO / "stack" / "prices.json"
     before = snapshot.read_bytes()
     done = subprocess.run(
-        # -o: the venv is there already (a worktree's pyproject.toml may look newer)
-        ["make", "--no-print-directory", "-o", ".venv/.installed", "prices", "CLOUD=azure"],
+        # -o: the venv is there already (a worktree's pyproject.toml may look newer);
+        # `prices` needs what `make demo` installs.
+        ["make", "--no-print-directory", "-o", ".venv/.demo-installed", "prices", "CLOUD=azure"],
         cwd=REPO,
         # Not make's own variables: under `make test` this make would be make[1].
         env={
