@@ -71,6 +71,12 @@ HEARTBEAT_FILE = "heartbeat.json"
 UPLOAD_PENDING_STATE = "finished-upload-pending"
 """status.json's `state` of a run that finished while storage was down: its container,
 started again, only uploads what the store lacks (trainer.reports.status' copy)."""
+FAILED_STATE = "failed"
+"""status.json's `state` of a run that failed (with its `exit_code`)."""
+END_STATES = ("stopped", "finished", UPLOAD_PENDING_STATE, FAILED_STATE)
+"""status.json's `state`s that say how a run ended: trainer.reports.status.STATES but
+those of a run that starts again (`running`, `preempted`). The box stores a failed run's
+end only over none of these (box/stored_end.py)."""
 LAUNCH_FILE = "launch.json"
 """Written by `fab train`: the first start, the image, the dataset, the price, and the
 run's deadline (LAUNCH_DEADLINE)."""
@@ -81,6 +87,11 @@ STOPPED_BY_USER = "STOPPED_BY_USER"
 """Written by `fab stop`: nothing restarts this run."""
 PREPARE_HEARTBEAT = (".prepare", "heartbeat.json")
 """Under BOX_ROOT/datasets/<name>: a `fab prepare-data` container's progress."""
+
+# In the stack's storage (stack.storage_layout: `<storageUri>/runs/<run_id>/`).
+RUNS_PREFIX = "runs"
+"""Runs' folders in storage: what the trainer mirrors, `fab train`'s launch record and,
+for a run that failed before the trainer stored how it ended, the box's status.json."""
 
 # On the cloud.
 DEADLINE_TAG = "glucose-deadline"

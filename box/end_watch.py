@@ -8,8 +8,8 @@ this program beside the container they start, when the target file sets notifyWe
 It waits for that one container to exit (`docker wait`, in slices, through engine
 restarts), judges the end as the resume unit does, tells it once (box/notify.py: the
 webhook, and notices.json against a second telling), and exits. A webhook that refused
-(a 503, no connection) is tried again after each of RETRY_PAUSES_SECONDS, within
-notify.MAX_TRIES: nobody else looks again here.
+(a 503, no connection), or a store, is tried again after each of RETRY_PAUSES_SECONDS,
+within notify.MAX_TRIES: nobody else looks again here.
 
 The same ends are told: finished, failed, past its deadline; none for a run the user
 stopped. A run the resume unit would start again (exit 75 or 69: a `docker stop`, the
@@ -19,7 +19,13 @@ host that went down with its watcher, tells nothing. A watch follows one contain
 its id, not its name: a resumed run's container is a new one, with a watch of its own;
 two watches of one container tell its end once (notices.json).
 
-Settings: $GLUCOSE_WATCHDOG_CONFIG (the watchdog's format: box_root, notify_webhook).
+A failed run's end is also stored in its folder in storage, as the resume unit stores
+it (box/stored_end.py), where the settings name a storage: on this machine `fab train`
+names its `file://` store, where a run killed before its first upload (exit 137) left
+no end. A lab box has no identity of its own to write a bucket with: none there.
+
+Settings: $GLUCOSE_WATCHDOG_CONFIG (the watchdog's format: box_root, notify_webhook,
+storage_uri).
 Standard library only.
 """
 
@@ -29,6 +35,7 @@ import contextlib
 import os
 import sys
 import time
+from pathlib import Path
 
 from box import docker_cli, resume
 from box.box_time import boot_time, now_seconds
@@ -86,13 +93,23 @@ def tell(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> None
     log(f"{container.kind} {container.run_id} exited {container.exit_code}: {reason or state}")
     if not state:
         return
-    done = resume.tell_the_end(config, container, home, state, log)
+    done = report(config, container, home, state)
     for pause in RETRY_PAUSES_SECONDS:
         if done:
             return
-        log(f"{container.kind} {container.run_id}: its end is told again in {pause} s")
+        log(f"{container.kind} {container.run_id}: its end is reported again in {pause} s")
         time.sleep(pause)
-        done = resume.tell_the_end(config, container, home, state, log)
+        done = report(config, container, home, state)
+
+
+def report(
+    config: WatchdogConfig, container: docker_cli.TrainerContainer, home: Path, state: str
+) -> bool:
+    """One look: a failed run's end stored where its trainer stored none, then told;
+    whether nothing is left to try (each keeps its own record of what was done)."""
+    stored = resume.store_the_end(config, container, home, log)
+    told = resume.tell_the_end(config, container, home, state, log)
+    return stored and told
 
 
 def watch(config: WatchdogConfig, container: str) -> int:

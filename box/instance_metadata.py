@@ -18,6 +18,8 @@ AZURE_IMDS_API_VERSION = "2021-02-01"
 AZURE_EVENTS_API_VERSION = "2020-07-01"
 AZURE_TOKEN_API_VERSION = "2018-02-01"
 AWS_TOKEN_TTL_SECONDS = 300
+AZURE_STORAGE_RESOURCE = "https://storage.azure.com/"
+"""The audience of a managed-identity token for Blob storage's data plane."""
 
 
 class MetadataError(RuntimeError):
@@ -53,11 +55,16 @@ def _json_ok(url: str, status: int, body: bytes) -> Any:
 
 
 def azure_arm_token(config: WatchdogConfig) -> str:
-    """A token for ARM from the VM's managed identity.
+    """A token for ARM from the VM's managed identity."""
+    return azure_token(config, config.arm_resource)
+
+
+def azure_token(config: WatchdogConfig, resource: str) -> str:
+    """A token for `resource` (ARM's, AZURE_STORAGE_RESOURCE) from the VM's managed identity.
 
     https://learn.microsoft.com/entra/identity/managed-identities-azure-resources/how-to-use-vm-token
     """
-    query = {"api-version": AZURE_TOKEN_API_VERSION, "resource": config.arm_resource}
+    query = {"api-version": AZURE_TOKEN_API_VERSION, "resource": resource}
     if config.identity_client_id:
         query["client_id"] = config.identity_client_id
     url = f"{config.imds_url}/metadata/identity/oauth2/token?{urllib.parse.urlencode(query)}"
@@ -176,3 +183,12 @@ def aws_metadata(config: WatchdogConfig, *paths: str) -> list[str]:
             raise MetadataError(f"GET {url}: HTTP {status}")
         values.append(body.decode().strip())
     return values
+
+
+def aws_role_keys(config: WatchdogConfig) -> dict:
+    """The instance role's temporary keys (`AccessKeyId`, `SecretAccessKey`, `Token`),
+    from IMDSv2: what the box signs its own requests with (SNS, S3)."""
+    roles = "iam/security-credentials/"
+    (role,) = aws_metadata(config, roles)
+    (keys,) = aws_metadata(config, roles + role.split()[0])
+    return json.loads(keys)

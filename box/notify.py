@@ -276,7 +276,8 @@ def publish_sns(config: WatchdogConfig, text: str, give_up: float) -> bounded_po
     # The keys' requests too fit in the send's time: a metadata service that drips its
     # answer holds up nothing.
     child = run_within(
-        lambda report: report(json.dumps(_role_keys(config))), _send_seconds(config, give_up)
+        lambda report: report(json.dumps(instance_metadata.aws_role_keys(config))),
+        _send_seconds(config, give_up),
     )
     if child.error or not child.ended or not child.lines:
         return bounded_post.Answer(False, f"no role keys: {child.error or 'IMDS did not answer'}")
@@ -300,14 +301,6 @@ def destination(config: WatchdogConfig, name: str) -> str:
 def _send_seconds(config: WatchdogConfig, give_up: float) -> float:
     """One send's time: the config's request timeout, cut to what the budget has left."""
     return min(config.request_timeout_seconds, give_up - time.monotonic())
-
-
-def _role_keys(config: WatchdogConfig) -> dict:
-    """The instance role's temporary keys, from IMDSv2."""
-    roles = "iam/security-credentials/"
-    (role,) = instance_metadata.aws_metadata(config, roles)
-    (keys,) = instance_metadata.aws_metadata(config, roles + role.split()[0])
-    return json.loads(keys)
 
 
 SENDERS = {"webhook": post_webhook, "sns": publish_sns}

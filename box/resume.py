@@ -34,6 +34,13 @@ that comes back has been started: a webhook that is slow or down never holds up 
 start, and all the telling of one look fits in TELLS_BUDGET_SECONDS (ends left over are
 told at the next look).
 
+A run that failed for good (any exit but 0, 75 or 69) gets its end in its folder in
+the stack's storage where its trainer stored none (killed before its first upload,
+`fab runs` listed it `launched`): box/stored_end.py writes status.json there, state
+failed with the exit code, never over an end the trainer stored. All the storing of
+one look fits in STORES_BUDGET_SECONDS, before the telling; a store that failed is
+tried again at the next look.
+
 Settings: $GLUCOSE_WATCHDOG_CONFIG (the watchdog's). Standard library only.
 """
 
@@ -46,7 +53,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from box import contract, docker_cli, notify, user_files
+from box import contract, docker_cli, notify, stored_end, user_files
 from box.box_time import boot_time, now_seconds, read_boot_id
 from box.watchdog_config import WatchdogConfig, load_config_or_say_why
 
@@ -61,14 +68,16 @@ BOXES_AWAY_RETRY_SECONDS = 60
 STOPPED_BY_USER_REASON = "stopped by the user"
 TELLS_BUDGET_SECONDS = 60
 """All the ends one look tells, each within notify.BUDGET_SECONDS: the unit's 300 s
-(TimeoutStartSec) hold the docker wait, the starts and these."""
+(TimeoutStartSec) hold the docker wait, the starts, these and STORES_BUDGET_SECONDS."""
+STORES_BUDGET_SECONDS = 20
+"""All the ends one look stores (store_ends), each within stored_end.STORE_SECONDS."""
 PAST_DEADLINE_REASON = "past its deadline"
 
 
-# An end is told only when first seen within a day of it. The unit looks every minute
-# the box is up, so a real end is seen within minutes (or at the next boot); without the
-# bound, the first look of programs that judge every container (not just the newest)
-# would tell every old run's end on the box at once.
+# An end is told (and stored) only when first seen within a day of it. The unit looks
+# every minute the box is up, so a real end is seen within minutes (or at the next
+# boot); without the bound, the first look of programs that judge every container (not
+# just the newest) would tell every old run's end on the box at once.
 TELL_ENDS_WITHIN_SECONDS = 24 * 3600
 
 
@@ -166,6 +175,7 @@ def resume(config: WatchdogConfig) -> int:
     # keys and the user's stop marker.
     sweeps = [container for container in sweeps if container.kind == "sweep"]
     codes += [resume_one(config, sweep, config.sweeps_dir, ends) for sweep in sweeps]
+    store_ends(config, ends)
     tell_ends(config, ends)
     return max(codes, default=0)
 
@@ -185,6 +195,17 @@ def tell_ends(config: WatchdogConfig, ends: list[End]) -> None:
             continue
         own = min(give_up, time.monotonic() + notify.BUDGET_SECONDS)
         tell_the_end(config, container, home, state, give_up_at=own)
+
+
+def store_ends(config: WatchdogConfig, ends: list[End]) -> None:
+    """Store each failed end its trainer did not, all within STORES_BUDGET_SECONDS."""
+    give_up = time.monotonic() + STORES_BUDGET_SECONDS
+    for container, home, _ in ends:
+        if time.monotonic() >= give_up:
+            log(f"run {container.run_id}: its end is stored at the next look (no time left)")
+            continue
+        own = min(give_up, time.monotonic() + stored_end.STORE_SECONDS)
+        store_the_end(config, container, home, give_up_at=own)
 
 
 def resume_one(
@@ -231,17 +252,48 @@ def tell_the_end(
 ) -> bool:
     """One message (box/notify.py) for the end of this container's run: it `state`;
     `say` logs what was sent (the caller's journal). Whether nothing is left to try."""
-    if now_seconds() - container.finished_at > TELL_ENDS_WITHIN_SECONDS:
-        return True  # see TELL_ENDS_WITHIN_SECONDS
-    run_dir = home / container.run_id
-    if (
-        not (run_dir / contract.STATUS_FILE).exists()
-        and (run_dir / contract.HEARTBEAT_FILE).exists()
-    ):
-        return True  # a box of workers: rank 0's box tells
+    if not is_this_boxs_end(container, home):
+        return True
     key = f"{container.id}@{container.finished_at:.0f}"
     text = notify.summary_line(config, home, container.run_id, state, now_seconds())
     return notify.notify_once(config, key, text, say, give_up_at)
+
+
+def store_the_end(
+    config: WatchdogConfig,
+    container: docker_cli.TrainerContainer,
+    home: Path,
+    say: Callable[[str], None] = log,
+    give_up_at: float | None = None,
+) -> bool:
+    """A run that failed for good (not a sweep: its driver's folder is its own) gets its
+    end in its folder in storage where its trainer stored none (box/stored_end.py): the
+    run's last status.json here, failed with the container's exit code, as it exited.
+    Whether nothing is left to try."""
+    if home != config.runs_dir or not stored_end.is_failure(container.exit_code):
+        return True
+    if not is_this_boxs_end(container, home):
+        return True
+    last = user_files.read_json(home, container.run_id, contract.STATUS_FILE) or {}
+    record = {
+        **last,
+        "run_id": container.run_id,
+        "state": contract.FAILED_STATE,
+        "exit_code": container.exit_code,
+        "updated_at": container.finished_at,
+    }
+    return stored_end.store(config, container.run_id, record, say, give_up_at)
+
+
+def is_this_boxs_end(container: docker_cli.TrainerContainer, home: Path) -> bool:
+    """Whether this box reports the end of the container's run (tells it, stores it): not
+    one first seen over a day after it (TELL_ENDS_WITHIN_SECONDS), nor one of a box of
+    workers of a multi-node run (it has a heartbeat and no status: rank 0's box reports)."""
+    if now_seconds() - container.finished_at > TELL_ENDS_WITHIN_SECONDS:
+        return False
+    run_dir = home / container.run_id
+    no_status = not (run_dir / contract.STATUS_FILE).exists()
+    return not (no_status and (run_dir / contract.HEARTBEAT_FILE).exists())
 
 
 def start_when_boxes_may_be_back(

@@ -31,6 +31,8 @@ ARM_API_VERSION = "2024-11-01"
 # budget stop's and the keeper's Logic Apps) deletes its run deadline tag.
 ARM_TAGS_PATH = "/providers/Microsoft.Resources/tags/default"
 ARM_TAGS_API_VERSION = "2021-04-01"
+STORAGE_SCHEMES = ("s3://", "az://", "file://")
+"""What a storage_uri may start with (the trainer's stores'; box/stored_end.py writes each)."""
 DAILY_TIME = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
 """The daily stop's HH:MM, 24 h: the stack's autoShutdownTime, watchdog.json's
 daily_stop_time."""
@@ -150,6 +152,16 @@ class WatchdogConfig:
     first_choice: str = ""
     """"<size> <market>" the stack asks for first (vmSize, spot or on-demand): a boot on
     anything else is told to the channels above (box/boot_record.py); "" never."""
+    storage_uri: str = ""
+    """The stack's storageUri (`s3://BUCKET`, `az://ACCOUNT/CONTAINER`, either with a
+    folder under it; `file:///DIR` for the end watch on this machine): where the end of a
+    run that failed before its trainer stored one is written (box/stored_end.py); ""
+    nowhere."""
+    storage_region: str = ""
+    """AWS: the bucket's region, which the requests are signed for."""
+    storage_endpoint: str = ""
+    """The store's endpoint; "" the cloud's own (https://BUCKET.s3.REGION.amazonaws.com,
+    https://ACCOUNT.blob.core.windows.net). The tests point it at moto or Azurite."""
 
     def __post_init__(self) -> None:
         for name, file in (
@@ -179,7 +191,8 @@ class WatchdogConfig:
             problems.append(f"http_timeout_seconds is {self.http_timeout_seconds!r}, expected > 0")
         if self.daily_stop_time and not DAILY_TIME.fullmatch(self.daily_stop_time):
             problems.append(f"daily_stop_time is {self.daily_stop_time!r}, expected HH:MM")
-        for name in ("notify_webhook", "sns_url"):
+        problems += self._storage_problems()
+        for name in ("notify_webhook", "sns_url", "storage_endpoint"):
             if getattr(self, name) and not getattr(self, name).startswith(("https://", "http://")):
                 problems.append(f"{name} is {getattr(self, name)!r}, expected an http(s) URL")
         if self.notify_topic_arn and not self.notify_topic_arn.startswith("arn:aws:sns:"):
@@ -189,6 +202,18 @@ class WatchdogConfig:
         if problems:
             raise ValueError("watchdog config: " + "; ".join(problems))
         object.__setattr__(self, "shutdown_command", tuple(self.shutdown_command))
+
+    def _storage_problems(self) -> list[str]:
+        if self.storage_uri and not self.storage_uri.startswith(STORAGE_SCHEMES):
+            return [
+                f"storage_uri is {self.storage_uri!r}, expected one starting with "
+                + ", ".join(STORAGE_SCHEMES)
+            ]
+        if self.storage_uri.startswith("s3://") and not self.storage_region:
+            return [
+                "storage_region is empty, expected the bucket's region for an s3:// storage_uri"
+            ]
+        return []
 
     @property
     def request_timeout_seconds(self) -> float:

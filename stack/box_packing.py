@@ -73,13 +73,17 @@ def build_programs() -> Programs:
     return Programs(data, hashlib.sha256(data).hexdigest())
 
 
-def settings_text(cloud: str, notify: dict | None = None, **guard: object) -> str:
+def settings_text(
+    cloud: str, notify: dict | None = None, storage: dict | None = None, **guard: object
+) -> str:
     """watchdog.json for a box of `cloud` with these guard settings (GUARD_SETTINGS' box
-    keys; left out: the programs' defaults) and where it tells a run's end (`notify`:
-    stack.outputs.NOTIFY_OUTPUTS' box keys). ValueError naming every bad one, so a bad
-    setting fails at `pulumi preview` or in `fab box-update`, not on a booting box; a
-    setting out of its range (GuardSetting.limits, the stack's) is refused here too."""
+    keys; left out: the programs' defaults), where it tells a run's end (`notify`:
+    stack.outputs.NOTIFY_OUTPUTS' box keys) and where it stores a failed one's
+    (`storage`: stack.cloud_init.box_storage_settings). ValueError naming every bad
+    one, so a bad setting fails at `pulumi preview` or in `fab box-update`, not on a
+    booting box; a setting out of its range (GuardSetting.limits, the stack's) is
+    refused here too."""
     problems = guard_problems(guard)
     if problems:
         raise ValueError("; ".join(problems))
-    return WatchdogConfig(cloud=cloud, **(notify or {}), **guard).to_json()
+    return WatchdogConfig(cloud=cloud, **(notify or {}), **(storage or {}), **guard).to_json()

@@ -96,6 +96,13 @@ def box_notify_settings(config, topic_arn: str = "") -> dict:
     return told
 
 
+def box_storage_settings(cloud: str, storage_uri: str, region: str) -> dict:
+    """Where the box stores the end of a run that failed before its trainer stored one
+    (box/stored_end.py), as watchdog.json keys: the stack's storageUri, and on AWS the
+    bucket's region its requests are signed for."""
+    return {"storage_uri": storage_uri, **({"storage_region": region} if cloud == "aws" else {})}
+
+
 def box_guard_settings(config) -> dict:
     """The guard settings (box keys) of a StackConfig (stack/config.py)."""
     return {box_key: getattr(config, name) for box_key, name in GUARD_FIELDS.items()}

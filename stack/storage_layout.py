@@ -15,7 +15,10 @@ writes runs and datasets. Plain strings: no storage client here.
 
 from __future__ import annotations
 
-RUNS_PREFIX = "runs"
+from box import contract
+
+RUNS_PREFIX = contract.RUNS_PREFIX
+"""The box programs store a failed run's end under it too (box/stored_end.py)."""
 DATASETS_PREFIX = "datasets"
 SWEEPS_PREFIX = "sweeps"
 BOX_PROGRAMS_PREFIX = "box"

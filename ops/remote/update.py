@@ -36,6 +36,7 @@ from ops.remote.boxes import nodes
 from ops.remote.ssh import Box
 from ops.target.schema import Target
 from stack import box_packing
+from stack.cloud_init import box_storage_settings
 from stack.outputs import NOTIFY_OUTPUTS
 from stack.placement import first_choice
 
@@ -70,12 +71,16 @@ class BoxSettings:
     guard: dict[str, Any]
     notify: dict[str, str] = dataclasses.field(default_factory=dict)
     """Where the box tells a run's end (stack.outputs.NOTIFY_OUTPUTS' box keys)."""
+    storage: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Where the box stores a failed run's end (stack.cloud_init.box_storage_settings)."""
 
 
 def settings_text(settings: BoxSettings) -> str:
     """The watchdog.json these settings make; Exit naming what does not fit."""
     try:
-        return box_packing.settings_text(settings.cloud, settings.notify, **settings.guard)
+        return box_packing.settings_text(
+            settings.cloud, settings.notify, settings.storage, **settings.guard
+        )
     except ValueError as error:
         raise Exit(f"the box's settings do not fit: {error}") from None
 
@@ -151,7 +156,19 @@ def settings_for(
     first = first_choice(target.placement_tried) or on_box.get("first_choice")
     if isinstance(first, str) and first:
         notify["first_choice"] = first
-    return BoxSettings(target.cloud, guard, notify)
+    return BoxSettings(target.cloud, guard, notify, _storage_settings(target, on_box))
+
+
+def _storage_settings(target: Target, on_box: dict) -> dict[str, str]:
+    """Where the box stores a failed run's end: the stack's storage (and region), else
+    what the box was told."""
+    uri = target.storage_uri or on_box.get("storage_uri")
+    region = target.region or on_box.get("storage_region") or ""
+    if not (isinstance(uri, str) and uri and isinstance(region, str)):
+        return {}
+    if target.cloud == "aws" and not region:
+        return {}  # unsigned requests would be refused: the box stores nothing, as before
+    return box_storage_settings(target.cloud, uri, region)
 
 
 def _check_idle_alarm(outputs: dict[str, Any], guard: dict[str, Any]) -> None:

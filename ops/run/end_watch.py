@@ -1,11 +1,13 @@
 """Told when it ends on this machine and lab boxes: box/end_watch.py, started beside a run.
 
-A box `pulumi up` made tells every run end from its resume unit (docs/notifications.md).
-This machine and a lab box run no box programs, so where the target file sets
-notifyWebhook, `fab train` and `fab sweep` start the end watch beside the container
-they start: the box programs (stack.box_packing's archive, one folder per build) are
-copied under the box root, the watch's settings (the webhook URL: a credential, so a
-0600 file written from stdin, never on a command line) beside them, and the watch
+A box `pulumi up` made tells every run end from its resume unit (docs/notifications.md)
+and stores a failed one's in storage. This machine and a lab box run no box programs,
+so `fab train` and `fab sweep` start the end watch beside the container they start
+where the target file sets notifyWebhook, and on this machine with its `file://` store
+(the watch stores there the end of a run killed before its first upload: `fab runs`
+lists it failed). The box programs (stack.box_packing's archive, one folder per build)
+are copied under the box root, the watch's settings (the webhook URL: a credential, so
+a 0600 file written from stdin, never on a command line) beside them, and the watch
 starts detached, outliving `fab` and its SSH session. On box 0 only: rank 0's box tells
 a run of several. A box without python3 (>= 3.10) gets a warning; the run still starts.
 """
@@ -17,6 +19,7 @@ import shlex
 from box import contract
 from box.watchdog_config import GUARD_DEFAULTS, WatchdogConfig
 from ops.remote.ssh import Box
+from ops.target import local
 from stack import box_packing
 
 PROGRAMS_DIR = "programs"
@@ -27,9 +30,20 @@ PYTHON_CHECK = f"python3 -c 'import sys; sys.exit(sys.version_info < {contract.M
 
 
 def wanted(box: Box) -> bool:
-    """Whether `fab` starts an end watch on `box`: a webhook is set and no resume unit
-    tells the end already."""
-    return bool(box.target.notify_webhook) and not box.target.set_up_by_cloud_init
+    """Whether `fab` starts an end watch on `box`: no resume unit reports the end there
+    already, and a webhook is set or the watch can store a failed run's end (this
+    machine's `file://` store)."""
+    if box.target.set_up_by_cloud_init:
+        return False
+    return bool(box.target.notify_webhook or store_written(box))
+
+
+def store_written(box: Box) -> str:
+    """The storage the watch writes a failed run's end to (box/stored_end.py): this
+    machine's `file://` store; "" elsewhere (a lab box's `file://` URI names a folder of
+    this machine, and it has no identity of its own to write a bucket with)."""
+    uri = box.target.storage_uri
+    return uri if box.target.this_machine and local.file_storage_dir(uri) else ""
 
 
 def settings_json(box: Box) -> str:
@@ -39,6 +53,7 @@ def settings_json(box: Box) -> str:
         GUARD_DEFAULTS["idle_shutdown_minutes"],
         box_root=box.root,
         notify_webhook=box.target.notify_webhook,
+        storage_uri=store_written(box),
     ).to_json()
 
 
@@ -82,11 +97,14 @@ def start(box: Box, container: str, what: str) -> str:
         f"nohup python3 -m {box_packing.PACKAGE}.end_watch {shlex.quote(container)} "
         f">> {log} 2>&1 < /dev/null &"
     )
-    return f"told when it ends: {what}'s end goes to notifyWebhook ({box.address} watches it)"
+    if box.target.notify_webhook:
+        return f"told when it ends: {what}'s end goes to notifyWebhook ({box.address} watches it)"
+    return f"watched to its end: if {what} dies before its first upload, `fab runs` lists it failed"
 
 
 def _not_watched(box: Box, what: str, why: str) -> str:
+    where = "notifyWebhook" if box.target.notify_webhook else "`fab runs` if it fails early"
     return (
         f"WARNING: {box.address} cannot watch {what} ({why}), so its end will not reach "
-        "notifyWebhook; `fab status` says how it ended"
+        f"{where}; `fab status` says how it ended"
     )

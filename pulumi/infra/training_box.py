@@ -23,6 +23,7 @@ from stack.cloud_init import (
     ProgramsSource,
     box_guard_settings,
     box_notify_settings,
+    box_storage_settings,
     encode_user_data,
     render_cloud_init,
 )
@@ -111,8 +112,9 @@ def box_user_data(
     notify_topic_arn: pulumi.Output[str] | None = None,
 ) -> pulumi.Output[str]:
     """The encoded cloud-init of every box of the stack: its settings (with where it
-    tells a run's end: the stack's webhook, `notify_topic_arn` on AWS), and where in
-    `storage_uri` the programs' archive is (and its sha256). The settings are checked
+    tells a run's end: the stack's webhook, `notify_topic_arn` on AWS; and where it
+    stores a failed one's: `storage_uri`), and where in `storage_uri` the programs'
+    archive is (and its sha256). The settings are checked
     now: a bad one fails the preview, not a booting box."""
     guard = box_guard_settings(config)
     box_packing.settings_text(config.cloud, box_notify_settings(config), **guard)
@@ -128,7 +130,8 @@ def box_user_data(
             sha256=programs.sha256,
             region=config.region,
         )
-        settings = box_packing.settings_text(config.cloud, notify, **guard)
+        storage = box_storage_settings(config.cloud, uri, config.region)
+        settings = box_packing.settings_text(config.cloud, notify, storage, **guard)
         return encode_user_data(render_cloud_init(source, settings))
 
     encoded = pulumi.Output.all(storage_uri, topic).apply(lambda args: user_data(*args))
