@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from tensorboard.plugins.hparams import metadata
 from ops.runs import run_cache
 from ops.runs.hparams import EXPERIMENT_FILE, HPARAMS_FILE
 from ops.runs.records import read_run
+from tests.fakes.fake_box import FakeBox
 from tests.fixtures.run_folders import put_run
 from trainer.storage import open_store
 
@@ -235,3 +237,22 @@ def test_a_run_is_listed_by_its_name_and_a_run_renamed_leaves_no_folder_behind(t
     assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()) == [
         "r-plain", "sweep-20261127-101500-t003"
     ]  # fmt: skip
+
+
+def test_a_run_killed_before_its_first_upload_is_on_the_board_as_failed(tmp_path):
+    # `fab train` stored the launch record; the trainer was killed before its first
+    # upload; the end watch on this machine stored its end in the `file://` store.
+    from ops.run.launch import store_launch_record
+
+    uri = f"file://{tmp_path / 'storage'}"
+    store_launch_record(uri, "r-killed", {"started_at": time.time() - 90, "dataset": "synth"})
+    box = FakeBox(tmp_path / "box", cloud="local", storage_uri=uri)
+    ended = time.time() - 30
+    container = box.add_trainer(
+        "r-killed", running=False, created_at=ended - 60, exit_code=137, finished_at=ended
+    )
+    watched = box.run("end_watch.py", container)
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    assert run_cache.gather(uri, [], tmp_path / "cache").run_ids == ["r-killed"]
+    hparams, _, _ = session(tmp_path / "cache" / "r-killed")
+    assert hparams["state"] == "failed (exit 137)"

@@ -11,9 +11,11 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
+from tests.fakes.fake_box import FakeBox
 from tests.fixtures.run_folders import storage_only_target, write_journal
 from tests.ops.conftest import FAB, assert_one_line_error
 from tests.paths import REPO
@@ -363,6 +365,40 @@ def test_a_run_with_its_launch_record_alone_is_listed_as_launched(stack, tmp_pat
     listed = _json(stack, "--state", "launched", target=False, local=local)
     assert [(row["run_id"], row["state"]) for row in listed["runs"]] == [
         ("r-died-early", "launched")
+    ]
+
+
+@pytest.mark.e2e  # moto
+def test_a_run_killed_before_its_first_upload_is_listed_failed_with_its_exit_code(
+    moto_server, fake_metadata, tmp_path, monkeypatch
+):
+    # `fab train` stored the launch record, the kernel killed the trainer before its
+    # first upload, then the box's resume unit looked (with the box's role, on its clock).
+    from ops.run.launch import store_launch_record
+
+    for name, value in moto_server.env.items():
+        monkeypatch.setenv(name, value)
+    uri = moto_server.create_bucket(prefix="stack")
+    store_launch_record(uri, "r-killed", _launch(T0))
+    box = FakeBox(
+        tmp_path / "box",
+        metadata_url=fake_metadata.url,
+        docker_wait_seconds=1,
+        storage_uri=uri,
+        storage_region="us-east-1",
+        storage_endpoint=moto_server.endpoint_url,
+    )
+    ended = time.time() - 30
+    box.add_trainer(
+        "r-killed", running=False, created_at=ended - 60, exit_code=137, finished_at=ended
+    )
+    looked = box.run("resume.py")
+    assert looked.returncode == 0, looked.stdout + looked.stderr
+    where = {"target": storage_only_target(tmp_path / "target.json", uri),
+             "local": tmp_path / "runs", "env": moto_server.env}  # fmt: skip
+    listed = _json(where, "--state", "failed")
+    assert [(row["run_id"], row["state"]) for row in listed["runs"]] == [
+        ("r-killed", "failed (exit 137)")
     ]
 
 
