@@ -159,15 +159,19 @@ def settings_for(
     return BoxSettings(target.cloud, guard, notify, _storage_settings(target, on_box))
 
 
+STORAGE_SCHEMES = {"aws": "s3://", "azure": "az://"}
+"""The storage a box's own identity writes, by cloud."""
+
+
 def _storage_settings(target: Target, on_box: dict) -> dict[str, str]:
     """Where the box stores a failed run's end: the stack's storage (and region), else
-    what the box was told."""
+    what the box was told; none where its identity could not write (or sign for) it."""
     uri = target.storage_uri or on_box.get("storage_uri")
     region = target.region or on_box.get("storage_region") or ""
-    if not (isinstance(uri, str) and uri and isinstance(region, str)):
+    if not (isinstance(uri, str) and uri.startswith(STORAGE_SCHEMES[target.cloud])):
         return {}
-    if target.cloud == "aws" and not region:
-        return {}  # unsigned requests would be refused: the box stores nothing, as before
+    if not isinstance(region, str) or (target.cloud == "aws" and not region):
+        return {}
     return box_storage_settings(target.cloud, uri, region)
 
 

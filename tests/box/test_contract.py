@@ -33,8 +33,16 @@ def test_the_trainer_writes_the_files_the_box_reads():
     assert rank_outputs.HEARTBEAT_FILE == contract.HEARTBEAT_FILE
     assert (prepare.WORK_DIR, prepare.HEARTBEAT) == contract.PREPARE_HEARTBEAT
     assert status.UPLOAD_PENDING == contract.UPLOAD_PENDING_STATE
-    # What the box programs read of them.
-    assert {"step", "updated_at", "state", "exit_code"} <= set(status.STATUS_KEYS)
+    # What the box programs read of them, and write of a run that failed before its
+    # trainer stored how it ended (box/stored_end.py).
+    assert {"run_id", "step", "updated_at", "state", "exit_code"} <= set(status.STATUS_KEYS)
+    assert contract.FAILED_STATE in status.STATES
+    assert set(contract.END_STATES) == set(status.STATES) - set(status.RECOVERED_FROM)
+
+
+def test_the_box_stores_a_runs_end_in_the_folder_fab_train_gives_its_trainer():
+    assert storage_layout.RUNS_PREFIX == contract.RUNS_PREFIX
+    assert storage_layout.run_uri("s3://b/p", "r1") == f"s3://b/p/{contract.RUNS_PREFIX}/r1"
 
 
 def test_the_trainer_leaves_the_boxes_own_files_alone():

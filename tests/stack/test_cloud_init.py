@@ -21,6 +21,7 @@ from stack.cloud_init import (
     USER_DATA_BUDGET_BYTES,
     ProgramsSource,
     box_guard_settings,
+    box_storage_settings,
     encode_user_data,
     render_cloud_init,
 )
@@ -162,6 +163,35 @@ def test_the_stack_configs_guard_settings_reach_the_box():
     assert (box["daily_stop_time"], box["daily_stop_time_zone"]) == ("21:00", "Asia/Tokyo")
 
 
+@pytest.mark.parametrize(
+    ("cloud", "uri", "expected"),
+    [
+        ("aws", "s3://glucose-storage-4d1f", {"storage_region": "eu-west-1"}),
+        ("azure", "az://glucosedata1/training", {}),
+    ],
+)
+def test_the_box_is_told_where_to_store_a_failed_runs_end(cloud, uri, expected):
+    # The stack's storage (box/stored_end.py); on AWS the region its requests are signed for.
+    storage = box_storage_settings(cloud, uri, "eu-west-1")
+    settings = box_packing.settings_text(cloud, None, storage, idle_shutdown_minutes=30)
+    box = json.loads(
+        _files(render_cloud_init(_source(cloud), settings))[contract.WATCHDOG_CONFIG_PATH][
+            "content"
+        ]
+    )
+    assert {key: box[key] for key in box if key.startswith("storage_")} == {
+        "storage_uri": uri,
+        **expected,
+    }
+
+
+def test_storage_a_box_cannot_sign_for_is_refused_at_preview():
+    with pytest.raises(ValueError, match="storage_region is empty"):
+        box_packing.settings_text("aws", None, {"storage_uri": "s3://b"}, idle_shutdown_minutes=30)
+    with pytest.raises(ValueError, match="storage_uri is 'gs://b'"):
+        box_packing.settings_text("aws", None, {"storage_uri": "gs://b"}, idle_shutdown_minutes=30)
+
+
 def test_each_guard_setting_is_exported_under_its_stack_config_key():
     # `fab box-update` reads them back from the stack's outputs by these names.
     from stack.config import FIELDS_BY_KEY
@@ -223,14 +253,17 @@ def test_encoded_user_data_is_stable_between_renders():
 
 def test_the_largest_user_data_stays_in_its_budget_and_says_what_is_left():
     # The longest values a stack can give: a 63-character bucket, the longest zone.
+    bucket = "s3://" + "b" * 63
     settings = box_packing.settings_text(
         "aws",
+        None,
+        box_storage_settings("aws", bucket, "ap-southeast-5"),
         idle_shutdown_minutes=1440,
         hung_trainer_minutes=1440,
         daily_stop_time="23:59",
         daily_stop_time_zone="America/Argentina/ComodRivadavia",
     )
-    source = _source(storage="s3://" + "b" * 63, ssh_user="u" * 32, region="ap-southeast-5")
+    source = _source(storage=bucket, ssh_user="u" * 32, region="ap-southeast-5")
     packed = len(base64.b64decode(encode_user_data(render_cloud_init(source, settings))))
     left = USER_DATA_BUDGET_BYTES - packed
     print(f"user data: {packed} of {USER_DATA_BUDGET_BYTES} bytes gzipped, {left} left")

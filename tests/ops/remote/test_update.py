@@ -256,6 +256,19 @@ def test_the_stacks_first_choice_reaches_the_box_else_stays_the_boxes_own(cloud_
     assert _watchdog_json(cloud_box)["first_choice"] == "g6.xlarge spot"  # the box's own
 
 
+def test_the_stacks_storage_reaches_the_box_to_store_failed_runs_ends_in(cloud_box):
+    # Where box/stored_end.py writes a run's end its trainer could not store.
+    cloud_box.write_target(
+        cloud="aws", idleShutdownMinutes=45, storageUri="s3://glucose-4d1f", region="eu-west-1"
+    )
+    assert cloud_box.fab("box-update").returncode == 0
+    watchdog = _watchdog_json(cloud_box)
+    assert (watchdog["storage_uri"], watchdog["storage_region"]) == (
+        "s3://glucose-4d1f",
+        "eu-west-1",
+    )
+
+
 def test_settings_nobody_has_take_cloud_inits_defaults(cloud_box, connect):
     box = connect(cloud_box)
     settings = box_update.settings_for(box.target, {"idleShutdownMinutes": "45"}, {}, box)

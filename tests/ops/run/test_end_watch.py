@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from ops.remote.boxes import box_for
 from ops.remote.ssh import Box
 from ops.run import end_watch
 from ops.target.resolve import load_target_file
@@ -45,6 +46,21 @@ def test_a_lab_box_with_a_webhook_gets_an_end_watch_and_one_without_none(box, lo
 def test_a_stacks_box_gets_no_end_watch_its_resume_unit_tells(local_box):
     local_box.write_target(cloud="aws", notifyWebhook=WEBHOOK)
     assert not end_watch.wanted(Box(load_target_file(local_box.target_file)))
+
+
+def test_this_machine_gets_an_end_watch_that_stores_a_failed_runs_end_in_its_store(tmp_path):
+    # No webhook: the watch is there for a run killed before its first upload, whose end
+    # it stores in the `file://` store `fab runs` reads (box/stored_end.py).
+    storage = f"file://{tmp_path / 'storage'}"
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({"storageUri": storage, "boxRoot": str(tmp_path / "box")}))
+    this_machine = box_for(load_target_file(target))
+    assert end_watch.wanted(this_machine)
+    assert json.loads(end_watch.settings_json(this_machine))["storage_uri"] == storage
+
+
+def test_a_lab_box_is_told_no_storage_its_file_uri_is_this_machines(box):
+    assert "storage_uri" not in json.loads(end_watch.settings_json(box))
 
 
 def test_the_webhook_reaches_the_box_in_a_file_only_its_owner_reads(box, local_box):
