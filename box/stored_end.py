@@ -128,20 +128,21 @@ def store(
         say(f"run {run_id}: no time left to store its end in {where.shown}; at the next look")
         return False
     body = json.dumps(record).encode()
-    child = run_within(lambda report: report(_store(config, where, body)), seconds)
+    try:
+        child = run_within(lambda report: report(_store(config, where, body)), seconds)
+    except OSError as error:  # no child to be had (out of memory, of processes)
+        say(f"WARNING: run {run_id}: its end was not stored ({error}); next look")
+        return False
     said = child.lines[-1] if child.lines else ""
     if said == STORED:
-        say(f"run {run_id}: its end ({_ended(record)}) stored in {where.shown}, none was there")
+        ended = f"{record.get('state')}, exit {record.get('exit_code')}"
+        say(f"run {run_id}: its end ({ended}) stored in {where.shown}: its trainer stored none")
         return True
     if said.startswith(KEPT):
         return True  # the trainer's own end (or ours, from an earlier look)
     why = child.error or f"no answer within {seconds:.0f} s"
     say(f"WARNING: run {run_id}: its end was not stored in {where.shown} ({why}); next look")
     return False
-
-
-def _ended(record: dict) -> str:
-    return f"{record.get('state')}, exit {record.get('exit_code')}"
 
 
 def _store(config: WatchdogConfig, where: StatusObject, body: bytes) -> str:

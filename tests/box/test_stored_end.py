@@ -43,19 +43,24 @@ def _resume(box: FakeBox, now: float = T0, env: dict | None = None):
     return done
 
 
-@pytest.fixture
-def aws_box(tmp_path, moto_server, fake_metadata):
-    """(box, bucket): an AWS box whose settings name a moto bucket as the stack's storage."""
-    bucket = moto_server.create_bucket(prefix="")[len("s3://") :]
+def _box_of(tmp_path, moto, fake_metadata) -> tuple[FakeBox, str]:
+    """(box, bucket): an AWS box whose settings name a fresh bucket of `moto` as the
+    stack's storage, its role's keys from `fake_metadata`."""
+    bucket = moto.create_bucket(prefix="")[len("s3://") :]
     box = FakeBox(
         tmp_path,
         metadata_url=fake_metadata.url,
         docker_wait_seconds=1,
         storage_uri=f"s3://{bucket}",
         storage_region=REGION,
-        storage_endpoint=moto_server.endpoint_url,
+        storage_endpoint=moto.endpoint_url,
     )
     return box, bucket
+
+
+@pytest.fixture
+def aws_box(tmp_path, moto_server, fake_metadata):
+    return _box_of(tmp_path, moto_server, fake_metadata)
 
 
 def _stored(moto_server, bucket: str, run_id: str = "r-killed") -> dict:
@@ -71,7 +76,7 @@ def test_a_run_killed_before_its_first_upload_gets_its_end_in_s3(aws_box, moto_s
     stored = _stored(moto_server, bucket)
     assert (stored["run_id"], stored["state"], stored["exit_code"]) == ("r-killed", "failed", 137)
     assert stored["step"] == 3 and stored["updated_at"] == pytest.approx(T0 - 30)  # when it died
-    assert "r-killed: its end (failed, exit 137) stored in http://127.0.0.1" in done.stdout
+    assert "r-killed: its end (failed, exit 137) stored in http://127.0.0.1:" in done.stdout
 
 
 @pytest.mark.e2e  # Azurite
@@ -127,15 +132,7 @@ def test_a_stored_status_of_a_run_going_on_is_replaced_by_its_end(aws_box, moto_
 def test_storage_that_does_not_answer_costs_a_bounded_look_and_is_tried_at_the_next(
     tmp_path, private_moto_server, fake_metadata
 ):
-    bucket = private_moto_server.create_bucket(prefix="")[len("s3://") :]
-    box = FakeBox(
-        tmp_path,
-        metadata_url=fake_metadata.url,
-        docker_wait_seconds=1,
-        storage_uri=f"s3://{bucket}",
-        storage_region=REGION,
-        storage_endpoint=private_moto_server.endpoint_url,
-    )
+    box, bucket = _box_of(tmp_path, private_moto_server, fake_metadata)
     _killed(box)
     private_moto_server.stall()
     try:

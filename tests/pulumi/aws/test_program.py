@@ -18,7 +18,7 @@ from infra.aws import network as aws_network
 from infra.aws import storage as aws_storage
 from infra.aws import training_box as aws
 from stack import box_packing, catalog, storage_layout
-from stack.cloud_init import ProgramsSource, render_cloud_init
+from stack.cloud_init import ProgramsSource, box_storage_settings, render_cloud_init
 from stack.config import validate
 from tests.fakes.aws_program import (
     ACCOUNT_ID,
@@ -270,6 +270,8 @@ def test_user_data_is_the_shared_cloud_init_pointing_at_the_programs_in_the_buck
     settings = box_packing.settings_text(
         "aws",
         {"notify_topic_arn": box.one(TOPIC).outputs["arn"], "first_choice": "g5.xlarge on-demand"},
+        # Where the box stores a failed run's end (box/stored_end.py).
+        box_storage_settings("aws", box.exports["storageUri"], REGION),
         idle_shutdown_minutes=45,
         daily_stop_time="21:30",
         daily_stop_time_zone="Europe/Berlin",
@@ -414,6 +416,9 @@ def test_box_may_touch_only_its_bucket_and_pull_only_its_repository(box):
     repository_arn = box.one("aws:ecr/repository:Repository").outputs["arn"]
     assert statements["ListThisBucket"]["Resource"] == [bucket_arn]
     assert statements["ReadWriteThisBucket"]["Resource"] == [f"{bucket_arn}/*"]
+    # The trainer uploads with the role, and the box reads and writes a failed run's
+    # runs/<id>/status.json with it (box/stored_end.py).
+    assert {"s3:GetObject", "s3:PutObject"} <= set(statements["ReadWriteThisBucket"]["Action"])
     assert statements["PullThisRepository"]["Resource"] == [repository_arn]
     assert not any(a.startswith("ecr:Put") for a in statements["PullThisRepository"]["Action"])
     assert box.named("glucose-box-access").inputs["role"] == box.named("glucose-box-role").id

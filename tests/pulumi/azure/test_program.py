@@ -333,6 +333,10 @@ def test_an_azure_box_tells_run_ends_to_the_stacks_webhook_alone():
     assert watchdog["notify_webhook"] == url
     assert "notify_topic_arn" not in watchdog
     assert result.exports["notifyWebhook"] == url
+    # Where the box stores a failed run's end (box/stored_end.py): its identity's token
+    # needs no region.
+    assert watchdog["storage_uri"] == result.exports["storageUri"]
+    assert "storage_region" not in watchdog
 
 
 def test_vm_boots_the_box_cloud_init(on_demand):
