@@ -123,13 +123,15 @@ def _run_stand_in(docker_engine, stand_in_image, run_id: str, script: str) -> st
 
 @pytest.fixture
 def ending(docker_engine, stand_in_image, tmp_path, webhook):
-    """(box, start): a box whose end watch tells `webhook`, and a way to start a stand-in
-    run there that ends as its script says; each container removed afterwards."""
+    """(box, start): a box whose end watch tells `webhook` (and stores a failed run's end
+    in the `file://` store tmp_path/storage, as on this machine), and a way to start a
+    stand-in run there that ends as its script says; each container removed afterwards."""
     box = FakeBox(
         tmp_path / "box",
         cloud="local",
         docker_command=docker_engine.binary,
         notify_webhook=webhook.server.endpoint,
+        storage_uri=f"file://{tmp_path / 'storage'}",
     )
     started: list[str] = []
 
@@ -198,3 +200,17 @@ def test_two_watches_of_one_run_tell_its_end_once(ending, docker_engine, webhook
     _watch(box, docker_engine, run_id)
     assert second.wait(timeout=WATCH_SECONDS) == 0
     assert webhook.texts == [f"run {run_id} failed (exit 1): no val MAE yet"]
+
+
+@pytest.mark.e2e
+def test_the_end_watch_stores_the_end_of_a_run_killed_before_its_first_upload(
+    ending, docker_engine, webhook, tmp_path
+):
+    # `docker kill` sends SIGKILL, as the kernel's OOM killer does: docker reports 137.
+    box, start = ending
+    run_id = start("sleep 600")
+    docker_engine.run(["kill", f"glucose-train-{run_id}"], timeout_seconds=60)
+    _watch(box, docker_engine, run_id)
+    stored = json.loads((tmp_path / "storage" / "runs" / run_id / "status.json").read_text())
+    assert (stored["run_id"], stored["state"], stored["exit_code"]) == (run_id, "failed", 137)
+    assert webhook.texts == [f"run {run_id} failed (exit 137): no val MAE yet"]
