@@ -8,9 +8,9 @@ exit 0, so `fab download && pulumi destroy` cannot delete results it did not bri
 
 from __future__ import annotations
 
+from box.contract import STATE_UPLOAD_PENDING
 from ops.data.transfer import CHECKS, LOCAL_MANIFEST, DownloadReport
 from ops.run.on_box import container_name
-from trainer.reports.status import UPLOAD_PENDING
 
 PULUMI_DESTROY = "`pulumi destroy`"
 """What deletes a stack's storage; the local target's store is the user's to delete."""
@@ -89,7 +89,7 @@ def _not_safe_because(report: DownloadReport, box_state: str, box_dir: str, run:
         )
     if report.box_only:
         pending = " (the run finished, its last uploads are pending)" * (
-            box_state == UPLOAD_PENDING
+            box_state == STATE_UPLOAD_PENDING
         )
         reasons.append(
             f"{len(report.box_only)} files exist only on the box{pending}, in {box_dir} "

@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from box import contract
-from trainer.reports.status import METRICS_FILE, RunRecord
+from box.contract import METRICS_FILE, RunRecord
 from trainer.storage import ObjectNotFound, ObjectStore
 
-SUMMARY, CONFIG, METRICS = "summary.json", "config.json", METRICS_FILE
+SUMMARY, CONFIG, METRICS = contract.SUMMARY_FILE, contract.CONFIG_FILE, METRICS_FILE
 LAUNCHED = "launched"
 """A run whose folder holds `fab train`'s launch record alone: started, nothing uploaded
 yet (`fab status --run ID` asks its box how it is doing)."""
@@ -155,12 +155,12 @@ def _state(
 ) -> str:
     if any(problem.startswith(SUMMARY) for problem in problems):
         return "torn"  # a summary cut mid-upload: its status may say finished already
-    if status.state == "failed" and status.exit_code is not None:
+    if status.state == contract.STATE_FAILED and status.exit_code is not None:
         return f"failed (exit {status.exit_code})"
     if status.state:
         return status.state
     if summary is not None:
-        return "finished"
+        return contract.STATE_FINISHED
     if status_dict is None and launched and not problems:
         return (
             LAUNCHED  # `fab train` stored its launch record; the trainer has uploaded nothing yet

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from invoke.exceptions import Exit
 
 from box import contract
+from box.contract import STATE_UPLOAD_PENDING, RunRecord
 from ops.remote.ssh import Box
 from ops.run import on_box
 from ops.run.on_box import ContainerState
 from ops.run.readable import duration, log_sentence, money
 from trainer.reports import cost
-from trainer.reports.status import UPLOAD_PENDING, RunRecord
 
 NVIDIA_QUERY = (
     "nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total "
@@ -141,7 +141,7 @@ def describe_state(
 
 
 def _finished(status: RunRecord) -> str:
-    if status.state == UPLOAD_PENDING:
+    if status.state == STATE_UPLOAD_PENDING:
         return (
             "finished, last uploads pending (storage was down; the files are on the box "
             "until the run's container starts again: `fab download` says which)"
@@ -166,7 +166,7 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
     container = on_box.inspect_container(box, run_id)
     status = RunRecord.parse(box.read_text(f"{run_dir}/{contract.STATUS_FILE}"))
     metrics_tail = box.run(
-        f"tail -n 1 {shlex.quote(run_dir)}/metrics.jsonl 2>/dev/null", check=False
+        f"tail -n 1 {shlex.quote(run_dir)}/{contract.METRICS_FILE} 2>/dev/null", check=False
     ).stdout
     gpus = box.run(NVIDIA_QUERY, check=False)
     return RunSnapshot(

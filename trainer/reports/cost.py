@@ -32,20 +32,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.box_files import (
+from box.contract import (
     BOOTS_FILE,
-    LAUNCH_RECORD,
+    LAUNCH_FILE,
     RECORD_AT,
     RECORD_BOOT_ID,
     RECORD_MARKET,
     RECORD_SIZE,
     STOPS_FILE,
+    LaunchRecord,
+    RunRecord,
 )
-from trainer.reports.status import RunRecord
 
 SECONDS_PER_HOUR = 3600
-LAUNCH_PRICES = "hourly_prices_usd"
-"""launch.json's key: "<size> <market>" -> one box's hourly price, the stack's candidates'."""
 
 
 @dataclass(frozen=True)
@@ -216,9 +215,7 @@ def _price(prices: Mapping[str, float], priced_as: str, launch_price: float) -> 
 
 def launch_prices(launch: Mapping) -> dict[str, float]:
     """launch.json's table of prices by "<size> <market>"; {} when it has none."""
-    table = launch.get(LAUNCH_PRICES)
-    if not isinstance(table, dict):
-        return {}
+    table = LaunchRecord.from_dict(launch).hourly_prices_usd or {}
     return {k: float(v) for k, v in table.items() if isinstance(v, int | float)}
 
 
@@ -249,11 +246,13 @@ def box_run_cost(run_dir: Path, now: float) -> RunCost | None:
     together (`fab status` reads each box's own records for the exact figure)."""
     records = os.environ.get(RECORDS_ENV)
     try:
-        launch = json.loads((Path(run_dir) / LAUNCH_RECORD).read_text())
-        started, price = float(launch["started_at"]), float(launch["hourly_price_usd"])
-        boxes = int(launch.get("boxes") or 1)
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        written = json.loads((Path(run_dir) / LAUNCH_FILE).read_text())
+    except (OSError, ValueError, RecursionError):
         return None
+    launch = LaunchRecord.from_dict(written)
+    if launch.started_at is None or launch.hourly_price_usd is None:
+        return None
+    started, price, boxes = launch.started_at, launch.hourly_price_usd, launch.boxes or 1
     if not records:
         return None
     boots = records_of(Path(records) / BOOTS_FILE)
@@ -263,7 +262,7 @@ def box_run_cost(run_dir: Path, now: float) -> RunCost | None:
     # A run's container sees the box's runs at RUNS_ENV; a sweep's trials are in them.
     runs_dir = Path(os.environ.get(RUNS_ENV) or Path(run_dir).parent)
     others = sharing_spans(Path(run_dir).name, run_statuses(runs_dir))
-    return run_cost([up] * boxes, spans, price, others, launch_prices(launch))
+    return run_cost([up] * boxes, spans, price, others, launch_prices(written))
 
 
 def sharing_spans(run_id: str, statuses: Mapping[str, RunRecord]) -> list[Span]:

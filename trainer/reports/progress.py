@@ -20,9 +20,10 @@ from typing import Any
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from box.contract import METRICS_FILE, RunRecord
 from trainer.atomic_write import write_bytes_atomic
 from trainer.config import UserError
-from trainer.reports.status import METRICS_FILE, RunRecord, StatusWriter
+from trainer.reports.status import StatusWriter
 
 log = logging.getLogger(__name__)
 # The record each process of a run writes first: a resumed run's time is their sum.

@@ -4,13 +4,13 @@ resize by `fab start`)."""
 
 from __future__ import annotations
 
+from box.contract import RunRecord
 from ops.run.look import StatusView
 from ops.run.status import BoxSnapshot, RunSnapshot
 from ops.target.resolve import from_outputs
 from stack import catalog
 from tests.fixtures.clouds import target_outputs
 from trainer.reports import cost
-from trainer.reports.status import RunRecord
 
 TRIED = [
     {
