@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 MIN_PYTHON = (3, 10)
 """The oldest python3 the box programs run on (they use zoneinfo, 3.9+): Ubuntu 22.04's,
@@ -235,25 +235,44 @@ def lease_until(lease: object) -> float | None:
 _KINDS = {"int": int, "float": (int, float), "str": str, "bool": bool, "dict": dict, "list": list}
 
 
-def _typed(record: type, data: object) -> dict[str, Any]:
-    """The fields of dataclass `record` that `data` holds with their types (`int | None`:
-    an int); a bool is no number, and a number no bool."""
-    if not isinstance(data, dict):
-        return {}
-    kept = {}
-    for field in fields(record):
-        kind, value = field.type.split(" ")[0], data.get(field.name)
-        if isinstance(value, _KINDS[kind]) and (kind == "bool") == isinstance(value, bool):
-            kept[field.name] = value
-    return kept
+class _Record:
+    """A dataclass of a JSON file's keys, read without trusting the file."""
+
+    FILE: ClassVar[str]
+    """Its file in a run dir."""
+
+    @classmethod
+    def from_dict(cls: type[R], data: object) -> R:
+        """The fields `data` holds with their types (`int | None`: an int; a bool is no
+        number, and a number no bool); the others None."""
+        if not isinstance(data, dict):
+            return cls()
+        kept = {}
+        for field in fields(cls):
+            kind, value = field.type.split(" ")[0], data.get(field.name)
+            if isinstance(value, _KINDS[kind]) and (kind == "bool") == isinstance(value, bool):
+                kept[field.name] = value
+        return cls(**kept)
+
+    @classmethod
+    def parse(cls: type[R], text: str | bytes | None) -> R:
+        """The record in `text`; an empty one for None, a torn file, one nested past what
+        json follows, or another shape."""
+        try:
+            return cls.from_dict(json.loads(text) if text else None)
+        except (ValueError, RecursionError):
+            return cls()
+
+    @classmethod
+    def read(cls: type[R], run_dir: Path, name: str = "") -> R:
+        """The record in `run_dir`'s FILE (or `name`); an empty one when unreadable."""
+        try:
+            return cls.parse((Path(run_dir) / (name or cls.FILE)).read_bytes())
+        except OSError:
+            return cls()
 
 
-def _parsed(text: str | bytes | None) -> object:
-    """The JSON in `text`; None for None, a torn file or one nested past what json follows."""
-    try:
-        return json.loads(text) if text else None
-    except (ValueError, RecursionError):
-        return None
+R = TypeVar("R", bound=_Record)
 
 
 RECOVERED_FROM = (STATE_PREEMPTED, STATE_RUNNING)
@@ -262,9 +281,11 @@ or still `running` when its box went down under it."""
 
 
 @dataclass(frozen=True)
-class RunRecord:
+class RunRecord(_Record):
     """What status.json (or heartbeat.json) says. The trainer writes it
     (trainer.reports.status), `fab status` and the box's watchdog and resume unit read it."""
+
+    FILE: ClassVar[str] = STATUS_FILE
 
     run_id: str | None = None
     state: str | None = None
@@ -295,22 +316,8 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, data: object) -> RunRecord:
-        kept = _typed(cls, data)
-        if kept.get("state") not in STATES:
-            kept.pop("state", None)
-        return cls(**kept)
-
-    @classmethod
-    def parse(cls, text: str | bytes | None) -> RunRecord:
-        """The record in `text`; an empty one for None, a torn file or another shape."""
-        return cls.from_dict(_parsed(text))
-
-    @classmethod
-    def read(cls, run_dir: Path, name: str = STATUS_FILE) -> RunRecord:
-        try:
-            return cls.parse((Path(run_dir) / name).read_bytes())
-        except OSError:
-            return cls()
+        record = super().from_dict(data)
+        return record if record.state in (None, *STATES) else replace(record, state=None)
 
     def after_restart(self, now: float) -> dict[str, Any]:
         """`recoveries` and `time_lost_s` for a new start of the run this record is of:
@@ -331,7 +338,7 @@ STATUS_KEYS = tuple(field.name for field in fields(RunRecord))
 
 
 @dataclass(frozen=True)
-class LaunchRecord:
+class LaunchRecord(_Record):
     """launch.json, written by `fab train` (ops.run.launch) before the run's first start
     and kept by every resume, or by a sweep's driver for a trial (trainer.sweep.trials):
     what was launched, when first, and at what price (the run's cost counts from it)."""
@@ -360,13 +367,7 @@ class LaunchRecord:
     values: dict | None = None
     concurrent_trials: int | None = None
 
-    @classmethod
-    def from_dict(cls, data: object) -> LaunchRecord:
-        return cls(**_typed(cls, data))
-
-    @classmethod
-    def parse(cls, text: str | bytes | None) -> LaunchRecord:
-        return cls.from_dict(_parsed(text))
+    FILE: ClassVar[str] = LAUNCH_FILE
 
     def to_json(self) -> dict[str, Any]:
         """The keys the record was given (None: left out)."""
@@ -374,7 +375,7 @@ class LaunchRecord:
 
 
 @dataclass(frozen=True)
-class RunSummary:
+class RunSummary(_Record):
     """summary.json: a finished run's results (trainer.reports.summary writes it, once);
     `fab runs`, the box's notice of the run's end and a sweep's choice read it."""
 
@@ -410,16 +411,7 @@ class RunSummary:
     test: dict | None = None
     """The test split's; None for a sweep's trial (`--skip-test`)."""
 
-    @classmethod
-    def from_dict(cls, data: object) -> RunSummary:
-        return cls(**_typed(cls, data))
-
-    @classmethod
-    def read(cls, run_dir: Path) -> RunSummary:
-        try:
-            return cls.from_dict(_parsed((Path(run_dir) / SUMMARY_FILE).read_bytes()))
-        except OSError:
-            return cls()
+    FILE: ClassVar[str] = SUMMARY_FILE
 
     def to_json(self) -> dict[str, Any]:
         """Every key, null where None."""

@@ -1,10 +1,11 @@
 """`python -m trainer synth|train|launch|sweep|evaluate|sync|bench|bench-checkpoint|
 prepare-vitaldb|bench-prepare|dataset-fetch|dataset-publish` (also the image's ENTRYPOINT).
 
-Exit codes (ARCHITECTURE.md, `trainer.exit_codes`): 0 done, 2 user error and 74 run
-dir not writable (one line on stderr each), 75 stopped or preempted with a
-checkpoint written (restart me; for `sync`: storage still down, try again), or
-another process uploads the run dir (one line; try again once it has ended).
+Each subcommand's flags are its config's fields (`trainer.commands`, `trainer.flags`).
+Exit codes (`box.contract`'s EXIT_*; `trainer.exit_codes` says which error gets which):
+0 done, 2 user error and 74 run dir not writable (one line on stderr each), 75 stopped
+or preempted with a checkpoint written (restart me; for `sync`: storage still down, try
+again), or another process uploads the run dir (one line; try again once it has ended).
 """
 
 from __future__ import annotations
