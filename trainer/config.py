@@ -322,29 +322,29 @@ class RunConfig:
 
 
 SECTIONS: dict[str, type] = {
-    item.name: typing.get_type_hints(RunConfig)[item.name]
-    for item in dataclasses.fields(RunConfig)
-    if dataclasses.is_dataclass(typing.get_type_hints(RunConfig)[item.name])
+    name: hint
+    for name, hint in typing.get_type_hints(RunConfig).items()
+    if dataclasses.is_dataclass(hint)
 }
 """config.json's sections (RunConfig.to_dict): `data`, `train`, `model`, `optim`."""
-TRAIN_CONFIGS = (*SECTIONS.values(), RunConfig)
+OWNERS = (*SECTIONS.items(), ("", RunConfig))
+"""Each config in config.json, with its section ("": the top level)."""
+TRAIN_CONFIGS = tuple(config for _, config in OWNERS)
 """The configs whose `flag` fields are `python -m trainer train`'s flags."""
 
 
 def train_flag_fields() -> list[tuple[str, type, dataclasses.Field]]:
     """Every `train` flag as (its config.json section, "" at the top level; its config;
     its field), in the configs' order."""
-    owners = [*SECTIONS.items(), ("", RunConfig)]
-    return [(section, config, item) for section, config in owners for item in flag_fields(config)]
+    return [(section, config, item) for section, config in OWNERS for item in flag_fields(config)]
 
 
 def not_settings() -> frozenset[str]:
     """config.json's keys, dotted as `fab runs` flattens them (`train.run_dir`), that say
     where a run is or how often it reports, not how it trains (a field's `setting`)."""
-    owners = [*SECTIONS.items(), ("", RunConfig)]
     return frozenset(
         f"{section}.{item.name}" if section else item.name
-        for section, config in owners
+        for section, config in OWNERS
         for item in dataclasses.fields(config)
         if not item.metadata.get("setting", True)
     )

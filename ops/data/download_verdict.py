@@ -8,7 +8,7 @@ exit 0, so `fab download && pulumi destroy` cannot delete results it did not bri
 
 from __future__ import annotations
 
-from box.contract import STATE_UPLOAD_PENDING
+from box.contract import STATE_RUNNING, STATE_UPLOAD_PENDING
 from ops.data.transfer import CHECKS, LOCAL_MANIFEST, DownloadReport
 from ops.run.on_box import container_name
 
@@ -54,7 +54,7 @@ def destroy_advice(
     """(safe to `deletion`, the line that says so or says why not); `deletion` is what
     would delete the stored run (`pulumi destroy`, or on the local target the run's
     folder in its store)."""
-    if box_state == "running":
+    if box_state == STATE_RUNNING:
         return False, f"not yet safe to {deletion}: the run is still going (`fab stop` first)"
     reasons = _not_safe_because(report, box_state, box_dir, run)
     if reasons:
