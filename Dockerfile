@@ -92,3 +92,6 @@ LABEL org.opencontainers.image.title="glucose-training-trainer" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.version="${VERSION}"
 COPY trainer /opt/glucose-training/app/trainer
+# The run dir's names and records, shared with the box and `fab` (box/contract.py:
+# standard library only): of the box programs, the trainer imports this one alone.
+COPY box/__init__.py box/contract.py /opt/glucose-training/app/box/

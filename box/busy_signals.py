@@ -39,7 +39,7 @@ class Trainer:
     """The newest plausible `updated_at` of those files."""
     uploading: bool = False
     """Its status says the run finished while storage was down: this start of its
-    container only uploads what the store lacks (contract.UPLOAD_PENDING_STATE)."""
+    container only uploads what the store lacks (contract.STATE_UPLOAD_PENDING)."""
 
     @property
     def key(self) -> str:
@@ -191,7 +191,7 @@ def running_jobs(
                 user_files.read_json(config.runs_dir, container.run_id, name)
                 for name in PROGRESS_FILES
             )
-            uploading = (status or {}).get("state") == contract.UPLOAD_PENDING_STATE
+            uploading = contract.RunRecord.from_dict(status).state == contract.STATE_UPLOAD_PENDING
             trainers.append(
                 Trainer(
                     container.run_id,
@@ -204,13 +204,14 @@ def running_jobs(
 
 
 def progress(files: list[dict | None], now: float) -> tuple[int | None, float | None]:
-    """(furthest step, newest updated_at) over progress files (None: unreadable)."""
+    """(furthest step, newest updated_at) over progress files (None: unreadable), each
+    read as a run's record (contract.RunRecord: a heartbeat has the same keys)."""
     steps, times = [], []
     for found in files:
-        step = (found or {}).get("step")
-        if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
-            steps.append(step)
-        updated_at = user_files.sane_time((found or {}).get("updated_at"), now)
+        record = contract.RunRecord.from_dict(found)
+        if record.step is not None and record.step >= 0:
+            steps.append(record.step)
+        updated_at = user_files.sane_time(record.updated_at, now)
         if updated_at is not None:
             times.append(updated_at)
     return max(steps, default=None), max(times, default=None)

@@ -1,16 +1,22 @@
 """The box's contract: every name the box programs, `fab` and the trainer agree on.
 
-One definition each: the box programs, `ops/`, `stack/`, `pulumi/` and the packer import
-it as `box.contract`. The trainer image cannot import it and
-keeps its own copies of the few names it needs (exit codes, the status and heartbeat
-files, the user's stop marker): tests/box/test_contract.py proves each copy equal.
+One definition each: the box programs, the trainer (the image ships this file as
+`box/contract.py`, the one module of `box` it holds), `ops/`, `stack/`, `pulumi/` and
+the packer import it as `box.contract`. What a run dir holds is here: its files'
+names, status.json's states and keys (`RunRecord`), launch.json's (`LaunchRecord`),
+summary.json's (`RunSummary`), where a run lives in storage (`run_uri`), and the exit
+codes of `python -m trainer`.
 
 Standard library only, Python 3.10+ (MIN_PYTHON), and no import of ours.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
 
 MIN_PYTHON = (3, 10)
 """The oldest python3 the box programs run on (they use zoneinfo, 3.9+): Ubuntu 22.04's,
@@ -63,35 +69,58 @@ its bill, where the cloud refused the watchdog's first stop requests."""
 USER_DIRS = (RUNS_DIR, DATASETS_DIR, LEASES_DIR, SWEEPS_DIR)
 """Owned by the SSH user: `fab` writes them without root."""
 
-# In a run dir (BOX_ROOT/runs/<run_id>).
+# In a run dir (BOX_ROOT/runs/<run_id>; the same names under its folder in storage).
 STATUS_FILE = "status.json"
-"""Rank 0's record of the run (trainer.reports.status)."""
+"""Rank 0's record of the run (RunRecord; trainer.reports.status writes it)."""
 HEARTBEAT_FILE = "heartbeat.json"
 """`{"step", "updated_at"}` of a box whose ranks write no status.json."""
-UPLOAD_PENDING_STATE = "finished-upload-pending"
-"""status.json's `state` of a run that finished while storage was down: its container,
-started again, only uploads what the store lacks (trainer.reports.status' copy)."""
-FAILED_STATE = "failed"
-"""status.json's `state` of a run that failed (with its `exit_code`)."""
-END_STATES = ("stopped", "finished", UPLOAD_PENDING_STATE, FAILED_STATE)
-"""status.json's `state`s that say how a run ended: trainer.reports.status.STATES but
-those of a run that starts again (`running`, `preempted`). The box stores a failed run's
-end only over none of these (box/stored_end.py)."""
+METRICS_FILE = "metrics.jsonl"
+"""The run's records, one JSON object a line (trainer.reports.progress writes them)."""
+CONFIG_FILE = "config.json"
+"""The run's resolved settings, written at its start (trainer.config.RunConfig.to_dict)."""
+SPLITS_FILE = "splits.json"
+"""The case ids of the train, val and test splits, written at the run's start."""
+SUMMARY_FILE = "summary.json"
+"""The finished run's results (RunSummary), written once, at its end."""
+REPORT_FILE = "report.md"
+"""The finished run's report for people (trainer.reports.report)."""
+CHECKPOINTS_DIR = "checkpoints"
+LAST_CHECKPOINT = "last.pt"
+"""Under CHECKPOINTS_DIR: the newest checkpoint (a hard link), what a resume starts from."""
+BEST_CHECKPOINT = "best.pt"
+"""Under CHECKPOINTS_DIR: the checkpoint of the best validation MAE, what is evaluated."""
 LAUNCH_FILE = "launch.json"
-"""Written by `fab train`: the first start, the image, the dataset, the price, and the
-run's deadline (LAUNCH_DEADLINE)."""
+"""Written by `fab train` (and a sweep's driver for its trials): LaunchRecord."""
 LAUNCH_DEADLINE = "deadline"
 """launch.json's key: unix seconds after which nothing starts the run again (the
 boxes' cloud-side hard stop is then)."""
+LAUNCH_PRICES = "hourly_prices_usd"
+"""launch.json's key: "<size> <market>" -> one box's hourly price, the stack's candidates'."""
 STOPPED_BY_USER = "STOPPED_BY_USER"
-"""Written by `fab stop`: nothing restarts this run."""
+"""Written by `fab stop`: nothing restarts this run. Never mirrored (restored on another
+box it would block the resume), never restored."""
+
+# status.json's `state`.
+STATE_RUNNING = "running"
+STATE_PREEMPTED = "preempted"
+"""Stopped by a spot notice, with a checkpoint written (exit EXIT_STOPPED)."""
+STATE_STOPPED = "stopped"
+"""Stopped on request (SIGTERM, `fab stop`), with a checkpoint written (EXIT_STOPPED)."""
+STATE_FINISHED = "finished"
+STATE_UPLOAD_PENDING = "finished-upload-pending"
+"""A run that finished while storage was down: its container, started again, only
+uploads what the store lacks (`python -m trainer sync` does the same)."""
+STATE_FAILED = "failed"
+STATES = (
+    STATE_RUNNING, STATE_PREEMPTED, STATE_STOPPED, STATE_FINISHED, STATE_UPLOAD_PENDING,
+    STATE_FAILED,
+)  # fmt: skip
+END_STATES = (STATE_STOPPED, STATE_FINISHED, STATE_UPLOAD_PENDING, STATE_FAILED)
+"""The states that say how a run ended: STATES but those of a run that starts again
+(RECOVERED_FROM). The box stores a failed run's end only over none of these
+(box/stored_end.py)."""
 PREPARE_HEARTBEAT = (".prepare", "heartbeat.json")
 """Under BOX_ROOT/datasets/<name>: a `fab prepare-data` container's progress."""
-
-# In the stack's storage (stack.storage_layout: `<storageUri>/runs/<run_id>/`).
-RUNS_PREFIX = "runs"
-"""Runs' folders in storage: what the trainer mirrors, `fab train`'s launch record and,
-for a run that failed before the trainer stored how it ended, the box's status.json."""
 
 # On the cloud.
 DEADLINE_TAG = "glucose-deadline"
@@ -119,15 +148,21 @@ STOP_TIMEOUT_SECONDS = 120
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 NAME_RULE = "letters, digits, '.', '_' or '-' (at most 64, starting with a letter or digit)"
 
-# Exit codes of `python -m trainer` (trainer.exit_codes is the trainer's copy).
+# Exit codes of `python -m trainer` (sysexits.h where one fits); status.json's
+# `exit_code` is always the process's. trainer.exit_codes says which error gets which.
 EXIT_FINISHED = 0
+EXIT_FAILED = 1
 EXIT_USER_ERROR = 2
+"""A mistake the user can fix (a bad flag, a bad dataset, an incompatible resume)."""
 EXIT_BOXES_AWAY = 69
-"""A multi-node run's boxes did not all meet in the rendezvous's time: the resume unit
-starts it again, a minute apart, until the run's deadline."""
+"""EX_UNAVAILABLE: a multi-node run's boxes did not all meet in the rendezvous's time
+(one of them evicted and not back yet): the resume unit starts it again, a minute
+apart, until the run's deadline."""
 EXIT_UNWRITABLE = 74
+"""EX_IOERR: the run dir cannot be written (disk full, read-only, no access)."""
 EXIT_STOPPED = 75
-"""Stopped with a checkpoint written: the box's resume unit starts it again."""
+"""EX_TEMPFAIL: stopped or preempted with a checkpoint written: the box's resume unit
+starts it again (the only thing that does; docker's restart policy is `no`)."""
 
 # Leases: BOX_ROOT/leases/<name>.json keeps the idle watchdog off for a while.
 LEASE_FIELDS = ("written_at", "minutes", "reason")
@@ -154,6 +189,17 @@ def name_problem(value: object, what: str, kind: str = "run id") -> str | None:
 
 def run_dir(box_root: str, run_id: str) -> str:
     return f"{box_root}/{RUNS_DIR}/{run_id}"
+
+
+def run_uri(storage_uri: str, run_id: str) -> str:
+    """A run's folder in storage (`<storageUri>/runs/<id>`): the run dir's mirror and its
+    checkpoints, what `fab train` passes the trainer as `--checkpoint-uri`."""
+    return f"{storage_uri.rstrip('/')}/{RUNS_DIR}/{run_id}"
+
+
+def sweep_uri(storage_uri: str, sweep_id: str) -> str:
+    """A sweep's folder in storage, which its driver mirrors (trainer.sweep.mirror)."""
+    return f"{storage_uri.rstrip('/')}/{SWEEPS_DIR}/{sweep_id}"
 
 
 def sweep_dir(box_root: str, sweep_id: str) -> str:
@@ -185,3 +231,197 @@ def lease_until(lease: object) -> float | None:
     if not minutes > 0:
         return None
     return written_at + min(minutes, MAX_LEASE_MINUTES) * 60
+
+
+# The run dir's JSON records, typed. Each is written by the container or fab and read
+# where nothing it holds is trusted: a key a file lacks, or holds with another type,
+# reads as None.
+_KINDS = {"int": int, "float": (int, float), "str": str, "bool": bool, "dict": dict, "list": list}
+
+
+class _Record:
+    """A dataclass of a JSON file's keys, read without trusting the file."""
+
+    FILE: ClassVar[str]
+    """Its file in a run dir."""
+
+    @classmethod
+    def from_dict(cls: type[R], data: object) -> R:
+        """The fields `data` holds with their types (`int | None`: an int; a bool is no
+        number, and a number no bool); the others None."""
+        if not isinstance(data, dict):
+            return cls()
+        kept = {}
+        for field in fields(cls):
+            kind, value = field.type.split(" ")[0], data.get(field.name)
+            if isinstance(value, _KINDS[kind]) and (kind == "bool") == isinstance(value, bool):
+                kept[field.name] = value
+        return cls(**kept)
+
+    @classmethod
+    def parse(cls: type[R], text: str | bytes | None) -> R:
+        """The record in `text`; an empty one for None, a torn file, one nested past what
+        json follows, or another shape."""
+        try:
+            return cls.from_dict(json.loads(text) if text else None)
+        except (ValueError, RecursionError):
+            return cls()
+
+    @classmethod
+    def read(cls: type[R], run_dir: Path, name: str = "") -> R:
+        """The record in `run_dir`'s FILE (or `name`); an empty one when unreadable."""
+        try:
+            return cls.parse((Path(run_dir) / (name or cls.FILE)).read_bytes())
+        except OSError:
+            return cls()
+
+
+R = TypeVar("R", bound=_Record)
+
+
+RECOVERED_FROM = (STATE_PREEMPTED, STATE_RUNNING)
+"""What a run that starts again was, when it did not ask to stop: evicted after a notice,
+or still `running` when its box went down under it."""
+
+
+@dataclass(frozen=True)
+class RunRecord(_Record):
+    """What status.json (or heartbeat.json) says. The trainer writes it
+    (trainer.reports.status), `fab status` and the box's watchdog and resume unit read it."""
+
+    FILE: ClassVar[str] = STATUS_FILE
+
+    run_id: str | None = None
+    state: str | None = None
+    """One of STATES."""
+    epoch: int | None = None
+    step: int | None = None
+    total_steps: int | None = None
+    train_loss: float | None = None
+    val_mae: float | None = None
+    windows_per_s: float | None = None
+    gpu_memory_gib: float | None = None
+    """Peak GPU memory this process reserved (torch's allocator); None on the CPU."""
+    eta_s: float | None = None
+    last_checkpoint_at: float | None = None
+    """Unix seconds."""
+    updated_at: float | None = None
+    """Unix seconds of the last write."""
+    exit_code: int | None = None
+    uploads: dict | None = None
+    """None without --checkpoint-uri, else `pending`, `failing_since`, `last_uploaded_at`."""
+    recoveries: int | None = None
+    """Starts after a stop the run did not ask for (a spot eviction, a host failure)."""
+    time_lost_s: float | None = None
+    """Seconds between those stops and the starts that followed them, summed."""
+    ran: list | None = None
+    """[start, last write] of each process that trained the run (unix s), oldest first:
+    the spans its dollars count (trainer.reports.cost)."""
+
+    @classmethod
+    def from_dict(cls, data: object) -> RunRecord:
+        record = super().from_dict(data)
+        return record if record.state in (None, *STATES) else replace(record, state=None)
+
+    def after_restart(self, now: float) -> dict[str, Any]:
+        """`recoveries` and `time_lost_s` for a new start of the run this record is of:
+        one more when the run was preempted or died running (its box went down with it),
+        the time since it last said anything lost to that."""
+        recoveries, lost = self.recoveries or 0, self.time_lost_s or 0.0
+        if self.state in RECOVERED_FROM:
+            recoveries += 1
+            lost += max(0.0, now - (self.updated_at or now))
+        return {"recoveries": recoveries, "time_lost_s": round(lost, 1)}
+
+    def known(self) -> dict[str, Any]:
+        """The keys the file had (with their types), as a dict."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+
+STATUS_KEYS = tuple(field.name for field in fields(RunRecord))
+
+
+@dataclass(frozen=True)
+class LaunchRecord(_Record):
+    """launch.json, written by `fab train` (ops.run.launch) before the run's first start
+    and kept by every resume, or by a sweep's driver for a trial (trainer.sweep.trials):
+    what was launched, when first, and at what price (the run's cost counts from it)."""
+
+    run_id: str | None = None
+    name: str | None = None
+    image: str | None = None
+    dataset: str | None = None
+    trainer_args: list | None = None
+    started_at: float | None = None
+    """Unix seconds of the run's first start."""
+    hourly_price_usd: float | None = None
+    """One box's price at launch: what a boot with no size on record costs."""
+    hourly_prices_usd: dict | None = None
+    """LAUNCH_PRICES: "<size> <market>" -> one box's hourly price."""
+    spot: bool | None = None
+    boxes: int | None = None
+    """Boxes the run trains on (each priced the same); None: one."""
+    world_size: int | None = None
+    deadline: float | None = None
+    """LAUNCH_DEADLINE."""
+    sweep: str | None = None
+    """The sweep whose trial this run is; then `trial`, its `values` and how many trials
+    share the box (`concurrent_trials`)."""
+    trial: int | None = None
+    values: dict | None = None
+    concurrent_trials: int | None = None
+
+    FILE: ClassVar[str] = LAUNCH_FILE
+
+    def to_json(self) -> dict[str, Any]:
+        """The keys the record was given (None: left out)."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+
+@dataclass(frozen=True)
+class RunSummary(_Record):
+    """summary.json: a finished run's results (trainer.reports.summary writes it, once);
+    `fab runs`, the box's notice of the run's end and a sweep's choice read it."""
+
+    run_id: str | None = None
+    name: str | None = None
+    best_epoch: int | None = None
+    """The epoch (and `best_step` the step) of the best validation MAE: what val and test
+    score."""
+    best_step: int | None = None
+    steps: int | None = None
+    epochs: int | None = None
+    parameters: int | None = None
+    device: str | None = None
+    precision: str | None = None
+    wall_s: float | None = None
+    """Summed over the run's processes, each of which `processes` lists."""
+    processes: list | None = None
+    data: dict | None = None
+    """The dataset's source, cases, windows and fingerprint."""
+    world_size: int | None = None
+    per_rank_batch_size: int | None = None
+    global_batch_size: int | None = None
+    lr: float | None = None
+    formulation: str | None = None
+    gpu_memory_gib: float | None = None
+    recoveries: int | None = None
+    time_lost_s: float | None = None
+    cost_usd: float | None = None
+    """None off a box (no boot and stop records); `cost` says how it was counted."""
+    cost: dict | None = None
+    val: dict | None = None
+    """The validation split's metrics (`mae` in mg/dL, ...), beside the baseline's."""
+    test: dict | None = None
+    """The test split's; None for a sweep's trial (`--skip-test`)."""
+
+    FILE: ClassVar[str] = SUMMARY_FILE
+
+    def to_json(self) -> dict[str, Any]:
+        """Every key, null where None."""
+        return asdict(self)
+
+    @property
+    def val_mae(self) -> float | None:
+        mae = (self.val or {}).get("mae")
+        return float(mae) if isinstance(mae, (int, float)) and not isinstance(mae, bool) else None

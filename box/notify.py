@@ -63,31 +63,27 @@ SUBJECT_LIMIT = 100  # SNS's, for the mail's subject
 
 def summary_line(config: WatchdogConfig, home: Path, run_id: str, state: str, now: float) -> str:
     """`run R finished: best val MAE 16.23, cost $3.45`, from what the run left."""
-    summary = user_files.read_json(home, run_id, "summary.json") or {}
-    status = user_files.read_json(home, run_id, contract.STATUS_FILE) or {}
-    best = (summary.get("val") or {}).get("mae") if isinstance(summary.get("val"), dict) else None
-    mae = _number(best) if best is not None else _number(status.get("val_mae"))
+    summary = contract.RunSummary.from_dict(
+        user_files.read_json(home, run_id, contract.SUMMARY_FILE)
+    )
+    status = contract.RunRecord.from_dict(user_files.read_json(home, run_id, contract.STATUS_FILE))
+    mae = summary.val_mae if summary.val_mae is not None else status.val_mae
     parts = [f"best val MAE {mae:.2f}" if mae is not None else "no val MAE yet"]
-    cost = _number(summary.get("cost_usd"))
-    if cost is not None:
-        parts.append(f"cost ${cost:.2f}")
+    if summary.cost_usd is not None:
+        parts.append(f"cost ${summary.cost_usd:.2f}")
     elif (estimate := _estimated_cost(home, run_id, now)) is not None:
         parts.append(f"cost about ${estimate:.2f}")
     kind = "sweep" if home == config.sweeps_dir else "run"
     return f"{kind} {run_id} {state}: {', '.join(parts)}"
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
 def _estimated_cost(home: Path, run_id: str, now: float) -> float | None:
     """launch.json's price of its boxes for the time since the run's first start."""
-    launch = user_files.read_json(home, run_id, contract.LAUNCH_FILE) or {}
-    price, boxes = _number(launch.get("hourly_price_usd")), _number(launch.get("boxes")) or 1
-    started = user_files.sane_time(launch.get("started_at"), now)
+    launch = contract.LaunchRecord.from_dict(
+        user_files.read_json(home, run_id, contract.LAUNCH_FILE)
+    )
+    price, boxes = launch.hourly_price_usd, launch.boxes or 1
+    started = user_files.sane_time(launch.started_at, now)
     if price is None or started is None:
         return None
     return price * boxes * (now - started) / 3600

@@ -57,9 +57,6 @@ from box import contract, docker_cli, notify, stored_end, user_files
 from box.box_time import boot_time, now_seconds, read_boot_id
 from box.watchdog_config import WatchdogConfig, load_config_or_say_why
 
-USER_ERROR_EXIT_CODE = 2
-# The trainer never got to write its final state: the host went down under it.
-UNFINISHED_STATES = ("running", "preempted")
 DOCKER_POLL_SECONDS = 2
 # Pause before the 1st, 2nd and 3rd start of a run in one boot, after its last exit.
 RETRY_DELAYS_SECONDS = (0, 60, 180)
@@ -91,39 +88,37 @@ def why_not_resume(
     """Empty when the container should be started again, else the reason it stays down."""
     if os.path.lexists(run_dir / contract.STOPPED_BY_USER):
         return STOPPED_BY_USER_REASON
-    status = (
+    status = contract.RunRecord.from_dict(
         user_files.read_json(run_dir.parent, run_dir.name, contract.STATUS_FILE)
         or user_files.read_json(run_dir.parent, run_dir.name, contract.HEARTBEAT_FILE)
-        or {}
     )
-    state = str(status.get("state") or "")
-    if state == contract.UPLOAD_PENDING_STATE:
+    state = status.state or ""
+    if state == contract.STATE_UPLOAD_PENDING:
         # Its last uploads did not land: a start only uploads them
         # (trainer/checkpoints/final_upload.py) and exits 0, whatever the hour.
         return ""
     deadline = run_deadline(run_dir)
     if deadline is not None and now >= deadline:
         return f"{PAST_DEADLINE_REASON} (`fab train --run ID --hours H` gives it another)"
-    if state == "finished" or container.exit_code == 0:
+    if state == contract.STATE_FINISHED or container.exit_code == contract.EXIT_FINISHED:
         return "finished"
-    if container.exit_code == USER_ERROR_EXIT_CODE:
+    if container.exit_code == contract.EXIT_USER_ERROR:
         return "exited 2: a user error (bad flags or data), not an interruption"
     if container.exit_code in (contract.EXIT_STOPPED, contract.EXIT_BOXES_AWAY):
         return ""
     # Without a boot time to compare, trust the status alone (the attempts stay bounded).
     before_boot = booted_at is None or container.started_at < booted_at
-    if state in UNFINISHED_STATES and before_boot:
+    # The trainer never got to write its final state: the host went down under it.
+    if state in contract.RECOVERED_FROM and before_boot:
         return ""
     return f"exited {container.exit_code} with status {state or 'unknown'}: a failure"
 
 
 def run_deadline(run_dir: Path) -> float | None:
     """launch.json's deadline (unix seconds), None when it names none."""
-    launch = user_files.read_json(run_dir.parent, run_dir.name, contract.LAUNCH_FILE) or {}
-    deadline = launch.get(contract.LAUNCH_DEADLINE)
-    if isinstance(deadline, (int, float)) and not isinstance(deadline, bool):
-        return float(deadline)
-    return None
+    launch = user_files.read_json(run_dir.parent, run_dir.name, contract.LAUNCH_FILE)
+    deadline = contract.LaunchRecord.from_dict(launch).deadline
+    return float(deadline) if deadline is not None else None
 
 
 def load_attempts(path: Path, boot_id: str) -> dict:
@@ -278,7 +273,7 @@ def store_the_end(
     record = {
         **last,
         "run_id": container.run_id,
-        "state": contract.FAILED_STATE,
+        "state": contract.STATE_FAILED,
         "exit_code": container.exit_code,
         "updated_at": container.finished_at,
     }
@@ -344,9 +339,11 @@ def peers_away_since(config: WatchdogConfig, container: docker_cli.TrainerContai
 def _run_step(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> int | None:
     """The step the run's record (status.json, else heartbeat.json) has reached."""
     for name in (contract.STATUS_FILE, contract.HEARTBEAT_FILE):
-        record = user_files.read_json(config.runs_dir, container.run_id, name) or {}
-        if _is_number(record.get("step")):
-            return int(record["step"])
+        record = contract.RunRecord.from_dict(
+            user_files.read_json(config.runs_dir, container.run_id, name)
+        )
+        if record.step is not None:
+            return record.step
     return None
 
 

@@ -138,10 +138,12 @@ def _at_daily_stop(config: WatchdogConfig, now: float) -> bool:
 
 def _preempted_run(config: WatchdogConfig, now: float) -> str | None:
     for run_id in user_files.directory_names(config.runs_dir):
-        status = user_files.read_json(config.runs_dir, run_id, contract.STATUS_FILE) or {}
-        updated_at = user_files.sane_time(status.get("updated_at"), now)
+        status = contract.RunRecord.from_dict(
+            user_files.read_json(config.runs_dir, run_id, contract.STATUS_FILE)
+        )
+        updated_at = user_files.sane_time(status.updated_at, now)
         recent = updated_at is not None and now - updated_at < SPOT_NOTICE_WINDOW_SECONDS
-        if status.get("state") == "preempted" and recent:
+        if status.state == contract.STATE_PREEMPTED and recent:
             return run_id
     return None
 

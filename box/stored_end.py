@@ -95,7 +95,7 @@ def status_object(config: WatchdogConfig, run_id: str) -> StatusObject | None:
         container, _, folder = where.partition("/")
     else:
         container, folder = parts.netloc, where
-    names = (folder, contract.RUNS_PREFIX, run_id, contract.STATUS_FILE)
+    names = (folder, contract.RUNS_DIR, run_id, contract.STATUS_FILE)
     key = "/".join(name for name in names if name)
     if parts.scheme == "file":
         return StatusObject("file", f"/{key}")

@@ -10,31 +10,25 @@
     tmp/                      scratch: both clouds' lifecycle rules delete it after 2 days
 
 The Pulumi program declares the lifecycle rule and the programs' object; `fab` reads and
-writes runs and datasets. Plain strings: no storage client here.
+writes runs and datasets. Plain strings: no storage client here. A run's folder and a
+sweep's are the box's contract (`box.contract.run_uri`, `sweep_uri`): the trainer,
+which cannot import this module, finds them there too.
 """
 
 from __future__ import annotations
 
 from box import contract
+from box.contract import run_uri as run_uri  # `fab` finds them here too
+from box.contract import sweep_uri as sweep_uri
 
-RUNS_PREFIX = contract.RUNS_PREFIX
+RUNS_PREFIX = contract.RUNS_DIR
 """The box programs store a failed run's end under it too (box/stored_end.py)."""
 DATASETS_PREFIX = "datasets"
-SWEEPS_PREFIX = "sweeps"
+SWEEPS_PREFIX = contract.SWEEPS_DIR
 BOX_PROGRAMS_PREFIX = "box"
 TMP_PREFIX = "tmp"
 STALE_TMP_DAYS = 2
 """What is left under tmp/ this long is a crashed writer's and only costs money."""
-
-
-def run_uri(storage_uri: str, run_id: str) -> str:
-    """A run's own folder: what `fab train` passes the trainer as `--checkpoint-uri`."""
-    return f"{storage_uri.rstrip('/')}/{RUNS_PREFIX}/{run_id}"
-
-
-def sweep_uri(storage_uri: str, sweep_id: str) -> str:
-    """A sweep's folder, which its driver mirrors (trainer.sweep.mirror keeps a copy)."""
-    return f"{storage_uri.rstrip('/')}/{SWEEPS_PREFIX}/{sweep_id}"
 
 
 def dataset_uri(storage_uri: str, name: str) -> str:

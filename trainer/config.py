@@ -6,11 +6,14 @@ turns that into one line on stderr and exit code 2. The resolved `RunConfig` is
 written to `config.json` in the run dir and stored (as a plain dict) in every
 checkpoint.
 
-Each field that is a `train` flag is declared with `flag(default, help)`: the flag is
-`--<field-name>` (or `name=`), its default the field's, its help the one given, so
-`train_flags` makes the whole command line from the dataclasses (as torchtitan's
-JobConfig does). A new flag is a new field. Torch-free: `fab train` and `fab sweep`
-check the flags with this same parser before anything ships (`check_train_flags`).
+Each field that is a `train` flag is declared with `flag(default, ...)`
+(`trainer.flags`): the flag is `--<field-name>` (or `name=`), its default the field's,
+its help the docstring under the field, its choices a `Literal` type; so `train_flags`
+makes the whole command line from the dataclasses (as torchtitan's JobConfig does),
+and the field's metadata says what a sweep may vary and what `fab runs` and report.md
+show. A new flag is a new field. Torch-free: `fab train` and `fab sweep` check the flags
+with this same parser before anything ships (`check_train_flags`), and `fab runs` asks
+`not_settings`.
 """
 
 from __future__ import annotations
@@ -22,14 +25,15 @@ import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from trainer.quantities import count, duration_forms, duration_type
+from trainer.flags import LISTED, RANGE, add_flags, flag, flag_fields, from_flags
 
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
-ARCHS = ("resnet34", "resnet18")
+Precision = Literal["auto", "bf16", "fp16", "fp32"]
+Arch = Literal["resnet34", "resnet18"]
 # trainer.model.FORMULATIONS, and "auto"; spelled here so the CLI parses without torch.
-FORMULATIONS = ("auto", "gemm", "torch", "nhwc")
+Formulation = Literal["auto", "gemm", "torch", "nhwc"]
+PRECISIONS, ARCHS, FORMULATIONS = (typing.get_args(kind) for kind in (Precision, Arch, Formulation))
 # `train --epochs` left out; `fab plan` costs a run of this many too.
 DEFAULT_EPOCHS = 20
 
@@ -42,22 +46,6 @@ MAX_NAME_CHARS = 64
 
 class UserError(Exception):
     """A mistake the user can fix (bad flag, bad dataset, incompatible resume): exit 2."""
-
-
-def flag(
-    default: Any = dataclasses.MISSING,
-    help: str = "",
-    *,
-    name: str = "",
-    choices: tuple[str, ...] = (),
-    metavar: str | None = None,
-    unit: str = "",
-) -> Any:
-    """A config field that is also a `train` flag: `--<name>` (default: the field's name
-    with dashes), with this default (none: a required flag) and help; `unit` ("s", "m",
-    "h"): a duration, `10m` or a bare number of that unit (`trainer.quantities`)."""
-    meta = {"flag": name, "help": help, "choices": choices, "metavar": metavar, "unit": unit}
-    return field(default=default, metadata=meta)
 
 
 def _require(ok: bool, message: str) -> None:
@@ -76,18 +64,20 @@ def check_run_name(name: str) -> None:
 
 @dataclass(frozen=True)
 class SynthConfig:
-    out: Path
+    """`synth`: a synthetic PPG dataset."""
+
+    out: Path = flag()
     """Directory the dataset is written to (created)."""
-    cases: int
-    """Number of synthetic subjects; splits are made by case."""
-    windows_per_case: int
+    cases: int = flag()
+    """Number of synthetic subjects (at least 3); splits are made by case."""
+    windows_per_case: int = flag()
     """Windows (one glucose label each) per case."""
-    window_length: int = 100
-    """Samples per window."""
-    seed: int = 0
+    window_length: int = flag(100)
+    """Samples per window (at least 32)."""
+    seed: int = flag(0)
     """Everything generated is a pure function of this seed."""
-    force: bool = False
-    """Replace a dataset already in `out` (without it, one there is refused)."""
+    force: bool = flag(False)
+    """Replace a dataset already in --out (without it, one there is refused)."""
 
     def __post_init__(self) -> None:
         _require(self.cases >= 3, f"--cases {self.cases}: need at least 3 (train/val/test)")
@@ -103,12 +93,12 @@ class SynthConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    data_dir: Path = flag(name="data")
+    data_dir: Path = flag(name="data", setting=False)
     """Dataset directory (windows.npy, glucose.npy, case_id.npy, meta.json)."""
-    val_fraction: float = flag(0.15, "of cases")
-    """Share of cases held out for validation (at least one case)."""
-    test_fraction: float = flag(0.15, "of cases")
-    """Share of cases held out for the final test (at least one case)."""
+    val_fraction: float = flag(0.15)
+    """Share of cases held out for validation (at least one case; below 0.5)."""
+    test_fraction: float = flag(0.15)
+    """Share of cases held out for the final test (at least one case; below 0.5)."""
 
     def __post_init__(self) -> None:
         for name in ("val_fraction", "test_fraction"):
@@ -121,11 +111,12 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    arch: str = flag("resnet34", name="model", choices=ARCHS)
+    arch: Arch = flag("resnet34", name="model", tunable=LISTED)
     """resnet34 (the product model, ~7.2M parameters) or resnet18 (quick experiments)."""
-    kernel_size: int = flag(3, "odd, <= 15")
-    """Width of the residual blocks' convolutions (odd, so the padding stays symmetric)."""
-    dropout: float = flag(0.2, "before the head")
+    kernel_size: int = flag(3, tunable=LISTED)
+    """Width of the residual blocks' convolutions: odd (so the padding stays symmetric),
+    at most 15."""
+    dropout: float = flag(0.2, tunable=RANGE)
     """Dropout before the linear head."""
 
     def __post_init__(self) -> None:
@@ -139,32 +130,30 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class OptimConfig:
-    lr: float | None = flag(None, "peak (default: 2e-3 x sqrt(batch / 256))")
-    """Peak AdamW learning rate, reached after warmup, then cosine decay. None: the
-    trainer's, for the global batch (`trainer.loop.defaults.default_lr`)."""
-    weight_decay: float = flag(1e-2, "AdamW, on convolution and linear weights")
+    lr: float | None = flag(None, tunable=RANGE, auto="2e-3 x sqrt(batch / 256)")
+    """Peak AdamW learning rate, reached after warmup, then cosine decay. Left out: the
+    trainer's for the global batch, 2e-3 x sqrt(batch / 256)
+    (`trainer.loop.defaults.default_lr`), the run's own on a resume."""
+    weight_decay: float = flag(1e-2, tunable=RANGE)
     """AdamW decoupled weight decay (0 to 1: each step shrinks weights by lr x this), on
     the convolution and linear weights; BatchNorm's scales and shifts and the biases
     take none (unless --decay-norms-and-biases)."""
-    decay_norms_and_biases: bool | None = flag(
-        None, "weight decay on BatchNorm scales/shifts and biases too (runs before 2026-11-27)"
-    )
+    decay_norms_and_biases: bool | None = flag(None, auto="off (a resume: the run's)")
     """Weight decay on every parameter, BatchNorm's scale and shift and the biases
     included, as runs started before 2026-11-27 trained (their resumes keep it). They
     carry no scale for the decay to shrink towards: decaying them only pulls them off
-    their values. None: off, or the run's on a resume."""
-    beta2: float | None = flag(
-        None, "AdamW's second-moment decay (default: 0.999 at batch 256, lower at larger)"
-    )
-    """AdamW's beta2. None: the trainer's for the global batch
-    (`trainer.loop.defaults.default_beta2`), the run's own on a resume."""
-    warmup_fraction: float = flag(0.05, "share of all steps warming up linearly")
+    their values. Left out: off, or the run's on a resume."""
+    beta2: float | None = flag(None, auto="0.999 at batch 256, lower at larger")
+    """AdamW's second-moment decay (0 to 1). Left out: the trainer's for the global
+    batch, 0.999 at 256 and lower at larger (`trainer.loop.defaults.default_beta2`), the
+    run's own on a resume."""
+    warmup_fraction: float = flag(0.05, tunable=RANGE)
     """Share of all optimizer steps spent warming up linearly from zero."""
-    min_lr_fraction: float = flag(0.02, "cosine decays to this share of the peak")
+    min_lr_fraction: float = flag(0.02, tunable=RANGE)
     """Cosine decays to this share of the peak learning rate."""
-    grad_clip_norm: float = flag(1.0, "global norm; 0: off", name="grad-clip")
+    grad_clip_norm: float = flag(1.0, name="grad-clip", tunable=RANGE)
     """Global gradient norm clip (0 turns clipping off)."""
-    grad_accum: int = flag(1)
+    grad_accum: int = flag(1, tunable=RANGE)
     """Micro-batches accumulated per optimizer step."""
 
     def __post_init__(self) -> None:
@@ -196,65 +185,54 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    run_dir: Path = flag()
-    """Everything the run writes goes here; its name is the run id."""
-    epochs: int = flag(DEFAULT_EPOCHS)
+    run_dir: Path = flag(setting=False)
+    """Everything the run writes goes here; its name is the run id. A run dir that holds
+    a run resumes it."""
+    epochs: int = flag(DEFAULT_EPOCHS, tunable=RANGE)
     """Passes over the training cases' windows."""
     batch_size: int | None = flag(
-        None,
-        "global, over all ranks (default: ~200 steps an epoch, 1024-16384 a GPU; 256 on CPU; "
-        "a resume keeps the run's)",
+        None, tunable=RANGE, auto="~200 steps an epoch, 1024-16384 a GPU; 256 on a CPU"
     )
     """Windows per micro-batch over all ranks (the global batch; each rank takes
-    1/world_size). None: the trainer's per-rank batch for the device and the training
-    set (on a GPU about 200 steps an epoch, 1024 to 16384) times the ranks at the run's
-    first start, the run's own on a resume (`trainer.loop.defaults`)."""
-    precision: str = flag("auto", choices=PRECISIONS)
+    1/world_size). Left out: the trainer's per-rank batch for the device and the
+    training set (on a GPU about 200 steps an epoch, 1024 to 16384; 256 on a CPU) times
+    the ranks at the run's first start, the run's own on a resume
+    (`trainer.loop.defaults`)."""
+    precision: Precision = flag("auto", auto="bf16 on sm_80+ GPUs, fp16 on older, fp32 on CPU")
     """auto = bf16 on GPUs that compute it natively (sm_80+), fp16 + GradScaler on older
     GPUs (V100, T4), fp32 on CPU."""
-    seed: int = flag(0)
+    seed: int = flag(0, tunable=RANGE)
     """Seeds the split, the init, every epoch's permutation and dropout."""
-    patience: int = flag(5)
+    patience: int = flag(5, tunable=RANGE)
     """Stop after this many epochs without a better validation MAE."""
     max_steps: int | None = flag(None)
     """Stop (as finished) after this many optimizer steps in total."""
-    log_every_steps: int = flag(10, "optimizer steps per log line", name="log-every")
+    log_every_steps: int = flag(10, name="log-every", setting=False)
     """Optimizer steps between log lines; the only per-step host syncs happen here."""
-    formulation: str = flag(
-        "auto",
-        "how the network computes (auto: gemm on CPU, the fastest timed on a GPU)",
-        choices=FORMULATIONS,
-    )
+    formulation: Formulation = flag("auto", auto="gemm on a CPU, the fastest timed on a GPU")
     """How the network computes (`trainer.model`): gemm, torch or nhwc. auto: gemm on a
     CPU, on a GPU the fastest of them timed at the run's first start; a resume keeps
     the run's."""
-    deterministic: bool = flag(
-        False, "the same result every run on one GPU (no cuDNN autotuning; slower)"
-    )
+    deterministic: bool = flag(False)
     """The same result every run on one GPU: no cuDNN autotuning, deterministic kernels
     only (slower); the CPU is deterministic anyway."""
-    compile: bool = flag(False, "torch.compile the network (minutes at start)")
-    """torch.compile the network (fused kernels; on a GPU the step's CUDA graph records
-    them; the compiled code is cached in the run dir, a resume does not compile again)."""
-    graph: bool = flag(
-        True,
-        "on a GPU, eager steps instead of the step replayed as one CUDA graph",
-        name="no-graph",
-    )
+    compile: bool = flag(False)
+    """torch.compile the network (minutes at start; fused kernels, on a GPU the step's
+    CUDA graph records them; the compiled code is cached in the run dir, a resume does
+    not compile again)."""
+    graph: bool = flag(True, name="no-graph")
     """On a GPU, record the whole training step (and evaluation's forward) as a CUDA
     graph once and replay it: one launch a step instead of ~850 (`trainer.loop.step`).
     --no-graph: eager steps. A capture that fails falls back to eager by itself."""
-    name: str = flag("", "a label for the run (the id stays its key)")
+    name: str = flag("", setting=False)
     """A person's label for the run (`fab train --name`); the run id stays its key. A
     resume that gives none keeps the run's."""
-    skip_test: bool = flag(
-        False, "leave the test split unevaluated (a sweep's trial: its sweep evaluates it once)"
-    )
+    skip_test: bool = flag(False, setting=False)
     """Leave the test split unevaluated: a sweep's trial, whose sweep evaluates the test
     split once, for the trial it chooses (trials are compared on validation only)."""
     world_size: int = 1
     """Ranks training together (torchrun's WORLD_SIZE; 1 without torchrun)."""
-    per_rank_batch_size: int | None = field(init=False)
+    per_rank_batch_size: int | None = field(init=False, metadata={"setting": False})
     """Windows per micro-batch on each rank: batch_size / world_size."""
 
     def __post_init__(self) -> None:
@@ -306,18 +284,14 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     checkpoint_every_seconds: float = flag(
-        600.0,
-        "wall clock between last.pt saves (0: at epochs only)",
-        name="checkpoint-every",
-        metavar="DURATION",
-        unit="s",
+        600.0, name="checkpoint-every", metavar="DURATION", unit="s", setting=False
     )
-    """Wall-clock seconds between `last.pt` saves inside an epoch (0 = only per epoch);
-    the flag takes `10m` too."""
-    checkpoint_every_steps: int | None = flag(None, metavar="N")
+    """Wall clock between `last.pt` saves inside an epoch (0: at epochs only)."""
+    checkpoint_every_steps: int | None = flag(None, metavar="N", setting=False)
     """Optimizer steps between `last.pt` saves, on top of the time-based ones."""
-    checkpoint_uri: str | None = flag(None)
-    """Remote mirror for checkpoints (file://, s3://, az://)."""
+    checkpoint_uri: str | None = flag(None, setting=False)
+    """Remote mirror for checkpoints and the run dir (file://, s3://, az://): a run's
+    folder in storage, `<storageUri>/runs/<run id>`."""
 
     def __post_init__(self) -> None:
         _require(
@@ -347,8 +321,33 @@ class RunConfig:
         return plain(dataclasses.asdict(self))
 
 
-TRAIN_CONFIGS = (DataConfig, TrainConfig, ModelConfig, OptimConfig, RunConfig)
+SECTIONS: dict[str, type] = {
+    name: hint
+    for name, hint in typing.get_type_hints(RunConfig).items()
+    if dataclasses.is_dataclass(hint)
+}
+"""config.json's sections (RunConfig.to_dict): `data`, `train`, `model`, `optim`."""
+OWNERS = (*SECTIONS.items(), ("", RunConfig))
+"""Each config in config.json, with its section ("": the top level)."""
+TRAIN_CONFIGS = tuple(config for _, config in OWNERS)
 """The configs whose `flag` fields are `python -m trainer train`'s flags."""
+
+
+def train_flag_fields() -> list[tuple[str, type, dataclasses.Field]]:
+    """Every `train` flag as (its config.json section, "" at the top level; its config;
+    its field), in the configs' order."""
+    return [(section, config, item) for section, config in OWNERS for item in flag_fields(config)]
+
+
+def not_settings() -> frozenset[str]:
+    """config.json's keys, dotted as `fab runs` flattens them (`train.run_dir`), that say
+    where a run is or how often it reports, not how it trains (a field's `setting`)."""
+    return frozenset(
+        f"{section}.{item.name}" if section else item.name
+        for section, config in OWNERS
+        for item in dataclasses.fields(config)
+        if not item.metadata.get("setting", True)
+    )
 
 
 class _FlagParser(argparse.ArgumentParser):
@@ -360,55 +359,13 @@ class _FlagParser(argparse.ArgumentParser):
 
 def train_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add every config's flag fields to `parser` (dest: the field's name)."""
-    for config in TRAIN_CONFIGS:
-        hints = typing.get_type_hints(config)
-        for item in dataclasses.fields(config):
-            if "help" in item.metadata:
-                _add_flag(parser, item, hints[item.name])
-    return parser
-
-
-def _add_flag(parser: argparse.ArgumentParser, item: dataclasses.Field, kind: Any) -> None:
-    meta = item.metadata
-    name = "--" + (meta["flag"] or item.name.replace("_", "-"))
-    given = [arg for arg in typing.get_args(kind) if arg is not type(None)]
-    if kind is bool or given == [bool]:
-        # A flag switches its field away from the default: --no-graph turns graph off;
-        # one whose default is None (a resume's own) turns it on.
-        action = "store_false" if item.default else "store_true"
-        options = {"default": None} if item.default is None else {}
-        parser.add_argument(name, dest=item.name, action=action, help=meta["help"], **options)
-        return
-    kind = given[0] if given else kind
-    help_text = meta["help"]
-    if meta["unit"]:
-        kind = duration_type(meta["unit"])
-        help_text = "; ".join(filter(None, [help_text, duration_forms(meta["unit"])]))
-    options: dict[str, Any] = {"dest": item.name, "type": count if kind is int else kind}
-    if item.default is dataclasses.MISSING:
-        options["required"] = True
-    else:
-        options["default"] = item.default
-    if meta["choices"]:
-        options["choices"] = meta["choices"]
-    metavar = meta["metavar"] or name[2:].upper().replace("-", "_")
-    parser.add_argument(name, metavar=metavar, help=help_text or None, **options)
+    return add_flags(parser, *TRAIN_CONFIGS)
 
 
 def run_config_from_flags(args: argparse.Namespace) -> RunConfig:
     """The RunConfig `train`'s parsed flags (train_flags) name."""
-
-    def given(config: type) -> dict[str, Any]:
-        flags = (item for item in dataclasses.fields(config) if "help" in item.metadata)
-        return {item.name: getattr(args, item.name) for item in flags}
-
-    return RunConfig(
-        data=DataConfig(**given(DataConfig)),
-        train=TrainConfig(**given(TrainConfig)),
-        model=ModelConfig(**given(ModelConfig)),
-        optim=OptimConfig(**given(OptimConfig)),
-        **given(RunConfig),
-    )
+    sections = {name: from_flags(config, args) for name, config in SECTIONS.items()}
+    return from_flags(RunConfig, args, **sections)
 
 
 def check_train_flags(flags: Sequence[str]) -> RunConfig:

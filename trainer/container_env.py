@@ -1,4 +1,5 @@
-"""Environment from a file mounted into the container: secrets out of `docker inspect`.
+"""What the container was given: its environment from a file mounted into it (secrets out
+of `docker inspect`), and its cores.
 
 A target file's `containerEnv` (storage keys on a lab box) must not be passed as
 `docker run --env` (the box's process list and `docker inspect` show it) nor
@@ -16,6 +17,11 @@ from pathlib import Path
 from trainer.config import UserError
 
 ENV_FILE_VARIABLE = "GLUCOSE_ENV_FILE"
+
+
+def cores() -> int:
+    """The cores this process may run on: a container's CPU set, not the host's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def render(env: dict[str, str]) -> str:

@@ -1,4 +1,5 @@
-"""Exit codes of `python -m trainer` (ARCHITECTURE.md), and which error gets which.
+"""Which error gets which exit code of `python -m trainer` (the codes are the box's
+contract: `box.contract.EXIT_*`).
 
 status.json's `exit_code` and the process's are the same number: `train` records a
 failure with `exit_code_for(error)` and `__main__` exits with it.
@@ -8,19 +9,9 @@ from __future__ import annotations
 
 import errno
 
+from box.contract import EXIT_FAILED, EXIT_UNWRITABLE, EXIT_USER_ERROR
 from trainer.config import UserError
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USER_ERROR = 2
-# sysexits.h EX_UNAVAILABLE: a box of a multi-node run met no other in the rendezvous's
-# time (one of them evicted and not back yet): start me again later, until the deadline.
-EXIT_UNAVAILABLE = 69
-# sysexits.h EX_IOERR: the run dir cannot be written (disk full, read-only, no access).
-EXIT_UNWRITABLE = 74
-# sysexits.h EX_TEMPFAIL: stopped or preempted with a checkpoint written: restart me
-# (the box's resume unit is the only thing that does; docker's policy is `no`).
-EXIT_STOPPED = 75
 UNWRITABLE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 
 

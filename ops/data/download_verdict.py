@@ -8,8 +8,8 @@ exit 0, so `fab download && pulumi destroy` cannot delete results it did not bri
 
 from __future__ import annotations
 
+from box.contract import STATE_RUNNING, STATE_UPLOAD_PENDING
 from ops.data.transfer import CHECKS, LOCAL_MANIFEST, DownloadReport
-from trainer.reports.status import UPLOAD_PENDING
 
 PULUMI_DESTROY = "`pulumi destroy`"
 """What deletes a stack's storage; the local target's store is the user's to delete."""
@@ -54,7 +54,7 @@ def destroy_advice(
     would delete the stored run (`pulumi destroy`, or on the local target the run's
     folder in its store); `container` is the run's on the box, which uploads what is
     only there when it starts again."""
-    if box_state == "running":
+    if box_state == STATE_RUNNING:
         return False, f"not yet safe to {deletion}: the run is still going (`fab stop` first)"
     reasons = _not_safe_because(report, box_state, box_dir, container)
     if reasons:
@@ -89,7 +89,7 @@ def _not_safe_because(report: DownloadReport, box_state: str, box_dir: str, cont
         )
     if report.box_only:
         pending = " (the run finished, its last uploads are pending)" * (
-            box_state == UPLOAD_PENDING
+            box_state == STATE_UPLOAD_PENDING
         )
         reasons.append(
             f"{len(report.box_only)} files exist only on the box{pending}, in {box_dir} "

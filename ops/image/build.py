@@ -29,7 +29,14 @@ from ops.image.registry import (
 
 # What the build context holds (.dockerignore is an allow-list of these): only
 # changes here make the image differ, so only they make the tag dirty.
-IMAGE_INPUTS = ("Dockerfile", ".dockerignore", "requirements", "trainer")
+IMAGE_INPUTS = (
+    "Dockerfile",
+    ".dockerignore",
+    "requirements",
+    "trainer",
+    "box/__init__.py",
+    "box/contract.py",
+)
 DIRTY_HASH_CHARS = 12
 REVISION_CHARS = 12
 BASE_IMAGE_ARG = re.compile(r"^\s*ARG\s+BASE_IMAGE=(\S+)", re.M)

@@ -39,7 +39,6 @@ from ops.run.names import checked_name
 from ops.target.schema import Target
 from stack import storage_layout
 from stack.placement import price_table
-from trainer.reports import cost
 
 # Written before the image is built and shipped, renewed before the dataset fetch.
 START_UP_LEASE_MINUTES = 60
@@ -261,7 +260,7 @@ def write_launch_record(box: Box, launch: Launch) -> None:
             "started_at": time.time(),
             "hourly_price_usd": box.target.hourly_price_usd,
             # Each boot is priced at the size it booted on (trainer/reports/cost.py).
-            cost.LAUNCH_PRICES: price_table(
+            contract.LAUNCH_PRICES: price_table(
                 box.target.cloud,
                 [box.target.vm_size, *(t["size"] for t in box.target.placement_tried)],
             ),

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from invoke.exceptions import Exit
 
 from box import contract
+from box.contract import STATE_RUNNING, STATE_UPLOAD_PENDING, LaunchRecord, RunRecord
 from ops.remote.ssh import Box
 from ops.run import on_box
 from ops.run.on_box import ContainerState
 from ops.runs.readable import duration, log_sentence, money
 from trainer.reports import cost
-from trainer.reports.status import UPLOAD_PENDING, RunRecord
 
 NVIDIA_QUERY = (
     "nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total "
@@ -65,7 +65,7 @@ class RunSnapshot:
     status: RunRecord
     last_metrics: dict
     gpus: list[str]
-    launch: dict
+    launch: LaunchRecord
     box: BoxSnapshot
     now: float
     others: tuple[BoxSnapshot | None, ...] = ()
@@ -83,17 +83,18 @@ class RunSnapshot:
         its status still `running`) adds nothing past its last word. A run shares each
         moment of the box with the other runs (a sweep's trials too) running then, as
         its summary's `cost_usd` does (`cost.box_run_cost`)."""
-        started = self.launch.get("started_at")
-        price = self.launch.get("hourly_price_usd", hourly_price_usd)
-        if not isinstance(started, int | float) or not isinstance(price, int | float):
+        started = self.launch.started_at
+        price = self.launch.hourly_price_usd
+        price = hourly_price_usd if price is None else price
+        if started is None:
             return None
         spans = cost.ran_spans(self.status, self.now if self.live else None)
         if not spans:  # a run from before status.json kept its spans
             last_word = min(self.now, self.status.updated_at or self.now)
             spans = [(float(started), self.now if self.live else last_word)]
         boxes = [self.box, *self.others]
-        count = self.launch.get("boxes")
-        count = count if isinstance(count, int) and count > 0 else len(boxes)
+        count = self.launch.boxes
+        count = count if count and count > 0 else len(boxes)
         uptimes = [list((box or self.box).uptime) for box in boxes][:count]
         uptimes += [list(self.box.uptime)] * (count - len(uptimes))
         others = cost.sharing_spans(self.run_id, self.runs)
@@ -141,7 +142,7 @@ def describe_state(
 
 
 def _finished(status: RunRecord) -> str:
-    if status.state == UPLOAD_PENDING:
+    if status.state == STATE_UPLOAD_PENDING:
         return (
             "finished, last uploads pending (storage was down; the files are on the box "
             "until the run's container starts again: `fab download` says which)"
@@ -166,7 +167,7 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
     container = on_box.inspect_container(box, run_id)
     status = RunRecord.parse(box.read_text(f"{run_dir}/{contract.STATUS_FILE}"))
     metrics_tail = box.run(
-        f"tail -n 1 {shlex.quote(run_dir)}/metrics.jsonl 2>/dev/null", check=False
+        f"tail -n 1 {shlex.quote(run_dir)}/{contract.METRICS_FILE} 2>/dev/null", check=False
     ).stdout
     gpus = box.run(NVIDIA_QUERY, check=False)
     return RunSnapshot(
@@ -177,7 +178,7 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
         status=status,
         last_metrics=_json_or_empty(metrics_tail.strip()),
         gpus=gpus.stdout.strip().splitlines() if gpus.exited == 0 else [],
-        launch=_json_or_empty(box.read_text(f"{run_dir}/{contract.LAUNCH_FILE}")),
+        launch=LaunchRecord.parse(box.read_text(f"{run_dir}/{contract.LAUNCH_FILE}")),
         box=box_snapshot(box),
         now=time.time(),
         others=tuple(_reachable_snapshot(other) for other in others),
@@ -292,13 +293,13 @@ def cost_lines(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> list[s
         return ["cost:       unknown (no launch record or no hourlyPriceUsd)"]
     kind = "spot" if spot else "on-demand"
     hours = ", ".join(f"box {n} {duration(s)}" for n, s in enumerate(spent.box_seconds))
-    so_far = "so far" if snap.state == "running" else "in all (the run is not running)"
+    so_far = "so far" if snap.state == STATE_RUNNING else "in all (the run is not running)"
     lines = [
         f"cost:       {money(spent.usd)} {so_far}: up {hours} while its trainer ran, at "
         f"{money(spent.hourly_price_usd)}/h {kind} a box"
     ]
     eta = snap.status.eta_s
-    if snap.state == "running" and eta is not None:
+    if snap.state == STATE_RUNNING and eta is not None:
         boxes = len(spent.box_seconds)
         projected = spent.usd + eta / SECONDS_PER_HOUR * spent.hourly_price_usd * boxes
         lines.append(f"projected:  {money(projected)} for the whole run (ETA {duration(eta)})")

@@ -11,7 +11,6 @@ its own (it trains in the sweep's): its stop is refused, naming `fab sweep --sto
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass
 
@@ -103,11 +102,7 @@ def _look(box: Box, run_id: str) -> BoxStop:
 def _sweep_of(box: Box, run_id: str) -> str | None:
     """The sweep whose trial `run_id` is, as its launch.json on `box` says; else None."""
     text = box.read_text(f"{contract.run_dir(box.root, run_id)}/{contract.LAUNCH_FILE}")
-    try:
-        launch = json.loads(text) if text else None
-    except (ValueError, RecursionError):
-        return None
-    sweep = launch.get("sweep") if isinstance(launch, dict) else None
+    sweep = contract.LaunchRecord.parse(text).sweep
     named = isinstance(sweep, str) and contract.name_problem(sweep, "sweep") is None
     return sweep if named else None
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from invoke.exceptions import Exit
 
+from box.contract import STATES
 from ops.runs.records import LAUNCHED, RunRow
 from stack import storage_layout
-from trainer.reports.status import STATES
 
 ROW_ONLY_STATES = ("torn", "pruned", LAUNCHED)
 """What `fab runs` itself calls a run: files it cannot read, a trial its sweep pruned, a

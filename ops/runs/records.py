@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from box import contract
-from trainer.reports.status import METRICS_FILE, RunRecord
+from box.contract import METRICS_FILE, LaunchRecord, RunRecord, RunSummary
 from trainer.storage import ObjectNotFound, ObjectStore
 
-SUMMARY, CONFIG, METRICS = "summary.json", "config.json", METRICS_FILE
+SUMMARY, CONFIG, METRICS = contract.SUMMARY_FILE, contract.CONFIG_FILE, METRICS_FILE
 LAUNCHED = "launched"
 """A run whose folder holds `fab train`'s launch record alone: started, nothing uploaded
 yet (`fab status --run ID` asks its box how it is doing)."""
@@ -122,45 +122,51 @@ def read_run(store: ObjectStore, run_id: str, prefix: str = "", where: str = "st
 
 def _read_run(store: ObjectStore, run_id: str, prefix: str, where: str) -> RunRow:
     files = _Files(store, f"{prefix}{run_id}/")
-    summary = files.json(SUMMARY)
+    summary_dict = files.json(SUMMARY)
+    summary = RunSummary.from_dict(summary_dict) if summary_dict is not None else None
     status_dict = files.json(contract.STATUS_FILE)
     status = RunRecord.from_dict(status_dict)
     config = files.json(CONFIG) or {}
-    launch = files.json(contract.LAUNCH_FILE) or {}
-    best = _number(summary, "val", "mae") if summary else _best_val_mae(files)
+    launch_dict = files.json(contract.LAUNCH_FILE)
+    launch = LaunchRecord.from_dict(launch_dict)
+    best = _finite(summary.val_mae) if summary else _best_val_mae(files)
+    train = config.get("train")
+    configured_name = train.get("name") if isinstance(train, dict) else None
     return RunRow(
         run_id=run_id,
         where=where,
-        state=_state(status, summary, status_dict, files.problems, bool(launch)),
-        name=str(_first(summary, config.get("train"), key="name", kind=str) or ""),
+        state=_state(status, summary, status_dict, files.problems, bool(launch_dict)),
+        name=(summary and summary.name) or _str(configured_name) or "",
         dataset=_dataset(launch, config),
-        sweep=_first(launch, key="sweep", kind=str),
+        sweep=launch.sweep,
         settings=_flatten(config),
-        epochs=_first(summary, key="epochs", kind=int) if summary else status.epoch,
+        epochs=summary.epochs if summary else status.epoch,
         best_val_mae=best,
         wall_s=_wall_s(launch, status, summary),
-        cost_usd=_first(summary, status_dict, key="cost_usd", kind=float),
-        recoveries=_first(summary, status_dict, key="recoveries", kind=int),
-        started_at=_first(launch, key="started_at", kind=float) or status.updated_at,
+        cost_usd=_finite(summary.cost_usd) if summary else None,
+        recoveries=status.recoveries
+        if summary is None or summary.recoveries is None
+        else summary.recoveries,
+        started_at=_finite(launch.started_at) or status.updated_at,
         problems=tuple(files.problems),
     )
 
 
 def _state(
     status: RunRecord,
-    summary: dict | None,
+    summary: RunSummary | None,
     status_dict: dict | None,
     problems: list[str],
     launched: bool = False,
 ) -> str:
     if any(problem.startswith(SUMMARY) for problem in problems):
         return "torn"  # a summary cut mid-upload: its status may say finished already
-    if status.state == "failed" and status.exit_code is not None:
+    if status.state == contract.STATE_FAILED and status.exit_code is not None:
         return f"failed (exit {status.exit_code})"
     if status.state:
         return status.state
     if summary is not None:
-        return "finished"
+        return contract.STATE_FINISHED
     if status_dict is None and launched and not problems:
         return (
             LAUNCHED  # `fab train` stored its launch record; the trainer has uploaded nothing yet
@@ -180,23 +186,22 @@ def _best_val_mae(files: _Files) -> float | None:
         except (ValueError, RecursionError):
             continue  # a torn last line (the trainer drops it too), or a hostile one
         if isinstance(record, dict) and record.get("kind") == "epoch":
-            maes.append(_number(record, "val_mae"))
+            maes.append(_finite(record.get("val_mae")))
     return min((mae for mae in maes if mae is not None), default=None)
 
 
-def _wall_s(launch: dict, status: RunRecord, summary: dict | None) -> float | None:
+def _wall_s(launch: LaunchRecord, status: RunRecord, summary: RunSummary | None) -> float | None:
     """From the first start to the last record (stops included), else the last
     process's own time (a run started by hand has no launch record)."""
-    started = _number(launch, "started_at")
+    started = _finite(launch.started_at)
     if started is not None and status.updated_at is not None:
         return max(status.updated_at - started, 0.0)
-    return _number(summary, "wall_s") if summary else None
+    return _finite(summary.wall_s) if summary else None
 
 
-def _dataset(launch: dict, config: dict) -> str | None:
-    named = launch.get("dataset")
-    if isinstance(named, str):
-        return named
+def _dataset(launch: LaunchRecord, config: dict) -> str | None:
+    if launch.dataset is not None:
+        return launch.dataset
     data_dir = (config.get("data") or {}).get("data_dir")
     return data_dir.rstrip("/").rsplit("/", 1)[-1] if isinstance(data_dir, str) else None
 
@@ -212,19 +217,6 @@ def _flatten(config: dict, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def _number(record: dict | None, *path: str) -> float | None:
-    value: Any = record
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    return float(value) if _is(value, float) else None
-
-
-def _is(value: object, kind: type) -> bool:
-    if isinstance(value, bool):
-        return False
-    return finite_number(value) if kind is float else isinstance(value, kind)
-
-
 def finite_number(value: object) -> bool:
     """A JSON number a float holds: not a bool, not infinite or NaN, not an integer of
     hundreds of digits (a hostile file's, which float() refuses)."""
@@ -236,10 +228,17 @@ def finite_number(value: object) -> bool:
         return False
 
 
-def _first(*records: dict | None, key: str, kind: type) -> Any:
-    """`key` of the first record that holds one of `kind` (a float may be an int)."""
-    for record in records:
-        value = record.get(key) if isinstance(record, dict) else None
-        if _is(value, kind):
-            return float(value) if kind is float else value
-    return None
+def _finite(value: object) -> float | None:
+    """A record's number, unless a hostile file made it one no float holds."""
+    return float(value) if finite_number(value) else None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _recoveries(summary: RunSummary | None, status: RunRecord) -> int | None:
+    """The finished run's count, else the count so far."""
+    if summary is None or summary.recoveries is None:
+        return status.recoveries
+    return summary.recoveries

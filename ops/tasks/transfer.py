@@ -9,6 +9,7 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from box import contract
+from box.contract import RunRecord
 from ops.cloud import api as power
 from ops.data import download_verdict
 from ops.data import transfer as storage_sync
@@ -17,7 +18,6 @@ from ops.run import names, on_box
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 from stack import storage_layout
-from trainer.reports.status import RunRecord
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -55,15 +55,16 @@ def _box_hashes(box: AnyBox, run_id: str) -> tuple[dict[str, str], str]:
     state = on_box.inspect_container(box, run_id)
     if state is not None and (state.running or state.restarting):
         # Files still change between mirror passes: comparing would only cry wolf.
-        return {}, "running"
+        return {}, contract.STATE_RUNNING
     run_dir = contract.run_dir(box.root, run_id)
     # What the trainer mirrors (trainer.checkpoints.sync) and its step files with their records;
     # not last.pt/best.pt (links, uploaded under their step names), no dot files, no
     # *.tmp, not the box's own launch.json and STOPPED_BY_USER.
     listing = box.run(
         f"cd {shlex.quote(run_dir)} && find . \\( -name '.?*' \\) -prune -o -type f "
-        "! -name '*.tmp' ! -name '*.damaged' ! -path './checkpoints/last.pt*' "
-        "! -path './checkpoints/best.pt*' "
+        "! -name '*.tmp' ! -name '*.damaged' "
+        f"! -path './{contract.CHECKPOINTS_DIR}/{contract.LAST_CHECKPOINT}*' "
+        f"! -path './{contract.CHECKPOINTS_DIR}/{contract.BEST_CHECKPOINT}*' "
         f"! -name {contract.LAUNCH_FILE} ! -name {contract.STOPPED_BY_USER} -exec sha256sum {{}} +",
         check=False,
     )

@@ -1,8 +1,9 @@
-"""One box contract: every copy of it that cannot import box/contract.py says the same.
+"""One box contract: every copy of it that cannot import box/contract.py says the same,
+and its typed records read what a hostile file holds without trusting it.
 
-The trainer image carries trainer/ alone, the first-boot files travel without the
-programs, and setup-box.sh and the units are not Python: each keeps its own spelling
-of a few names, and each spelling is checked here against box.contract.
+The trainer imports the contract (the image ships it). The first-boot files travel
+without the programs, and setup-box.sh and the units are not Python: each keeps its own
+spelling of a few names, and each spelling is checked here against box.contract.
 """
 
 import re
@@ -11,54 +12,12 @@ from box import bootstrap, contract, install
 from box.watchdog_config import WatchdogConfig
 from stack import box_packing, cloud_init, storage_layout
 from tests.paths import BOX_DIR
-from trainer import box_files, exit_codes
-from trainer.checkpoints import resume, sync
-from trainer.data.vitaldb import prepare
-from trainer.loop import rank_outputs
-from trainer.reports import status
-from trainer.sweep import mirror
 from trainer.sweep import spec as sweep_spec
 
 
-def test_the_trainers_exit_codes_are_the_boxes():
-    assert exit_codes.EXIT_OK == contract.EXIT_FINISHED
-    assert exit_codes.EXIT_USER_ERROR == contract.EXIT_USER_ERROR
-    assert exit_codes.EXIT_UNWRITABLE == contract.EXIT_UNWRITABLE
-    assert exit_codes.EXIT_STOPPED == contract.EXIT_STOPPED
-    assert exit_codes.EXIT_UNAVAILABLE == contract.EXIT_BOXES_AWAY
-
-
-def test_the_trainer_writes_the_files_the_box_reads():
-    assert status.STATUS_FILE == contract.STATUS_FILE
-    assert rank_outputs.HEARTBEAT_FILE == contract.HEARTBEAT_FILE
-    assert (prepare.WORK_DIR, prepare.HEARTBEAT) == contract.PREPARE_HEARTBEAT
-    assert status.UPLOAD_PENDING == contract.UPLOAD_PENDING_STATE
-    # What the box programs read of them, and write of a run that failed before its
-    # trainer stored how it ended (box/stored_end.py).
-    assert {"run_id", "step", "updated_at", "state", "exit_code"} <= set(status.STATUS_KEYS)
-    assert contract.FAILED_STATE in status.STATES
-    assert set(contract.END_STATES) == set(status.STATES) - set(status.RECOVERED_FROM)
-
-
-def test_the_box_stores_a_runs_end_in_the_folder_fab_train_gives_its_trainer():
-    assert storage_layout.RUNS_PREFIX == contract.RUNS_PREFIX
-    assert storage_layout.run_uri("s3://b/p", "r1") == f"s3://b/p/{contract.RUNS_PREFIX}/r1"
-
-
-def test_the_trainer_leaves_the_boxes_own_files_alone():
-    assert box_files.STOP_MARKER == contract.STOPPED_BY_USER
-    assert box_files.LAUNCH_RECORD == contract.LAUNCH_FILE
-    assert sync.BOX_MARKERS == (contract.STOPPED_BY_USER,)
-    assert set(resume.NOT_RESTORED) == {contract.STOPPED_BY_USER, contract.LAUNCH_FILE}
-
-
-def test_the_trainer_reads_the_boxes_records_by_their_names():
-    assert box_files.BOOTS_FILE == contract.BOOTS_FILE
-    assert box_files.STOPS_FILE == contract.STOPS_FILE
-    assert box_files.RECORD_AT == contract.RECORD_AT
-    assert box_files.RECORD_BOOT_ID == contract.RECORD_BOOT_ID
-    assert box_files.RECORD_SIZE == contract.RECORD_SIZE
-    assert box_files.RECORD_MARKET == contract.RECORD_MARKET
+def test_a_runs_end_states_are_every_state_but_those_it_starts_again_from():
+    # The box stores a failed run's end only over none of these (box/stored_end.py).
+    assert set(contract.END_STATES) == set(contract.STATES) - set(contract.RECOVERED_FROM)
 
 
 def test_the_bootstrap_looks_where_cloud_init_and_install_put_things():
@@ -121,8 +80,35 @@ def test_every_box_file_names_the_python_the_contract_does():
             assert claimed == minimum, path.name
 
 
-def test_a_sweeps_driver_keeps_the_boxes_and_the_stacks_names():
-    assert sweep_spec.STATUS_FILE == contract.STATUS_FILE
-    assert mirror.sweep_uri("s3://b/p/", "sw1") == storage_layout.sweep_uri("s3://b/p/", "sw1")
-    # A trial's run id, `<sweep id>-tNNN`, is a name the box takes.
+def test_a_sweeps_longest_trial_run_id_is_a_name_the_box_takes():
+    # A trial's run id is `<sweep id>-tNNN`.
     assert contract.NAME_PATTERN.fullmatch("s" * sweep_spec.MAX_SWEEP_ID_CHARS + "-t999")
+
+
+def test_a_run_and_a_sweep_live_under_their_box_folders_names_in_storage():
+    assert contract.run_uri("s3://b/p/", "r1") == "s3://b/p/runs/r1"
+    assert contract.sweep_uri("az://a/c", "sw1") == "az://a/c/sweeps/sw1"
+    assert storage_layout.RUNS_PREFIX == contract.RUNS_DIR
+
+
+def test_a_record_keeps_only_the_keys_it_knows_with_their_types():
+    written = {"state": "running", "step": True, "updated_at": 12, "exit_code": "0", "x": 1}
+    assert contract.RunRecord.from_dict(written).known() == {"state": "running", "updated_at": 12}
+    launch = contract.LaunchRecord.from_dict({"boxes": 2.0, "spot": 1, "started_at": 5.5})
+    assert launch.to_json() == {"started_at": 5.5}
+    summary = contract.RunSummary.from_dict({"val": {"mae": 16.2}, "cost_usd": "3"})
+    assert (summary.val_mae, summary.cost_usd) == (16.2, None)
+
+
+def test_a_status_that_names_no_known_state_has_none():
+    assert contract.RunRecord.from_dict({"state": "exploded"}).state is None
+    assert contract.RunRecord.parse(b'{"state": "fin') == contract.RunRecord()
+
+
+def test_a_launch_records_deadline_and_prices_are_its_named_keys():
+    record = contract.LaunchRecord(deadline=9.0, hourly_prices_usd={"g6 spot": 1.0}).to_json()
+    assert set(record) == {contract.LAUNCH_DEADLINE, contract.LAUNCH_PRICES}
+
+
+def test_a_summary_writes_every_key_even_those_it_has_no_value_for():
+    assert contract.RunSummary(run_id="r1").to_json()["test"] is None

@@ -26,8 +26,8 @@ import json
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
+from box.contract import RunRecord
 from tests.fakes.fake_box import FakeBox
-from trainer.reports.status import RunRecord
 
 MINUTE = 60.0
 HOUR = 3600.0

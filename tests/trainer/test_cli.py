@@ -6,9 +6,11 @@ import sys
 
 import pytest
 
+from box.contract import EXIT_USER_ERROR
 from tests.paths import REPO
 from trainer.__main__ import _parser, main
-from trainer.exit_codes import EXIT_USER_ERROR
+from trainer.commands import COMMANDS, BenchCheckpointCommand
+from trainer.flags import flag_fields, from_flags
 
 TRAIN = ["train", "--data", "d", "--run-dir", "r"]
 
@@ -91,3 +93,39 @@ def test_a_duration_flags_help_says_its_unit():
 )  # fmt: skip
 def test_the_other_commands_read_the_same_grammar(argv, field, expected):
     assert getattr(_parser().parse_args(argv), field) == expected
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_flag_of_every_command_says_what_it_does(command):
+    parser = _parser()._subparsers._group_actions[0].choices[command]
+    flags = [action for action in parser._actions if action.dest != "help"]
+    assert flags and [action.dest for action in flags if not action.help] == []
+
+
+@pytest.mark.parametrize("command", sorted(set(COMMANDS) - {"train"}))
+def test_a_commands_flags_are_its_configs_fields(command):
+    parser = _parser()._subparsers._group_actions[0].choices[command]
+    (config,) = COMMANDS[command].configs
+    flags = {action.dest for action in parser._actions if action.dest != "help"}
+    assert flags == {field.name for field in flag_fields(config)}
+
+
+def test_train_help_prints_each_flags_docstring():
+    done = subprocess.run(
+        [sys.executable, "-m", "trainer", "train", "-h"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    printed = " ".join(done.stdout.split())
+    assert "Share of cases held out for the final test" in printed
+    assert "--no-graph On a GPU, record the whole training step" in printed
+
+
+def test_a_command_gets_its_config_validated_and_typed():
+    args = _parser().parse_args(["bench-checkpoint", "--uri", "u", "--every", "2m", "--json"])
+    assert from_flags(BenchCheckpointCommand, args) == BenchCheckpointCommand(
+        uri="u", every=120.0, json=True
+    )

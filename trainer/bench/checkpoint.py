@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from box.contract import CHECKPOINTS_DIR
 from trainer.checkpoints import checkpoint_file
 from trainer.checkpoints.manager import CheckpointConfig, CheckpointManager
 from trainer.config import ModelConfig, UserError
@@ -184,7 +185,7 @@ def run_bench_checkpoint(
         raise UserError(f"--rounds {rounds}: need an even number >= 2 (the arms alternate)")
     trainer = _Trainer(batch_size)
     with tempfile.TemporaryDirectory(prefix="bench-checkpoint-") as tmp:
-        config = CheckpointConfig(Path(tmp) / "run" / "checkpoints", every_seconds, None, uri)
+        config = CheckpointConfig(Path(tmp) / "run" / CHECKPOINTS_DIR, every_seconds, None, uri)
         manager = CheckpointManager(config)
         try:
             result: dict[str, Any] = {"uri": uri, "device": trainer.choice.description}

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from box.contract import RunSummary
 from trainer.config import DataConfig, RunConfig, SynthConfig, TrainConfig, UserError
 from trainer.data.synth import synthesize
 from trainer.loop.defaults import per_rank_batch, train_windows_of
@@ -83,7 +84,7 @@ def time_to_quality(
     bound = None if target is None else target * (1 + TOLERANCE)
     reached = [r for r in epochs_seen if bound is not None and r["val_mae"] <= bound]
     first = reached[0] if reached else None
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = RunSummary.read(run_dir)
     return {
         "size": size,
         "windows": cases * per_case,
@@ -94,12 +95,12 @@ def time_to_quality(
         "epoch_at_target": first["epoch"] if first else None,
         "best_val_mae": best["val_mae"],
         "seconds_to_best": best["time"] - started,
-        "test_mae": summary["test"]["mae"],
+        "test_mae": summary.test["mae"],
         "wall_s": time.time() - started,
-        "batch_size": summary["global_batch_size"],
-        "lr": summary["lr"],
-        "world_size": summary["world_size"],
-        "device": summary["device"],
+        "batch_size": summary.global_batch_size,
+        "lr": summary.lr,
+        "world_size": summary.world_size,
+        "device": summary.device,
     }
 
 

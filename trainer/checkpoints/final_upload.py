@@ -15,12 +15,24 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from box.contract import (
+    BEST_CHECKPOINT,
+    BOX_ROOT,
+    CHECKPOINTS_DIR,
+    EXIT_FINISHED,
+    EXIT_STOPPED,
+    RUNS_DIR,
+    STATE_FINISHED,
+    STATE_UPLOAD_PENDING,
+    STATUS_FILE,
+    RunRecord,
+    run_uri,
+)
 from trainer.checkpoints import layout
 from trainer.checkpoints.sync import RunSync
 from trainer.checkpoints.uploader_lock import uploader_lock
 from trainer.config import UserError
-from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
-from trainer.reports.status import STATUS_FILE, UPLOAD_PENDING, RunRecord, StatusWriter
+from trainer.reports.status import StatusWriter
 from trainer.storage import ObjectNotFound, ObjectStore, StorageError, open_store
 
 log = logging.getLogger(__name__)
@@ -32,11 +44,11 @@ def finish_pending(run_dir: Path, uri: str | None, timeout_s: float = SYNC_SECON
     """When the run dir's status is `finished-upload-pending`: upload, mark it
     `finished` if everything landed, and return the exit code (0: the run is done
     either way, not a failure to retry). None when nothing is pending."""
-    if RunRecord.read(run_dir).state != UPLOAD_PENDING or not uri:
+    if RunRecord.read(run_dir).state != STATE_UPLOAD_PENDING or not uri:
         return None
     log.warning("the run finished before; uploading what %s still lacks", uri)
     sync_and_mark(run_dir, uri, timeout_s)
-    return EXIT_OK
+    return EXIT_FINISHED
 
 
 def sync_and_mark(run_dir: Path, uri: str, timeout_s: float = SYNC_SECONDS) -> int:
@@ -64,21 +76,21 @@ def sync_and_mark(run_dir: Path, uri: str, timeout_s: float = SYNC_SECONDS) -> i
             raise UserError(
                 f"--checkpoint-uri {uri} holds run {owner!r} (its {source}), not "
                 f"{run_id!r} of {run_dir}; nothing was uploaded: pass run {run_id!r}'s own "
-                f"URI (<storageUri>/runs/{run_id})"
+                f"URI ({run_uri('<storageUri>', run_id)})"
             )
         status = RunRecord.read(run_dir)  # now: another uploader may have just marked it
         sync = RunSync(store, run_dir).start()
-        directory = run_dir / "checkpoints"
+        directory = run_dir / CHECKPOINTS_DIR
         newest = max((p.name for p in _step_files(directory)), default=None)
-        adopted = sync.resume_outbox(directory / "best.pt", newest)
+        adopted = sync.resume_outbox(directory / BEST_CHECKPOINT, newest)
         queued = len(adopted) + _queue_unpublished(sync, stored, directory, set(adopted))
         if not sync.close(timeout_s):
             log.warning("uploads to %s not finished after %.0f s; try again", uri, timeout_s)
             return EXIT_STOPPED
         log.info("%s: %d checkpoints and the run's files uploaded", uri, queued)
-        if status.state == UPLOAD_PENDING:
+        if status.state == STATE_UPLOAD_PENDING:
             return _mark_finished(run_dir, store, status, sync)
-        return EXIT_OK
+        return EXIT_FINISHED
 
 
 def _run_id(run_dir: Path) -> str:
@@ -86,7 +98,7 @@ def _run_id(run_dir: Path) -> str:
     if not run_dir.is_dir():
         raise UserError(
             f"--run-dir {run_dir}: no such directory; pass the run dir `train` wrote "
-            "(on the box: /var/lib/glucose-training/runs/<run_id>)"
+            f"(on the box: {BOX_ROOT}/{RUNS_DIR}/<run_id>)"
         )
     run_id = RunRecord.read(run_dir).run_id
     if run_id is None:
@@ -128,7 +140,7 @@ def _step_files(directory: Path) -> list[Path]:
 def _queue_unpublished(sync: RunSync, stored: _Stored, directory: Path, queued: set[str]) -> int:
     """Hand `sync` the step files the store lacks (or holds past its LATEST), oldest
     first, best.pt's as the best, bar those `queued` already; how many."""
-    best = directory / "best.pt"
+    best = directory / BEST_CHECKPOINT
     count = 0
     for path in _step_files(directory):
         is_best = best.exists() and best.samefile(path)
@@ -143,11 +155,11 @@ def _queue_unpublished(sync: RunSync, stored: _Stored, directory: Path, queued: 
 
 def _mark_finished(run_dir: Path, store: ObjectStore, status: RunRecord, sync: RunSync) -> int:
     writer = StatusWriter(run_dir, str(status.run_id), None, sync.uploads, fields=status.known())
-    writer.write(state="finished")
+    writer.write(state=STATE_FINISHED)
     try:
         store.put_file(STATUS_FILE, writer.path)
     except Exception as error:
         log.warning("%s did not reach %s (%s); try again", STATUS_FILE, store.uri, error)
-        writer.write(state=UPLOAD_PENDING)
+        writer.write(state=STATE_UPLOAD_PENDING)
         return EXIT_STOPPED
-    return EXIT_OK
+    return EXIT_FINISHED

@@ -2,7 +2,7 @@
 
 Under a run's URI (``<storageUri>/runs/<run_id>``, see ARCHITECTURE.md)::
 
-    checkpoints/<name>             the checkpoint, e.g. step-000001200.pt
+    checkpoints/<name>             the checkpoint, e.g. step-000001200-epoch-0003.pt
     checkpoints/<name>.sha256      "<hex>  <name>" (the format of `sha256sum`)
     checkpoints/LATEST             the name of the newest complete checkpoint
     checkpoints/BEST               the name of the best one so far

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from box.contract import BEST_CHECKPOINT, LAST_CHECKPOINT, METRICS_FILE
 from trainer.atomic_write import fsync_file
 from trainer.checkpoints import layout
 from trainer.checkpoints.checkpoint_file import (
@@ -32,7 +33,6 @@ from trainer.checkpoints.resume import Check, Found, find_newest
 from trainer.checkpoints.sync import RunSync, SyncConfig
 from trainer.checkpoints.writer import BackgroundWriter, snapshot
 from trainer.config import UserError
-from trainer.reports.status import METRICS_FILE
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +71,8 @@ class CheckpointManager:
         self.config = config
         self.directory = Path(config.directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.last_path = self.directory / "last.pt"
-        self.best_path = self.directory / "best.pt"
+        self.last_path = self.directory / LAST_CHECKPOINT
+        self.best_path = self.directory / BEST_CHECKPOINT
         self.last_saved_at: float | None = None  # unix seconds, for status.json
         self._last_save_monotonic = time.monotonic()
         self._last_save_step = 0

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer import box_files
+from box.contract import BEST_CHECKPOINT, LAST_CHECKPOINT, LAUNCH_FILE, STOPPED_BY_USER
 from trainer.checkpoints import layout
 from trainer.checkpoints.checkpoint_file import (
     DAMAGED_SUFFIX,
@@ -49,7 +49,7 @@ STORE_WAIT_SECONDS = 60.0
 STORE_RETRY_MAX_SECONDS = 10.0
 # Names at the top of the run dir a restore from the store never writes, as a file or
 # as a directory (a key `STOPPED_BY_USER/x` would make one): the box's own records.
-NOT_RESTORED = (box_files.LAUNCH_RECORD, box_files.STOP_MARKER)
+NOT_RESTORED = (LAUNCH_FILE, STOPPED_BY_USER)
 
 Check = Callable[[dict[str, Any]], str | None]
 """Why a checkpoint's content cannot continue this run, or None when it can."""
@@ -183,7 +183,7 @@ def _first_accepted(search: _Search) -> Found | None:
 
 
 def _fallback(search: _Search) -> Found | None:
-    for path in (search.directory / "last.pt", search.directory / "best.pt"):
+    for path in (search.directory / LAST_CHECKPOINT, search.directory / BEST_CHECKPOINT):
         if path.exists() and (state := search.accept(path, None)) is not None:
             return Found(path, state, True, f"{path.name}: no step file verifies")
     return None
@@ -282,7 +282,7 @@ def _fetch_best(search: _Search) -> None:
     """An empty run dir resumed from the store needs `best.pt` for the final report:
     the store's BEST, if it verifies and fits the run like any candidate."""
     directory, store = search.directory, search.store
-    best = directory / "best.pt"
+    best = directory / BEST_CHECKPOINT
     if best.exists():
         return
     try:

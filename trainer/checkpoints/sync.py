@@ -32,7 +32,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
-from trainer import box_files
+from box.contract import CHECKPOINTS_DIR, STOPPED_BY_USER
 from trainer.atomic_write import fsync_dir, temp_path, write_bytes_atomic
 from trainer.checkpoints import layout
 from trainer.checkpoints.thread_priority import lower_thread_priority
@@ -44,7 +44,7 @@ OUTBOX_DIR_NAME = ".outbox"
 WORKER_JOIN_SECONDS = 10.0
 # Written by `fab stop` for this box's resume unit (ARCHITECTURE.md): restored on
 # another box from the store, it would keep that box's run from resuming.
-BOX_MARKERS = (box_files.STOP_MARKER,)
+BOX_MARKERS = (STOPPED_BY_USER,)
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class RunSync:
         return self
 
     def publish_checkpoint(self, path: Path, sha256: str, *, best: bool = False) -> None:
-        """Queue a finished checkpoint file (named e.g. step-000001200.pt) for upload.
+        """Queue a finished checkpoint file (named e.g. step-000001200-epoch-0003.pt) for upload.
 
         The file is hard-linked into the outbox first, so the checkpoint manager may
         rotate or delete its own copy while the upload is still running.
@@ -140,7 +140,7 @@ class RunSync:
         the best. Those after `upto` (all of them when None: a fresh start, or one from
         the store's newer checkpoint) are not part of the run going on: dropped, with a
         warning. Returns the names queued."""
-        outbox = self.run_dir / "checkpoints" / OUTBOX_DIR_NAME
+        outbox = self.run_dir / CHECKPOINTS_DIR / OUTBOX_DIR_NAME
         if not outbox.is_dir():
             return []
         queued, dropped = [], []
@@ -402,7 +402,7 @@ def _run_files(run_dir: Path) -> list[Path]:
     files = []
     for root, dirs, names in os.walk(run_dir):
         top = Path(root) == run_dir
-        dirs[:] = [d for d in dirs if not d.startswith(".") and not (top and d == "checkpoints")]
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not (top and d == CHECKPOINTS_DIR)]
         files.extend(
             Path(root) / n
             for n in names

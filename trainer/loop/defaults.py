@@ -19,7 +19,7 @@ with fewer GPUs must keep it, not take that box's default.
   gradient algorithms"), up to `LR_SCALED_UP_TO_BATCH`: AdamW moves each weight by
   about the learning rate a step whatever the gradient, and a larger batch at a
   larger rate learned worse (below). The linear warmup (`OptimConfig.warmup_fraction`,
-  at least one epoch: `trainer.loop.train.lr_lambda`) ramps up to it.
+  at least one epoch: `trainer.loop.run.lr_lambda`) ramps up to it.
 
   Measured 2026-11-27 on one H200 (`bench --time-to-quality`'s M2-sized synthetic
   data, 1.68 M training windows, 20 epochs, seed 0): batch 1024 at 4e-3 (1640 steps

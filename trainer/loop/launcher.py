@@ -49,22 +49,27 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from trainer.config import UserError
-from trainer.exit_codes import (
+from box.contract import (
+    EXIT_BOXES_AWAY,
     EXIT_FAILED,
-    EXIT_OK,
+    EXIT_FINISHED,
     EXIT_STOPPED,
-    EXIT_UNAVAILABLE,
     EXIT_UNWRITABLE,
     EXIT_USER_ERROR,
+    HEARTBEAT_FILE,
+    STATE_FINISHED,
+    STATE_PREEMPTED,
+    STATE_STOPPED,
+    STATE_UPLOAD_PENDING,
+    STATUS_FILE,
 )
-from trainer.reports.status import UPLOAD_PENDING
+from trainer.config import UserError
 
 log = logging.getLogger(__name__)
 
-RECORD_FILES = ("status.json", "heartbeat.json")  # rank 0's box; any other box
-FINISHED_STATES = ("finished", UPLOAD_PENDING)
-STOPPED_STATES = ("stopped", "preempted")
+RECORD_FILES = (STATUS_FILE, HEARTBEAT_FILE)  # rank 0's box; any other box
+FINISHED_STATES = (STATE_FINISHED, STATE_UPLOAD_PENDING)
+STOPPED_STATES = (STATE_STOPPED, STATE_PREEMPTED)
 # Codes no restart of the group changes: torchrun must end, not retry. A worker ending
 # on one signals the launcher; the signal says which (SIGTERM is also `docker stop`'s,
 # and means stopped either way).
@@ -176,14 +181,14 @@ def launch(args: argparse.Namespace, run_dir: Path) -> int:
     if interfaces:
         print(f"launch: NCCL and gloo over {interfaces['GLOO_SOCKET_IFNAME']}", flush=True)
     os.environ.update(interfaces)  # the workers inherit them
-    signalled, code = False, EXIT_OK
+    signalled, code = False, EXIT_FINISHED
     try:
         run(args)
     except SignalException as error:
         signalled, code = not released, EXIT_FAILED
         print(f"launch: {error}; torchrun stopped its workers", file=sys.stderr, flush=True)
     except RendezvousError as error:
-        code = EXIT_UNAVAILABLE
+        code = EXIT_BOXES_AWAY
         print(
             f"launch: the run's boxes did not meet ({type(error).__name__}: {error}); "
             "the box starts it again a minute from now until the run's deadline",
@@ -215,7 +220,7 @@ def exit_code(
     docstring)."""
     state, code = record.get("state"), record.get("exit_code")
     if state in FINISHED_STATES:
-        return EXIT_OK
+        return EXIT_FINISHED
     if state in STOPPED_STATES:
         return EXIT_STOPPED
     if code in (EXIT_USER_ERROR, EXIT_UNWRITABLE):

@@ -21,11 +21,12 @@ import threading
 import time
 from types import FrameType
 
+from box.contract import STATE_PREEMPTED, STATE_STOPPED
 from trainer.loop.spot_notice import Notice, NoticeWatcher
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # What a rank casts in the stop vote; the group takes the largest.
-STOP_CODES = {"stopped": 1, "preempted": 2}
+STOP_CODES = {STATE_STOPPED: 1, STATE_PREEMPTED: 2}
 # From the request to the end of the upload. Azure gives a Preempt >= 30 s; the
 # container's stop timeout is 120 s (ARCHITECTURE.md) and AWS gives 2 minutes.
 AZURE_PREEMPT_BUDGET_SECONDS = 25.0
@@ -39,7 +40,7 @@ class StopSignal:
     def __init__(self, watch_notices: bool = True) -> None:
         self.event = threading.Event()
         self.reason: str | None = None
-        self.state = "stopped"  # status.json state to report: "stopped" or "preempted"
+        self.state = STATE_STOPPED  # status.json state to report: stopped or preempted
         self.requested_at: float | None = None
         self.budget_s = STOP_BUDGET_SECONDS
         self._previous: dict[int, object] = {}
@@ -59,7 +60,9 @@ class StopSignal:
         if self._watcher is not None:
             self._watcher.stop()
 
-    def request(self, reason: str, state: str = "stopped", budget_s: float | None = None) -> None:
+    def request(
+        self, reason: str, state: str = STATE_STOPPED, budget_s: float | None = None
+    ) -> None:
         """Ask the loop to stop; signal handlers call this, spot-notice pollers with "preempted"."""
         if self.reason is None:
             self.reason, self.state = reason, state
@@ -80,7 +83,7 @@ class StopSignal:
         """Take the group's agreed stop code: another rank may have been asked."""
         if code and not self.requested:
             state = next(name for name, value in STOP_CODES.items() if value == code)
-            asked = "a spot notice" if state == "preempted" else "a stop request"
+            asked = "a spot notice" if state == STATE_PREEMPTED else "a stop request"
             self.request(f"{asked} on another rank", state)
 
     def upload_seconds_left(self) -> float:
@@ -97,7 +100,7 @@ class StopSignal:
 
     def _on_notice(self, notice: Notice) -> None:
         budget = AZURE_PREEMPT_BUDGET_SECONDS if notice.cloud == "azure" else STOP_BUDGET_SECONDS
-        self.request(f"{notice.cloud} {notice.detail}", "preempted", budget)
+        self.request(f"{notice.cloud} {notice.detail}", STATE_PREEMPTED, budget)
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         self.request(signal.Signals(signum).name)

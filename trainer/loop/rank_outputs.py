@@ -19,10 +19,9 @@ from typing import Any
 
 import torch
 
+from box.contract import EXIT_STOPPED, HEARTBEAT_FILE, STATE_RUNNING
 from trainer.atomic_write import write_json_atomic
-from trainer.exit_codes import EXIT_STOPPED
 
-HEARTBEAT_FILE = "heartbeat.json"
 HEARTBEAT_KEYS = ("step", "state", "exit_code")
 # A write per half minute: the watchdog looks once a minute and calls a run hung
 # after `hung_trainer_minutes` (120) without a step.
@@ -36,7 +35,7 @@ class Heartbeat:
 
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / HEARTBEAT_FILE
-        self.fields: dict[str, Any] = {"step": None, "state": "running", "exit_code": None}
+        self.fields: dict[str, Any] = {"step": None, "state": STATE_RUNNING, "exit_code": None}
         self._written_at = -HEARTBEAT_SECONDS
 
     def due(self, step: int) -> bool:

@@ -21,10 +21,18 @@ import contextlib
 import logging
 from pathlib import Path
 
+from box.contract import (
+    EXIT_FINISHED,
+    EXIT_UNWRITABLE,
+    STATE_FAILED,
+    STATE_UPLOAD_PENDING,
+    STATUS_FILE,
+    RunRecord,
+)
 from trainer.checkpoints.manager import CheckpointManager
-from trainer.exit_codes import EXIT_OK, EXIT_UNWRITABLE, exit_code_for
+from trainer.exit_codes import exit_code_for
 from trainer.loop.rank_outputs import Heartbeat
-from trainer.reports.status import UPLOAD_PENDING, RunRecord, StatusWriter
+from trainer.reports.status import StatusWriter
 
 log = logging.getLogger(__name__)
 
@@ -54,19 +62,19 @@ class RunEnding:
         """After `finish()` wrote summary, report and status: the last uploads."""
         assert self.checkpoints is not None and self.status is not None
         if self.checkpoints.close(FINAL_UPLOAD_SECONDS):
-            return EXIT_OK
-        self.status.write(state=UPLOAD_PENDING)
+            return EXIT_FINISHED
+        self.status.write(state=STATE_UPLOAD_PENDING)
         log.warning(
             "the run finished but its last uploads to %s did not land; they wait in %s "
             "(status %s) until storage answers: start the run's container again, or run "
             "`python -m trainer sync --run-dir %s --checkpoint-uri %s`",
             self.checkpoints.config.uri,
             self.run_dir,
-            UPLOAD_PENDING,
+            STATE_UPLOAD_PENDING,
             self.run_dir,
             self.checkpoints.config.uri,
         )
-        return EXIT_OK
+        return EXIT_FINISHED
 
     def failed(self, error: BaseException) -> None:
         """Record the failure in status.json and upload what waits, never raising: the
@@ -74,7 +82,7 @@ class RunEnding:
         if not self.writes:
             if self.heartbeat is not None:
                 with contextlib.suppress(Exception):  # the exit code says it anyway
-                    self.heartbeat.write(state="failed", exit_code=exit_code_for(error))
+                    self.heartbeat.write(state=STATE_FAILED, exit_code=exit_code_for(error))
             return
         self._write_status(exit_code_for(error))
         if self.checkpoints is None or not self.store_matched:
@@ -90,9 +98,7 @@ class RunEnding:
             status = self.status or StatusWriter(
                 self.run_dir, self.run_id, None, fields=RunRecord.read(self.run_dir).known()
             )
-            status.write(state="failed", exit_code=exit_code)
+            status.write(state=STATE_FAILED, exit_code=exit_code)
         except Exception as write_error:
             if exit_code_for(write_error) != EXIT_UNWRITABLE:  # else the exit line says it
-                log.warning(
-                    "status: cannot write %s: %s", self.run_dir / "status.json", write_error
-                )
+                log.warning("status: cannot write %s: %s", self.run_dir / STATUS_FILE, write_error)

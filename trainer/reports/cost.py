@@ -32,20 +32,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.box_files import (
+from box.contract import (
     BOOTS_FILE,
-    LAUNCH_RECORD,
     RECORD_AT,
     RECORD_BOOT_ID,
     RECORD_MARKET,
     RECORD_SIZE,
     STOPS_FILE,
+    LaunchRecord,
+    RunRecord,
 )
-from trainer.reports.status import RunRecord
 
 SECONDS_PER_HOUR = 3600
-LAUNCH_PRICES = "hourly_prices_usd"
-"""launch.json's key: "<size> <market>" -> one box's hourly price, the stack's candidates'."""
 
 
 @dataclass(frozen=True)
@@ -214,11 +212,9 @@ def _price(prices: Mapping[str, float], priced_as: str, launch_price: float) -> 
     return float(price) if isinstance(price, int | float) and price >= 0 else launch_price
 
 
-def launch_prices(launch: Mapping) -> dict[str, float]:
+def launch_prices(launch: LaunchRecord) -> dict[str, float]:
     """launch.json's table of prices by "<size> <market>"; {} when it has none."""
-    table = launch.get(LAUNCH_PRICES)
-    if not isinstance(table, dict):
-        return {}
+    table = launch.hourly_prices_usd or {}
     return {k: float(v) for k, v in table.items() if isinstance(v, int | float)}
 
 
@@ -248,12 +244,10 @@ def box_run_cost(run_dir: Path, now: float) -> RunCost | None:
     box of a multi-box run is counted as up when box 0 was: they start and stop
     together (`fab status` reads each box's own records for the exact figure)."""
     records = os.environ.get(RECORDS_ENV)
-    try:
-        launch = json.loads((Path(run_dir) / LAUNCH_RECORD).read_text())
-        started, price = float(launch["started_at"]), float(launch["hourly_price_usd"])
-        boxes = int(launch.get("boxes") or 1)
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+    launch = LaunchRecord.read(run_dir)
+    if launch.started_at is None or launch.hourly_price_usd is None:
         return None
+    started, price, boxes = launch.started_at, launch.hourly_price_usd, launch.boxes or 1
     if not records:
         return None
     boots = records_of(Path(records) / BOOTS_FILE)

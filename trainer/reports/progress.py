@@ -20,9 +20,10 @@ from typing import Any
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from box.contract import EXIT_STOPPED, METRICS_FILE, RunRecord
 from trainer.atomic_write import write_bytes_atomic
 from trainer.config import UserError
-from trainer.reports.status import METRICS_FILE, RunRecord, StatusWriter
+from trainer.reports.status import StatusWriter
 
 log = logging.getLogger(__name__)
 # The record each process of a run writes first: a resumed run's time is their sum.
@@ -404,10 +405,10 @@ class RunOutputs:
         self.drain()
         self.display.note(
             f"stop requested ({reason}): checkpoint saved at step {step}; "
-            "exit 75 (resume by running the same command)"
+            f"exit {EXIT_STOPPED} (resume by running the same command)"
         )
         self.status.write(
-            state=state, step=step, exit_code=75, last_checkpoint_at=last_checkpoint_at
+            state=state, step=step, exit_code=EXIT_STOPPED, last_checkpoint_at=last_checkpoint_at
         )
 
     def close(self) -> None:

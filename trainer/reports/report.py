@@ -4,7 +4,6 @@ train-median baseline, and plots/learning_curve.png and plots/clarke_grid.png.""
 from __future__ import annotations
 
 import json
-from dataclasses import MISSING
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +13,12 @@ matplotlib.use("Agg")  # headless: boxes and CI have no display
 import matplotlib.pyplot as plt
 import numpy as np
 
+from box.contract import CONFIG_FILE, REPORT_FILE
 from trainer.metrics import clarke_zones
 from trainer.reports.progress import read_metrics
 from trainer.reports.settings import flag_rows
 
 GRID_MAX_MG_DL = 400.0
-AUTO_LR = "auto: 2e-3 x sqrt(batch / 256)"  # trainer.config resolves it
-CONFIG_FILE = "config.json"  # the run's resolved settings, written at its start
 # Clarke error grid zone boundaries (reference x, prediction y), mg/dL, as Clarke 1987 draws them.
 CLARKE_LINES = (
     ((0, 175 / 3), (70, 70)),
@@ -215,38 +213,19 @@ def _wall_time(summary: dict[str, Any]) -> str:
     return f"{total} over {len(processes)} starts ({each} s)"
 
 
-def _shown(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _settings_table(config: dict[str, Any], summary: dict[str, Any]) -> list[str]:
+def _settings_table(
+    config: dict[str, Any], summary: dict[str, Any], given: frozenset[str]
+) -> list[str]:
     """Every trainer flag the run trained with, as config.json resolved them, and the
-    default beside each one the run changed."""
-    train = config["train"]
-    batch = f"{train['batch_size']} ({train['per_rank_batch_size']} a rank x {train['world_size']})"
-    resolved = (
-        ("--data", config["data"]["data_dir"], MISSING),
-        ("--batch-size", batch, MISSING),
-        ("--precision", f"{summary['precision']} (asked: {train['precision']})", MISSING),
-        ("--checkpoint-every", f"{config['checkpoint_every_seconds']:g} s", MISSING),
-    )
-    rows = [*resolved, *flag_rows(config)]
+    default beside each one the run changed (trainer.reports.settings)."""
     return [
         "| flag | value | default, where it differs |",
         "|---|---|---|",
         *(
-            f"| `{f}` | {_shown(v)} | {'' if d is MISSING else _default(f, d)} |"
-            for f, v, d in rows
+            f"| `{row.flag}` | {row.value} | {row.default} |"
+            for row in flag_rows(config, summary, given)
         ),
     ]
-
-
-def _default(flag: str, value: Any) -> str:
-    if value is MISSING:  # the run kept it
-        return ""
-    return AUTO_LR if flag == "--lr" and value is None else _shown(value)
 
 
 def write_report(
@@ -254,9 +233,12 @@ def write_report(
     summary: dict[str, Any],
     test_ref: np.ndarray | None,
     test_pred: np.ndarray | None,
+    given: frozenset[str] = frozenset(),
 ) -> Path:
     """Write plots/*.png and report.md into the run dir; return report.md's path. No
-    test predictions (a sweep's trial): no Clarke grid, and the report says why."""
+    test predictions (a sweep's trial): no Clarke grid, and the report says why.
+    `given`: the flags left to the trainer that the run gave all the same
+    (`trainer.reports.settings.given_to_the_trainer`)."""
     run_dir = Path(run_dir)
     plots = run_dir / "plots"
     plots.mkdir(exist_ok=True)
@@ -288,9 +270,9 @@ def write_report(
         "",
         f"## Settings ({CONFIG_FILE})",
         "",
-        *_settings_table(config, summary),
+        *_settings_table(config, summary, given),
         "",
     ]
-    path = run_dir / "report.md"
+    path = run_dir / REPORT_FILE
     path.write_text("\n".join(lines))
     return path

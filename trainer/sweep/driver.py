@@ -23,14 +23,22 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+from box.contract import (
+    EXIT_FINISHED,
+    EXIT_STOPPED,
+    STATE_FAILED,
+    STATE_FINISHED,
+    STATE_RUNNING,
+    STATE_STOPPED,
+    STATUS_FILE,
+    RunRecord,
+)
 from trainer.atomic_write import write_json_atomic
 from trainer.config import UserError
-from trainer.exit_codes import EXIT_OK, EXIT_STOPPED
-from trainer.reports.status import RunRecord
 from trainer.sweep import journal, selection
 from trainer.sweep.mirror import Mirror
 from trainer.sweep.space import Param, parse_params
-from trainer.sweep.spec import STATUS_FILE, TRIALS_FILE, SweepSpec
+from trainer.sweep.spec import TRIALS_FILE, SweepSpec
 from trainer.sweep.trials import TrialPool, TrialProcess, other_values
 
 log = logging.getLogger(__name__)
@@ -130,7 +138,7 @@ class Driver:
     def run(self) -> int:
         for name in (signal.SIGTERM, signal.SIGINT):
             signal.signal(name, self._on_signal)
-        self.write_status("running")
+        self.write_status(STATE_RUNNING)
         self._resume_running()
         while True:
             self.look()
@@ -138,7 +146,7 @@ class Driver:
                 return self._stop()
             if not self.pool.running and not self._more():
                 break
-            self.write_status("running")
+            self.write_status(STATE_RUNNING)
             journal.keep_verified(self.sweep_dir)
             self.mirror.sync()
             self.wake.wait(POLL_SECONDS)
@@ -148,7 +156,7 @@ class Driver:
             code = selection.finish(self.spec, self.study, self.sweep_dir)
         except StopRequested:
             return self._stop()
-        self.write_status("finished" if code == EXIT_OK else "failed", code)
+        self.write_status(STATE_FINISHED if code == EXIT_FINISHED else STATE_FAILED, code)
         self.mirror.sync()
         return code
 
@@ -238,7 +246,7 @@ class Driver:
                 # the look that judged it; pruned either way.
                 self.study.tell(asked, state=optuna.trial.TrialState.PRUNED)
                 self._say(f"trial {trial.number} pruned (behind the median at its epoch)")
-            elif code == EXIT_OK:
+            elif code == EXIT_FINISHED:
                 mae = selection.val_mae(trial.run_dir)
                 state = optuna.trial.TrialState.COMPLETE if mae is not None else None
                 self.study.tell(asked, mae, state=state or optuna.trial.TrialState.FAIL)
@@ -272,9 +280,9 @@ class Driver:
     def _stop(self) -> int:
         self._say(f"stopping ({self.stop_reason}): the running trials checkpoint")
         for trial, code in self.pool.stop_all(STOP_WAIT_SECONDS):
-            if code not in (EXIT_OK, EXIT_STOPPED):
+            if code not in (EXIT_FINISHED, EXIT_STOPPED):
                 self._say(f"trial {trial.number} ended with exit {code} while stopping")
-        self.write_status("stopped", EXIT_STOPPED)
+        self.write_status(STATE_STOPPED, EXIT_STOPPED)
         self.mirror.sync()
         self._say("stopped; starting the sweep's container again resumes it")
         return EXIT_STOPPED

@@ -10,18 +10,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from trainer.box_files import STOP_MARKER
+from box.contract import STOPPED_BY_USER, sweep_uri
 from trainer.storage import open_store
 from trainer.sweep.spec import SweepSpec
 
 log = logging.getLogger(__name__)
-
-SWEEPS_PREFIX = "sweeps"
-
-
-def sweep_uri(storage_uri: str, sweep_id: str) -> str:
-    """The sweep's folder in storage (stack.storage_layout.sweep_uri is `fab`'s copy)."""
-    return f"{storage_uri.rstrip('/')}/{SWEEPS_PREFIX}/{sweep_id}"
 
 
 class Mirror:
@@ -38,7 +31,7 @@ class Mirror:
             if path.is_file()
             and not path.is_symlink()
             and not path.name.startswith(".")
-            and path.name != STOP_MARKER
+            and path.name != STOPPED_BY_USER
             and not path.name.endswith((".lock", ".tmp"))
         )
 

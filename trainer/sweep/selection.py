@@ -17,20 +17,24 @@ import time
 from pathlib import Path
 from typing import Any
 
+from box.contract import (
+    BEST_CHECKPOINT,
+    CHECKPOINTS_DIR,
+    EXIT_FAILED,
+    EXIT_FINISHED,
+    STATE_RUNNING,
+    RunSummary,
+)
 from trainer.atomic_write import write_json_atomic
-from trainer.exit_codes import EXIT_OK
 from trainer.sweep.plot import PLOTS, plot_study
 from trainer.sweep.spec import PLOTS_DIR, REPORT_FILE, RESULT_FILE, SweepSpec, read_json
 
-EXIT_FAILED = 1
 EVALUATE_TIMEOUT_SECONDS = 3600
 
 
 def val_mae(run_dir: Path) -> float | None:
     """The validation MAE of a finished trial's best weights (its summary.json)."""
-    summary = read_json(Path(run_dir) / "summary.json") or {}
-    mae = (summary.get("val") or {}).get("mae")
-    return float(mae) if isinstance(mae, (int, float)) else None
+    return RunSummary.read(Path(run_dir)).val_mae
 
 
 def trial_rows(spec: SweepSpec, study: Any, pruned: set[int]) -> list[dict[str, Any]]:
@@ -42,7 +46,7 @@ def trial_rows(spec: SweepSpec, study: Any, pruned: set[int]) -> list[dict[str, 
             {
                 "number": trial.number,
                 "run_id": spec.trial_run_id(trial.number),
-                "state": "pruned" if trial.number in pruned and state == "running" else state,
+                "state": "pruned" if trial.number in pruned and state == STATE_RUNNING else state,
                 "values": trial.params,
                 "val_mae": trial.value,
             }
@@ -56,7 +60,7 @@ def _evaluate_test(spec: SweepSpec, run_id: str) -> dict[str, Any]:
     env = dict(os.environ)
     if spec.gpus > 0:
         env["CUDA_VISIBLE_DEVICES"] = "0"
-    checkpoint = f"{spec.runs_dir}/{run_id}/checkpoints/best.pt"
+    checkpoint = f"{spec.runs_dir}/{run_id}/{CHECKPOINTS_DIR}/{BEST_CHECKPOINT}"
     if not Path(checkpoint).is_file():  # trained on a box since replaced: storage's BEST
         checkpoint = spec.trial_checkpoint_uri(run_id)
     command = [sys.executable, "-m", "trainer", "evaluate", "--data", spec.data_dir,
@@ -104,7 +108,7 @@ def finish(spec: SweepSpec, study: Any, sweep_dir: Path) -> int:
         "evaluated once",
         flush=True,
     )
-    return EXIT_OK
+    return EXIT_FINISHED
 
 
 def _values(values: dict[str, Any]) -> str:

@@ -13,17 +13,20 @@ library and `trainer.config` only: `fab` imports this.
 from __future__ import annotations
 
 import math
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainer.config import (
+    SECTIONS,
     DataConfig,
     ModelConfig,
     OptimConfig,
     TrainConfig,
     UserError,
 )
+from trainer.flags import RANGE, tunables, without_none
 from trainer.quantities import COUNT_FORMS, parse_count
 
 LOG = "log"
@@ -31,7 +34,8 @@ LOG = "log"
 
 @dataclass(frozen=True)
 class Tunable:
-    """A `train` flag a sweep may vary: the config field it sets and its type."""
+    """A `train` flag a sweep may vary (its field's `tunable`): the config field it sets
+    and its type."""
 
     config: type
     field: str
@@ -45,25 +49,20 @@ class Tunable:
         self.config(**base.get(self.config, {}), **{self.field: value})
 
 
+def _kind(config: type, name: str) -> type:
+    """int, float or str: how a swept value is read (a Literal's choices are names)."""
+    hint = without_none(typing.get_type_hints(config)[name])
+    return str if typing.get_origin(hint) is typing.Literal else hint
+
+
+# The optimizer's first, as `fab sweep --help` lists them: what a sweep varies most.
 TUNABLE = {
-    "lr": Tunable(OptimConfig, "lr", float),
-    "weight-decay": Tunable(OptimConfig, "weight_decay", float),
-    "warmup-fraction": Tunable(OptimConfig, "warmup_fraction", float),
-    "min-lr-fraction": Tunable(OptimConfig, "min_lr_fraction", float),
-    "grad-clip": Tunable(OptimConfig, "grad_clip_norm", float),
-    "grad-accum": Tunable(OptimConfig, "grad_accum", int),
-    "dropout": Tunable(ModelConfig, "dropout", float),
-    "kernel-size": Tunable(ModelConfig, "kernel_size", int, ranges=False),
-    "model": Tunable(ModelConfig, "arch", str, ranges=False),
-    "batch-size": Tunable(TrainConfig, "batch_size", int),
-    "epochs": Tunable(TrainConfig, "epochs", int),
-    "patience": Tunable(TrainConfig, "patience", int),
-    "seed": Tunable(TrainConfig, "seed", int),
+    name: Tunable(config, item.name, _kind(config, item.name), item.metadata["tunable"] == RANGE)
+    for name, (config, item) in tunables(OptimConfig, ModelConfig, TrainConfig).items()
 }
+"""The flags a sweep may vary (a field's `tunable`), by name: `lr`, `kernel-size`."""
 
-
-CONFIG_SECTIONS = {DataConfig: "data", ModelConfig: "model", OptimConfig: "optim",
-                   TrainConfig: "train"}  # fmt: skip
+CONFIG_SECTIONS = {config: section for section, config in SECTIONS.items()}
 """config.json's section of each config (RunConfig.to_dict)."""
 
 

@@ -22,15 +22,15 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from box.contract import REPORT_FILE as REPORT_FILE  # a sweep's report is named as a run's
+from box.contract import run_uri
 from trainer.checkpoints.layout import RUN_LOG_FILE
 from trainer.config import UserError
 
 SPEC_FILE = "sweep.json"
 JOURNAL_FILE = "optuna.journal"
-STATUS_FILE = "status.json"
 TRIALS_FILE = "trials.json"
 RESULT_FILE = "result.json"
-REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
 TRIAL_LOG_FILE = RUN_LOG_FILE
 """In a trial's run dir (mirrored with it): the trial's output, which `fab logs` reads
@@ -92,7 +92,7 @@ class SweepSpec:
 
     def trial_checkpoint_uri(self, run_id: str) -> str:
         """Where trial `run_id` checkpoints: its run's folder in the stack's storage."""
-        return f"{self.storage_uri.rstrip('/')}/runs/{run_id}"
+        return run_uri(self.storage_uri, run_id)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"

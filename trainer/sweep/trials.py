@@ -23,23 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from box.contract import CONFIG_FILE, LAUNCH_FILE, METRICS_FILE, LaunchRecord, run_uri
 from trainer.atomic_write import write_json_atomic
-from trainer.reports.status import METRICS_FILE
+from trainer.container_env import cores
 from trainer.sweep.space import recorded, trial_flags
 from trainer.sweep.spec import TRIAL_LOG_FILE, SweepSpec
-
-LAUNCH_FILE = "launch.json"
-CONFIG_FILE = "config.json"
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def _threads(concurrent: int) -> int:
     """A CPU slot's OpenMP threads: its share of the cores, at most the OMP_NUM_THREADS the
     sweep's container was given (containerEnv): a box shared with other work spins less."""
-    share = max(1, _cores() // concurrent)
+    share = max(1, cores() // concurrent)
     given = os.environ.get("OMP_NUM_THREADS", "")
     return min(share, int(given)) if given.isdigit() and int(given) > 0 else share
 
@@ -112,7 +106,7 @@ def recorded_config(spec: SweepSpec, run_id: str) -> dict:
     try:
         text = local.read_bytes() if local.exists() else None
         if text is None:
-            store = open_store(f"{spec.storage_uri.rstrip('/')}/runs/{run_id}")
+            store = open_store(run_uri(spec.storage_uri, run_id))
             text = store.read_bytes(CONFIG_FILE)
         config = json.loads(text)
     except Exception:  # none, torn, or storage down: the trainer's own resume checks stand
@@ -205,26 +199,24 @@ class TrialPool:
         if path.exists():
             return
         spec = self.spec
-        write_json_atomic(
-            path,
-            {
-                "run_id": run_id,
-                "image": spec.image,
-                "dataset": spec.dataset,
-                "trainer_args": self.command(run_id, values)[4:],
-                "started_at": time.time(),
-                "hourly_price_usd": spec.hourly_price_usd,
-                "spot": spec.spot,
-                "boxes": 1,
-                "world_size": 1,
-                "name": spec.name,
-                "sweep": spec.sweep_id,
-                "trial": number,
-                "values": values,
-                # The box's price is shared by the trials that run at once.
-                "concurrent_trials": spec.concurrent,
-            },
+        launch = LaunchRecord(
+            run_id=run_id,
+            image=spec.image,
+            dataset=spec.dataset,
+            trainer_args=self.command(run_id, values)[4:],
+            started_at=time.time(),
+            hourly_price_usd=spec.hourly_price_usd,
+            spot=spec.spot,
+            boxes=1,
+            world_size=1,
+            name=spec.name,
+            sweep=spec.sweep_id,
+            trial=number,
+            values=values,
+            # The box's price is shared by the trials that run at once.
+            concurrent_trials=spec.concurrent,
         )
+        write_json_atomic(path, launch.to_json())
 
     def finished(self) -> list[tuple[TrialProcess, int]]:
         """The trials that exited since the last look, with their exit codes."""

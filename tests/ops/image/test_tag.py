@@ -4,7 +4,8 @@ import subprocess
 
 import pytest
 
-from ops.image.build import image_tag, warn_if_unpinned
+from ops.image.build import IMAGE_INPUTS, image_tag, warn_if_unpinned
+from tests.paths import REPO
 
 
 def _git(repo, *args):
@@ -66,3 +67,18 @@ def test_base_image_without_digest_draws_a_warning(capsys):
     assert "not pinned" in capsys.readouterr().err
     warn_if_unpinned("pytorch/pytorch@sha256:" + "0" * 64)
     assert capsys.readouterr().err == ""
+
+
+def test_everything_the_build_context_lets_in_is_an_input_of_the_tag():
+    """.dockerignore is an allow-list: a path it lets in that the tag does not hash would
+    change the image under an unchanged tag."""
+    allowed = [
+        line[1:].rstrip("/")
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    ]
+    assert allowed and all(
+        any(path == given or path.startswith(given + "/") for given in IMAGE_INPUTS)
+        for path in allowed
+    ), allowed
+    assert {"box/__init__.py", "box/contract.py"} <= set(allowed)

@@ -4,13 +4,13 @@ resize by `fab start`)."""
 
 from __future__ import annotations
 
+from box.contract import LaunchRecord, RunRecord
 from ops.run.look import StatusView
 from ops.run.status import BoxSnapshot, RunSnapshot
 from ops.target.resolve import from_outputs
 from stack import catalog
 from tests.fixtures.clouds import target_outputs
 from trainer.reports import cost
-from trainer.reports.status import RunRecord
 
 TRIED = [
     {
@@ -54,7 +54,9 @@ def test_status_names_the_fallback_taken_its_price_and_what_was_refused():
 
 def test_a_box_resized_by_fab_start_is_priced_at_the_size_it_booted_on():
     boot = cost.Uptime(0.0, None, "g6.xlarge on-demand")
-    snap = RunSnapshot("r1", "running", RunRecord(), {}, [], {}, BoxSnapshot({}, {}, (boot,)), 10.0)
+    snap = RunSnapshot(
+        "r1", "running", RunRecord(), {}, [], LaunchRecord(), BoxSnapshot({}, {}, (boot,)), 10.0
+    )
     line = _view(snap).placement()
     assert line.startswith("g6.xlarge us-east-1b on-demand $0.80/h")
     assert line.endswith("(not what `pulumi up` took: resized by `fab start`)")

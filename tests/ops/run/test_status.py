@@ -5,11 +5,11 @@ import time
 from pathlib import Path
 
 from box import contract
+from box.contract import RunRecord
 from ops.run.on_box import ContainerState
 from ops.run.status import describe_state
 from tests.ops.conftest import assert_one_line_error
 from trainer.reports import cost
-from trainer.reports.status import RunRecord
 
 
 def _container(exit_code, running=False, restarting=False):

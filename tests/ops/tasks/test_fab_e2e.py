@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from box.contract import RunRecord
 from tests.fixtures.sshd import start_sshd
 from tests.fixtures.trainer_image import host_extra_ca_pem
 from tests.local_server import free_port
@@ -33,7 +34,6 @@ from tests.ops.conftest import (
 )
 from tests.paths import REPO
 from trainer.data import manifest as dataset_manifest
-from trainer.reports.status import RunRecord
 
 pytestmark = pytest.mark.e2e
 

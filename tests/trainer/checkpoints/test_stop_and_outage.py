@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from box.contract import EXIT_STOPPED
 from tests.fixtures.s3 import S3Emulator
 from tests.trainer.trainer_process import (
     output_of,
@@ -19,7 +20,6 @@ from tests.trainer.trainer_process import (
     wait_for_step,
 )
 from trainer.checkpoints import checkpoint_file, layout
-from trainer.loop.train import EXIT_STOPPED
 from trainer.storage import open_store
 
 pytestmark = pytest.mark.e2e

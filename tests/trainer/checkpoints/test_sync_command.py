@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from box.contract import EXIT_STOPPED, EXIT_USER_ERROR
 from tests.fixtures.s3 import S3Emulator
 from tests.trainer.conftest import tiny_run_config
 from tests.trainer.trainer_process import (
@@ -24,7 +25,6 @@ from tests.trainer.trainer_process import (
 )
 from trainer.__main__ import main
 from trainer.checkpoints import layout
-from trainer.exit_codes import EXIT_STOPPED, EXIT_USER_ERROR
 from trainer.loop.train import train
 from trainer.storage import open_store
 

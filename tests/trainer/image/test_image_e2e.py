@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ops.image.build import IMAGE_INPUTS
 from tests.fixtures.docker_engine import DockerEngine
 from tests.fixtures.trainer_image import TrainerImage, build_trainer_image
 from tests.paths import REPO
@@ -113,7 +114,12 @@ def test_image_keeps_the_base_images_torch(probe):
 
 def test_image_holds_the_trainer_code_and_nothing_else(probe):
     assert probe["opt_entries"] == ["app", "requirements.txt", "venv"]
-    assert {path.split("/")[0] for path in probe["app_files"]} == {"trainer"}
+    assert {path.split("/")[0] for path in probe["app_files"]} == {"trainer", "box"}
+    # Of the box programs, the contract the trainer imports, and no other.
+    assert sorted(p for p in probe["app_files"] if p.startswith("box/")) == [
+        "box/__init__.py",
+        "box/contract.py",
+    ]
     assert "trainer/__main__.py" in probe["app_files"]
     assert not [path for path in probe["app_files"] if path.endswith((".pyc", ".pem", ".key"))]
 
@@ -154,11 +160,12 @@ def _code_changed_context(tmp: Path) -> Path:
     """A copy of the build context whose trainer code differs by one line."""
     context = tmp / "context"
     context.mkdir()
-    for name in ("Dockerfile", ".dockerignore", "requirements", "trainer"):
+    for name in IMAGE_INPUTS:
         source = REPO / name
         if source.is_dir():
             shutil.copytree(source, context / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
+            (context / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, context / name)
     init = context / "trainer" / "__init__.py"
     init.write_text(init.read_text() + f"\n# code-only change {time.time_ns()}\n")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from box.contract import STATE_UPLOAD_PENDING
 from tests.trainer.conftest import tiny_run_config
 from trainer.__main__ import main
 from trainer.checkpoints import checkpoint_file, layout
@@ -21,7 +22,7 @@ from trainer.checkpoints.manager import CheckpointConfig, CheckpointManager
 from trainer.loop import launcher, run_ending
 from trainer.loop import train as train_module
 from trainer.loop.train import train
-from trainer.reports.status import UPLOAD_PENDING, StatusWriter
+from trainer.reports.status import StatusWriter
 from trainer.storage import open_store
 
 WRITE_SECONDS = 30
@@ -148,7 +149,7 @@ def _finished_with_storage_down(tiny_data: Path, tmp_path: Path, monkeypatch, ma
     config = _with_store(tiny_run_config(tiny_data, run_dir, max_steps=max_steps), uri)
     _storage_dies_before_finish(monkeypatch, store_dir)
     assert train(config) == 0
-    assert _status(run_dir)["state"] == UPLOAD_PENDING
+    assert _status(run_dir)["state"] == STATE_UPLOAD_PENDING
     return config, run_dir, store_dir, uri
 
 
@@ -160,7 +161,7 @@ def test_a_finished_run_with_storage_down_is_upload_pending_until_sync(
         tiny_data, tmp_path, monkeypatch, max_steps=7
     )
     assert train(config) == 0  # its container starts again; storage still down
-    assert _status(run_dir)["state"] == UPLOAD_PENDING
+    assert _status(run_dir)["state"] == STATE_UPLOAD_PENDING
     assert main(["sync", "--run-dir", str(run_dir), "--checkpoint-uri", uri]) == 75
 
     store_dir.unlink()  # storage is back

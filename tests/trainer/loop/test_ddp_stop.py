@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from box.contract import EXIT_STOPPED
 from tests.trainer.ddp_process import start_ranks, torchrun, wait_for_ranks, worker_pid
 from tests.trainer.trainer_process import (
     output_of,
@@ -24,7 +25,6 @@ from tests.trainer.trainer_process import (
     wait_for_step,
 )
 from trainer.checkpoints import checkpoint_file
-from trainer.loop.train import EXIT_STOPPED
 
 pytestmark = pytest.mark.e2e
 

@@ -25,7 +25,8 @@ from trainer.loop.defaults import (
 )
 from trainer.loop.device import choose_device
 from trainer.loop.formulation import MARGIN, fastest_formulation, resolve_formulation
-from trainer.loop.train import lr_lambda, train
+from trainer.loop.run import lr_lambda
+from trainer.loop.train import train
 from trainer.model import FORMULATIONS, build_model
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda")

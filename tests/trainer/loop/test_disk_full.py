@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from box.contract import EXIT_UNWRITABLE
 from tests.paths import REPO
 from tests.trainer.trainer_process import start_process, trainer_command
-from trainer.exit_codes import EXIT_UNWRITABLE
 
 pytestmark = pytest.mark.e2e
 

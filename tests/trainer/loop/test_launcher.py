@@ -15,17 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.ddp_process import free_port, launcher, worker_pid
-from tests.trainer.trainer_process import output_of, status_of, wait_for_exit, wait_for_step
-from trainer.__main__ import main
-from trainer.exit_codes import (
+from box.contract import (
+    EXIT_BOXES_AWAY,
     EXIT_FAILED,
-    EXIT_OK,
+    EXIT_FINISHED,
     EXIT_STOPPED,
-    EXIT_UNAVAILABLE,
     EXIT_UNWRITABLE,
     EXIT_USER_ERROR,
 )
+from tests.trainer.ddp_process import free_port, launcher, worker_pid
+from tests.trainer.trainer_process import output_of, status_of, wait_for_exit, wait_for_step
+from trainer.__main__ import main
 from trainer.loop.launcher import box_record, exit_code, interface_holding, socket_interfaces
 
 NOW = 1_800_000_000.0
@@ -50,8 +50,14 @@ LONG_RUN = ("--batch-size", "8", "--epochs", "50")
 @pytest.mark.parametrize(
     ("record", "torchrun_code", "signalled", "released", "expected"),
     [
-        ({"state": "finished", "exit_code": 0}, EXIT_OK, False, None, EXIT_OK),
-        ({"state": "finished-upload-pending", "exit_code": 0}, EXIT_OK, False, None, EXIT_OK),
+        ({"state": "finished", "exit_code": 0}, EXIT_FINISHED, False, None, EXIT_FINISHED),
+        (
+            {"state": "finished-upload-pending", "exit_code": 0},
+            EXIT_FINISHED,
+            False,
+            None,
+            EXIT_FINISHED,
+        ),
         # torchrun calls a worker's 75 a failure; the run says it stopped.
         ({"state": "stopped", "exit_code": 75}, EXIT_FAILED, True, None, EXIT_STOPPED),
         ({"state": "preempted", "exit_code": 75}, EXIT_FAILED, False, None, EXIT_STOPPED),
@@ -68,8 +74,8 @@ LONG_RUN = ("--batch-size", "8", "--epochs", "50")
         ({}, EXIT_FAILED, True, None, EXIT_STOPPED),
         ({}, EXIT_FAILED, False, None, EXIT_FAILED),  # restarts ran out
         # The boxes never met (another box evicted): start again later.
-        ({}, EXIT_UNAVAILABLE, False, None, EXIT_UNAVAILABLE),
-        ({"state": "running"}, EXIT_UNAVAILABLE, False, None, EXIT_UNAVAILABLE),
+        ({}, EXIT_BOXES_AWAY, False, None, EXIT_BOXES_AWAY),
+        ({"state": "running"}, EXIT_BOXES_AWAY, False, None, EXIT_BOXES_AWAY),
     ],
 )
 def test_the_runs_record_decides_the_exit_code(
@@ -113,7 +119,7 @@ def test_bad_flags_are_exit_2_before_any_rank_starts(torchrun_args, says, tiny_d
 def test_a_finished_run_exits_0(tiny_data: Path, tmp_path: Path):
     run_dir = tmp_path / "run"
     process = launcher(tiny_data, run_dir, "--batch-size", "8", "--max-steps", "2")
-    assert wait_for_exit(process, run_dir) == EXIT_OK, output_of(run_dir)
+    assert wait_for_exit(process, run_dir) == EXIT_FINISHED, output_of(run_dir)
     assert status_of(run_dir)["state"] == "finished"
 
 
@@ -126,7 +132,7 @@ def test_a_box_whose_other_box_never_comes_exits_69_to_be_started_again(tiny_dat
         "--rdzv-conf", "is_host=true,join_timeout=3",
     )  # fmt: skip
     process = launcher(tiny_data, run_dir, "--max-steps", "2", torchrun=alone)
-    assert wait_for_exit(process, run_dir) == EXIT_UNAVAILABLE, output_of(run_dir)
+    assert wait_for_exit(process, run_dir) == EXIT_BOXES_AWAY, output_of(run_dir)
     assert "the run's boxes did not meet" in output_of(run_dir)
 
 

@@ -6,6 +6,7 @@ import signal
 import pytest
 import torch
 
+from box.contract import EXIT_STOPPED
 from tests.trainer.conftest import TINY_WINDOWS_PER_CASE, tiny_run_config
 from tests.trainer.trainer_process import (
     EXIT_WAIT_SECONDS,
@@ -16,7 +17,8 @@ from tests.trainer.trainer_process import (
 )
 from trainer.__main__ import main
 from trainer.checkpoints import checkpoint_file
-from trainer.loop.train import COMPILE_CACHE, EXIT_STOPPED, train
+from trainer.loop.run import COMPILE_CACHE
+from trainer.loop.train import train
 
 RUN_DIR_FILES = (
     "splits.json",

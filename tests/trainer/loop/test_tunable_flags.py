@@ -16,8 +16,10 @@ from trainer.config import (
     TrainConfig,
     UserError,
     check_train_flags,
+    not_settings,
     run_config_from_flags,
 )
+from trainer.flags import field_docs, flag_fields
 from trainer.loop.train import train
 from trainer.quantities import duration_forms
 
@@ -75,22 +77,20 @@ def test_every_value_the_configs_hold_has_a_flag():
     assert held - NOT_FLAGS == {field for _, _, _, field, _ in FLAGS}
 
 
-def test_each_flag_has_its_fields_default_and_help_and_no_other():
+def test_each_flag_has_its_fields_default_and_its_docstring_for_help_and_no_other():
     train = _parser()._subparsers._group_actions[0].choices["train"]
     actions = {action.dest: action for action in train._actions if action.dest != "help"}
     fields = {
-        field.name: field
-        for config in TRAIN_CONFIGS
-        for field in dataclasses.fields(config)
-        if "help" in field.metadata
+        field.name: (config, field) for config in TRAIN_CONFIGS for field in flag_fields(config)
     }
     assert set(actions) == set(fields)
-    for name, field in fields.items():
+    for name, (config, field) in fields.items():
         if field.default is not dataclasses.MISSING:
             assert actions[name].default == field.default, name
+        doc = " ".join(field_docs(config)[name].split())
+        assert actions[name].help.startswith(doc.removesuffix(".")), name
         unit = field.metadata["unit"]  # a duration's help adds the forms it takes, in its unit
-        said = [field.metadata["help"], duration_forms(unit) if unit else ""]
-        assert (actions[name].help or "") == "; ".join(filter(None, said)), name
+        assert not unit or actions[name].help.endswith(duration_forms(unit)), name
 
 
 def test_flags_left_out_give_the_configs_own_defaults():
@@ -179,3 +179,21 @@ def test_a_run_that_skips_the_test_split_reports_validation_only(tiny_data, tmp_
     assert summary["test"] is None and "mae" in summary["val"]
     assert "Test cases: not evaluated" in (run_dir / "report.md").read_text()
     assert not (run_dir / "plots" / "clarke_grid.png").exists()
+
+
+def _flat(record: dict, prefix: str = "") -> set[str]:
+    return {
+        key
+        for name, value in record.items()
+        for key in (
+            _flat(value, f"{prefix}{name}.") if isinstance(value, dict) else {prefix + name}
+        )
+    }
+
+
+def test_where_a_run_is_and_how_often_it_reports_are_not_its_settings():
+    keys = not_settings()
+    assert {"data.data_dir", "train.run_dir", "checkpoint_uri", "train.log_every_steps"} <= keys
+    assert not keys & {"optim.lr", "train.batch_size", "model.arch", "train.epochs"}
+    # Each is a key of config.json, as `fab runs` flattens it.
+    assert keys <= _flat(_config().to_dict())

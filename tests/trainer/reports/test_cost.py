@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from box import contract
+from box.contract import RunRecord
 from trainer.reports import cost
-from trainer.reports.status import RunRecord
 
 HOUR = 3600.0
 MONDAY = 1_800_000_000.0  # a scripted week starts here
@@ -213,7 +214,7 @@ def test_the_trainer_prices_each_boot_from_launch_json(tmp_path, monkeypatch):
     )
     run_dir = tmp_path / "runs" / "r1"
     run_dir.mkdir(parents=True)
-    launch = {"started_at": 0.0, "hourly_price_usd": PRICES[G6], cost.LAUNCH_PRICES: PRICES}
+    launch = {"started_at": 0.0, "hourly_price_usd": PRICES[G6], contract.LAUNCH_PRICES: PRICES}
     (run_dir / "launch.json").write_text(json.dumps(launch))
     monkeypatch.setenv(cost.RECORDS_ENV, str(records))
     monkeypatch.setattr(cost, "current_boot", lambda proc=None: None)

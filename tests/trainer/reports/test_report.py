@@ -7,6 +7,8 @@ import shutil
 
 import numpy as np
 
+from trainer.config import train_flag_fields
+from trainer.flags import flag_name
 from trainer.reports.progress import START_RECORD, process_spans
 from trainer.reports.report import write_report
 
@@ -19,15 +21,47 @@ def test_the_report_is_titled_with_the_run_id_its_model_and_its_data(trained_run
     assert _report(trained_run)[0] == "# Run `tiny-run`: resnet18 on 5 synth cases"
 
 
-def test_the_report_lists_the_flags_the_run_trained_with(trained_run):
+def _settings(run_dir) -> list[str]:
+    lines = _report(run_dir)
+    return lines[lines.index("## Settings (config.json)") :]
+
+
+def test_the_report_lists_every_flag_the_run_trained_with(trained_run):
     config = json.loads((trained_run / "config.json").read_text())
-    lines = _report(trained_run)
-    settings = lines[lines.index("## Settings (config.json)") :]
+    settings = _settings(trained_run)
     assert "| `--model` | resnet18 | resnet34 |" in settings
     assert "| `--epochs` | 2 | 20 |" in settings
-    assert "| `--batch-size` | 32 (32 a rank x 1) |  |" in settings
-    assert f"| `--lr` | {config['optim']['lr']:g} | auto: 2e-3 x sqrt(batch / 256) |" in settings
+    assert f"| `--lr` | {config['optim']['lr']:g} (the trainer's) |  |" in settings
     assert "| `--checkpoint-uri` | none |  |" in settings
+    assert "| `--checkpoint-every` | 600 s |  |" in settings
+    assert "| `--no-graph` | off |  |" in settings and "| `--name` | none |  |" in settings
+    assert f"| `--run-dir` | {trained_run} |  |" in settings
+    flags = {line.split("`")[1] for line in settings if line.startswith("| `")}
+    assert flags == {flag_name(field) for _, _, field in train_flag_fields()}
+
+
+def test_a_flag_left_to_the_trainer_is_the_trainers_not_a_change(trained_run):
+    settings = _settings(trained_run)
+    for flag in ("--formulation", "--beta2", "--decay-norms-and-biases", "--precision"):
+        (row,) = [line for line in settings if line.startswith(f"| `{flag}` |")]
+        assert row.endswith("(the trainer's) |  |"), row
+
+
+def test_a_flag_the_trainer_would_pick_but_the_run_gave_shows_the_trainers_rule(trained_run):
+    # The tiny run gives --batch-size 32.
+    assert (
+        "| `--batch-size` | 32 (32 a rank x 1) | the trainer's: ~200 steps an epoch, "
+        "1024-16384 a GPU; 256 on a CPU |"
+    ) in _settings(trained_run)
+
+
+def test_a_changed_checkpoint_interval_shows_its_default(trained_run, tmp_path):
+    run_dir = shutil.copytree(trained_run, tmp_path / "run")
+    config = json.loads((run_dir / "config.json").read_text())
+    (run_dir / "config.json").write_text(json.dumps({**config, "checkpoint_every_seconds": 90.0}))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    write_report(run_dir, summary, np.array([100.0, 150.0]), np.array([110.0, 140.0]))
+    assert "| `--checkpoint-every` | 90 s | 600 s |" in _settings(run_dir)
 
 
 def test_the_report_names_every_flag_that_differs_from_its_default(trained_run, tmp_path):

@@ -3,10 +3,11 @@ import json
 import time
 from pathlib import Path
 
+from box.contract import STATUS_KEYS
 from tests.trainer.conftest import tiny_run_config
 from trainer.checkpoints.sync import RunSync, SyncConfig
 from trainer.loop.train import train
-from trainer.reports.status import STATUS_KEYS, StatusWriter
+from trainer.reports.status import StatusWriter
 from trainer.storage import open_store
 
 FAILING_WAIT_SECONDS = 30

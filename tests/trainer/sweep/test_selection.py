@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from box.contract import EXIT_FINISHED
 from trainer.checkpoints import layout
-from trainer.exit_codes import EXIT_OK
 from trainer.storage import open_store
 from trainer.sweep import selection
 from trainer.sweep.driver import distributions, open_study
@@ -36,7 +36,7 @@ def test_a_replaced_box_evaluates_the_chosen_trial_from_storage(
     sweep_dir.mkdir()
     study = open_study(spec, parse_params(PARAMS), sweep_dir)
     study.tell(study.ask(distributions(parse_params(PARAMS))), 12.5)
-    assert selection.finish(spec, study, sweep_dir) == EXIT_OK
+    assert selection.finish(spec, study, sweep_dir) == EXIT_FINISHED
     result = read_json(sweep_dir / RESULT_FILE)
     assert result["chosen"] == chosen and result["test"]["split"] == "test"
     assert result["test"]["checkpoint"] == spec.trial_checkpoint_uri(chosen)

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from trainer.config import UserError
+from trainer.container_env import cores
+from trainer.flags import flag
 
 DEFAULT_SOURCE_URL = "https://api.vitaldb.net"
 # The seeds' milestones: the first N case ids with a PLETH track and a glucose draw.
-MILESTONE_CASES = {"M1": 50, "M2": 200, "M3": 1000}
-LABEL_METHODS = ("nearest", "linear")
+Milestone = Literal["M1", "M2", "M3"]
+MILESTONE_CASES = dict(zip(typing.get_args(Milestone), (50, 200, 1000), strict=True))
+LabelMethod = Literal["nearest", "linear"]
+LABEL_METHODS = typing.get_args(LabelMethod)
 MIN_WINDOW_SAMPLES = 32  # the model's minimum (trainer.data.dataset.MIN_WINDOW_LENGTH)
 # The band-pass keeps up to 8 Hz: a rate below twice that would alias what it keeps.
 MIN_SAMPLE_RATE_HZ = 16.0
@@ -21,6 +27,16 @@ MIN_SAMPLE_RATE_HZ = 16.0
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise UserError(message)
+
+
+def _case_ids(text: str) -> tuple[int, ...]:
+    """`--cases 1,5,9`."""
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected case ids separated by commas, e.g. 1,5,9"
+        ) from None
 
 
 def _samples(seconds: float, rate: float, flag: str) -> int:
@@ -35,29 +51,33 @@ def _samples(seconds: float, rate: float, flag: str) -> int:
 
 @dataclass(frozen=True)
 class PrepareConfig:
-    out: Path
+    """`prepare-vitaldb`: which cases, from where, cut into which windows."""
+
+    out: Path = flag()
     """The dataset directory written (and the preparation's resume state, out/.prepare)."""
-    vital_dir: Path | None = None
-    """A folder of `<caseid>.vital` files; else the files come from `source_url`."""
-    cases: tuple[int, ...] = ()
-    """Case ids to fetch from `source_url`."""
-    milestone: str | None = None
-    """M1/M2/M3: the first 50/200/1000 case ids with a PLETH track and a glucose draw."""
-    labs: Path | None = None
-    """The lab table as CSV (caseid,dt,name,result); else fetched from `source_url`."""
-    window_seconds: float = 1.0
-    """Window length in seconds (1 s = 100 samples at 100 Hz, as the seeds)."""
-    sample_rate: float = 100.0
+    vital_dir: Path | None = flag(None, one_of="source")
+    """A folder of `<caseid>.vital` files; else the files come from --source-url."""
+    cases: tuple[int, ...] = flag((), one_of="source", parse=_case_ids, metavar="1,5,9")
+    """Case ids to fetch over HTTP from --source-url."""
+    milestone: Milestone | None = flag(None, one_of="source")
+    """M1/M2/M3: the first 50/200/1000 case ids with a PLETH track and a glucose draw,
+    fetched over HTTP."""
+    labs: Path | None = flag(None, metavar="FILE.csv")
+    """The lab table as CSV (caseid,dt,name,result); else fetched from --source-url
+    (with --vital-dir too)."""
+    window_seconds: float = flag(1.0, unit="s")
+    """Window length (1 s = 100 samples at 100 Hz, as the seeds)."""
+    sample_rate: float = flag(100.0, metavar="HZ")
     """Hz the band-passed PLETH is resampled to."""
-    stride_seconds: float | None = None
-    """Seconds between window starts; None = window_seconds (no overlap)."""
-    label_window_minutes: float = 30.0
+    stride_seconds: float | None = flag(None, unit="s")
+    """Between window starts; left out: --window-seconds (no overlap)."""
+    label_window_minutes: float = flag(30.0, unit="m")
     """How far from a glucose draw a window may be and still get its label."""
-    label_method: str = "nearest"
+    label_method: LabelMethod = flag("nearest")
     """nearest: the nearest draw's value; linear: interpolated between bracketing draws."""
-    workers: int = 1
-    """Cases prepared in parallel, one process each."""
-    source_url: str = DEFAULT_SOURCE_URL
+    workers: int = flag(factory=cores)
+    """Cases prepared in parallel, one process each (default: the cores)."""
+    source_url: str = flag(DEFAULT_SOURCE_URL)
     """The open dataset's API (cases, trks, labs, `<version>/<caseid>.vital`)."""
 
     def __post_init__(self) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from box.contract import PREPARE_HEARTBEAT
 from trainer.atomic_write import write_json_atomic
 from trainer.config import UserError
 from trainer.data.vitaldb import opendata, waveform
@@ -45,8 +46,8 @@ from trainer.data.vitaldb.lab_table import (
     read_glucose_draws,
 )
 
-WORK_DIR = ".prepare"
-HEARTBEAT = "heartbeat.json"
+# Its resume state and the heartbeat the box reads: the box's contract.
+WORK_DIR, HEARTBEAT = PREPARE_HEARTBEAT
 VITAL_FILE = re.compile(r"^(\d+)\.vital$")
 PACKAGES = ("vitaldb", "numpy", "scipy")
 
