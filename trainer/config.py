@@ -130,9 +130,11 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class OptimConfig:
-    lr: float | None = flag(None, tunable=RANGE, auto="2e-3 x sqrt(batch / 256)")
+    lr: float | None = flag(
+        None, tunable=RANGE, auto="2e-3 x sqrt(batch / 256) up to batch 1024: 4e-3 at most"
+    )
     """Peak AdamW learning rate, reached after warmup, then cosine decay. Left out: the
-    trainer's for the global batch, 2e-3 x sqrt(batch / 256)
+    trainer's for the global batch, 2e-3 x sqrt(batch / 256) up to batch 1024, 4e-3 above
     (`trainer.loop.defaults.default_lr`), the run's own on a resume."""
     weight_decay: float = flag(1e-2, tunable=RANGE)
     """AdamW decoupled weight decay (0 to 1: each step shrinks weights by lr x this), on
@@ -143,7 +145,7 @@ class OptimConfig:
     included, as runs started before 2026-11-27 trained (their resumes keep it). They
     carry no scale for the decay to shrink towards: decaying them only pulls them off
     their values. Left out: off, or the run's on a resume."""
-    beta2: float | None = flag(None, auto="0.999 at batch 256, lower at larger")
+    beta2: float | None = flag(None, auto="0.999 at batch 256, lower at larger, 0.95 at least")
     """AdamW's second-moment decay (0 to 1). Left out: the trainer's for the global
     batch, 0.999 at 256 and lower at larger (`trainer.loop.defaults.default_beta2`), the
     run's own on a resume."""
@@ -191,11 +193,14 @@ class TrainConfig:
     epochs: int = flag(DEFAULT_EPOCHS, tunable=RANGE)
     """Passes over the training cases' windows."""
     batch_size: int | None = flag(
-        None, tunable=RANGE, auto="~200 steps an epoch, 1024-16384 a GPU; 256 on a CPU"
+        None,
+        tunable=RANGE,
+        auto="a power of two from 1024 to 16384 a GPU, 1600+ steps an epoch; 256 on a CPU",
     )
     """Windows per micro-batch over all ranks (the global batch; each rank takes
     1/world_size). Left out: the trainer's per-rank batch for the device and the
-    training set (on a GPU about 200 steps an epoch, 1024 to 16384; 256 on a CPU) times
+    training set (on a GPU the largest power of two from 1024 to 16384 that leaves 1600
+    steps an epoch, less where the GPU's memory holds less; 256 on a CPU) times
     the ranks at the run's first start, the run's own on a resume
     (`trainer.loop.defaults`)."""
     precision: Precision = flag("auto", auto="bf16 on sm_80+ GPUs, fp16 on older, fp32 on CPU")

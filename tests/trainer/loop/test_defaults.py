@@ -14,7 +14,10 @@ from tests.trainer.conftest import tiny_run_config
 from trainer.checkpoints import checkpoint_file
 from trainer.config import DataConfig, ModelConfig, OptimConfig, RunConfig, TrainConfig, UserError
 from trainer.loop.defaults import (
+    CPU_BATCH,
     GPU_BATCH_RANGE,
+    LR_SCALED_UP_TO_BATCH,
+    MIN_BETA2,
     MIN_STEPS_PER_EPOCH,
     default_beta2,
     default_lr,
@@ -65,6 +68,16 @@ def test_the_default_gpu_batch_stays_within_its_bounds_and_a_cpu_keeps_256():
     assert per_rank_batch("cuda", 1_000) == 1024
     assert per_rank_batch("cuda", 100_000_000) == GPU_BATCH_RANGE[1] == 16384
     assert per_rank_batch("cpu", 8_400_000) == 256
+
+
+def test_the_flags_help_states_the_rules_the_trainer_applies():
+    auto = {item.name: item.metadata.get("auto") for item in dataclasses.fields(TrainConfig)}
+    auto |= {item.name: item.metadata.get("auto") for item in dataclasses.fields(OptimConfig)}
+    low, high = GPU_BATCH_RANGE
+    for number in (low, high, MIN_STEPS_PER_EPOCH, CPU_BATCH):
+        assert str(number) in auto["batch_size"]
+    assert f"batch {LR_SCALED_UP_TO_BATCH}" in auto["lr"]
+    assert f"{MIN_BETA2:g}" in auto["beta2"]
 
 
 def test_a_gpu_run_settles_the_batch_its_training_set_gives():
