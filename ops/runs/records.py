@@ -17,26 +17,15 @@ from typing import Any
 
 from box import contract
 from box.contract import METRICS_FILE, LaunchRecord, RunRecord, RunSummary
+from trainer.config import not_settings
 from trainer.storage import ObjectNotFound, ObjectStore
 
 SUMMARY, CONFIG, METRICS = contract.SUMMARY_FILE, contract.CONFIG_FILE, METRICS_FILE
 LAUNCHED = "launched"
 """A run whose folder holds `fab train`'s launch record alone: started, nothing uploaded
 yet (`fab status --run ID` asks its box how it is doing)."""
-# config.json keys that say where a run is or how often it reports, not how it trains.
-NOT_SETTINGS = frozenset(
-    {
-        "data.data_dir",
-        "train.run_dir",
-        "train.name",
-        "train.skip_test",
-        "train.log_every_steps",
-        "train.per_rank_batch_size",
-        "checkpoint_uri",
-        "checkpoint_every_seconds",
-        "checkpoint_every_steps",
-    }
-)
+NOT_SETTINGS = not_settings()
+"""config.json's keys that say where a run is or how often it reports, not how it trains."""
 
 
 @dataclass(frozen=True)
