@@ -1,5 +1,5 @@
 """Which error gets which exit code of `python -m trainer` (the codes are the box's
-contract: `box.contract.EXIT_*`).
+contract: `box.contract`'s `EXIT_*`).
 
 status.json's `exit_code` and the process's are the same number: `train` records a
 failure with `exit_code_for(error)` and `__main__` exits with it.

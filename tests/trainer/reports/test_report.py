@@ -50,8 +50,8 @@ def test_a_flag_left_to_the_trainer_is_the_trainers_not_a_change(trained_run):
 def test_a_flag_the_trainer_would_pick_but_the_run_gave_shows_the_trainers_rule(trained_run):
     # The tiny run gives --batch-size 32.
     assert (
-        "| `--batch-size` | 32 (32 a rank x 1) | the trainer's: ~200 steps an epoch, "
-        "1024-16384 a GPU; 256 on a CPU |"
+        "| `--batch-size` | 32 (32 a rank x 1) | the trainer's: a power of two from 1024 to "
+        "16384 a GPU, 1600+ steps an epoch; 256 on a CPU |"
     ) in _settings(trained_run)
 
 
