@@ -21,7 +21,13 @@ from dataclasses import dataclass, field
 from invoke.exceptions import Exit
 
 from box import contract
-from box.contract import STATE_RUNNING, STATE_UPLOAD_PENDING, LaunchRecord, RunRecord
+from box.contract import (
+    STATE_FINISHED,
+    STATE_RUNNING,
+    STATE_UPLOAD_PENDING,
+    LaunchRecord,
+    RunRecord,
+)
 from ops.remote.ssh import Box
 from ops.run import on_box
 from ops.run.on_box import ContainerState
@@ -121,7 +127,7 @@ def describe_state(
     if container is None:
         return status.state or NOT_STARTED
     if container.running:
-        return "running"
+        return STATE_RUNNING
     if container.restarting:
         return "restarting (an old container under docker's restart policy)"
     if container.exit_code == 0:
@@ -147,7 +153,7 @@ def _finished(status: RunRecord) -> str:
             "finished, last uploads pending (storage was down; the files are on the box "
             "until the run's container starts again: `fab download` says which)"
         )
-    return "finished"
+    return STATE_FINISHED
 
 
 def node_line(box: Box, run_id: str) -> str:
