@@ -13,6 +13,7 @@ Standard library only, Python 3.10+ (MIN_PYTHON), and no import of ours.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -119,7 +120,7 @@ END_STATES = (STATE_STOPPED, STATE_FINISHED, STATE_UPLOAD_PENDING, STATE_FAILED)
 """The states that say how a run ended: STATES but those of a run that starts again
 (RECOVERED_FROM). The box stores a failed run's end only over none of these
 (box/stored_end.py)."""
-PREPARE_HEARTBEAT = (".prepare", "heartbeat.json")
+PREPARE_HEARTBEAT = (".prepare", HEARTBEAT_FILE)
 """Under BOX_ROOT/datasets/<name>: a `fab prepare-data` container's progress."""
 
 # On the cloud.
@@ -423,5 +424,12 @@ class RunSummary(_Record):
 
     @property
     def val_mae(self) -> float | None:
+        """The validation MAE; None where none is a finite number (a hostile file's
+        400-digit integer, which no float holds, included)."""
         mae = (self.val or {}).get("mae")
-        return float(mae) if isinstance(mae, (int, float)) and not isinstance(mae, bool) else None
+        if isinstance(mae, bool) or not isinstance(mae, (int, float)):
+            return None
+        try:
+            return float(mae) if math.isfinite(mae) else None
+        except OverflowError:
+            return None

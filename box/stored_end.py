@@ -85,18 +85,17 @@ def is_failure(exit_code: int) -> bool:
 
 
 def status_object(config: WatchdogConfig, run_id: str) -> StatusObject | None:
-    """Where `run_id`'s status.json is in config.storage_uri (stack.storage_layout's
-    run folder); None where the box knows no storage."""
+    """Where `run_id`'s status.json is in config.storage_uri (in the run's folder,
+    `contract.run_uri`); None where the box knows no storage."""
     if not config.storage_uri:
         return None
-    parts = urllib.parse.urlsplit(config.storage_uri)
+    uri = f"{contract.run_uri(config.storage_uri, run_id)}/{contract.STATUS_FILE}"
+    parts = urllib.parse.urlsplit(uri)
     where = parts.path.strip("/")
     if parts.scheme == "az":
-        container, _, folder = where.partition("/")
+        container, _, key = where.partition("/")
     else:
-        container, folder = parts.netloc, where
-    names = (folder, contract.RUNS_DIR, run_id, contract.STATUS_FILE)
-    key = "/".join(name for name in names if name)
+        container, key = parts.netloc, where
     if parts.scheme == "file":
         return StatusObject("file", f"/{key}")
     quoted = urllib.parse.quote(key)

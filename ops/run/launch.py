@@ -251,23 +251,23 @@ def write_launch_record(box: Box, launch: Launch) -> None:
     record = (
         first
         if isinstance(first, dict)
-        else {
-            "run_id": launch.run_id,
-            "name": launch.name,
-            "image": launch.image,
-            "dataset": launch.dataset_name,
-            "trainer_args": list(launch.trainer_args),
-            "started_at": time.time(),
-            "hourly_price_usd": box.target.hourly_price_usd,
+        else contract.LaunchRecord(
+            run_id=launch.run_id,
+            name=launch.name,
+            image=launch.image,
+            dataset=launch.dataset_name,
+            trainer_args=list(launch.trainer_args),
+            started_at=time.time(),
+            hourly_price_usd=box.target.hourly_price_usd,
             # Each boot is priced at the size it booted on (trainer/reports/cost.py).
-            contract.LAUNCH_PRICES: price_table(
+            hourly_prices_usd=price_table(
                 box.target.cloud,
                 [box.target.vm_size, *(t["size"] for t in box.target.placement_tried)],
             ),
-            "spot": box.target.spot,
-            "boxes": plan.boxes if plan else 1,
-            "world_size": plan.world_size if plan else 1,
-        }
+            spot=box.target.spot,
+            boxes=plan.boxes if plan else 1,
+            world_size=plan.world_size if plan else 1,
+        ).to_json()
     )
     record[contract.LAUNCH_DEADLINE] = launch.deadline
     box.run_with_input(f"cat > {shlex.quote(path)}", json.dumps(record))

@@ -98,7 +98,7 @@ class StatusView:
                 "status": snap.status.known(),
                 "last_metrics": snap.last_metrics,
                 "gpus": snap.gpus,
-                "launch": snap.launch,
+                "launch": snap.launch.to_json(),
                 "cost": spent.as_dict() if spent else None,
                 "watchdog": snap.box.watchdog,
                 "last_stop": snap.box.last_stop,

@@ -22,6 +22,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.summary.writer.record_writer import RecordWriter
 
+from box.contract import RunSummary
 from ops.runs.records import RunRow, finite_number
 
 HPARAMS_FILE = "events.out.tfevents.0.fab-hparams"
@@ -46,11 +47,11 @@ def hparams_of(row: RunRow) -> dict[str, Any]:
     return {key: value for key, value in shown.items() if value is not None}
 
 
-def final_metrics(summary: dict | None) -> dict[str, float]:
+def final_metrics(summary: RunSummary | None) -> dict[str, float]:
     """`best_checkpoint/val_mae` and the like, from summary.json (none before the end)."""
     metrics = {}
     for split in ("val", "test"):
-        values = (summary or {}).get(split)
+        values = getattr(summary, split) if summary else None
         for key in FINAL_METRICS:
             value = values.get(key) if isinstance(values, dict) else None
             if finite_number(value):
@@ -58,7 +59,7 @@ def final_metrics(summary: dict | None) -> dict[str, float]:
     return metrics
 
 
-def write_hparams(folder: Path, row: RunRow, summary: dict | None) -> Path:
+def write_hparams(folder: Path, row: RunRow, summary: RunSummary | None) -> Path:
     """(Re)write `folder`'s HParams event file for `row`; its path."""
     now = time.time()
     start = plugin_data_pb2.SessionStartInfo(start_time_secs=row.started_at or now)

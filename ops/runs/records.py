@@ -118,7 +118,7 @@ def _read_run(store: ObjectStore, run_id: str, prefix: str, where: str) -> RunRo
     config = files.json(CONFIG) or {}
     launch_dict = files.json(contract.LAUNCH_FILE)
     launch = LaunchRecord.from_dict(launch_dict)
-    best = _finite(summary.val_mae) if summary else _best_val_mae(files)
+    best = _finite(summary.val_mae) if summary_dict else _best_val_mae(files)
     train = config.get("train")
     configured_name = train.get("name") if isinstance(train, dict) else None
     return RunRow(
@@ -129,13 +129,11 @@ def _read_run(store: ObjectStore, run_id: str, prefix: str, where: str) -> RunRo
         dataset=_dataset(launch, config),
         sweep=launch.sweep,
         settings=_flatten(config),
-        epochs=summary.epochs if summary else status.epoch,
+        epochs=summary.epochs if summary_dict else status.epoch,
         best_val_mae=best,
         wall_s=_wall_s(launch, status, summary),
         cost_usd=_finite(summary.cost_usd) if summary else None,
-        recoveries=status.recoveries
-        if summary is None or summary.recoveries is None
-        else summary.recoveries,
+        recoveries=_recoveries(summary, status),
         started_at=_finite(launch.started_at) or status.updated_at,
         problems=tuple(files.problems),
     )

@@ -21,6 +21,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from box.contract import RunSummary
 from ops.runs.hparams import HPARAMS_FILE, final_metrics, write_experiment, write_hparams
 from ops.runs.listing import differing, sources
 from ops.runs.records import SUMMARY, RunRow, read_run, run_ids
@@ -156,10 +157,9 @@ def _gather_run(
         versions[seen_as] = info.version
 
 
-def _summary(store: ObjectStore, folder: str) -> dict | None:
-    """summary.json's final metrics; None before the run ends (or when torn)."""
+def _summary(store: ObjectStore, folder: str) -> RunSummary | None:
+    """summary.json; None before the run ends (torn or hostile: a record of nothing)."""
     try:
-        value = json.loads(store.read_bytes(f"{folder}{SUMMARY}"))
-    except (ObjectNotFound, ValueError, RecursionError):  # none yet, torn, or hostile
+        return RunSummary.parse(store.read_bytes(f"{folder}{SUMMARY}"))
+    except ObjectNotFound:
         return None
-    return value if isinstance(value, dict) else None

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from box.contract import CHECKPOINTS_DIR
 from trainer.storage import ObjectNotFound, ObjectStore
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ RUN_LOG_FILE = "train.log"
 `fab logs` reads it from the store once no container holds the run."""
 RUN_LOG_ROTATED = RUN_LOG_FILE + ".1"
 """The part before, once train.log reached its cap."""
-CHECKPOINTS_PREFIX = "checkpoints/"
+CHECKPOINTS_PREFIX = f"{CHECKPOINTS_DIR}/"
 LATEST_KEY = CHECKPOINTS_PREFIX + "LATEST"
 BEST_KEY = CHECKPOINTS_PREFIX + "BEST"
 CHECKPOINT_SUFFIX = ".pt"

@@ -4,6 +4,8 @@ resize by `fab start`)."""
 
 from __future__ import annotations
 
+import json
+
 from box.contract import LaunchRecord, RunRecord
 from ops.run.look import StatusView
 from ops.run.status import BoxSnapshot, RunSnapshot
@@ -65,3 +67,15 @@ def test_a_box_resized_by_fab_start_is_priced_at_the_size_it_booted_on():
 def test_a_target_without_placement_says_nothing():
     plain = StatusView(from_outputs(target_outputs("aws", ["i-0123456789abcdef0"]), "stack test"))
     assert plain.placement() == ""
+
+
+def test_status_json_carries_the_launch_record_as_fab_train_wrote_it():
+    launch = LaunchRecord(run_id="r1", started_at=0.0, hourly_price_usd=0.8, boxes=1)
+    snap = RunSnapshot("r1", "running", RunRecord(), {}, [], launch, BoxSnapshot({}, {}, ()), 10.0)
+    found = json.loads(json.dumps(_view(snap).to_json()))
+    assert found["run"]["launch"] == {
+        "run_id": "r1",
+        "started_at": 0.0,
+        "hourly_price_usd": 0.8,
+        "boxes": 1,
+    }
