@@ -234,6 +234,18 @@ def lease_until(lease: object) -> float | None:
     return written_at + min(minutes, MAX_LEASE_MINUTES) * 60
 
 
+def finite_float(value: object) -> float | None:
+    """A JSON number as a float; None for a bool, a non-number, infinity or NaN, or an
+    integer of hundreds of digits (a hostile file's, which float() refuses)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 # The run dir's JSON records, typed. Each is written by the container or fab and read
 # where nothing it holds is trusted: a key a file lacks, or holds with another type,
 # reads as None.
@@ -424,12 +436,5 @@ class RunSummary(_Record):
 
     @property
     def val_mae(self) -> float | None:
-        """The validation MAE; None where none is a finite number (a hostile file's
-        400-digit integer, which no float holds, included)."""
-        mae = (self.val or {}).get("mae")
-        if isinstance(mae, bool) or not isinstance(mae, (int, float)):
-            return None
-        try:
-            return float(mae) if math.isfinite(mae) else None
-        except OverflowError:
-            return None
+        """The validation MAE; None where it is no finite number (finite_float)."""
+        return finite_float((self.val or {}).get("mae"))

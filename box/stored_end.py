@@ -188,11 +188,7 @@ def _end_state(stored: bytes) -> str | None:
     """The state of a stored status.json when it is an end (contract.END_STATES)."""
     if len(stored) > MAX_STATUS_BYTES:
         return None
-    try:
-        status = json.loads(stored)
-    except (ValueError, RecursionError):  # torn: no end was stored whole
-        return None
-    state = status.get("state") if isinstance(status, dict) else None
+    state = contract.RunRecord.parse(stored).state  # torn: no end was stored whole
     return state if state in contract.END_STATES else None
 
 

@@ -11,12 +11,11 @@ box contract's name rule are listed, so a key cannot smuggle a path into a table
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from box import contract
-from box.contract import METRICS_FILE, LaunchRecord, RunRecord, RunSummary
+from box.contract import METRICS_FILE, LaunchRecord, RunRecord, RunSummary, finite_float
 from trainer.config import not_settings
 from trainer.storage import ObjectNotFound, ObjectStore
 
@@ -118,7 +117,7 @@ def _read_run(store: ObjectStore, run_id: str, prefix: str, where: str) -> RunRo
     config = files.json(CONFIG) or {}
     launch_dict = files.json(contract.LAUNCH_FILE)
     launch = LaunchRecord.from_dict(launch_dict)
-    best = _finite(summary.val_mae) if summary_dict else _best_val_mae(files)
+    best = summary.val_mae if summary_dict else _best_val_mae(files)
     train = config.get("train")
     configured_name = train.get("name") if isinstance(train, dict) else None
     return RunRow(
@@ -132,9 +131,9 @@ def _read_run(store: ObjectStore, run_id: str, prefix: str, where: str) -> RunRo
         epochs=summary.epochs if summary_dict else status.epoch,
         best_val_mae=best,
         wall_s=_wall_s(launch, status, summary),
-        cost_usd=_finite(summary.cost_usd) if summary else None,
+        cost_usd=finite_float(summary.cost_usd) if summary else None,
         recoveries=_recoveries(summary, status),
-        started_at=_finite(launch.started_at) or status.updated_at,
+        started_at=finite_float(launch.started_at) or status.updated_at,
         problems=tuple(files.problems),
     )
 
@@ -173,17 +172,17 @@ def _best_val_mae(files: _Files) -> float | None:
         except (ValueError, RecursionError):
             continue  # a torn last line (the trainer drops it too), or a hostile one
         if isinstance(record, dict) and record.get("kind") == "epoch":
-            maes.append(_finite(record.get("val_mae")))
+            maes.append(finite_float(record.get("val_mae")))
     return min((mae for mae in maes if mae is not None), default=None)
 
 
 def _wall_s(launch: LaunchRecord, status: RunRecord, summary: RunSummary | None) -> float | None:
     """From the first start to the last record (stops included), else the last
     process's own time (a run started by hand has no launch record)."""
-    started = _finite(launch.started_at)
+    started = finite_float(launch.started_at)
     if started is not None and status.updated_at is not None:
         return max(status.updated_at - started, 0.0)
-    return _finite(summary.wall_s) if summary else None
+    return finite_float(summary.wall_s) if summary else None
 
 
 def _dataset(launch: LaunchRecord, config: dict) -> str | None:
@@ -207,17 +206,7 @@ def _flatten(config: dict, prefix: str = "") -> dict[str, Any]:
 def finite_number(value: object) -> bool:
     """A JSON number a float holds: not a bool, not infinite or NaN, not an integer of
     hundreds of digits (a hostile file's, which float() refuses)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:
-        return False
-
-
-def _finite(value: object) -> float | None:
-    """A record's number, unless a hostile file made it one no float holds."""
-    return float(value) if finite_number(value) else None
+    return finite_float(value) is not None
 
 
 def _str(value: object) -> str | None:
