@@ -7,7 +7,8 @@ deleted took all of it along; one it kept (keepStorageOnDestroy) keeps what was 
 
 Read-only GETs on ARM with your Azure login's token (`GLUCOSE_ARM_ENDPOINT` moves ARM,
 as for stack/arm.py): each request has a timeout, a next page is read only from ARM's
-own endpoint (the token goes nowhere else), and at most MAX_PAGES pages a listing.
+own endpoint and no redirect is followed (the token goes nowhere else), and at most
+MAX_PAGES pages a listing.
 """
 
 from __future__ import annotations
@@ -41,6 +42,17 @@ KINDS = {
 UNBILLED_POWER = ("PowerState/deallocated", "PowerState/deallocating")
 
 
+class _Unfollowed(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not a place to send the token to (urllib would resend
+    every header, Authorization too)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_Unfollowed)
+
+
 class ArmReader:
     """GETs on ARM with a bearer token, each within CALL_TIMEOUT_SECONDS."""
 
@@ -59,7 +71,7 @@ class ArmReader:
             raise LeakCheckError(f"ARM named a page off {self.endpoint}; not followed")
         request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.token}"})
         try:
-            with urllib.request.urlopen(request, timeout=CALL_TIMEOUT_SECONDS) as answer:
+            with _OPENER.open(request, timeout=CALL_TIMEOUT_SECONDS) as answer:
                 return json.loads(answer.read() or b"{}")
         except urllib.error.HTTPError as error:
             raise LeakCheckError(f"ARM refused GET {_path(url)}: HTTP {error.code}") from None

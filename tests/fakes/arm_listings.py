@@ -41,6 +41,8 @@ class ListingState:
     """VM id -> what reading it answers."""
     next_link_base: str = ""
     """Where `nextLink`s point ("": this fake)."""
+    redirect_to: str = ""
+    """When set, every answer is a 302 to it."""
     requests: list[tuple[str, str]] = field(default_factory=list)
     """(path and query, bearer token) of every request."""
 
@@ -109,6 +111,9 @@ def _handler(arm: FakeArmListings) -> type[BaseHTTPRequestHandler]:
             url = urlparse(self.path)
             token = self.headers.get("Authorization", "").removeprefix("Bearer ")
             arm.state.requests.append((self.path, token))
+            if arm.state.redirect_to:
+                reply(self, 302, b"", "text/plain", {"Location": arm.state.redirect_to})
+                return
             status, body = arm.answer(url.path, parse_qs(url.query))
             reply(self, status, json.dumps(body).encode(), "application/json")
 

@@ -164,3 +164,14 @@ def test_every_url_fab_leaks_reads_is_the_one_azure_mgmt_builds():
         *problems("GET", vm, VM_GET, "a VM with its instance view"),
     ]
     assert found == []
+
+
+def test_a_redirect_is_not_followed_with_the_token(arm):
+    elsewhere = FakeArmListings(ListingState())
+    try:
+        arm.state.redirect_to = f"{elsewhere.endpoint}/subscriptions"
+        with pytest.raises(LeakCheckError, match="ARM refused GET /subscriptions: HTTP 302"):
+            azure.find(_scope(), ArmReader("secret-token"))
+        assert elsewhere.state.requests == []
+    finally:
+        elsewhere.close()
