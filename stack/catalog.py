@@ -4,19 +4,21 @@ The Pulumi program validates `vmSize` against it and exports `hourlyPriceUsd` fr
 `fab plan` turns its GPU table and prices into time and cost estimates. Plain data and
 the standard library only, so both can import it without pulling in a cloud SDK.
 
-Prices are public pay-as-you-go Linux list prices in `price_region`, taken on
-`price_date`; spot prices move hourly, so `spot_usd_per_hour` is a typical value
-(None where we have no trustworthy figure). A current size's prices are not written
-here: they come from each cloud's dated price snapshot (`stack.prices`, refreshed by
-`make prices`). Nor are the regions that sell a size: `VmSize.regions` reads the dated
-snapshot of each cloud's own reference (`stack.offerings`, refreshed by
-`python -m stack.refresh_offerings`).
+Prices are public pay-as-you-go Linux list prices in `price_region`, read from
+`price_source` on `price_date`; spot prices move hourly, so `spot_usd_per_hour` is a
+typical value (None where we have no trustworthy figure). A current size's prices are
+not written here: they come from each cloud's dated price snapshot (`stack.prices`,
+refreshed by `make prices`), where a size no offline reference prices has none
+(`unpriced`: a stack cannot run on it until one is read). Nor are the regions that sell
+a size: `VmSize.regions` reads the dated snapshot of each cloud's own reference
+(`stack.offerings`, refreshed by `python -m stack.refresh_offerings`); a size that
+snapshot never asked about has `regions_known` False.
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from stack import offerings, prices
@@ -25,8 +27,9 @@ Cloud = Literal["azure", "aws"]
 CLOUDS: tuple[str, ...] = ("azure", "aws")
 _CLOUD_TITLES = {"azure": "Azure", "aws": "AWS"}
 
-# When the retired sizes' last list prices below were read (the clouds' price pages).
+# When and where the retired sizes' last list prices below were read.
 RETIRED_PRICE_DATE = "2025-07-01"
+RETIRED_PRICE_SOURCE = "the clouds' public price pages, read by hand before the retirement"
 
 
 # How the GPUs of a multi-GPU box reach each other (what DDP's all-reduce runs over);
@@ -82,17 +85,23 @@ class VmSize:
     gpu_memory_gib: int  # per GPU
     vcpus: int
     ram_gib: int
-    # Unset (None), the three prices and their date are the cloud's price snapshot's.
-    on_demand_usd_per_hour: float = None  # type: ignore[assignment]  # None: filled in below
+    # Unset (price_region None), the prices, their source and date are the cloud's price
+    # snapshot's; its on-demand price stays None where no reference prices the size.
+    on_demand_usd_per_hour: float | None = None
     spot_usd_per_hour: float | None = None
     price_region: str = None  # type: ignore[assignment]
     regions: tuple[str, ...] = None  # type: ignore[assignment]  # None: filled in below
     """Regions selling this size; unset, the cloud's offerings snapshot (`stack.offerings`)."""
     price_date: str = RETIRED_PRICE_DATE
+    price_source: str = RETIRED_PRICE_SOURCE
     status: Literal["available", "retired"] = "available"
     retired_on: str | None = None
     replacement: str | None = None
     gpu_link: str | None = None  # one of GPU_LINKS on a multi-GPU size, else None
+    regions_known: bool = field(init=False)
+    """Whether `regions` is a reference's answer: given, none for a retired size, or the
+    offerings snapshot's for a size it lists; a size the snapshot never asked about is
+    unknown there, not unsold."""
 
     def __post_init__(self) -> None:
         if (self.gpu_count > 1) != (self.gpu_link is not None) or self.gpu_link not in (
@@ -108,27 +117,42 @@ class VmSize:
             raise ValueError(f"{self.name}: a retired size needs retired_on, only it")
         if self.status == "retired" and not self.replacement:
             raise ValueError(f"{self.name}: a retired size needs a replacement")
-        if self.on_demand_usd_per_hour is None:
+        if self.price_region is None:
             self._price_from_snapshot()
-        if self.regions is None:  # frozen: set once, here
-            object.__setattr__(self, "regions", offerings.of(self.cloud).regions_of(self.name))
+        sold = offerings.of(self.cloud)
+        # frozen: set once, here
+        known = self.regions is not None or self.status == "retired" or sold.lists(self.name)
+        object.__setattr__(self, "regions_known", known)
+        if self.regions is None:
+            object.__setattr__(self, "regions", sold.regions_of(self.name))
 
     def _price_from_snapshot(self) -> None:
         price_list = prices.of(self.cloud)
         if self.name not in price_list.usd_per_hour:
             raise ValueError(f"{self.name}: no price in stack/{prices.PRICES_FILE}; add it there")
         on_demand, spot = price_list.usd_per_hour[self.name]
+        source, date = price_list.reference_of(self.name)
         for name, value in (
             ("on_demand_usd_per_hour", on_demand),
             ("spot_usd_per_hour", spot),
             ("price_region", price_list.region),
-            ("price_date", price_list.date),
+            ("price_date", date),
+            ("price_source", source),
         ):
             object.__setattr__(self, name, value)  # frozen: set once, here
 
     @property
     def gpu(self) -> GpuSpec:
         return GPUS[self.gpu_model]
+
+    @property
+    def unpriced(self) -> str | None:
+        """Why the size has no hourly price (where its price was looked for); None when
+        it has one. Nothing that bills can be priced without it: `hourly_price_usd`
+        refuses, `fab plan` shows hours only, a stack is refused (stack/cloud_limits.py)."""
+        if self.on_demand_usd_per_hour is not None:
+            return None
+        return f"{self.name}: no on-demand price ({self.price_date}: {self.price_source})"
 
     @property
     def driver_class(self) -> str:
@@ -143,9 +167,12 @@ class VmSize:
 
     def hourly_price_usd(self, spot: bool) -> float:
         """What one box costs per hour; spot without a known spot price is billed at most
-        the on-demand price (max price -1 on Azure, on-demand cap on AWS)."""
+        the on-demand price (max price -1 on Azure, on-demand cap on AWS). CatalogError
+        for an unpriced size: no figure is ever made up."""
         if spot and self.spot_usd_per_hour is not None:
             return self.spot_usd_per_hour
+        if self.on_demand_usd_per_hour is None:
+            raise CatalogError(str(self.unpriced))
         return self.on_demand_usd_per_hour
 
 
@@ -163,6 +190,8 @@ GPUS: dict[str, GpuSpec] = {
         GpuSpec("A100 80GB", 80, 19.5, 312.0, 312.0, "8.0", 1.935),
         GpuSpec("H100 80GB", 80, 67.0, 989.0, 989.0, "9.0", 3.35),  # SXM5
         GpuSpec("H100 94GB", 94, 60.0, 835.0, 835.0, "9.0", 3.9),  # H100 NVL (Azure NCads H100 v5)
+        # H200 SXM: the H100 SXM's compute with 141 GB of HBM3e at 4.8 TB/s.
+        GpuSpec("H200 141GB", 141, 67.0, 989.0, 989.0, "9.0", 4.8),
     )
 }
 
@@ -188,6 +217,13 @@ _CATALOG: tuple[VmSize, ...] = (
            gpu_link="NVLink 4 bridge"),
     # Azure ND A100 v4 — 8x A100 40 GB SXM with NVLink and InfiniBand.
     VmSize("Standard_ND96asr_v4", "azure", "A100 40GB", 8, 40, 96, 900, gpu_link="NVLink 3"),
+    # Azure ND H100 v5 / ND H200 v5 — 8x H100 80 GB / H200 141 GB SXM, NVLink 4 and
+    # InfiniBand (https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/
+    # nd-h100-v5-series, nd-h200-v5-series).
+    VmSize("Standard_ND96isr_H100_v5", "azure", "H100 80GB", 8, 80, 96, 1900,
+           gpu_link="NVLink 4"),
+    VmSize("Standard_ND96isr_H200_v5", "azure", "H200 141GB", 8, 141, 96, 1850,
+           gpu_link="NVLink 4"),
     # Azure NCv3 — V100 16 GB; what the seeds recommend, retired by Azure: its last list
     # prices are kept here, the snapshot prices only what is sold.
     VmSize("Standard_NC6s_v3", "azure", "V100 16GB", 1, 16, 6, 112, 3.06, None, "eastus",
@@ -207,6 +243,9 @@ _CATALOG: tuple[VmSize, ...] = (
     VmSize("p5.48xlarge", "aws", "H100 80GB", 8, 80, 192, 2048, gpu_link="NVLink 4"),
     # One H100 of a P5 host: the cheapest H100 on AWS.
     VmSize("p5.4xlarge", "aws", "H100 80GB", 1, 80, 16, 256),
+    # AWS P5e / P5en — 8x H200 141 GB SXM; P5en with Sapphire Rapids hosts and PCIe 5.
+    VmSize("p5e.48xlarge", "aws", "H200 141GB", 8, 141, 192, 2048, gpu_link="NVLink 4"),
+    VmSize("p5en.48xlarge", "aws", "H200 141GB", 8, 141, 192, 2048, gpu_link="NVLink 4"),
     # AWS G5 — A10G 24 GB; G6 — L4 24 GB.
     VmSize("g5.xlarge", "aws", "A10G", 1, 24, 4, 16),
     VmSize("g5.2xlarge", "aws", "A10G", 1, 24, 8, 32),
@@ -246,7 +285,13 @@ def sizes(
         and (region is None or region in s.regions)
         and (include_retired or s.status == "available")
     )
-    return tuple(sorted(rows, key=lambda s: (CLOUDS.index(s.cloud), s.on_demand_usd_per_hour)))
+    return tuple(sorted(rows, key=_cheapest_first))
+
+
+def _cheapest_first(size: VmSize) -> tuple[int, bool, float]:
+    """Within a cloud by on-demand price; an unpriced size after every priced one."""
+    price = size.on_demand_usd_per_hour
+    return CLOUDS.index(size.cloud), price is None, price or 0.0
 
 
 def lookup(name: str, cloud: str) -> VmSize:

@@ -27,6 +27,12 @@ def size_problems(cloud: str, region: str | None, vm_size: str, spot: bool) -> l
         size = catalog.lookup(vm_size, cloud)
     except catalog.CatalogError as exc:
         return [f"vmSize: {exc}"]
+    if size.unpriced:
+        # hourlyPriceUsd, `fab status` and a run's cost all need a price: none is made up.
+        return [
+            f"vmSize: {size.unpriced}; pick a priced size (`fab plan` lists them) or read "
+            f"one with `make prices CLOUD={cloud}`"
+        ]
     if not region:
         return []
     sold = offerings.of(cloud)
@@ -39,7 +45,7 @@ def size_problems(cloud: str, region: str | None, vm_size: str, spot: bool) -> l
             f"of {sold.label}); "
             + (f"did you mean {close[0]}?" if close else f"regions: {', '.join(known)}")
         ]
-    if region not in size.regions:
+    if size.regions_known and region not in size.regions:
         return [
             f"vmSize: {size.name} is not sold in {region} (offerings of {sold.label}); pick "
             f"a size sold there ({', '.join(there)}) or a region selling {size.name} "

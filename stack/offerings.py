@@ -31,12 +31,17 @@ class Offerings:
     source: str
     date: str
     regions: dict[str, tuple[str, ...]]
-    """Size name -> regions selling it on demand (sizes the source does not list: none)."""
+    """Size name -> regions selling it on demand; a size the source was not asked about
+    is absent (unknown, not unsold: `lists`)."""
     spot_regions: dict[str, tuple[str, ...]] | None = None
     """Size name -> regions selling it as spot; None when the source does not say."""
 
     def regions_of(self, size: str) -> tuple[str, ...]:
         return self.regions.get(size, ())
+
+    def lists(self, size: str) -> bool:
+        """Whether the snapshot says where `size` is sold (even nowhere)."""
+        return size in self.regions
 
     def sells_spot(self, size: str, region: str) -> bool | None:
         """Whether `region` sells `size` as spot; None when the snapshot cannot say."""

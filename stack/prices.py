@@ -3,9 +3,12 @@
 `stack/prices.json` holds, per cloud, the reference the prices were read from
 (`source`), its date (`date`), the region priced (`region`), and for every current
 catalog size its Linux pay-as-you-go price and a typical spot price per hour (null:
-no trustworthy spot figure). `make prices` (`python -m ops.plan.refresh_prices`)
-rewrites it from the clouds' price APIs (docs/costs.md); the catalog's `VmSize` prices,
-the Pulumi program's `hourlyPriceUsd` and `fab plan` read it from here.
+no trustworthy spot figure). A size priced from another reference than its cloud's
+carries its own `source` and `date`; a size no reference prices offline has a null
+on-demand price and a `source` that says where it was looked for. `make prices`
+(`python -m ops.plan.refresh_prices`) rewrites it from the clouds' price APIs
+(docs/costs.md); the catalog's `VmSize` prices, the Pulumi program's `hourlyPriceUsd`
+and `fab plan` read it from here.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 PRICES_FILE = "prices.json"
@@ -27,22 +30,33 @@ class PriceList:
     source: str
     date: str
     region: str
-    usd_per_hour: dict[str, tuple[float, float | None]]
-    """Size name -> (on-demand, spot or None) USD per hour."""
+    usd_per_hour: dict[str, tuple[float | None, float | None]]
+    """Size name -> (on-demand or None: no reference prices it, spot or None) USD per hour."""
+    references: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Size name -> (source, date) of a size priced from its own reference, not `source`."""
+
+    def reference_of(self, name: str) -> tuple[str, str]:
+        """(source, date) of `name`'s prices: its own reference, else the list's."""
+        return self.references.get(name, (self.source, self.date))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "date": self.date,
             "region": self.region,
-            "sizes": {
-                name: {"onDemandUsdPerHour": on_demand, "spotUsdPerHour": spot}
-                for name, (on_demand, spot) in sorted(self.usd_per_hour.items())
-            },
+            "sizes": {name: self._size_json(name) for name in sorted(self.usd_per_hour)},
         }
+
+    def _size_json(self, name: str) -> dict[str, Any]:
+        on_demand, spot = self.usd_per_hour[name]
+        row: dict[str, Any] = {"onDemandUsdPerHour": on_demand, "spotUsdPerHour": spot}
+        if name in self.references:
+            row["source"], row["date"] = self.references[name]
+        return row
 
     @classmethod
     def from_json(cls, cloud: str, data: dict[str, Any]) -> PriceList:
+        sizes = data["sizes"]
         return cls(
             cloud=cloud,
             source=data["source"],
@@ -50,7 +64,12 @@ class PriceList:
             region=data["region"],
             usd_per_hour={
                 name: (price["onDemandUsdPerHour"], price["spotUsdPerHour"])
-                for name, price in data["sizes"].items()
+                for name, price in sizes.items()
+            },
+            references={
+                name: (price["source"], price["date"])
+                for name, price in sizes.items()
+                if "source" in price
             },
         )
 

@@ -137,11 +137,11 @@ class PlanRow:
     throughput_detail: str
     step: str  # the step the windows/s assume: "captured" (one CUDA graph) or "eager"
     hours: float
-    on_demand_usd: float
+    on_demand_usd: float | None  # None: no reference prices the size (the catalog's `unpriced`)
     spot_usd: float | None  # None: no spot figure for this size (spot is volatile anyway)
-    usd_per_million_window_passes: float
+    usd_per_million_window_passes: float | None
     storage_egress_usd: float
-    total_usd: float  # compute at the chosen price basis + storage and egress
+    total_usd: float | None  # compute at the chosen price basis + storage and egress
     price_region: str
     price_source: str
     within_deadline: bool
@@ -158,6 +158,10 @@ class Plan:
     assumptions: dict = field(default_factory=dict)
     snapshot_dates: tuple[str, ...] = ()
     """The dates of the catalog snapshot's prices that rows use (none when all are live)."""
+    price_sources: tuple[str, ...] = ()
+    """Each dated reference the snapshot's prices of the rows come from, and whose."""
+    unpriced: tuple[str, ...] = ()
+    """Why each row without dollars has none (where its price was looked for)."""
 
     def to_json(self) -> dict:
         """Machine-readable form, what `fab plan --json` prints."""
@@ -167,6 +171,8 @@ class Plan:
             "rows": [asdict(r) for r in self.rows],
             "excluded_retired": list(self.excluded_retired),
             "notes": list(self.notes),
+            "price_sources": list(self.price_sources),
+            "unpriced": list(self.unpriced),
             "assumptions": self.assumptions,
         }
 
@@ -217,6 +223,7 @@ def _row(request: PlanRequest, size: VmSize, price: HourlyPrice, measured) -> Pl
     basis_hourly = (
         spot_hourly if request.spot and spot_hourly is not None else price.on_demand_usd_per_hour
     )
+    priced = basis_hourly is not None
     runs = max(request.sweep_trials, 1)
     extra = storage_egress_usd(size.cloud, request.windows, request.window_length, runs)
     return PlanRow(
@@ -230,15 +237,21 @@ def _row(request: PlanRequest, size: VmSize, price: HourlyPrice, measured) -> Pl
         throughput_detail=tp.detail,
         step=STEP_NAMES[tp.step],
         hours=hours,
-        on_demand_usd=hours * price.on_demand_usd_per_hour,
-        spot_usd=None if spot_hourly is None else hours * spot_hourly,
-        usd_per_million_window_passes=basis_hourly / (tp.windows_per_s * 3600) * 1e6,
+        on_demand_usd=_times(hours, price.on_demand_usd_per_hour),
+        spot_usd=_times(hours, spot_hourly),
+        usd_per_million_window_passes=(
+            basis_hourly / (tp.windows_per_s * 3600) * 1e6 if priced else None
+        ),
         storage_egress_usd=extra,
-        total_usd=hours * basis_hourly + extra,
+        total_usd=hours * basis_hourly + extra if priced else None,
         price_region=price.region,
         price_source=price.source,
         within_deadline=request.deadline_hours is None or hours <= request.deadline_hours,
     )
+
+
+def _times(hours: float, usd_per_hour: float | None) -> float | None:
+    return None if usd_per_hour is None else hours * usd_per_hour
 
 
 def _retired_note(size: VmSize) -> str:
@@ -266,6 +279,7 @@ def make_plan(
     Raises ValueError when no size matches the cloud and region.
     """
     prices = prices or {}
+    catalog_sizes = tuple(catalog_sizes)
     chosen = select_sizes(request, catalog_sizes)
     current = [s for s in chosen if s.status != "retired"]
     if not current:
@@ -276,24 +290,64 @@ def make_plan(
             "drop --region or pick another (stack/offerings.json lists the regions of each size)"
         )
     rows = [_row(request, s, prices.get(s.name) or snapshot_price(s), measured) for s in current]
-    snapshot_dates = {s.price_date for s in current if s.name not in prices}
-    rows.sort(key=lambda r: (r.total_usd, r.hours, r.size))
+    from_snapshot = [s for s in current if s.name not in prices]
+    snapshot_dates = {s.price_date for s in from_snapshot if not s.unpriced}
+    # Cheapest first; a row without dollars after every priced one, by its hours.
+    rows.sort(key=lambda r: (r.total_usd is None, r.total_usd or 0.0, r.hours, r.size))
     rows = _mark_pick(rows)
     return Plan(
         request=request,
         price_basis="spot" if request.spot else "on-demand",
         rows=tuple(rows),
         excluded_retired=tuple(_retired_note(s) for s in chosen if s.status == "retired"),
-        notes=tuple(_notes(request, rows)),
+        notes=tuple(_notes(request, rows) + _unknown_regions(request, catalog_sizes)),
         assumptions=_assumptions(request),
         snapshot_dates=tuple(sorted(snapshot_dates)),
+        price_sources=_price_sources(from_snapshot),
+        unpriced=tuple(str(s.unpriced) for s in from_snapshot if s.unpriced),
     )
+
+
+def _price_sources(sizes: list[VmSize]) -> tuple[str, ...]:
+    """One line per dated reference of the snapshot prices used: the reference most of
+    a cloud's sizes share is named by its cloud, any other by the sizes it prices."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for size in sizes:
+        if not size.unpriced:
+            groups.setdefault((size.cloud, size.price_date, size.price_source), []).append(
+                size.name
+            )
+    widest = {}
+    for (cloud, _, _), names in sorted(groups.items(), key=lambda g: -len(g[1])):
+        widest.setdefault(cloud, names)
+    return tuple(
+        f"{cloud if widest[cloud] is names else ', '.join(names)} {date}: {source}"
+        for (cloud, date, source), names in groups.items()
+    )
+
+
+def _unknown_regions(request: PlanRequest, catalog_sizes: Iterable[VmSize]) -> list[str]:
+    """The sizes a --region leaves out only because no reference says where they sell."""
+    unknown = [
+        s.name
+        for s in catalog_sizes
+        if request.region
+        and request.cloud in ("all", s.cloud)
+        and s.status != "retired"
+        and not s.regions_known
+    ]
+    if not unknown:
+        return []
+    return [
+        f"not shown in {request.region}: {', '.join(unknown)}, whose regions the offerings "
+        "snapshot does not list (stack/offerings.json; `python -m stack.refresh_offerings`)"
+    ]
 
 
 def _mark_pick(rows: list[PlanRow]) -> list[PlanRow]:
     """Mark the cheapest row that meets the deadline (rows arrive cheapest first)."""
     for i, row in enumerate(rows):
-        if row.within_deadline:
+        if row.within_deadline and row.total_usd is not None:
             return [*rows[:i], replace(row, pick=True), *rows[i + 1 :]]
     return rows
 

@@ -32,7 +32,7 @@ MAX_PAGES = 20  # the filtered queries fit in one or two pages; this only bounds
 class HourlyPrice:
     """What one box of a size costs per hour in a region, and where the figure is from."""
 
-    on_demand_usd_per_hour: float
+    on_demand_usd_per_hour: float | None  # None: no reference prices it (the catalog's `unpriced`)
     spot_usd_per_hour: float | None  # spot moves hourly: always a volatile figure
     region: str
     source: str  # e.g. "snapshot 2025-07-01" or "live 2026-11-22"

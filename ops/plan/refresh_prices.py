@@ -41,11 +41,18 @@ def _strict(message: str) -> None:
     raise PriceFetchError(message)
 
 
+def _never_priced(price_list: prices.PriceList, name: str) -> bool:
+    return name in price_list.usd_per_hour and price_list.usd_per_hour[name][0] is None
+
+
 def fresh_price_list(
-    cloud: str, names: list[str], region: str, endpoints: PriceEndpoints, today: date
+    cloud: str, names: list[str], current: prices.PriceList, endpoints: PriceEndpoints, today: date
 ) -> prices.PriceList:
-    """`cloud`'s prices of `names` in `region` from its API; PriceFetchError when it
-    cannot be asked or leaves a size unpriced."""
+    """`cloud`'s prices of `names` in `current`'s region from its API; PriceFetchError
+    when it cannot be asked or leaves a size unpriced that `current` prices. A size no
+    reference priced before and the API does not price either keeps its row as it is
+    (no price, and where it was looked for): a refresh never makes one up."""
+    region = current.region
     if cloud == "azure":
         fetched = fetch_azure_prices(names, region, endpoints.azure_url, endpoints.timeout_s)
     else:
@@ -53,7 +60,8 @@ def fresh_price_list(
             names, region, endpoints.aws_pricing_url, endpoints.aws_ec2_url,
             endpoints.timeout_s, warn=_strict,
         )  # fmt: skip
-    missing = [name for name in names if name not in fetched]
+    unpriced = [name for name in names if name not in fetched and _never_priced(current, name)]
+    missing = [name for name in names if name not in fetched and name not in unpriced]
     if missing:
         raise PriceFetchError(f"no {cloud} price in {region} for {', '.join(missing)}")
     return prices.PriceList(
@@ -62,9 +70,13 @@ def fresh_price_list(
         date=today.isoformat(),
         region=region,
         usd_per_hour={
-            name: (price.on_demand_usd_per_hour, price.spot_usd_per_hour)
-            for name, price in fetched.items()
+            **{name: current.usd_per_hour[name] for name in unpriced},
+            **{
+                name: (price.on_demand_usd_per_hour, price.spot_usd_per_hour)
+                for name, price in fetched.items()
+            },
         },
+        references={name: current.reference_of(name) for name in unpriced},
     )
 
 
@@ -76,11 +88,7 @@ def refresh(
     current = prices.parse(out.read_text())
     fresh = {
         cloud: fresh_price_list(
-            cloud,
-            [size.name for size in catalog.sizes(cloud)],
-            current[cloud].region,
-            endpoints,
-            today,
+            cloud, [size.name for size in catalog.sizes(cloud)], current[cloud], endpoints, today
         )
         for cloud in clouds
     }

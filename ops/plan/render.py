@@ -28,6 +28,10 @@ def _money(usd: float | None) -> str:
     return "—" if usd is None else f"{usd:,.2f}"
 
 
+def _per_million(usd: float | None) -> str:
+    return "—" if usd is None else f"{usd:.4f}"
+
+
 def _rate(windows_per_s: float) -> str:
     if windows_per_s >= 1e6:
         return f"{windows_per_s / 1e6:.2f}M"
@@ -55,7 +59,7 @@ COLUMNS: tuple[tuple[str, Callable[[PlanRow], str], bool], ...] = (
     ("hours", lambda row: _hours(row.hours), True),
     ("on-demand $", lambda row: _money(row.on_demand_usd), True),
     ("spot $", lambda row: _money(row.spot_usd), True),
-    ("$ per M\nwindow-passes", lambda row: f"{row.usd_per_million_window_passes:.4f}", True),
+    ("$ per M\nwindow-passes", lambda row: _per_million(row.usd_per_million_window_passes), True),
     ("storage +\negress $", lambda row: _money(row.storage_egress_usd), True),
     ("total $", lambda row: _money(row.total_usd), True),
 )
@@ -165,6 +169,10 @@ def footer_lines(plan: Plan) -> list[str]:
         + "; ".join(f"{cloud}: {label}" for cloud, label in a["offerings"].items())
         + ".",
     ]
+    if plan.price_sources:
+        lines.append("Price sources: " + "; ".join(plan.price_sources) + ".")
+    if plan.unpriced:
+        lines.append("No price (hours only, listed last): " + "; ".join(plan.unpriced) + ".")
     if plan.excluded_retired:
         lines.append("Not offered (retired): " + "; ".join(plan.excluded_retired) + ".")
     lines.extend(f"Note: {n}." for n in plan.notes)

@@ -4,6 +4,8 @@ import pytest
 
 from stack import catalog
 from stack.catalog import CatalogError, lookup, sizes
+from stack.config import ConfigError, validate
+from tests.stack.test_config import GOOD
 
 # fmt: off
 AZURE_SIZES = {
@@ -11,6 +13,8 @@ AZURE_SIZES = {
     "Standard_NC64as_T4_v3", "Standard_NC24ads_A100_v4", "Standard_NC48ads_A100_v4",
     "Standard_NC96ads_A100_v4", "Standard_NC40ads_H100_v5", "Standard_NC80adis_H100_v5",
     "Standard_ND96asr_v4",
+    # Issue 46: 8x H100 / 8x H200 with NVLink and InfiniBand.
+    "Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5",
 }
 AWS_SIZES = {
     "p3.2xlarge", "p3.8xlarge", "p3.16xlarge", "p4d.24xlarge", "p5.48xlarge", "g5.xlarge",
@@ -18,6 +22,8 @@ AWS_SIZES = {
     # Issue 40: what AWS sells today (checked against cfn-lint's and botocore's data).
     "p5.4xlarge", "g6.2xlarge", "g6.4xlarge", "g6.12xlarge", "g6e.xlarge", "g6e.2xlarge",
     "g6e.12xlarge",
+    # Issue 46: 8x H200.
+    "p5e.48xlarge", "p5en.48xlarge",
 }
 # fmt: on
 RETIRED_NCV3 = ("Standard_NC6s_v3", "Standard_NC12s_v3", "Standard_NC24s_v3")
@@ -73,9 +79,11 @@ def test_a_retired_size_is_sold_nowhere(name):
     assert size.regions == ()
 
 
-def test_sizes_are_cheapest_first_within_a_cloud():
-    prices = [s.on_demand_usd_per_hour for s in sizes("azure")]
-    assert prices == sorted(prices)
+@pytest.mark.parametrize("cloud", catalog.CLOUDS)
+def test_sizes_are_cheapest_first_within_a_cloud_and_unpriced_ones_last(cloud):
+    prices = [s.on_demand_usd_per_hour for s in sizes(cloud)]
+    priced = [p for p in prices if p is not None]
+    assert prices == sorted(priced) + [None] * (len(prices) - len(priced))
 
 
 @pytest.mark.parametrize("cloud", catalog.CLOUDS)
@@ -87,8 +95,12 @@ def test_every_row_is_internally_consistent():
     for size in sizes(include_retired=True):
         assert size.gpu_memory_gib == size.gpu.memory_gib, size.name
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", size.price_date), size.name
+        assert size.price_source, size.name
+        if size.on_demand_usd_per_hour is None:
+            assert size.spot_usd_per_hour is None, size.name  # no spot without its cap
+            continue
         assert size.on_demand_usd_per_hour > 0, size.name
-        if size.status == "available":
+        if size.status == "available" and size.regions_known:
             assert size.price_region in size.regions, size.name
         if size.spot_usd_per_hour is not None:
             assert 0 < size.spot_usd_per_hour < size.on_demand_usd_per_hour, size.name
@@ -124,3 +136,73 @@ def test_a_row_naming_an_unknown_gpu_is_refused():
 def test_unknown_cloud_is_refused():
     with pytest.raises(CatalogError, match="not one of azure, aws"):
         lookup("g5.xlarge", "gcp")
+
+
+@pytest.mark.parametrize(
+    ("name", "cloud", "region", "gpus"),
+    [
+        ("p5e.48xlarge", "aws", "us-east-2", "8x H200 141GB"),
+        ("p5en.48xlarge", "aws", "us-east-1", "8x H200 141GB"),
+        ("Standard_ND96isr_H100_v5", "azure", None, "8x H100 80GB"),
+        ("Standard_ND96isr_H200_v5", "azure", None, "8x H200 141GB"),
+    ],
+)
+def test_the_eight_gpu_hopper_sizes_carry_their_gpus_and_where_they_sell(name, cloud, region, gpus):
+    size = lookup(name, cloud)
+    assert f"{size.gpu_count}x {size.gpu_model}" == gpus
+    assert size.gpu_link == "NVLink 4" and size.driver_class == "open"
+    # AWS from cfn-lint's per-region data; the Azure snapshot never listed these sizes.
+    assert size.regions_known == (region is not None)
+    assert region is None or region in size.regions
+
+
+@pytest.mark.parametrize(
+    ("name", "cloud", "usd", "date", "source"),
+    [
+        ("p5en.48xlarge", "aws", 63.296, "2026-08-06", "https://github.com/dstackai/dstack/pull/"),
+        ("Standard_ND96isr_H100_v5", "azure", 98.32, "2026-11-09", "https://raw.githubuserc"),
+    ],
+)
+def test_a_size_priced_from_its_own_reference_carries_that_references_source_and_date(
+    name, cloud, usd, date, source
+):
+    size = lookup(name, cloud)
+    assert (size.on_demand_usd_per_hour, size.price_date) == (usd, date)
+    assert size.price_source.startswith(source)
+    assert size.hourly_price_usd(spot=False) == usd
+
+
+@pytest.mark.parametrize(
+    ("name", "cloud", "why"),
+    [
+        ("p5e.48xlarge", "aws", "the AWS Price List prices p5e.48xlarge on demand in no region"),
+        ("Standard_ND96isr_H200_v5", "azure", "no offline reference"),
+    ],
+)
+def test_a_size_no_reference_prices_says_where_it_was_looked_for_and_is_never_priced(
+    name, cloud, why
+):
+    size = lookup(name, cloud)
+    assert size.on_demand_usd_per_hour is None
+    assert why in size.unpriced and size.price_date in size.unpriced
+    for spot in (False, True):
+        with pytest.raises(CatalogError, match=f"{name}: no on-demand price"):
+            size.hourly_price_usd(spot)
+
+
+@pytest.mark.parametrize(
+    ("raw", "region", "size"),
+    [
+        ({"cloud": "aws", "vmSize": "p5e.48xlarge"}, "us-east-2", "p5e.48xlarge"),
+        ({"vmSize": "Standard_ND96isr_H200_v5"}, "eastus", "Standard_ND96isr_H200_v5"),
+        # A fallback is a size the boxes may bill on, too.
+        ({"vmSize": "Standard_ND96isr_H100_v5", "fallbackVmSizes": '["Standard_ND96isr_H200_v5"]'},
+         "eastus", "Standard_ND96isr_H200_v5"),
+    ],
+)  # fmt: skip
+def test_a_stack_on_a_size_without_a_price_is_refused_in_one_line_naming_why(raw, region, size):
+    with pytest.raises(ConfigError) as info:
+        validate({**GOOD, **raw}, region)
+    (line,) = [p for p in info.value.problems if size in p]
+    assert "no on-demand price" in line and "`make prices CLOUD=" in line
+    assert "\n" not in line

@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from stack import catalog, offerings, refresh_offerings
+from stack import catalog, cloud_limits, offerings, refresh_offerings
 from stack.config import ConfigError, validate
 from stack.offerings import Offerings
 from tests.fakes.local_http import LocalHttpServer, reply
@@ -19,9 +19,17 @@ def test_the_aws_snapshot_is_what_the_installed_cfn_lint_says():
     assert offerings.of("aws") == refresh_offerings.aws_offerings(names)
 
 
-def test_every_current_size_of_the_catalog_has_offerings():
-    for size in catalog.sizes():
-        assert size.name in offerings.of(size.cloud).regions, size.name
+def test_every_current_aws_size_of_the_catalog_has_offerings():
+    for size in catalog.sizes("aws"):
+        assert size.name in offerings.of("aws").regions, size.name
+
+
+def test_a_size_the_snapshot_never_listed_is_unknown_there_not_unsold():
+    # The Azure hand list predates ND H100 v5: no region of it may refuse the size.
+    size = catalog.lookup("Standard_ND96isr_H100_v5", "azure")
+    assert not offerings.of("azure").lists(size.name) and not size.regions_known
+    assert cloud_limits.size_problems("azure", "eastus", size.name, False) == []
+    assert size.name not in {s.name for s in catalog.sizes("azure", "eastus")}
 
 
 def test_no_g6_size_is_sold_in_eu_west_1():

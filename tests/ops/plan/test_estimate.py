@@ -213,9 +213,9 @@ def test_fab_plan_milestone_json_covers_every_current_size():
     result = json.loads(done.stdout)
     assert result["request"]["windows"] == 600_000
     assert {r["size"] for r in result["rows"]} == {s.name for s in catalog.sizes()}
-    assert [r["total_usd"] for r in result["rows"]] == sorted(
-        r["total_usd"] for r in result["rows"]
-    )
+    totals = [r["total_usd"] for r in result["rows"]]
+    priced = [t for t in totals if t is not None]
+    assert totals == sorted(priced) + [None] * (len(totals) - len(priced))
 
 
 def test_fab_plan_table_marks_one_row_and_names_retired_sizes():
@@ -381,3 +381,50 @@ def test_fab_plan_sweep_prices_the_trials_on_every_size_and_says_how():
     assert done.returncode == 0, done.stderr
     assert "a sweep of 8 trials, each 2,400,000 windows x 20 epochs" in done.stdout
     assert "Two trials sharing one GPU is not assumed" in " ".join(done.stdout.split())
+
+
+# Issue 46: a size no reference prices, and one whose regions no snapshot lists.
+UNPRICED = VmSize("Test_H200", "azure", "H200 141GB", 1, 141, 24, 220, None, None, "eastus",
+                  ("eastus",), price_date="2026-11-29", price_source="looked for in X")  # fmt: skip
+NOWHERE_KNOWN = VmSize("test.h200", "aws", "H200 141GB", 1, 141, 24, 220, 9.0, None,
+                       "us-east-1")  # fmt: skip
+
+
+def test_an_unpriced_size_is_planned_in_hours_only_after_every_priced_one():
+    request = plan.PlanRequest(windows=1_000_000, epochs=36)
+    result = plan.make_plan(request, (*FIXED_CATALOG, UNPRICED), measured=MEASURED)
+    last = result.rows[-1]
+    assert last.size == "Test_H200" and last.hours > 0 and not last.pick
+    assert (last.on_demand_usd, last.total_usd, last.usd_per_million_window_passes) == (
+        None, None, None,
+    )  # fmt: skip
+    assert result.unpriced == ("Test_H200: no on-demand price (2026-11-29: looked for in X)",)
+    assert "2026-11-29" not in result.snapshot_dates  # no price of that date is used
+
+
+def test_a_deadline_only_the_unpriced_size_meets_marks_nothing():
+    request = plan.PlanRequest(windows=1_000_000, epochs=36, deadline_hours=0.3)
+    fast = VmSize("Test_H200", "azure", "H200 141GB", 8, 141, 96, 1850, None, None, "eastus",
+                  ("eastus",), gpu_link="NVLink 4")  # fmt: skip
+    result = plan.make_plan(request, (T4, fast), measured=MEASURED)
+    assert not any(r.pick for r in result.rows)
+
+
+def test_a_region_filter_names_the_sizes_no_snapshot_says_are_sold_there():
+    assert not NOWHERE_KNOWN.regions_known
+    request = plan.PlanRequest(windows=1_000_000, epochs=36, region="us-east-1")
+    result = plan.make_plan(request, (A10G, NOWHERE_KNOWN), measured=MEASURED)
+    assert [r.size for r in result.rows] == ["test.a10g"]
+    assert any(n.startswith("not shown in us-east-1: test.h200") for n in result.notes)
+
+
+def test_fab_plan_says_each_prices_dated_source_and_why_a_size_has_none():
+    done = _fab("plan", "--milestone", "M1", "--epochs", "1")
+    assert done.returncode == 0, done.stderr
+    footer = " ".join(done.stdout.split())  # rich wraps long lines
+    assert "p5en.48xlarge 2026-08-06: https://github.com/dstackai/dstack/pull/4110" in footer
+    assert "Standard_ND96isr_H100_v5 2026-11-09: https://raw.githubusercontent.com/" in footer
+    assert f"aws {catalog.lookup('g5.xlarge', 'aws').price_date}: AWS's public EC2" in footer
+    assert "No price (hours only, listed last): " in footer
+    assert "p5e.48xlarge: no on-demand price (2026-11-29: the AWS Price List" in footer
+    assert "Standard_ND96isr_H200_v5: no on-demand price (2026-11-29: no offline" in footer

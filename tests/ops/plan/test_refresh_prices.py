@@ -92,6 +92,21 @@ def test_a_refresh_writes_every_current_sizes_prices_dated_the_day(apis, snapsho
     assert aws["p5.48xlarge"] == (55.04, None)  # no spot history sampled
 
 
+def test_a_size_no_reference_priced_keeps_its_row_through_a_refresh(apis, snapshot_copy):
+    before = prices.parse(snapshot_copy.read_text())
+    refresh_prices.refresh(["azure", "aws"], snapshot_copy, apis, TODAY)
+    written = prices.parse(snapshot_copy.read_text())
+    for cloud, name in (("aws", "p5e.48xlarge"), ("azure", "Standard_ND96isr_H200_v5")):
+        assert written[cloud].usd_per_hour[name] == (None, None)  # never a made-up figure
+        assert written[cloud].reference_of(name) == before[cloud].reference_of(name)
+    # A size the API prices now takes the API's price and date, not its own reference.
+    assert written["aws"].usd_per_hour["p5en.48xlarge"] == (63.296, None)
+    assert written["aws"].reference_of("p5en.48xlarge") == (
+        refresh_prices.SOURCES["aws"],
+        "2026-11-26",
+    )
+
+
 def test_a_refresh_of_one_cloud_keeps_the_others_prices(apis, snapshot_copy):
     before = prices.parse(snapshot_copy.read_text())["aws"]
     refresh_prices.refresh(["azure"], snapshot_copy, apis, TODAY)
@@ -123,7 +138,10 @@ def test_the_catalogs_current_sizes_are_priced_from_the_snapshot():
         assert (size.on_demand_usd_per_hour, size.spot_usd_per_hour) == shipped.usd_per_hour[
             size.name
         ]
-        assert (size.price_region, size.price_date) == (shipped.region, shipped.date)
+        assert (size.price_region, (size.price_source, size.price_date)) == (
+            shipped.region,
+            shipped.reference_of(size.name),
+        )
 
 
 def test_make_prices_offline_fails_in_one_line_and_leaves_the_snapshot(closed_port_url):

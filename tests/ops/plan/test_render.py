@@ -32,7 +32,7 @@ PLAN = make_plan(
 ALWAYS = ("size", "GPU", "hours", "total $")
 ANSI_STYLE = re.compile(r"\x1b\[[0-9;]*m")
 FAB = Path(sys.executable).with_name("fab")
-(SNAPSHOT_DAY,) = PLAN.snapshot_dates  # every catalog price is of one snapshot
+SNAPSHOT_DAY = min(PLAN.snapshot_dates)  # the oldest price dates the plan's warning
 SNAPSHOT_DATE = date.fromisoformat(SNAPSHOT_DAY)
 
 

@@ -691,8 +691,13 @@ def test_vm_states_trusted_launch_with_vtpm_and_secure_boot_off(on_demand):
     }
 
 
+# ND sizes: not listed with Trusted Launch here (ND A100 v4 has none; ND H100/H200 v5,
+# new to the catalog in issue 46, boot the standard way until checked and listed).
+NOT_LISTED = ("Standard_ND96asr_v4", "Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5")
+
+
 @pytest.mark.parametrize(
-    "size", [s.name for s in catalog.sizes("azure") if s.name != "Standard_ND96asr_v4"]
+    "size", [s.name for s in catalog.sizes("azure") if s.name not in NOT_LISTED]
 )
 def test_every_size_offering_trusted_launch_gets_it_with_secure_boot_off(size):
     profile = security_profile(size)
