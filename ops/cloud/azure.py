@@ -148,21 +148,21 @@ def _to_the_end(
     """`begin` (a `begin_*` of the VMs' operations) on each VM, all under way together,
     each followed to its end within OPERATION_TIMEOUT_SECONDS: (ARM's first refusal as
     (code, message) or None, the VMs whose operation succeeded)."""
-    from azure.core.exceptions import HttpResponseError
+    from azure.core.exceptions import AzureError
 
     pollers, refusal = {}, None
     for box_id in box_ids:
         group, name = box_id.split("/")[4], box_id.rsplit("/", 1)[1]
         try:
-            pollers[box_id] = begin(group, name, *args, **_transport_options())
-        except HttpResponseError as error:
+            pollers[box_id] = begin(group, name, *args, **_request_options())
+        except AzureError as error:
             refusal = _refusal(error, doing, box_id)
             break
     done, give_up = [], time.monotonic() + OPERATION_TIMEOUT_SECONDS
     for box_id, poller in pollers.items():
         try:
             poller.wait(max(0.0, give_up - time.monotonic()))
-        except HttpResponseError as error:
+        except AzureError as error:
             refusal = refusal or _refusal(error, doing, box_id)
             continue
         if not poller.done():
@@ -176,8 +176,8 @@ def _to_the_end(
 
 
 def _refusal(error: Exception, doing: str, box_id: str) -> tuple[str, str]:
-    """ARM's (code, message) of a refused operation; Exit for an answer without a code
-    (no login, ARM unreachable)."""
+    """ARM's (code, message) of a refused operation; Exit for anything else (no login, ARM
+    unreachable, an answer without a code)."""
     from azure.core.exceptions import ClientAuthenticationError
 
     if isinstance(error, ClientAuthenticationError):
@@ -188,7 +188,7 @@ def _refusal(error: Exception, doing: str, box_id: str) -> tuple[str, str]:
     return str(detail.code), str(detail.message or "")
 
 
-def _transport_options() -> dict[str, Any]:
+def _request_options() -> dict[str, Any]:
     """A token goes over HTTPS only, except to this machine: the tests' fake of ARM
     (GLUCOSE_ARM_ENDPOINT) listens on 127.0.0.1 over plain HTTP."""
     url = urllib.parse.urlsplit(arm_endpoint())

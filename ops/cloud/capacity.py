@@ -106,14 +106,16 @@ def _none_stopping(
 ) -> list[BoxPower]:
     """Every box's power once none is stopping: a stop under way (the idle watchdog's,
     the daily one) must end before the cloud starts the box again."""
-    boxes, give_up = cloud.states(target), clock() + STOPPING_WAIT_SECONDS
+    boxes, give_up, told = cloud.states(target), clock() + STOPPING_WAIT_SECONDS, False
     while stopping := [box for box in boxes if box.state == STOPPING]:
         if clock() >= give_up:
             raise Exit(
                 f"{stopping[0].line()} still, after {STOPPING_WAIT_SECONDS // 60} minutes: "
                 "run `fab start` again once it has stopped (`fab status` shows it)"
             )
-        say(f"{stopping[0].line()}: waiting for it to stop, then starting it")
+        if not told:
+            say(f"{stopping[0].line()}: waiting for it to stop, then starting it")
+            told = True
         sleep(STOPPING_POLL_SECONDS)
         boxes = cloud.states(target)
     for box in boxes:

@@ -108,6 +108,12 @@ def _stopped_boxes(ec2, count: int, size: str = "g6.xlarge", spot: bool = False)
     return ids
 
 
+def _no_room_for(refusing_ec2, ec2, *sizes: str) -> list[str]:
+    """One stopped g6.xlarge box, and EC2 with no capacity for `sizes`."""
+    refusing_ec2[0].update(dict.fromkeys(sizes, CAPACITY))
+    return _stopped_boxes(ec2, 1)
+
+
 def _aws_target(ids, **more):
     outputs = target_outputs("aws", ids, placementTried=TRIED_G6_G5, vmSize="g6.xlarge", **more)
     return from_outputs(outputs, "stack test")
@@ -239,9 +245,7 @@ def test_boxes_left_on_a_fallback_size_start_on_the_first_choice_again(refusing_
 
 @pytest.mark.e2e
 def test_started_on_a_fallback_size_says_so_and_how_the_boxes_go_back(refusing_ec2, ec2):
-    refused, _, _ = refusing_ec2
-    ids = _stopped_boxes(ec2, 1)
-    refused["g6.xlarge"] = CAPACITY
+    ids = _no_room_for(refusing_ec2, ec2, "g6.xlarge")
     said: list[str] = []
     _start(_aws_target(ids, capacityWaitMinutes=0), said, Clock())
     assert said[-1] == (
@@ -252,9 +256,7 @@ def test_started_on_a_fallback_size_says_so_and_how_the_boxes_go_back(refusing_e
 
 @pytest.mark.e2e
 def test_when_nothing_starts_the_boxes_left_on_another_size_are_said(refusing_ec2, ec2):
-    refused, _, _ = refusing_ec2
-    ids = _stopped_boxes(ec2, 1)
-    refused.update({"g6.xlarge": CAPACITY, "g5.xlarge": CAPACITY})
+    ids = _no_room_for(refusing_ec2, ec2, "g6.xlarge", "g5.xlarge")
     with pytest.raises(Exit) as info:
         _start(_aws_target(ids, capacityWaitMinutes=0), [], Clock())
     assert (
@@ -333,9 +335,8 @@ def lagging_resize(refusing_ec2, ec2, monkeypatch):
 
 @pytest.mark.e2e
 def test_the_start_goes_out_once_ec2_reads_the_new_size_back(refusing_ec2, lagging_resize, ec2):
-    refused, calls, started_on = refusing_ec2
-    ids = _stopped_boxes(ec2, 1)
-    refused["g6.xlarge"] = CAPACITY
+    _, calls, started_on = refusing_ec2
+    ids = _no_room_for(refusing_ec2, ec2, "g6.xlarge")
     _start(_aws_target(ids, capacityWaitMinutes=0), [], Clock())
     assert started_on == [{"g6.xlarge"}, {"g5.xlarge"}]
     assert len(lagging_resize) >= 2
