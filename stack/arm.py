@@ -1,6 +1,9 @@
 """Azure Resource Manager with a bearer token: what `pulumi up` and `fab preflight` both
 ask ARM before anything is declared (quotas; preflight also providers, SKUs, rights and
-budgets), and what `fab` changes on a running stack (power, deadline tags, schedules).
+budgets), what `fab` reads of a running stack (power, sizes) and the few writes that end
+when ARM answers (deadline tags, schedules). A VM's start, deallocation and resize are
+long-running operations: `fab` has azure-mgmt-compute's pollers follow them
+(ops/cloud/azure.py).
 
 Plain HTTPS through the standard library, so the Pulumi program needs no Azure SDK for
 it; whoever calls brings the token (the program's provider, or azure-identity in `fab`).
@@ -11,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,11 +26,6 @@ from stack import quota
 ARM_ENDPOINT_ENV = "GLUCOSE_ARM_ENDPOINT"
 ARM_ENDPOINT = "https://management.azure.com"
 HTTP_TIMEOUT_SECONDS = 30
-# An async operation (a VM's start, a resize) is polled this often unless ARM says
-# (Retry-After), for at most this long: a start that has not ended in 15 minutes is
-# reported, not waited on forever.
-OPERATION_POLL_SECONDS = 5
-OPERATION_TIMEOUT_SECONDS = 15 * 60
 # Each one a version the azure-mgmt-* reference packages of the tests build the same
 # request with (tests/pulumi/test_cloud_references.py), so a wrong path or version
 # fails there, not in a user's `fab preflight`.
@@ -48,6 +45,11 @@ API_VERSIONS = {
 }
 
 
+def arm_endpoint() -> str:
+    """ARM's endpoint: `GLUCOSE_ARM_ENDPOINT`, else Azure's public cloud."""
+    return os.environ.get(ARM_ENDPOINT_ENV) or ARM_ENDPOINT
+
+
 class ArmError(Exception):
     """ARM answered with an error (or not at all); `status` is 0 when unreachable, `code`
     ARM's error code ("AllocationFailed") when it gave one."""
@@ -56,7 +58,6 @@ class ArmError(Exception):
         super().__init__(f"HTTP {status}: {message}" if status else message)
         self.status = status
         self.code = code
-        self.detail = message.removeprefix(code).strip() if code else message
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class ArmClient:
 
     @classmethod
     def from_environment(cls, token: str) -> ArmClient:
-        return cls(token, os.environ.get(ARM_ENDPOINT_ENV) or ARM_ENDPOINT)
+        return cls(token, arm_endpoint())
 
     def url(self, path: str, api: str, **query: str) -> str:
         """The request URL: `path` on the endpoint, with `api`'s version and `query`."""
@@ -90,51 +91,13 @@ class ArmClient:
         """Write a whole resource as `body` says it."""
         return self._call("PUT", path, api, {}, body)
 
-    def run(
-        self,
-        method: str,
-        path: str,
-        api: str,
-        body: dict[str, Any] | None = None,
-        *,
-        poll_seconds: float = OPERATION_POLL_SECONDS,
-        timeout_seconds: float = OPERATION_TIMEOUT_SECONDS,
-    ) -> Any:
-        """A long-running request (`POST .../start`, a PATCH of a VM) to its end: ARM
-        answers 202 with an operation to read (`Azure-AsyncOperation`, else `Location`),
-        whose failure (AllocationFailed...) is raised as ArmError with ARM's code.
-        https://learn.microsoft.com/azure/azure-resource-manager/management/async-operations"""
-        status, headers, answer = self._send(method, self.url(path, api), body)
-        operation = headers.get("Azure-AsyncOperation") or headers.get("Location")
-        if status not in (201, 202) or not operation:
-            return answer
-        give_up = time.monotonic() + timeout_seconds
-        while True:
-            time.sleep(_retry_after(headers, poll_seconds))
-            status, headers, answer = self._send("GET", self._own(operation))
-            state = str((answer or {}).get("status") or "").lower()
-            if status == 200 and state in ("", "succeeded") and "error" not in answer:
-                return answer
-            if state in ("failed", "canceled"):
-                error = answer.get("error") or {}
-                code, message = error.get("code", state), error.get("message", "")
-                raise ArmError(200, f"{code} {message}".strip(), code)
-            if time.monotonic() > give_up:
-                raise ArmError(0, f"{method} {path} had not ended after {timeout_seconds:.0f} s")
-
-    def _own(self, url: str) -> str:
-        """`url` when it is on this endpoint: the bearer token goes to ARM and nowhere else."""
-        if not url.startswith(self.endpoint.rstrip("/") + "/"):
-            raise ArmError(0, f"ARM named an operation off {self.endpoint}: {url[:120]}")
-        return url
-
     def _call(
         self, method: str, path: str, api: str, query: dict[str, str], body: Any = None
     ) -> Any:
-        return self._send(method, self.url(path, api, **query), body)[2]
+        return self._send(method, self.url(path, api, **query), body)
 
-    def _send(self, method: str, url: str, body: Any = None) -> tuple[int, dict[str, str], Any]:
-        """(status, headers, JSON body) of one request; ArmError for an HTTP error."""
+    def _send(self, method: str, url: str, body: Any = None) -> Any:
+        """The JSON body of one request's answer; ArmError for an HTTP error."""
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         data = b"" if method == "POST" else None
         if body is not None:
@@ -144,8 +107,7 @@ class ArmClient:
         try:
             with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as response:
                 text = response.read()
-                answer = json.loads(text) if text.strip() else {}
-                return response.status, dict(response.headers.items()), answer
+                return json.loads(text) if text.strip() else {}
         except urllib.error.HTTPError as error:
             code, message = _arm_error(error)
             text = f"{code} {message}".strip() or str(error.reason)
@@ -162,14 +124,6 @@ def _arm_error(error: urllib.error.HTTPError) -> tuple[str, str]:
         return "", ""
     detail = body.get("error", {}) if isinstance(body, dict) else {}
     return str(detail.get("code", "")), str(detail.get("message", ""))
-
-
-def _retry_after(headers: dict[str, str], default: float) -> float:
-    """ARM's Retry-After (seconds), bounded to a minute; `default` without one."""
-    try:
-        return min(60.0, max(0.0, float(headers.get("Retry-After") or default)))
-    except ValueError:
-        return default
 
 
 def quota_problems(

@@ -38,9 +38,9 @@ def states(target: Target) -> list[BoxPower]:
 
 
 def start(target: Target, say: Callable[[str], None] = lambda line: None) -> list[BoxPower]:
-    """Ask the cloud to start every stopped box, trying again, then the stack's next sizes
-    in place when it has no room (ops/cloud/capacity.py), telling `say` each try; their
-    power afterwards."""
+    """Ask the cloud to start every stopped box (a stopping one once it has stopped), from
+    the stack's first size, trying again, then its next sizes in place when it has no
+    room (ops/cloud/capacity.py), telling `say` each try; their power afterwards."""
     return capacity.start(cloud_api(target), target, say)
 
 

@@ -1,6 +1,6 @@
 """AWS: the boxes' power from EC2 (DescribeInstances, StartInstances), their size in
-place (ModifyInstanceAttribute: `fab start` when EC2 has no room for theirs), and the
-run's deadline on EventBridge Scheduler, with your credentials.
+place (ModifyInstanceAttribute, read back before any start: `fab start` when EC2 has no
+room for theirs), and the run's deadline on EventBridge Scheduler, with your credentials.
 
 EC2 says what stopped an instance: its state reason code, and the transition's time.
 A deadline past the daily stop is two changes to the stack's schedules: the daily stop
@@ -14,6 +14,7 @@ again when capacity returns (until its ValidUntil).
 from __future__ import annotations
 
 import datetime
+import time
 from typing import Any
 
 from invoke.exceptions import Exit
@@ -42,6 +43,11 @@ REASONS = {
     "Server.InsufficientInstanceCapacity": "AWS had no capacity for it",
 }
 
+
+# A resize read back (_read_back): first wait, longest wait, and at most this long.
+READ_BACK_FIRST_SECONDS = 1.0
+READ_BACK_LONGEST_SECONDS = 15.0
+READ_BACK_SECONDS = 120
 
 # A schedule's name is at most 64 characters.
 DEADLINE_SUFFIX = "-deadline"
@@ -90,19 +96,21 @@ def try_start(target: Target) -> tuple[str, str] | None:
     return None
 
 
-def where(target: Target) -> tuple[str, str]:
-    """(size, zone) box 0 has now."""
+def where(target: Target, node: int = 0) -> tuple[str, str]:
+    """(size, zone) box `node` has now."""
+    box_id = target.box_ids[node]
     try:
-        found = _instances(_ec2(target), [target.box_ids[0]]).get(target.box_ids[0])
+        found = _instances(_ec2(target), [box_id]).get(box_id)
     except _errors() as error:
         raise Exit(_refused("describe the boxes", target, error)) from None
     if found is None:
-        raise Exit(f"{target.box_ids[0]} is gone: `pulumi up` makes the boxes again")
+        raise Exit(f"{box_id} is gone: `pulumi up` makes the boxes again")
     return found["InstanceType"], found["Placement"]["AvailabilityZone"]
 
 
-def sold_in(target: Target, zone: str, sizes: list[str]) -> set[str]:
-    """Which of `sizes` EC2 sells in `zone` (the boxes' disks stay in their zone)."""
+def not_sold(target: Target, zone: str, sizes: list[str]) -> dict[str, str]:
+    """Each of `sizes` EC2 does not sell in `zone` (the boxes' disks stay in their zone),
+    and why."""
     try:
         pages = (
             _ec2(target)
@@ -115,19 +123,50 @@ def sold_in(target: Target, zone: str, sizes: list[str]) -> set[str]:
                 ],
             )
         )
-        return {o["InstanceType"] for page in pages for o in page["InstanceTypeOfferings"]}
+        sold = {o["InstanceType"] for page in pages for o in page["InstanceTypeOfferings"]}
     except _errors() as error:
         raise Exit(_refused("list the sizes sold in the boxes' zone", target, error)) from None
+    return {size: f"not sold in {zone}" for size in sizes if size not in sold}
 
 
-def resize(target: Target, size: str) -> None:
-    """Every box (stopped) to `size`: same disk, same zone, same addresses."""
+def resize(target: Target, size: str, box_ids: list[str]) -> tuple[str, str] | None:
+    """The instances `box_ids` (stopped: EC2 answers IncorrectInstanceState for a running
+    one) to `size`, same disk, zone and addresses, each read back until EC2 says `size`;
+    EC2's (code, message) when it refuses."""
+    from botocore.exceptions import ClientError
+
     ec2 = _ec2(target)
     try:
-        for box_id in target.box_ids:
+        for box_id in box_ids:
             ec2.modify_instance_attribute(InstanceId=box_id, InstanceType={"Value": size})
+        for box_id in box_ids:
+            _read_back(ec2, box_id, size)
+    except ClientError as error:
+        detail = error.response.get("Error", {})
+        return str(detail.get("Code", "")), str(detail.get("Message", ""))
     except _errors() as error:
         raise Exit(_refused(f"resize the boxes to {size}", target, error)) from None
+    return None
+
+
+def _read_back(ec2: Any, box_id: str, size: str) -> None:
+    """Return once EC2 reads `box_id`'s instance type back as `size`. EC2 is eventually
+    consistent: a change it accepted may not show (nor hold for a StartInstances) at
+    once, so its Describe is asked again with a growing wait
+    (https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html)."""
+    wait, give_up = READ_BACK_FIRST_SECONDS, time.monotonic() + READ_BACK_SECONDS
+    while True:
+        found = ec2.describe_instance_attribute(InstanceId=box_id, Attribute="instanceType")
+        if found["InstanceType"]["Value"] == size:
+            return
+        if time.monotonic() + wait > give_up:
+            raise Exit(
+                f"EC2 accepted {size} for {box_id} but still reads "
+                f"{found['InstanceType']['Value']} after {READ_BACK_SECONDS} s; run `fab "
+                "start` again (it starts from the stack's first choice)"
+            )
+        time.sleep(wait)
+        wait = min(wait * 2, READ_BACK_LONGEST_SECONDS)
 
 
 def _instances(ec2, ids: list[str]) -> dict[str, dict[str, Any]]:

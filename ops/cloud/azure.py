@@ -1,6 +1,9 @@
-"""Azure: the boxes' power from ARM (a VM's instance view, its `start`, read to the end
+"""Azure: the boxes' power from ARM (a VM's instance view, its `start` followed to the end
 of its async operation: an AllocationFailed comes only there), their size in place (a
-PATCH of `vmSize` on the deallocated VM), and the run's deadline, with your token.
+PATCH of `vmSize` on the deallocated VM, followed to its end before any start), and the
+run's deadline, with your login. The long-running writes (start, deallocate, resize)
+go through azure-mgmt-compute's pollers; reads and the deadline's writes, which end
+when ARM answers, through `stack.arm`.
 
 ARM's instance view says what power state a VM is in, not what put it there: the box's
 own stop record says that once it is up again (`fab status`).
@@ -14,6 +17,10 @@ schedule is disabled too; the keeper enables it again once no deadline holds.
 from __future__ import annotations
 
 import datetime
+import time
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
 
 from invoke.exceptions import Exit
 
@@ -21,9 +28,14 @@ from box import contract
 from ops import azure_login
 from ops.cloud.power import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
 from ops.target.schema import Target
-from stack.arm import ArmClient, ArmError, sku_refusal
+from stack.arm import HTTP_TIMEOUT_SECONDS, ArmClient, ArmError, arm_endpoint, sku_refusal
 
 API = "virtual_machines"
+# A start, deallocation or resize is polled this often unless ARM says (Retry-After), for
+# at most this long: one that has not ended in 15 minutes is reported, not waited on.
+OPERATION_POLL_SECONDS = 5
+OPERATION_TIMEOUT_SECONDS = 15 * 60
+HTTP_RETRIES = 3
 TAGS = "/providers/Microsoft.Resources/tags/default"
 SCHEDULE_READ_ONLY = ("createdDate", "provisioningState", "uniqueIdentifier")
 STATES = {
@@ -57,46 +69,33 @@ def try_start(target: Target) -> tuple[str, str] | None:
     """Start every stopped VM, each to the end of its operation; ARM's (code, message) of
     the first refusal, None when all started. A refusal deallocates the VMs this try
     started: the boxes of a stack move to another size together, or not at all."""
-    arm, started = _arm(), []
-    for box in states(target):
-        if box.state != STOPPED:
-            continue
-        try:
-            arm.run("POST", f"{box.box_id}/start", API)
-        except ArmError as error:
-            for box_id in started:
-                _deallocate(arm, box_id)
-            if error.code:
-                return error.code, error.detail
-            raise Exit(f"Azure would not start {box.box_id} ({error})") from None
-        started.append(box.box_id)
-    return None
+    stopped = [box.box_id for box in states(target) if box.state == STOPPED]
+    machines = _compute(target).virtual_machines
+    refusal, started = _to_the_end(stopped, "start", machines.begin_start)
+    for box_id in started if refusal else []:
+        again, _ = _to_the_end([box_id], "deallocate", machines.begin_deallocate)
+        if again:
+            raise Exit(
+                f"{box_id} started but its peer did not, and Azure would not deallocate it "
+                f"({': '.join(again)}): it bills; `fab stop` or the portal stops it"
+            )
+    return refusal
 
 
-def _deallocate(arm: ArmClient, box_id: str) -> None:
+def where(target: Target, node: int = 0) -> tuple[str, str]:
+    """(size, zone) box `node` has now ("" zone: a regional VM)."""
+    box_id = target.box_ids[node]
     try:
-        arm.run("POST", f"{box_id}/deallocate", API)
+        vm = _arm().get(box_id, API)
     except ArmError as error:
-        raise Exit(
-            f"{box_id} started but its peer did not, and Azure would not deallocate it "
-            f"({error}): it bills; `fab stop` or the portal stops it"
-        ) from None
-
-
-def where(target: Target) -> tuple[str, str]:
-    """(size, zone) box 0 has now ("" zone: a regional VM)."""
-    try:
-        vm = _arm().get(target.box_ids[0], API)
-    except ArmError as error:
-        raise Exit(
-            f"Azure would not describe {target.box_ids[0]} ({error}); run `az login`"
-        ) from None
+        raise Exit(f"Azure would not describe {box_id} ({error}); run `az login`") from None
     zones = vm.get("zones") or [""]
     return vm["properties"]["hardwareProfile"]["vmSize"], zones[0]
 
 
-def sold_in(target: Target, zone: str, sizes: list[str]) -> set[str]:
-    """Which of `sizes` this subscription may have in `zone` of the region."""
+def not_sold(target: Target, zone: str, sizes: list[str]) -> dict[str, str]:
+    """Each of `sizes` this subscription may not have in `zone` of the region, and why
+    (the Resource SKUs' restriction, in ARM's words)."""
     subscription = target.box_ids[0].split("/")[2]
     try:
         answer = _arm().get(
@@ -108,20 +107,93 @@ def sold_in(target: Target, zone: str, sizes: list[str]) -> set[str]:
         raise Exit(f"Azure would not list the sizes of {target.region} ({error})") from None
     skus = {s["name"].lower(): s for s in answer.get("value", [])}
     wanted = [zone] if zone else []
-    return {
-        size for size in sizes if not sku_refusal(skus.get(size.lower()), target.region, wanted)
-    }
+    why = {size: sku_refusal(skus.get(size.lower()), target.region, wanted) for size in sizes}
+    return {size: refusal for size, refusal in why.items() if refusal}
 
 
-def resize(target: Target, size: str) -> None:
-    """Every VM (deallocated) to `size`: a PATCH of its hardware profile alone."""
-    arm = _arm()
-    body = {"properties": {"hardwareProfile": {"vmSize": size}}}
-    for box_id in target.box_ids:
+def resize(target: Target, size: str, box_ids: list[str]) -> tuple[str, str] | None:
+    """The VMs `box_ids` to `size` (stopped ones only: Azure reboots a running VM onto
+    its new size), each PATCH of the hardware profile alone followed to its end; ARM's
+    (code, message) when it refuses, None once every VM has its new size."""
+    from azure.mgmt.compute.models import HardwareProfile, VirtualMachineUpdate
+
+    update = VirtualMachineUpdate(hardware_profile=HardwareProfile(vm_size=size))
+    machines = _compute(target).virtual_machines
+    refusal, _ = _to_the_end(box_ids, f"resize to {size}", machines.begin_update, update)
+    return refusal
+
+
+def _compute(target: Target) -> Any:
+    """azure-mgmt-compute's client on ARM's endpoint with your login. Its pollers follow a
+    start, deallocation or resize to the operation's end however ARM names it (200, 201
+    or 202 with `Azure-AsyncOperation`, else `Location`; a PATCH's 200 with the VM still
+    "Updating" is not its end: https://learn.microsoft.com/azure/azure-resource-manager/
+    management/async-operations) and raise the operation's own error (AllocationFailed)."""
+    from azure.mgmt.compute import ComputeManagementClient
+
+    return ComputeManagementClient(
+        azure_login.arm_credential(),
+        target.box_ids[0].split("/")[2],
+        base_url=arm_endpoint(),
+        polling_interval=OPERATION_POLL_SECONDS,
+        connection_timeout=HTTP_TIMEOUT_SECONDS,
+        read_timeout=HTTP_TIMEOUT_SECONDS,
+        retry_total=HTTP_RETRIES,
+    )
+
+
+def _to_the_end(
+    box_ids: list[str], doing: str, begin: Callable[..., Any], *args: Any
+) -> tuple[tuple[str, str] | None, list[str]]:
+    """`begin` (a `begin_*` of the VMs' operations) on each VM, all under way together,
+    each followed to its end within OPERATION_TIMEOUT_SECONDS: (ARM's first refusal as
+    (code, message) or None, the VMs whose operation succeeded)."""
+    from azure.core.exceptions import AzureError
+
+    pollers, refusal = {}, None
+    for box_id in box_ids:
+        group, name = box_id.split("/")[4], box_id.rsplit("/", 1)[1]
         try:
-            arm.run("PATCH", box_id, API, body)
-        except ArmError as error:
-            raise Exit(f"Azure would not resize {box_id} to {size} ({error})") from None
+            pollers[box_id] = begin(group, name, *args, **_request_options())
+        except AzureError as error:
+            refusal = _refusal(error, doing, box_id)
+            break
+    done, give_up = [], time.monotonic() + OPERATION_TIMEOUT_SECONDS
+    for box_id, poller in pollers.items():
+        try:
+            poller.wait(max(0.0, give_up - time.monotonic()))
+        except AzureError as error:
+            refusal = refusal or _refusal(error, doing, box_id)
+            continue
+        if not poller.done():
+            raise Exit(
+                f"Azure had not ended the {doing} of {box_id} after "
+                f"{OPERATION_TIMEOUT_SECONDS // 60} minutes; `fab status` shows its power "
+                "now: run `fab start` again once it has ended"
+            )
+        done.append(box_id)
+    return refusal, done
+
+
+def _refusal(error: Exception, doing: str, box_id: str) -> tuple[str, str]:
+    """ARM's (code, message) of a refused operation; Exit for anything else (no login, ARM
+    unreachable, an answer without a code)."""
+    from azure.core.exceptions import ClientAuthenticationError
+
+    if isinstance(error, ClientAuthenticationError):
+        raise Exit(f"no Azure credentials ({type(error).__name__}); run `az login`") from None
+    detail = getattr(error, "error", None)
+    if detail is None or not detail.code:
+        raise Exit(f"Azure would not {doing} {box_id} ({error})") from None
+    return str(detail.code), str(detail.message or "")
+
+
+def _request_options() -> dict[str, Any]:
+    """A token goes over HTTPS only, except to this machine: the tests' fake of ARM
+    (GLUCOSE_ARM_ENDPOINT) listens on 127.0.0.1 over plain HTTP."""
+    url = urllib.parse.urlsplit(arm_endpoint())
+    local = url.scheme == "http" and url.hostname in ("127.0.0.1", "localhost", "::1")
+    return {"enforce_https": False} if local else {}
 
 
 def _power(arm: ArmClient, node: int, box_id: str) -> BoxPower:

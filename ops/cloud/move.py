@@ -6,7 +6,12 @@ Pulumi make the boxes again, and the cloud's own engine picks where, in the stac
 order of candidates:
 
 - AWS: `pulumi up --replace` of the boxes' resource (infra/aws/boxes.py): EC2 Fleet
-  walks every candidate and zone again; the new boxes come up before the old go.
+  walks every candidate and zone again; the new boxes come up before the old go. Several
+  boxes share a cluster placement group, which holds its instances in one zone
+  (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreatePlacementGroup.html):
+  it is replaced too, or the new boxes would be pinned to the old zone by the old ones.
+  Pulumi makes the new group first (its name is generated), the launch template's next
+  version names it, and the old group goes once the old boxes have.
 - Azure: `pulumi destroy --target` of each VM and what hangs on it, then `pulumi up`:
   a VM keeps its name, so it must go before it comes back; Azure picks the zone again.
 
@@ -32,6 +37,8 @@ BOXES_TYPE = {
     "aws": "pulumi-python:dynamic/glucose-training:Ec2Boxes",
     "azure": "azure-native:compute:VirtualMachine",
 }
+# Made again with the boxes: what would otherwise hold them to their old zone.
+MOVED_WITH_BOXES = {"aws": ("aws:ec2/placementGroup:PlacementGroup",), "azure": ()}
 
 
 def commands(cloud: str, urns: list[str], stack: str | None) -> list[list[str]]:
@@ -59,7 +66,7 @@ def move(
     pulumi = shutil.which("pulumi")
     if pulumi is None:
         raise Exit("`fab start --move` runs Pulumi, and the `pulumi` CLI is not installed")
-    urns = _urns(pulumi, stack, BOXES_TYPE[target.cloud])
+    urns = _urns(pulumi, stack, BOXES_TYPE[target.cloud], MOVED_WITH_BOXES[target.cloud])
     say(
         f"moving the {len(target.box_ids)} box(es) of {target.source}: they and their disks "
         "are made again where the cloud has room; storage stays, and `fab train --run ID` "
@@ -74,8 +81,11 @@ def move(
             raise Exit(f"`{' '.join(line[:2])}` failed (exit {done.returncode}); see above")
 
 
-def _urns(pulumi: str, stack: str | None, boxes_type: str) -> list[str]:
-    """The URNs of the stack's boxes, from `pulumi stack export`."""
+def _urns(
+    pulumi: str, stack: str | None, boxes_type: str, with_boxes: tuple[str, ...]
+) -> list[str]:
+    """The URNs of the stack's boxes and of what moves with them (`with_boxes`' types), in
+    the stack's order, from `pulumi stack export`."""
     command = [pulumi, "stack", "export"] + (["--stack", stack] if stack else [])
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=PULUMI_TIMEOUT_SECONDS, check=False
@@ -84,7 +94,6 @@ def _urns(pulumi: str, stack: str | None, boxes_type: str) -> list[str]:
         detail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise Exit(f"cannot read the stack's resources ({detail}); run `pulumi stack select`")
     resources = (json.loads(done.stdout or "{}").get("deployment") or {}).get("resources") or []
-    urns = [r["urn"] for r in resources if r.get("type") == boxes_type]
-    if not urns:
+    if not any(r.get("type") == boxes_type for r in resources):
         raise Exit(f"the stack holds no {boxes_type}: nothing to move; run `pulumi up`")
-    return urns
+    return [r["urn"] for r in resources if r.get("type") in (boxes_type, *with_boxes)]

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from invoke.exceptions import Exit
 
 from ops.cloud import api as power
-from ops.cloud.power import GONE
 from ops.remote.ssh import Box
 from ops.remote.this_machine import ThisMachine
 from ops.target.schema import Target
@@ -39,14 +38,12 @@ def nodes(target: Target, others_wait_s: float | None = None) -> list[AnyBox]:
 
 
 def start_boxes(where: Target, say: Callable[[str], None]) -> None:
-    """Ask the cloud to start every stopped box (trying again, then the stack's next sizes
-    in place when it has no room), then wait until each is ready (SSH up, its setup
-    done): what `fab start`, `fab train --start` and `fab status --start` do."""
+    """Ask the cloud to start every stopped box (once any stop under way has ended; from
+    the stack's first size, then its next sizes in place when it has no room), then wait
+    until each is ready (SSH up, its setup done): what `fab start`, `fab train --start`
+    and `fab status --start` do."""
     if where.this_machine:
         raise Exit(f"{where.source} is this machine: it is up while `fab` runs; nothing to start")
-    for box in power.states(where):
-        if box.state == GONE:
-            raise Exit(f"{box.line()}: `pulumi up` makes it again")
     say("asking the cloud to start the boxes")
     for box in power.start(where, say):
         say(box.line())

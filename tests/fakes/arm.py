@@ -6,15 +6,26 @@ State is plain data a test edits: which providers are registered, which SKUs a r
 offers, the usages, the deployer's permissions, whether budgets are allowed, and the
 VMs' power (`GET <vm>/instanceView`, `POST <vm>/start` and `/deallocate`, each 202 with
 an operation to read to its end, as ARM answers: a start's AllocationFailed is only
-there), a VM's size and zone (`GET <vm>`, `PATCH <vm>` of its vmSize), and what a
-deadline changes (a resource's tags, a schedule's status: PATCH). Every request is
-recorded with its bearer token, so a test can see what was asked and as whom.
+there), a VM's size and zone (`GET <vm>`, `PATCH <vm>` of its vmSize: 200 with the VM
+"Updating" and an operation to read, as ARM answers it), and what a deadline changes (a
+resource's tags, a schedule's status: PATCH). Every request is recorded with its bearer
+token, so a test can see what was asked and as whom.
+
+Operations take `operation_seconds` of wall time (0: done when first read): until then
+the VM is starting, deallocating or "Updating", and ARM refuses another write to it
+(409 Conflict); the operation is named by `Azure-AsyncOperation`, or by `Location` alone
+(`operation_header`), the two ways ARM names one
+(https://learn.microsoft.com/azure/azure-resource-manager/management/async-operations).
+A size the subscription may not use in the VM's zone (a restricted SKU) is refused at
+once, as ARM does, with `SkuNotAvailable`.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -27,6 +38,7 @@ SUBSCRIPTION = "00000000-0000-0000-0000-00000000sub1"
 DEFAULT_VM_SIZE = "Standard_NC24ads_A100_v4"
 OWNER = [{"actions": ["*"], "notActions": []}]
 TAGS = "/providers/Microsoft.Resources/tags/default"
+RETRY_AFTER_SECONDS = 0.2  # how soon a reader of an operation not ended is told to look again
 
 
 def sku(
@@ -70,6 +82,26 @@ def usage(name: str, limit: int, current: int = 0) -> dict[str, Any]:
 
 
 @dataclass
+class Operation:
+    """One long-running operation: what reading it answers once it has ended, when it ends,
+    and what it changes then (a VM's power or size)."""
+
+    outcome: dict
+    ends_at: float = 0.0
+    effect: Callable[[], None] | None = None
+    vm: str = ""
+
+    def settle(self, now: float) -> bool:
+        """Whether it has ended by `now`; its effect happens once, when it ends."""
+        if now < self.ends_at:
+            return False
+        if self.effect is not None:
+            effect, self.effect = self.effect, None
+            effect()
+        return True
+
+
+@dataclass
 class ArmState:
     """What the fake answers; defaults: a healthy subscription with room for GPUs."""
 
@@ -104,8 +136,14 @@ class ArmState:
     start_refusals: dict[str, list[str]] = field(default_factory=dict)
     """VM resource id -> the codes its next starts' operations end with, one per start
     (AllocationFailed...); an empty list: the start succeeds."""
-    operations: dict[str, dict] = field(default_factory=dict)
-    """Operation id -> what reading it answers (`status`, `error`)."""
+    operations: dict[str, Operation] = field(default_factory=dict)
+    """Operation id -> the operation (what reading it answers once ended: `status`, `error`)."""
+    operation_seconds: float = 0.0
+    """How long each start, deallocation or resize runs before it ends."""
+    operation_header: str = "Azure-AsyncOperation"
+    """The header naming an operation: `Azure-AsyncOperation`, or `Location` alone."""
+    reboots: list[str] = field(default_factory=list)
+    """VMs Azure rebooted onto another size (a PATCH of a running VM's vmSize)."""
     tags: dict[str, dict[str, str]] = field(default_factory=dict)
     """Resource id -> its tags (Microsoft.Resources/tags)."""
     schedules: dict[str, str] = field(default_factory=dict)
@@ -121,6 +159,13 @@ class FakeArm(LocalHttpServer):
         self.state = state or ArmState()
         super().__init__(_handler(self))
 
+    def read(self, path: str, query: dict[str, list[str]]) -> tuple[int, Any, dict[str, str]]:
+        """GET: an operation as ARM names it (in progress until it ends), else `answer`."""
+        self._settle()
+        if operation := re.fullmatch(r"/subscriptions/[^/]+/providers/.*/operations/([^/]+)", path):
+            return self._operation_status(operation.group(1), "monitor" in query)
+        return (*self.answer(path, query), {})
+
     def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
         state = self.state
         if path == "/subscriptions":
@@ -135,16 +180,8 @@ class FakeArm(LocalHttpServer):
             return 200, {"properties": {"tags": state.tags.get(resource.group(1), {})}}
         if path in state.schedules:
             return 200, schedule_as_arm_answers(path, state.schedules[path])
-        if operation := re.fullmatch(r".*/operations/([^/]+)", rest):
-            return 200, state.operations[operation.group(1)]
         if path in state.vms:
-            size = state.vm_sizes.get(path, DEFAULT_VM_SIZE)
-            zones = [state.vm_zones.get(path, "1")]
-            return 200, {
-                "id": path,
-                "zones": zones,
-                "properties": {"hardwareProfile": {"vmSize": size}},
-            }
+            return 200, self._vm(path)
         if vm := re.fullmatch(r"(.*/virtualMachines/[^/]+)/instanceView", path):
             if vm.group(1) not in state.vms:
                 return 404, {"error": {"code": "ResourceNotFound", "message": vm.group(1)}}
@@ -173,42 +210,49 @@ class FakeArm(LocalHttpServer):
 
     def act(self, path: str) -> tuple[int, Any, dict[str, str]]:
         """POST <vm>/start or /deallocate: 202 and an operation, which ends as the test
-        set (`start_refusals`); a started VM is running when next looked at."""
+        set (`start_refusals`); a started VM is running once its operation has ended. A
+        VM busy with another operation, or a start of a size the subscription may not
+        use there, is refused at once."""
+        self._settle()
         vm = re.fullmatch(r"(.*/virtualMachines/[^/]+)/(start|deallocate)", path)
         if vm is None or vm.group(1) not in self.state.vms:
             return 404, {"error": {"code": "ResourceNotFound", "message": path}}, {}
         box, action = vm.groups()
+        if refused := self._busy(box) or (action == "start" and self._restricted(box)):
+            return (*refused, {})
         refusals = self.state.start_refusals.get(box) or []
         if action == "start" and refusals:
             code = refusals.pop(0)
             size = self.state.vm_sizes.get(box, DEFAULT_VM_SIZE)
             message = f"Allocation failed. We do not have sufficient capacity for {size}"
-            return self._operation(
-                {"status": "Failed", "error": {"code": code, "message": message}}
+            return self._begin(
+                box, {"status": "Failed", "error": {"code": code, "message": message}}
             )
-        self.state.vms[box] = (
-            "PowerState/running" if action == "start" else "PowerState/deallocated"
+        passing, final = {
+            "start": ("PowerState/starting", "PowerState/running"),
+            "deallocate": ("PowerState/deallocating", "PowerState/deallocated"),
+        }[action]
+        self.state.vms[box] = passing
+        return self._begin(
+            box, {"status": "Succeeded"}, lambda: self.state.vms.update({box: final})
         )
-        return self._operation({"status": "Succeeded"})
 
-    def _operation(self, outcome: dict) -> tuple[int, Any, dict[str, str]]:
-        operation = f"op-{len(self.state.operations) + 1}"
-        self.state.operations[operation] = outcome
-        url = (
-            f"{self.endpoint}/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/"
-            f"locations/eastus/operations/{operation}?api-version=2024-11-01"
-        )
-        return 202, {}, {"Azure-AsyncOperation": url, "Retry-After": "0"}
-
-    def change(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    def change(self, path: str, body: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
         """PATCH a resource's tags (Merge, Replace, Delete by name or name and value), or
-        a deallocated VM's size (ARM refuses it on a running VM's host: 409 here)."""
+        a VM's size: 200 with the VM "Updating" and an operation, as ARM answers it; the
+        size is the VM's once the operation has ended (a running VM reboots onto it)."""
+        self._settle()
         state = self.state
         if path in state.vms:
-            if state.vms[path] != "PowerState/deallocated":
-                return 409, {"error": {"code": "OperationNotAllowed", "message": "running"}}
-            state.vm_sizes[path] = body["properties"]["hardwareProfile"]["vmSize"]
-            return 200, {"id": path, "properties": body["properties"]}
+            if refused := self._busy(path):
+                return (*refused, {})
+            size = body["properties"]["hardwareProfile"]["vmSize"]
+            if state.vms[path] == "PowerState/running":
+                state.reboots.append(path)
+            began = self._begin(
+                path, {"status": "Succeeded"}, lambda: state.vm_sizes.update({path: size})
+            )
+            return 200, self._vm(path), began[2]
         if resource := re.fullmatch(r"(.*)" + re.escape(TAGS), path):
             tags = state.tags.setdefault(resource.group(1), {})
             given = body["properties"]["tags"]
@@ -221,18 +265,93 @@ class FakeArm(LocalHttpServer):
                 for key, value in given.items():
                     if value in ("", tags.get(key)):
                         tags.pop(key, None)
-            return 200, {"properties": {"tags": tags}}
+            return 200, {"properties": {"tags": tags}}, {}
         if path in state.schedules:
             # GlobalSchedules_Update (2018-09-15) changes a schedule's tags alone.
-            return 200, schedule_as_arm_answers(path, state.schedules[path])
-        return 404, {"error": {"code": "ResourceNotFound", "message": path}}
+            return 200, schedule_as_arm_answers(path, state.schedules[path]), {}
+        return 404, {"error": {"code": "ResourceNotFound", "message": path}}, {}
 
-    def replace(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    def replace(self, path: str, body: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
         """PUT a schedule: its status is the body's."""
         if path not in self.state.schedules:
-            return 404, {"error": {"code": "ResourceNotFound", "message": path}}
+            return 404, {"error": {"code": "ResourceNotFound", "message": path}}, {}
         self.state.schedules[path] = body["properties"]["status"]
-        return 200, schedule_as_arm_answers(path, self.state.schedules[path])
+        return 200, schedule_as_arm_answers(path, self.state.schedules[path]), {}
+
+    def _vm(self, vm: str) -> dict[str, Any]:
+        """A VM as GET answers it: its size, zone and provisioning state."""
+        now = time.monotonic()
+        busy = any(op.vm == vm and now < op.ends_at for op in self.state.operations.values())
+        return {
+            "id": vm,
+            "location": "eastus",
+            "zones": [self.state.vm_zones.get(vm, "1")],
+            "properties": {
+                "hardwareProfile": {"vmSize": self.state.vm_sizes.get(vm, DEFAULT_VM_SIZE)},
+                "provisioningState": "Updating" if busy else "Succeeded",
+            },
+        }
+
+    def _busy(self, vm: str) -> tuple[int, Any] | None:
+        """ARM's refusal of a write to a VM whose last operation has not ended."""
+        if self._vm(vm)["properties"]["provisioningState"] == "Succeeded":
+            return None
+        message = "Another operation on this or dependent resource is in progress."
+        return 409, {"error": {"code": "Conflict", "message": message}}
+
+    def _restricted(self, vm: str) -> tuple[int, Any] | None:
+        """ARM's refusal to start a VM on a size the subscription may not use in its zone."""
+        size = self.state.vm_sizes.get(vm, DEFAULT_VM_SIZE)
+        zone = self.state.vm_zones.get(vm, "1")
+        entry = next((s for s in self.state.skus.get("eastus", []) if s["name"] == size), None)
+        reasons = [
+            r["reasonCode"]
+            for r in (entry or {}).get("restrictions", [])
+            if r["type"] == "Location" or zone in r.get("restrictionInfo", {}).get("zones", [])
+        ]
+        if not reasons:
+            return None
+        message = (
+            f"The requested VM size {size} is currently not available in location 'eastus' "
+            f"zones '{zone}' for subscription '{SUBSCRIPTION}' ({reasons[0]}). Please try "
+            "another size or deploy to a different location or zones."
+        )
+        return 409, {"error": {"code": "SkuNotAvailable", "message": message}}
+
+    def _begin(
+        self, vm: str, outcome: dict, effect: Callable[[], None] | None = None
+    ) -> tuple[int, Any, dict[str, str]]:
+        """202 naming a new operation on `vm` (by `operation_header`), which ends
+        `operation_seconds` from now with `outcome` and `effect`."""
+        operation = f"op-{len(self.state.operations) + 1}"
+        ends_at = time.monotonic() + self.state.operation_seconds
+        self.state.operations[operation] = Operation(outcome, ends_at, effect, vm)
+        self._settle()
+        url = (
+            f"{self.endpoint}/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/"
+            f"locations/eastus/operations/{operation}?api-version=2024-11-01"
+        )
+        if self.state.operation_header == "Location":
+            return 202, {}, {"Location": url + "&monitor=true", "Retry-After": "0"}
+        return 202, {}, {"Azure-AsyncOperation": url, "Retry-After": "0"}
+
+    def _operation_status(self, operation: str, monitor: bool) -> tuple[int, Any, dict[str, str]]:
+        """An operation as its Azure-AsyncOperation URL answers (`status`), or as its
+        Location URL does (202 until it ends, then the outcome's HTTP status)."""
+        found = self.state.operations[operation]
+        again = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        if not found.settle(time.monotonic()):
+            return (202, {}, again) if monitor else (200, {"status": "InProgress"}, again)
+        if not monitor:
+            return 200, found.outcome, {}
+        if found.outcome["status"] != "Succeeded":
+            return 409, {"error": found.outcome["error"]}, {}
+        return 200, self._vm(found.vm), {}
+
+    def _settle(self) -> None:
+        now = time.monotonic()
+        for operation in self.state.operations.values():
+            operation.settle(now)
 
 
 def schedule_as_arm_answers(schedule_id: str, status: str) -> dict[str, Any]:
@@ -265,8 +384,9 @@ def _handler(arm: FakeArm) -> type[BaseHTTPRequestHandler]:
             url = urlparse(self.path)
             token = self.headers.get("Authorization", "").removeprefix("Bearer ")
             arm.state.requests.append((url.path, token))
-            status, body = arm.answer(url.path, parse_qs(url.query))
-            reply(self, status, json.dumps(body).encode(), "application/json")
+            status, body, headers = arm.read(url.path, parse_qs(url.query))
+            payload = json.dumps(body).encode() if status != 202 else b""
+            reply(self, status, payload, "application/json", headers)
 
         def do_POST(self) -> None:
             url = urlparse(self.path)
@@ -287,8 +407,8 @@ def _handler(arm: FakeArm) -> type[BaseHTTPRequestHandler]:
             token = self.headers.get("Authorization", "").removeprefix("Bearer ")
             arm.state.requests.append((url.path, token))
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            status, answer = action(url.path, body)
-            reply(self, status, json.dumps(answer).encode(), "application/json")
+            status, answer, headers = action(url.path, body)
+            reply(self, status, json.dumps(answer).encode(), "application/json", headers)
 
         def log_message(self, *args) -> None:
             pass

@@ -318,5 +318,10 @@ def test_fab_start_calls_arm_as_the_compute_reference_builds_them(azure, monkeyp
     methods = {
         (method, urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1]) for method, url, _ in sent
     }
-    assert {("POST", "start"), ("POST", "deallocate"), ("PATCH", "glucose-1-vm")} <= methods
+    assert {("GET", "instanceView"), ("GET", "glucose-0-vm"), ("GET", "skus")} <= methods
     assert arm_urls.fab_start_problems(sent, azure.endpoint) == []
+    # The long-running writes go through azure-mgmt-compute's own operations (the
+    # reference itself), not through stack.arm.
+    assert {method for method, _, _ in sent} == {"GET"}
+    written = {path for path, _ in azure.state.requests}
+    assert {f"{VM.format(1)}/start", f"{VM.format(0)}/deallocate"} <= written

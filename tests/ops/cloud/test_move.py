@@ -27,6 +27,10 @@ BOXES_URN = (
     f"{STACK_URN}glucose-training:aws:TrainingBox$"
     "pulumi-python:dynamic/glucose-training:Ec2Boxes::glucose-boxes"
 )
+GROUP_URN = (
+    f"{STACK_URN}glucose-training:aws:TrainingBox$"
+    "aws:ec2/placementGroup:PlacementGroup::glucose-cluster"
+)
 VM_URNS = [
     STACK_URN
     + f"glucose-training:azure:TrainingBox$azure-native:compute:VirtualMachine::glucose-{n}-vm"
@@ -84,6 +88,17 @@ def test_aws_boxes_are_replaced_by_one_pulumi_up(pulumi):
     move.move(target, "dev", said.append)
     assert ran() == [["up", "--yes", "--stack", "dev", "--replace", BOXES_URN]]
     assert "their disks are made again" in said[0] and "`fab train --run ID`" in said[0]
+
+
+def test_several_aws_boxes_move_with_a_new_cluster_placement_group(pulumi):
+    # A cluster placement group keeps its instances in one zone: the old group, still
+    # holding the old boxes, would pin the new ones there.
+    stack, ran = pulumi
+    group = (GROUP_URN, "aws:ec2/placementGroup:PlacementGroup")
+    stack({}, _resources(group, (BOXES_URN, move.BOXES_TYPE["aws"])))
+    ids = ["i-0123456789abcdef0", "i-0123456789abcdef1"]
+    move.move(from_outputs(target_outputs("aws", ids), "stack dev"), None, lambda line: None)
+    assert ran() == [["up", "--yes", "--replace", GROUP_URN, "--replace", BOXES_URN]]
 
 
 def test_azure_vms_go_before_they_come_back(pulumi):

@@ -49,6 +49,16 @@ def test_an_aws_box_that_is_gone_says_so(ec2):
     assert box.state == GONE
 
 
+def test_start_with_a_box_gone_starts_none_and_says_pulumi_up_makes_it_again(ec2):
+    gone, stopped = instances(ec2, 2)
+    ec2.terminate_instances(InstanceIds=[gone])
+    ec2.stop_instances(InstanceIds=[stopped])
+    with pytest.raises(Exit, match=rf"box 0 \({gone}\): gone .*`pulumi up` makes it again"):
+        power.start(from_outputs(target_outputs("aws", [gone, stopped]), "stack test"))
+    (box,) = ec2.describe_instances(InstanceIds=[stopped])["Reservations"][0]["Instances"]
+    assert box["State"]["Name"] == "stopped"
+
+
 def test_azure_reads_each_vms_power_with_the_deployers_token(azure):
     target = from_outputs(target_outputs("azure", [VM.format(0), VM.format(1)]), "stack test")
     boxes = power.states(target)
