@@ -4,9 +4,11 @@ AWS: an OS shutdown is enough, because the instance is launched with
 `instance_initiated_shutdown_behavior=stop`. Azure: an OS shutdown leaves the VM
 "stopped" but still billed; only a deallocate through ARM stops the bill
 (https://learn.microsoft.com/azure/virtual-machines/states-billing), so the box
-asks ARM to deallocate itself with its managed identity. When ARM refuses, the box
-stays up (an OS shutdown would leave it billed *and* unreachable, with nothing left
-to retry); the watchdog retries with backoff and says STILL BILLED everywhere it can.
+asks ARM to deallocate itself with its managed identity. When ARM refuses, or its
+answer does not come whole within the request's time (each request is bounded as a
+whole, body included: box/bounded_post.call), the box stays up (an OS shutdown would
+leave it billed *and* unreachable, with nothing left to retry); the watchdog retries
+with backoff and says STILL BILLED everywhere it can.
 Before the deallocate the box deletes its VM's run deadline tag (contract.DEADLINE_TAG):
 until that deadline the stack's keeper starts a deallocated VM again, and a stop the
 box asked for must stay a stop. A tag that will not go is logged and the deallocate

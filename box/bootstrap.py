@@ -12,8 +12,9 @@ Fail closed: a box without its programs has no idle watchdog. While they cannot 
 had the box says why in BOX_ROOT/failed (what `fab` shows) and retries; at
 `deadline_seconds` after boot (12 min) it stops billing (AWS: shutdown, which stops the
 instance; Azure: deallocate through ARM, OS shutdown as the last resort): a download
-that trickles is cut at the deadline, a marker that cannot be written does not hold up
-the stop, so the stop is asked within 15 minutes of boot on every path.
+that trickles is cut at the deadline, the deallocate's requests at `stop_seconds` (an ARM
+that drips its answer leaves the OS shutdown), a marker that cannot be written does not
+hold up the stop, so the stop is asked within 15 minutes of boot on every path.
 glucose-bootstrap.service runs this again at every boot until the programs are installed.
 
 Standard library only, Python 3.10+ (contract.MIN_PYTHON): on an older one the
@@ -22,12 +23,14 @@ archive's install.py refuses, and the box says so and stops itself.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import hmac
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -49,6 +52,7 @@ CURRENT = "current"
 PACKAGE = "box"
 INSTALLER = tuple(f"{PACKAGE}/{name}" for name in ("__init__.py", "install.py", "contract.py"))
 """The archive's members `python3 -m box.install` runs from before anything is installed."""
+HTTP_TIMEOUT_SECONDS = 20
 DEFAULTS = {
     "box_root": "/var/lib/glucose-training",
     "imds_url": "http://169.254.169.254",
@@ -57,26 +61,49 @@ DEFAULTS = {
     "endpoint": "",
     "deadline_seconds": 12 * 60,
     "retry_seconds": 30,
+    "stop_seconds": 3 * HTTP_TIMEOUT_SECONDS,
     "shutdown_command": ["shutdown", "-h", "now"],
 }
-HTTP_TIMEOUT_SECONDS = 20
 BLOB_API_VERSION = "2021-08-06"
-READ_CHUNK_BYTES = 64 * 1024
-# The fetch's end (time.monotonic()): urllib's timeout holds per read, so an endpoint
-# that trickles a byte at a time would otherwise keep the box up for days.
+# The end (time.monotonic()) of the fetch, then of the stop: every request is cut there,
+# its answer's head and body included. urllib's timeout holds per read, so an endpoint
+# that trickles a byte at a time (storage, IMDS, ARM's answer to the deallocate) would
+# otherwise keep the box up for days. This file travels alone in the user data, so it
+# cannot use box/bounded_post.py: a timer signal (one thread, nothing else to cut) does
+# here what that module's child does for the installed programs.
 fetch_deadline = float("inf")
+TOO_SLOW = "no whole answer in the time the box had; too slow"
 
 
 def _http(url, headers=None, method="GET", data=None):
     request = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
-    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as response:
-        body = bytearray()
-        while chunk := response.read1(READ_CHUNK_BYTES):
-            body += chunk
-            # A body read to its end is kept, whenever it ended (length: bytes left).
-            if time.monotonic() >= fetch_deadline and response.length != 0:
-                raise TimeoutError(f"{len(body)} bytes in the time the box had; too slow")
-        return bytes(body)
+    with (
+        _cut_at(fetch_deadline),
+        urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as response,
+    ):
+        return response.read()
+
+
+@contextlib.contextmanager
+def _cut_at(deadline):
+    """Raise TimeoutError in whatever the body waits on once `deadline` passes."""
+    if deadline == float("inf"):
+        yield
+        return
+
+    def cut(signum, frame):
+        raise TimeoutError(TOO_SLOW)
+
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(TOO_SLOW)
+    previous = signal.signal(signal.SIGALRM, cut)
+    signal.setitimer(signal.ITIMER_REAL, left)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _imds_token(src, resource):
@@ -216,7 +243,7 @@ def seconds_since_boot():
 
 def stop_billing(src):
     global fetch_deadline
-    fetch_deadline = float("inf")  # the stop's own requests get their whole timeouts
+    fetch_deadline = time.monotonic() + src["stop_seconds"]  # the deallocate's requests
     if src["cloud"] == "azure":
         try:
             url = f"{src['imds_url']}/metadata/instance?api-version=2021-02-01"
@@ -250,7 +277,8 @@ def main():
                 f"the box programs cannot be fetched from {where} ({problem}); "
                 f"retrying until {stop_at:%H:%M}, then the box stops itself",
             )
-        if time.monotonic() >= give_up:
+        # No try begins that the deadline would cut short: the last one says why.
+        if time.monotonic() + src["retry_seconds"] >= give_up:
             say_failed(
                 src,
                 f"the box programs could not be fetched from {where} ({problem}): the box "
@@ -259,7 +287,7 @@ def main():
             )
             stop_billing(src)
             return 1
-        time.sleep(max(0.0, min(src["retry_seconds"], give_up - time.monotonic())))
+        time.sleep(src["retry_seconds"])
     problem = install(archive)
     if problem:
         say_failed(src, f"the box programs could not be installed ({problem}); it stopped itself")

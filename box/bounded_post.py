@@ -1,27 +1,39 @@
-"""One message POSTed within a hard time limit, to where it was sent and nowhere else.
+"""One HTTP request within a hard time limit, to where it was sent and nowhere else.
 
-Every message the box sends (box/notify.py: the webhook, SNS) goes through `post`:
+Every request the box makes to a cloud goes through `call`: instance metadata and ARM
+(box/instance_metadata.py: the watchdog's deallocate, the verdict's and the stop
+record's metadata, role keys and tokens), the stored end's reads and writes
+(box/stored_end.py), and every message (box/notify.py: the webhook, SNS, through
+`post`):
 
-- the whole send is bounded: the name lookup, the connect, TLS, the request and the
-  answer's status line all run in a forked child (box/bounded_write.run_within) that
-  is killed at the deadline. urllib's timeout holds per blocking call, so a server
-  that answers one byte every few seconds held a send (and the watchdog's stop with
-  it) for ever;
-- no redirect is followed: a 3xx is an answer that did not take the message (a
-  webhook that moved, or one that points the box at its own metadata service);
+- the whole request is bounded: the name lookup, the connect, TLS, the request, the
+  answer's status line, headers and body all run in a forked child
+  (box/bounded_write.run_within) that is killed at the deadline. urllib's timeout holds
+  per blocking call, so a server that answers one byte every few seconds held a send,
+  and an ARM that drips its answer held the watchdog's deallocate, for ever;
+- an answer is whole only when its body came to its end (or to the bytes asked for)
+  within the deadline: a status line alone is not the cloud's answer to a caller that
+  reads the body;
+- no redirect is followed: a 3xx is an answer that did not take the request (a
+  webhook that moved, or one that points the box at its own metadata service; the
+  box's requests carry its credentials);
 - the URL's path and query (a Slack or Teams webhook's secret) are never in what it
-  returns, so never in a log: `shown` keeps the scheme and host;
-- a message whose request went out whole, with no answer before the deadline, counts
-  as taken: a slow server that got it must not get it again (the caller records it
-  as told), while one that refused it (an error status, no connection) did not.
+  returns, so never in a log: `shown` keeps the scheme and host.
+
+`post` judges a message: one whose request went out whole, with no answer before the
+deadline, counts as taken: a slow server that got it must not get it again (the
+caller records it as told), while one that refused it (an error status, no
+connection) did not. Every other caller counts only a whole answer.
 
 Standard library only.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import http.client
+import json
 import urllib.parse
 from collections.abc import Callable
 
@@ -30,13 +42,37 @@ from box.bounded_write import run_within
 SENT = "sent"
 """The child's report once the whole request is on the wire."""
 STATUS = "status"
+"""Then the answer's status and headers (JSON), once its head came."""
+BODY = "body"
+"""Then its body (base64), once read to its end or to the bytes asked for."""
 MAX_ANSWER_BYTES = 200
-"""Of an error answer's body, for the log."""
+"""Of an error answer's body to a message, for the log."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    """What came of one request within its time."""
+
+    status: int | None
+    """The answer's status; None when no head came in time."""
+    headers: dict[str, str]
+    """Its headers, names in lower case."""
+    body: bytes
+    """Its body, at most the bytes asked for."""
+    whole: bool
+    """The answer came whole in time: head and body (to its end, or to the bytes asked
+    for)."""
+    sent: bool
+    """The request went out whole."""
+    raised: bool = False
+    """The request failed on its own (no connection, a reset), before the deadline."""
+    problem: str = ""
+    """Why the answer is not whole, for a log (never the URL's path or query)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Answer:
-    """How one send went."""
+    """How one message's send went."""
 
     taken: bool
     """The message counts as delivered: a 2xx, or a request out whole left unanswered."""
@@ -51,32 +87,68 @@ def shown(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname or '?'}{port}"
 
 
+def call(
+    method: str,
+    url: str,
+    body: bytes | None,
+    headers: dict[str, str],
+    *,
+    within_seconds: float,
+    answer_bytes: int,
+) -> Reply:
+    """`method` `url`, the answer's body read up to `answer_bytes`, all of it within
+    `within_seconds`; never raises."""
+    if within_seconds <= 0:
+        return Reply(None, {}, b"", False, False, problem="no time left for the request")
+    try:
+        request = _request(method, url, body, headers, within_seconds, answer_bytes)
+    except ValueError as error:
+        problem = _without_secret(f"not a URL to call ({error})", url)
+        return Reply(None, {}, b"", False, False, raised=True, problem=problem)
+    child = run_within(request, within_seconds)
+    sent = SENT in child.lines
+    heads = [line for line in child.lines if line.startswith(STATUS + " ")]
+    bodies = [line for line in child.lines if line.startswith(BODY + " ")]
+    status, answer_headers = _head(heads[-1]) if heads else (None, {})
+    answer = base64.b64decode(bodies[-1].split(" ", 1)[1]) if bodies else b""
+    if bodies and not child.error:
+        return Reply(status, answer_headers, answer, True, sent)
+    if child.error:
+        problem = _without_secret(child.error, url)
+    elif status is not None:
+        problem = f"the answer's body did not come whole within {within_seconds:.0f} s"
+    elif sent:
+        problem = f"no answer within {within_seconds:.0f} s after the request went out whole"
+    else:
+        problem = f"no connection to {shown(url)} within {within_seconds:.0f} s"
+    return Reply(status, answer_headers, answer, False, sent, bool(child.error), problem)
+
+
 def post(url: str, body: bytes, headers: dict[str, str], *, within_seconds: float) -> Answer:
-    """POST `body` to `url`, all of it within `within_seconds`; never raises."""
+    """POST the message `body` to `url`, all of it within `within_seconds`; never raises."""
     if within_seconds <= 0:
         return Answer(False, "no time left to send")
-    try:
-        request = _request(url, body, headers, within_seconds)
-    except ValueError as error:
-        return Answer(False, _without_secret(f"not a URL to post to ({error})", url))
-    child = run_within(request, within_seconds)
-    statuses = [line for line in child.lines if line.startswith(STATUS + " ")]
-    if statuses:
-        _, code, answer = statuses[-1].split(" ", 2)
-        return _judged(int(code), answer, url)
-    if SENT in child.lines and not child.error:
+    reply = call(
+        "POST", url, body, headers, within_seconds=within_seconds, answer_bytes=MAX_ANSWER_BYTES
+    )
+    if reply.status is not None:
+        return _judged(reply.status, repr(reply.body), url)
+    if reply.sent and not reply.raised:
         return Answer(
             True,
             f"no answer within {within_seconds:.0f} s after the message went out whole: "
             "counted as told, never sent twice",
         )
-    if child.error:
-        return Answer(False, _without_secret(child.error, url))
-    return Answer(False, f"no connection to {shown(url)} within {within_seconds:.0f} s")
+    return Answer(False, reply.problem)
 
 
 def _request(
-    url: str, body: bytes, headers: dict[str, str], timeout_seconds: float
+    method: str,
+    url: str,
+    body: bytes | None,
+    headers: dict[str, str],
+    timeout_seconds: float,
+    answer_bytes: int,
 ) -> Callable[[Callable[[str], None]], None]:
     """The child's work: one request on a connection of its own, reported line by line."""
     parts = urllib.parse.urlsplit(url)
@@ -90,14 +162,21 @@ def _request(
     def work(report: Callable[[str], None]) -> None:
         # https: the default context checks the certificate and the host name.
         link = connection(parts.hostname, parts.port, timeout=timeout_seconds)
-        link.request("POST", target, body=body, headers=headers)
+        link.request(method, target, body=body, headers=headers)
         report(SENT)
         response = link.getresponse()
-        answer = b"" if 200 <= response.status < 300 else response.read(MAX_ANSWER_BYTES)
-        report(f"{STATUS} {response.status} {answer!r}")
+        named = {name.lower(): value for name, value in response.getheaders()}
+        report(f"{STATUS} {response.status} {json.dumps(named)}")
+        answer = response.read(answer_bytes)
+        report(f"{BODY} {base64.b64encode(answer).decode()}")
         link.close()
 
     return work
+
+
+def _head(line: str) -> tuple[int, dict[str, str]]:
+    _, code, headers = line.split(" ", 2)
+    return int(code), json.loads(headers)
 
 
 def _judged(code: int, answer: str, url: str) -> Answer:

@@ -5,8 +5,11 @@ SIGKILL cannot end it, and the writer with it: a watchdog stuck writing its stop
 record never reaches the deallocate or shutdown, which needs no disk. So each write
 on the way to a stop runs in a forked child; the caller waits for it a bounded time,
 then kills it (or leaves it behind in the kernel) and goes on. `run_within` is that
-child, for any work that must not outlive its time (box/bounded_post.py sends a
-message in one). Standard library only.
+child, for any work that must not outlive its time (box/bounded_post.py makes every
+request to a cloud in one). What a child reports reaches the caller whole, whatever its
+size (a role's credentials document, a metadata answer), up to MAX_REPORT_BYTES: a
+pipe's first 4096 bytes alone once cut a larger credentials document, and every SNS
+publish signed with it failed. Standard library only.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from collections.abc import Callable
 
 WRITE_TIMEOUT_SECONDS = 5
 _MAX_ERROR_BYTES = 500
-MAX_REPORT_BYTES = 4096
-"""What a child may report; the rest is read and dropped."""
+MAX_REPORT_BYTES = 16 * 1024 * 1024
+"""What a child may report in all; one that says more is killed, its report marked cut."""
+READ_BYTES = 64 * 1024
+"""Read from the pipe at a time (a pipe's buffer on Linux)."""
 _FAILED = "\x00"
 """Starts the one report line a child's exception leaves."""
 
@@ -55,24 +60,30 @@ def run_within(
         _child(work, read_end, write_end)
     os.close(write_end)
     give_up = time.monotonic() + timeout_seconds
-    said, ended = b"", False
+    said, ended, cut = bytearray(), False, False
     try:
         while True:
             left = give_up - time.monotonic()
             if left <= 0 or not select.select([read_end], [], [], left)[0]:
-                with contextlib.suppress(OSError):  # gone meanwhile
-                    os.kill(pid, signal.SIGKILL)
                 break
-            chunk = os.read(read_end, MAX_REPORT_BYTES)
+            chunk = os.read(read_end, READ_BYTES)
             if not chunk:  # it has closed its files: it is exiting
                 ended = True
                 break
-            said = (said + chunk)[:MAX_REPORT_BYTES]
+            said += chunk
+            if len(said) > MAX_REPORT_BYTES:
+                cut = True
+                break
     finally:
         os.close(read_end)
+        if not ended:
+            with contextlib.suppress(OSError):  # gone meanwhile
+                os.kill(pid, signal.SIGKILL)
     status = os.waitpid(pid, 0)[1] if ended else _reap_if_dead(pid)
     lines = said.decode(errors="replace").splitlines()
     error = next((line[1:] for line in lines if line.startswith(_FAILED)), None)
+    if cut:
+        error = f"the child reported more than {MAX_REPORT_BYTES} bytes; cut"
     return ChildReport(
         [line for line in lines if not line.startswith(_FAILED)], error, ended, status
     )
@@ -83,13 +94,21 @@ def _child(work: Callable[[Callable[[str], None]], None], read_end: int, write_e
     try:
         os.close(read_end)
         _let_go_of_output()
-        work(lambda line: os.write(write_end, f"{line}\n".encode(errors="replace")))
+        work(lambda line: _write_all(write_end, f"{line}\n".encode(errors="replace")))
         status = 0
     except Exception as error:
         message = " ".join(str(error).split()) or type(error).__name__
-        os.write(write_end, (_FAILED + message[:_MAX_ERROR_BYTES] + "\n").encode(errors="replace"))
+        failed = _FAILED + message[:_MAX_ERROR_BYTES] + "\n"
+        _write_all(write_end, failed.encode(errors="replace"))
     finally:
         os._exit(status)
+
+
+def _write_all(descriptor: int, data: bytes) -> None:
+    """All of `data`: a write to a pipe may take part of it (the caller reads as it comes)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view) :]
 
 
 def _reap_if_dead(pid: int) -> int:

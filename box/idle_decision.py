@@ -15,12 +15,21 @@ STATE_VERSION = 2
 # running (stopped by hand, box suspended), so nobody can say the box was idle
 # all that time and the countdown starts over rather than firing at once.
 STALE_STATE_SECONDS = 10 * 60
-# A stop the cloud accepted is not repeated every minute while it takes effect.
+# A stop the cloud accepted is not repeated every minute while it takes effect; a box
+# still running this long after one is STILL BILLED (box/watchdog.py asks again).
 STOP_RETRY_SECONDS = 5 * 60
-# A stop the cloud refused is retried 1, 2, 4, ... minutes later, at most this far apart.
+# A stop the cloud refused (or left unanswered) is retried 1, 2, 4, ... minutes later, at
+# most this far apart.
 MAX_STOP_BACKOFF_SECONDS = 30 * 60
 # Carried over from the last state while a stop is pending.
-STOP_KEYS = ("stop_requested_at", "stop_method", "stop_failures", "stop_error", "stop_recorded")
+STOP_KEYS = (
+    "stop_requested_at",
+    "stop_method",
+    "stop_failures",
+    "stop_error",
+    "stop_recorded",
+    "stop_accepted",
+)
 # The wall-clock times a state remembers (and each run's progress `changed_at`).
 WALL_TIMES = ("checked_at", "idle_since", "stop_at", "last_busy_at", "stop_requested_at")
 # /proc/uptime has 10 ms resolution and is read apart from the wall clock: a smaller
@@ -194,4 +203,7 @@ def should_request_stop(state: dict, *, now: float) -> bool:
         return False
     if requested is None:
         return True
-    return now - requested >= stop_backoff_seconds(state.get("stop_failures") or 0)
+    wait = stop_backoff_seconds(state.get("stop_failures") or 0)
+    if state.get("stop_accepted"):  # it may be taking effect: not asked again sooner
+        wait = max(wait, STOP_RETRY_SECONDS)
+    return now - requested >= wait

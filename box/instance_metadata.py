@@ -1,17 +1,20 @@
 """Small HTTP calls to the instance metadata services and to Azure Resource Manager.
 
 Both clouds serve metadata at the same link-local address (config `imds_url`);
-the tests point it at a fake on 127.0.0.1. Standard library only.
+the tests point it at a fake on 127.0.0.1. Each request is bounded as a whole,
+its answer's body included (box/bounded_post.call): `http_timeout_seconds`, or less
+where the caller's `give_up_at` (time.monotonic()) comes first; an answer that did
+not come whole in that time is a MetadataError, never a success. Standard library only.
 """
 
 from __future__ import annotations
 
 import json
-import urllib.error
+import time
 import urllib.parse
-import urllib.request
 from typing import Any
 
+from box import bounded_post
 from box.watchdog_config import ARM_TAGS_API_VERSION, ARM_TAGS_PATH, WatchdogConfig
 
 AZURE_IMDS_API_VERSION = "2021-02-01"
@@ -20,6 +23,9 @@ AZURE_TOKEN_API_VERSION = "2018-02-01"
 AWS_TOKEN_TTL_SECONDS = 300
 AZURE_STORAGE_RESOURCE = "https://storage.azure.com/"
 """The audience of a managed-identity token for Blob storage's data plane."""
+MAX_ANSWER_BYTES = 1024 * 1024
+"""Of one metadata or ARM answer: far above any the box reads (a credentials document,
+the instance's metadata), far below what would strain the box."""
 
 
 class MetadataError(RuntimeError):
@@ -34,15 +40,26 @@ def request(
     headers: dict[str, str] | None = None,
     body: bytes | None = None,
 ) -> tuple[int, bytes]:
-    """Return (status, body); raises MetadataError when nothing answered."""
-    call = urllib.request.Request(url, data=body, method=method, headers=headers or {})
-    try:
-        with urllib.request.urlopen(call, timeout=timeout_seconds) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-    except (urllib.error.URLError, OSError) as error:
-        raise MetadataError(f"{method} {url}: no answer ({error})") from error
+    """(status, body) of the whole answer within `timeout_seconds`, all of the request
+    together; raises MetadataError when no whole answer came in that time."""
+    reply = bounded_post.call(
+        method,
+        url,
+        body,
+        headers or {},
+        within_seconds=timeout_seconds,
+        answer_bytes=MAX_ANSWER_BYTES,
+    )
+    if reply.status is None or not reply.whole:
+        raise MetadataError(f"{method} {url}: no answer ({reply.problem})")
+    return reply.status, reply.body
+
+
+def seconds_for(config: WatchdogConfig, give_up_at: float | None) -> float:
+    """One request's time: the config's, cut to what is left before `give_up_at`."""
+    if give_up_at is None:
+        return config.request_timeout_seconds
+    return min(config.request_timeout_seconds, give_up_at - time.monotonic())
 
 
 def _json_ok(url: str, status: int, body: bytes) -> Any:
@@ -59,8 +76,9 @@ def azure_arm_token(config: WatchdogConfig) -> str:
     return azure_token(config, config.arm_resource)
 
 
-def azure_token(config: WatchdogConfig, resource: str) -> str:
-    """A token for `resource` (ARM's, AZURE_STORAGE_RESOURCE) from the VM's managed identity.
+def azure_token(config: WatchdogConfig, resource: str, give_up_at: float | None = None) -> str:
+    """A token for `resource` (ARM's, AZURE_STORAGE_RESOURCE) from the VM's managed
+    identity, by `give_up_at` if given.
 
     https://learn.microsoft.com/entra/identity/managed-identities-azure-resources/how-to-use-vm-token
     """
@@ -69,7 +87,7 @@ def azure_token(config: WatchdogConfig, resource: str) -> str:
         query["client_id"] = config.identity_client_id
     url = f"{config.imds_url}/metadata/identity/oauth2/token?{urllib.parse.urlencode(query)}"
     status, body = request(
-        url, timeout_seconds=config.request_timeout_seconds, headers={"Metadata": "true"}
+        url, timeout_seconds=seconds_for(config, give_up_at), headers={"Metadata": "true"}
     )
     token = _json_ok(url, status, body).get("access_token")
     if not token:
@@ -160,13 +178,14 @@ def _azure_compute(config: WatchdogConfig) -> dict:
     return _json_ok(url, status, body).get("compute", {})
 
 
-def aws_metadata(config: WatchdogConfig, *paths: str) -> list[str]:
-    """IMDSv2 values, e.g. `instance-id`, `placement/region`, under one session token."""
+def aws_metadata(config: WatchdogConfig, *paths: str, give_up_at: float | None = None) -> list[str]:
+    """IMDSv2 values, e.g. `instance-id`, `placement/region`, under one session token,
+    by `give_up_at` if given."""
     token_url = f"{config.imds_url}/latest/api/token"
     status, token = request(
         token_url,
         method="PUT",
-        timeout_seconds=config.request_timeout_seconds,
+        timeout_seconds=seconds_for(config, give_up_at),
         headers={"X-aws-ec2-metadata-token-ttl-seconds": str(AWS_TOKEN_TTL_SECONDS)},
     )
     if status != 200:
@@ -176,7 +195,7 @@ def aws_metadata(config: WatchdogConfig, *paths: str) -> list[str]:
         url = f"{config.imds_url}/latest/meta-data/{path}"
         status, body = request(
             url,
-            timeout_seconds=config.request_timeout_seconds,
+            timeout_seconds=seconds_for(config, give_up_at),
             headers={"X-aws-ec2-metadata-token": token.decode()},
         )
         if status != 200:
@@ -185,10 +204,20 @@ def aws_metadata(config: WatchdogConfig, *paths: str) -> list[str]:
     return values
 
 
-def aws_role_keys(config: WatchdogConfig) -> dict:
+def aws_role_keys(config: WatchdogConfig, give_up_at: float | None = None) -> dict:
     """The instance role's temporary keys (`AccessKeyId`, `SecretAccessKey`, `Token`),
-    from IMDSv2: what the box signs its own requests with (SNS, S3)."""
-    roles = "iam/security-credentials/"
-    (role,) = aws_metadata(config, roles)
-    (keys,) = aws_metadata(config, roles + role.split()[0])
-    return json.loads(keys)
+    from IMDSv2, by `give_up_at` if given: what the box signs its own requests with
+    (SNS, S3). The document comes whole whatever its size (up to MAX_ANSWER_BYTES)."""
+    (listed,) = aws_metadata(config, "iam/security-credentials/", give_up_at=give_up_at)
+    if not listed.split():
+        raise MetadataError("IMDS: no role attached to the instance")
+    path = f"iam/security-credentials/{listed.split()[0]}"
+    (keys,) = aws_metadata(config, path, give_up_at=give_up_at)
+    try:
+        found = json.loads(keys)
+    except ValueError as error:
+        raise MetadataError(f"GET {path}: not JSON ({error})") from error
+    names = ("AccessKeyId", "SecretAccessKey", "Token")
+    if not isinstance(found, dict) or not all(isinstance(found.get(name), str) for name in names):
+        raise MetadataError(f"GET {path}: expected {', '.join(names)}")
+    return found

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import IO
 
 from box import bootstrap, bounded_post, contract, instance_metadata, user_files
-from box.bounded_write import WRITE_TIMEOUT_SECONDS, run_within, write_within
+from box.bounded_write import WRITE_TIMEOUT_SECONDS, write_within
 from box.watchdog_config import WatchdogConfig
 
 NOTICES_FILE = "notices.json"
@@ -269,15 +269,13 @@ def publish_sns(config: WatchdogConfig, text: str, give_up: float) -> bounded_po
     }
     body = urllib.parse.urlencode(form).encode()
     now = datetime.datetime.now(datetime.timezone.utc)
-    # The keys' requests too fit in the send's time: a metadata service that drips its
-    # answer holds up nothing.
-    child = run_within(
-        lambda report: report(json.dumps(instance_metadata.aws_role_keys(config))),
-        _send_seconds(config, give_up),
-    )
-    if child.error or not child.ended or not child.lines:
-        return bounded_post.Answer(False, f"no role keys: {child.error or 'IMDS did not answer'}")
-    keys = json.loads(child.lines[-1])
+    # The keys' requests too fit in the send's time, each bounded as a whole: a metadata
+    # service that drips its answer holds up nothing.
+    keys_by = time.monotonic() + _send_seconds(config, give_up)
+    try:
+        keys = instance_metadata.aws_role_keys(config, give_up_at=keys_by)
+    except instance_metadata.MetadataError as error:
+        return bounded_post.Answer(False, f"no role keys: {error}")
     headers = bootstrap.signed_request("POST", url, region, "sns", keys, now, body)
     headers.pop("host")
     headers["Content-Type"] = "application/x-www-form-urlencoded; charset=utf-8"

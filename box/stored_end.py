@@ -18,17 +18,18 @@ is the trainer's to store and is left alone.
 Who writes: AWS the instance role (an S3 PUT signed with box/bootstrap.py's SigV4, keys
 from IMDSv2), Azure the managed identity (Blob REST Put Blob with a bearer token from
 IMDS); both may write runs/* already, as the trainer in the container uploads with them.
-`file://` (the end watch on this machine) is a folder, written in place. A store (keys,
-read, write) runs in a child killed at its deadline (box/bounded_write.run_within); one
-that failed is tried again at the caller's next look. Logs name the store by its
-scheme and host, never a key, a token or an answer's body. Standard library only.
+`file://` (the end watch on this machine) is a folder, written in place in a child
+killed at the deadline (box/bounded_write.run_within: a stalled disk). A store's
+requests (keys or token, read, write) are each bounded as a whole, answer included
+(box/bounded_post.call), all of them by the store's deadline; one that failed is tried
+again at the caller's next look. Logs name the store by its scheme and host, never a
+key, a token or an answer's body. Standard library only.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import http.client
 import json
 import os
 import re
@@ -128,28 +129,24 @@ def store(
         return False
     body = json.dumps(record).encode()
     try:
-        child = run_within(lambda report: report(_store(config, where, body)), seconds)
-    except OSError as error:  # no child to be had (out of memory, of processes)
-        say(f"WARNING: run {run_id}: its end was not stored ({error}); next look")
+        said = _store(config, where, body, give_up)
+    except (StoreError, instance_metadata.MetadataError, OSError) as error:
+        # OSError: no child to be had (out of memory, of processes), a disk that failed.
+        say(f"WARNING: run {run_id}: its end was not stored in {where.shown} ({error}); next look")
         return False
-    said = child.lines[-1] if child.lines else ""
     if said == STORED:
         ended = f"{record.get('state')}, exit {record.get('exit_code')}"
         say(f"run {run_id}: its end ({ended}) stored in {where.shown}: its trainer stored none")
-        return True
-    if said.startswith(KEPT):
-        return True  # the trainer's own end (or ours, from an earlier look)
-    why = child.error or f"no answer within {seconds:.0f} s"
-    say(f"WARNING: run {run_id}: its end was not stored in {where.shown} ({why}); next look")
-    return False
+    return True  # stored, or an end kept: the trainer's own (or ours, from an earlier look)
 
 
-def _store(config: WatchdogConfig, where: StatusObject, body: bytes) -> str:
-    """The child's work: read what is there, write `body` over anything but an end."""
+def _store(config: WatchdogConfig, where: StatusObject, body: bytes, give_up: float) -> str:
+    """Read what is there, write `body` over anything but an end, by `give_up`: STORED,
+    or KEPT and the state found."""
     if where.scheme == "file":
-        return _store_file(Path(where.url), body)
-    sign = _signer(config, where)
-    status, headers, stored = _call("GET", where.url, sign("GET", b""), config)
+        return _store_file_within(Path(where.url), body, give_up)
+    sign = _signer(config, where, give_up)
+    status, headers, stored = _call("GET", where.url, sign("GET", b""), config, give_up)
     if status == 200 and (state := _end_state(stored)):
         return f"{KEPT} {state}"
     if status not in (200, 404):
@@ -160,12 +157,21 @@ def _store(config: WatchdogConfig, where: StatusObject, body: bytes) -> str:
     put = {**sign("PUT", body), **conditions, "Content-Type": "application/json"}
     if where.scheme == "az":
         put["x-ms-blob-type"] = "BlockBlob"
-    status, headers, answer = _call("PUT", where.url, put, config, body)
+    status, headers, answer = _call("PUT", where.url, put, config, give_up, body)
     if status in (409, 412):
         raise StoreError(f"its {contract.STATUS_FILE} {CHANGED}")
     if not 200 <= status < 300:
         raise StoreError(_refused("writing", status, headers, answer))
     return STORED
+
+
+def _store_file_within(path: Path, body: bytes, give_up: float) -> str:
+    """_store_file in a child killed at `give_up`: a stalled disk holds up no look."""
+    seconds = give_up - time.monotonic()
+    child = run_within(lambda report: report(_store_file(path, body)), seconds)
+    if child.error or not child.lines:
+        raise OSError(child.error or f"the disk did not answer within {seconds:.0f} s")
+    return child.lines[-1]
 
 
 def _store_file(path: Path, body: bytes) -> str:
@@ -195,13 +201,14 @@ def _end_state(stored: bytes) -> str | None:
 Signer = Callable[[str, bytes], dict[str, str]]
 
 
-def _signer(config: WatchdogConfig, where: StatusObject) -> Signer:
+def _signer(config: WatchdogConfig, where: StatusObject, give_up: float) -> Signer:
     """Headers that let the box's identity make a request: fetched once per store."""
     if where.scheme == "az":
-        token = instance_metadata.azure_token(config, instance_metadata.AZURE_STORAGE_RESOURCE)
+        resource = instance_metadata.AZURE_STORAGE_RESOURCE
+        token = instance_metadata.azure_token(config, resource, give_up_at=give_up)
         bearer = {"Authorization": f"Bearer {token}", "x-ms-version": BLOB_API_VERSION}
         return lambda method, body: dict(bearer)
-    keys = instance_metadata.aws_role_keys(config)
+    keys = instance_metadata.aws_role_keys(config, give_up_at=give_up)
 
     def sign(method: str, body: bytes) -> dict[str, str]:
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -214,20 +221,27 @@ def _signer(config: WatchdogConfig, where: StatusObject) -> Signer:
 
 
 def _call(
-    method: str, url: str, headers: dict[str, str], config: WatchdogConfig, body: bytes = b""
+    method: str,
+    url: str,
+    headers: dict[str, str],
+    config: WatchdogConfig,
+    give_up: float,
+    body: bytes | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
-    """One request, no redirect followed (the headers hold the box's credentials):
-    the status, the answer's headers (lower case) and its body's first bytes."""
-    parts = urllib.parse.urlsplit(url)
-    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    link = kind(parts.hostname, parts.port, timeout=config.request_timeout_seconds)
-    try:
-        link.request(method, parts.path, body=body if method == "PUT" else None, headers=headers)
-        response = link.getresponse()
-        answer = response.read(MAX_STATUS_BYTES + 1)
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, answer
-    finally:
-        link.close()
+    """One request, bounded as a whole by `give_up` and the config's timeout, no redirect
+    followed (the headers hold the box's credentials): the status, the answer's headers
+    (lower case) and its body's first bytes. StoreError when no whole answer came."""
+    reply = bounded_post.call(
+        method,
+        url,
+        body,
+        headers,
+        within_seconds=instance_metadata.seconds_for(config, give_up),
+        answer_bytes=MAX_STATUS_BYTES + 1,
+    )
+    if reply.status is None or not reply.whole:
+        raise StoreError(f"{method}: {reply.problem}")
+    return reply.status, reply.headers, reply.body
 
 
 def _refused(doing: str, status: int, headers: dict[str, str], answer: bytes) -> str:

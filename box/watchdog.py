@@ -53,8 +53,8 @@ from box.idle_decision import (
 from box.watchdog_config import MAX_HTTP_TIMEOUT_SECONDS, WatchdogConfig, load_config_or_say_why
 
 REAP = bounded_command.REAP_SECONDS
-# urllib's timeout holds per blocking call: count a connect and a read per request.
-HTTP_WORST_SECONDS = 2 * MAX_HTTP_TIMEOUT_SECONDS
+# One deadline per request, its answer's body included (box/bounded_post.call).
+HTTP_WORST_SECONDS = MAX_HTTP_TIMEOUT_SECONDS
 # The link for `fab`, three saves of the state and the stop record, each bounded.
 FILE_WRITES = 5
 WORST_CASE_SECONDS = (
@@ -167,21 +167,39 @@ def tell_hung_runs(config: WatchdogConfig, state: dict, now: float) -> None:
 
 
 def request_stop(config: WatchdogConfig, state: dict, now: float) -> None:
+    """Ask the cloud (or the OS) to stop the bill; `state` says how that went.
+
+    `stop_failures` counts the attempts in a row that did not stop the bill: refused,
+    left without the cloud's answer, or accepted while this box still runs
+    STOP_RETRY_SECONDS later. Any of them is STILL BILLED (the log, `fab status`)."""
     log(f"idle past the limit: stopping billing ({config.cloud})")
+    failures, still_up = state.get("stop_failures") or 0, None
+    if state.get("stop_accepted"):
+        failures += 1
+        minutes = (now - state["stop_requested_at"]) / 60
+        still_up = f"a stop accepted {minutes:.0f} min ago has not stopped the box"
+        log(f"STILL BILLED: {still_up}; asking again")
     state["stop_requested_at"] = now
     if not state.get("stop_recorded"):
         stop_records.append(config, stop_records.watchdog_record(state, now), log)
         state["stop_recorded"] = True
     tell_hung_runs(config, state, now)
-    # Saved first: an OS shutdown may end this process before it returns.
+    # Saved first, this attempt counted as failed until the answer says otherwise: an OS
+    # shutdown, or systemd's limit, may end this process before it returns.
+    unanswered = f"no answer to stop attempt {failures + 1}: the watchdog ended before it came"
+    state.update(stop_failures=failures + 1, stop_accepted=False, stop_error=unanswered)
     save_state(Path(config.state_path), state)
     result = billing_stop.stop_billing(config, log)
-    failures = (state.get("stop_failures") or 0) + 1 if result.error else 0
-    state.update(stop_method=result.method, stop_error=result.error or None)
-    state["stop_failures"] = failures
-    if result.error:
-        retry_minutes = stop_backoff_seconds(failures) / 60
-        log(f"STILL BILLED: stop attempt {failures} failed; next one in {retry_minutes:.0f} min")
+    state["stop_method"] = result.method
+    if not result.error:
+        # Accepted; an earlier accepted stop that did not take keeps the box STILL BILLED.
+        kept = failures if still_up else 0
+        state.update(stop_failures=kept, stop_accepted=True, stop_error=still_up)
+        return
+    failures += 1
+    state.update(stop_failures=failures, stop_error=result.error)
+    retry_minutes = stop_backoff_seconds(failures) / 60
+    log(f"STILL BILLED: stop attempt {failures} failed; next one in {retry_minutes:.0f} min")
 
 
 def main(argv: list[str]) -> int:

@@ -24,6 +24,7 @@ import pytest
 from box import bootstrap, contract
 from stack import box_packing, cloud_init, storage_layout
 from stack.blob_upload import put_blob
+from tests.fakes.cloud_front import CloudFront
 from tests.fakes.local_http import LocalHttpServer
 from tests.fakes.system_tools import fake_system
 from tests.fixtures.metadata import AWS_CREDENTIALS, AZURE_RESOURCE_ID
@@ -216,6 +217,30 @@ def test_an_azure_box_without_its_programs_deallocates_itself(tmp_path, fake_met
     assert box.boot().returncode == 1
     assert fake_metadata.deallocated == [AZURE_RESOURCE_ID]
     assert "shutdown -h now" not in box.system.calls()
+
+
+def test_a_dripping_arm_cannot_hold_the_stop_of_a_box_without_its_programs(tmp_path, fake_metadata):
+    arm = CloudFront(fake_metadata.url)
+    arm.drip("/deallocate", every_seconds=2)  # within the bootstrap's 20 s per read
+    source = _source(
+        "azure",
+        "az://glucosedata/training",
+        "http://127.0.0.1:9",
+        fake_metadata.url,
+        arm_url=arm.endpoint,
+        stop_seconds=4,
+    )
+    box = NewBox(tmp_path, source)
+    began = time.monotonic()
+    try:
+        done = box.boot()
+    finally:
+        arm.close()
+    assert done.returncode == 1, done.stderr
+    assert arm.dripped, "the deallocate never reached the dripping ARM"
+    assert time.monotonic() - began < 3 + 4 + 10  # the deadline, the stop's, the start
+    assert "deallocate failed" in done.stderr
+    assert "shutdown -h now" in box.system.calls()  # the last resort
 
 
 def test_a_box_whose_programs_are_installed_has_nothing_to_do_at_boot(

@@ -4,11 +4,14 @@ real HTTP server on 127.0.0.1 (the stack's webhook) and to moto's SNS (its topic
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
 from box import notify
+from tests.fakes.cloud_front import CloudFront
 from tests.fakes.fake_box import FakeBox
+from tests.fixtures.metadata import AWS_CREDENTIALS, AWS_ROLE
 
 T0 = 1_800_000_000.0
 MINUTE = 60.0
@@ -145,10 +148,9 @@ def test_the_watchdog_tells_the_hung_run_it_stops_once(box, webhook):
     ]
 
 
-@pytest.mark.e2e  # moto
-def test_an_aws_box_publishes_the_end_to_the_stacks_sns_topic_with_its_role(
-    tmp_path, moto_server, fake_metadata
-):
+def _sns_box(tmp_path, moto_server, metadata_url: str) -> tuple[FakeBox, Callable[[], list]]:
+    """An AWS box whose run just finished, its stack's topic on moto with a queue for
+    the mail; and what reads the queue (the messages the topic sent)."""
     sns, sqs = moto_server.client("sns"), moto_server.client("sqs")
     topic = sns.create_topic(Name=f"glucose-notify-{tmp_path.name[-8:]}")["TopicArn"]
     queue = sqs.create_queue(QueueName=f"mail-{tmp_path.name[-8:]}")["QueueUrl"]
@@ -156,23 +158,56 @@ def test_an_aws_box_publishes_the_end_to_the_stacks_sns_topic_with_its_role(
     sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn["Attributes"]["QueueArn"])
     box = FakeBox(
         tmp_path,
-        metadata_url=fake_metadata.url,
+        metadata_url=metadata_url,
         docker_wait_seconds=1,
         notify_topic_arn=topic,
         sns_url=moto_server.endpoint_url,
     )
     box.add_trainer("run-1", running=False, created_at=T0 - 600, exit_code=0, finished_at=T0 - 30)
     box.write_status("run-1", state="finished", val_mae=16.2)
+
+    def mail() -> list:
+        got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+        return [json.loads(message["Body"]) for message in got.get("Messages", [])]
+
+    return box, mail
+
+
+@pytest.mark.e2e  # moto
+def test_an_aws_box_publishes_the_end_to_the_stacks_sns_topic_with_its_role(
+    tmp_path, moto_server, fake_metadata
+):
+    box, mail = _sns_box(tmp_path, moto_server, fake_metadata.url)
     _resume(box)
     _resume(box, now=T0 + MINUTE)
-    got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1)
-    messages = [json.loads(message["Body"]) for message in got.get("Messages", [])]
+    messages = mail()
     assert [message["Message"] for message in messages] == [
         "run run-1 finished: best val MAE 16.20"
     ]
     assert messages[0]["Subject"] == "glucose-training: run run-1 finished"
     seen = [request.path for request in fake_metadata.requests]
     assert "/latest/meta-data/iam/security-credentials/glucose-box-role" in seen
+
+
+@pytest.mark.e2e  # moto
+def test_role_credentials_past_a_pipes_64_kib_sign_the_sns_publish_whole(
+    tmp_path, moto_server, fake_metadata
+):
+    # A session token grows with its session's policies and tags (8 KiB here: SNS, as
+    # moto, takes no header past 64 KiB); the document, as IMDS serves it, passes 64 KiB
+    # (a pipe's buffer). The box's pipe once carried its first 4096 bytes alone, and
+    # every publish signed with them failed.
+    keys = {**AWS_CREDENTIALS, "Token": "large-session-token/" + "Q" * (8 * 1024)}
+    document = json.dumps(keys, indent=2).ljust(70 * 1024).encode()
+    imds = CloudFront(fake_metadata.url)
+    imds.serve(f"/iam/security-credentials/{AWS_ROLE}", document)
+    try:
+        box, mail = _sns_box(tmp_path, moto_server, imds.endpoint)
+        done = _resume(box)
+    finally:
+        imds.close()
+    assert [message["Message"] for message in mail()] == ["run run-1 finished: best val MAE 16.20"]
+    assert keys["Token"] not in done.stdout + done.stderr
 
 
 def test_a_notice_that_cannot_be_recorded_never_holds_up_the_watchdogs_stop(box, webhook):

@@ -362,6 +362,34 @@ class FakeBox:
     ) -> subprocess.CompletedProcess:
         """Run box/<program> once, as its systemd unit would: `python3 -m box.<program>`
         (its unit's TimeoutStartSec, 300 s, unless `timeout_seconds` says less)."""
+        return subprocess.run(
+            self._command(program, args, python),
+            cwd=BOX_DIR.parent,
+            env=self._env(now, env),
+            capture_output=True,
+            text=True,
+            timeout=timeout_seconds,
+            check=False,
+        )
+
+    def start(self, program: str, *args: str, now: float | None = None) -> subprocess.Popen:
+        """Start box/<program> as `run` does and leave it running: the test ends it (as
+        systemd ends a unit at its TimeoutStartSec)."""
+        return subprocess.Popen(
+            self._command(program, args, sys.executable),
+            cwd=BOX_DIR.parent,
+            env=self._env(now, None),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    @staticmethod
+    def _command(program: str, args: tuple[str, ...], python: str) -> list[str]:
+        # -S: no site-packages, which also proves the box programs need none.
+        return [python, "-S", "-m", f"box.{Path(program).stem}", *args]
+
+    def _env(self, now: float | None, env: dict[str, str] | None) -> dict[str, str]:
         env = {
             **(env or {}),
             "PATH": f"{self.bin_dir}{os.pathsep}{os.environ['PATH']}",
@@ -372,16 +400,7 @@ class FakeBox:
         if now is not None:
             env["GLUCOSE_WATCHDOG_NOW"] = str(now)
             env["GLUCOSE_WATCHDOG_UPTIME"] = str(now - self._clock_step - self._booted_at)
-        return subprocess.run(
-            # -S: no site-packages, which also proves the box programs need none.
-            [python, "-S", "-m", f"box.{Path(program).stem}", *args],
-            cwd=BOX_DIR.parent,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_seconds,
-            check=False,
-        )
+        return env
 
     def tick(self, now: float) -> subprocess.CompletedProcess:
         """One watchdog run at time `now`; fails the test if the program itself fails."""

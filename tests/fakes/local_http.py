@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import BinaryIO
 
 POLL_SECONDS = 0.05  # how soon `close` returns
 
@@ -45,3 +46,16 @@ def reply(
     handler.send_header("Content-Length", str(len(payload)))
     handler.end_headers()
     handler.wfile.write(payload)
+
+
+def drip(out: BinaryIO, data: bytes, every_seconds: float, closing: threading.Event) -> None:
+    """Write `data` one byte every `every_seconds` (each read well within a client's
+    per-read timeout) until it is all out, the client hangs up, or `closing` is set."""
+    for byte in data:
+        if closing.wait(every_seconds):
+            return
+        try:
+            out.write(bytes([byte]))
+            out.flush()
+        except OSError:  # the client gave up and closed
+            return

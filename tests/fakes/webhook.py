@@ -12,7 +12,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler
 
-from tests.fakes.local_http import LocalHttpServer, reply
+from tests.fakes.local_http import LocalHttpServer, drip, reply
 
 POLL_SECONDS = 0.1
 DRIPPED_ANSWER = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"." * 100
@@ -68,14 +68,7 @@ class Webhook:
             return status
 
     def _drip(self, out) -> None:
-        for byte in DRIPPED_ANSWER:
-            if self._closing.wait(self.drip_seconds):
-                return
-            try:
-                out.write(bytes([byte]))
-                out.flush()
-            except OSError:  # the sender gave up and closed
-                return
+        drip(out, DRIPPED_ANSWER, self.drip_seconds, self._closing)
 
     def close(self) -> None:
         self._closing.set()
