@@ -146,9 +146,9 @@ def _bench(command: str, config: Any) -> int:
 
         from trainer.bench.time_to_quality import run_time_to_quality
 
-        size = "m2" if torch.cuda.is_available() and not config.quick else "tiny"
+        size = "tiny" if config.quick else "m2" if torch.cuda.is_available() else "small"
         return run_time_to_quality(
-            size, config.target_mae, config.json, config.batch_size, config.nproc
+            size, config.target_mae, config.json, config.batch_size, config.nproc, config.seeds
         )
     from trainer.bench.train_step import run_bench
 
