@@ -143,13 +143,14 @@ def in_order(tried: Iterable[Tried], order: Sequence[Candidate]) -> list[Tried]:
 
 
 def nothing_left(tried: Sequence[Tried], boxes: int = 1) -> str:
-    """The refusal of a stack no candidate is left for: one short line per candidate,
-    then the cloud's own words, once each."""
-    lines = [f"  - {t.candidate.label}: {refusal_code(t.refusal)}" for t in tried]
-    words = [f"  {said}" for said in cloud_words(t.refusal for t in tried)]
+    """The refusal of a stack no candidate is left for: one line per candidate, and each
+    of the cloud's texts said once (several candidates' in one place, under the list)."""
+    words = cloud_words(t.refusal for t in tried)
+    short = {said: refusal_code(said) for said in words}
+    lines = [f"  - {t.candidate.label}: {short.get(t.refusal, t.refusal)}" for t in tried]
     return "\n".join(
         [f"no candidate could take {boxes} box(es); each was refused:", *lines]
-        + (["the cloud's words:", *words] if words else [])
+        + (["the cloud's words:", *[f"  {said}" for said in words]] if words else [])
         + [
             "Wait and run `pulumi up` again, or add fallbackVmSizes or zones "
             "(docs/clouds.md, 'When the cloud has no GPU')"
@@ -158,10 +159,14 @@ def nothing_left(tried: Sequence[Tried], boxes: int = 1) -> str:
 
 
 def cloud_words(refusals: Iterable[str]) -> list[str]:
-    """Each distinct refusal that says more than its code ("CODE: the cloud's message"),
-    in the order first seen: EC2's 200-character texts, said once under a table of
-    short lines rather than on every line."""
-    return list(dict.fromkeys(r for r in refusals if r and refusal_code(r) != r))
+    """The refusals that say more than their code ("CODE: the cloud's message") and come
+    more than once, each once, in the order first seen: EC2's 200-character texts, said
+    once under a table whose lines give the code alone, not on each line."""
+    said: dict[str, int] = {}
+    for refusal in refusals:
+        if refusal and refusal_code(refusal) != refusal:
+            said[refusal] = said.get(refusal, 0) + 1
+    return [refusal for refusal, times in said.items() if times > 1]
 
 
 def refusal_code(refusal: str) -> str:

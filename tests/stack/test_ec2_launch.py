@@ -208,12 +208,11 @@ def test_no_instance_and_no_exception_is_a_failure_naming_every_candidate(ec2, n
     _canned_fleet(ec2, network, None, [(G6A, "InsufficientInstanceCapacity")])
     with pytest.raises(LaunchError) as info:
         launch(ec2, _spec(network, [G6A, G5A]))
-    lines = str(info.value).splitlines()
-    assert lines[0] == "no candidate could take 1 box(es); each was refused:"
-    assert "  - g6.xlarge us-east-1a on-demand: InsufficientInstanceCapacity" in lines
-    assert "  - g5.xlarge us-east-1a on-demand: refused by EC2 Fleet, which gave no reason" in lines
-    assert f"  InsufficientInstanceCapacity: {NO_ROOM}" in lines
-    assert "fallbackVmSizes or zones" in lines[-1]
+    message = str(info.value)
+    assert "no candidate could take 1 box(es)" in message
+    assert f"g6.xlarge us-east-1a on-demand: InsufficientInstanceCapacity: {NO_ROOM}" in message
+    assert "g5.xlarge us-east-1a on-demand: refused by EC2 Fleet, which gave no reason" in message
+    assert "fallbackVmSizes or zones" in message
     assert _live(ec2) == []
 
 

@@ -117,10 +117,21 @@ def test_nothing_left_says_each_refusal_in_one_short_line_and_the_clouds_text_on
     assert sum(NO_ROOM in line for line in lines) == 1
 
 
-def test_the_clouds_words_are_each_distinct_text_once_in_order():
+def test_the_clouds_words_are_each_text_several_candidates_gave_once_in_order():
     other = "VcpuLimitExceeded: You have requested more vCPU capacity than your current limit"
-    refusals = [NO_ROOM, "not sold in us-east-1c", other, NO_ROOM, NOT_TRIED, ""]
-    assert placement.cloud_words(refusals) == [NO_ROOM, other]
+    once = "Unsupported: The requested configuration is currently not supported"
+    refusals = [other, NO_ROOM, "not sold in us-east-1c", other, NO_ROOM, NOT_TRIED, "", once]
+    assert placement.cloud_words(refusals) == [other, NO_ROOM]
+
+
+def test_a_text_only_one_candidate_gave_stays_on_its_line():
+    once = "Unsupported: The requested configuration is currently not supported"
+    tried = [placement.Tried(Candidate("g6.xlarge", "us-east-1e", ON_DEMAND), once)]
+    assert placement.nothing_left(tried).splitlines()[1:3] == [
+        f"  - g6.xlarge us-east-1e on-demand: {once}",
+        "Wait and run `pulumi up` again, or add fallbackVmSizes or zones "
+        "(docs/clouds.md, 'When the cloud has no GPU')",
+    ]
 
 
 def test_a_size_skipped_because_a_zone_does_not_sell_it_says_so_not_not_tried():
