@@ -12,11 +12,19 @@
   on-demand fleet after the last pool.
 
 The launch template holds every setting of a box (image, key, role, disk, metadata,
-shutdown = stop, user data); a candidate only picks the size and the subnet. Then
-each box is named by its rank, and boxes 1..N-1 leave the SSH group (only box 0 is
-reached from outside). Runs in Pulumi's provider host (pulumi/infra/aws/boxes.py)
-with the deployer's credentials; the caller brings the boto3 client, built with
-bounded timeouts.
+shutdown = stop, user data); a candidate only picks the size and the subnet. The launch
+request itself tags what it makes (TagSpecifications: the stack's tags and the launch's
+own, stack/ec2_boxes.py's LAUNCH_TAG, on the instances, and for spot on their volumes and
+requests too), so that no box EC2 launches is ever without them, and carries a client
+token, so that a retried call launches nothing twice
+(https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-idempotency.html). Then each
+box is named by its rank and boxes 1..N-1 leave the SSH group (only box 0 is reached from
+outside): a name per rank cannot be said in one request. Those calls, and the read of
+what was launched, are retried while EC2 does not know the instances yet (eventual
+consistency, stack/ec2_boxes.py); should one fail anyway, every box of the launch is let
+go (requests cancelled, instances terminated) before LaunchReleased says what was.
+Runs in Pulumi's provider host (pulumi/infra/aws/boxes.py) with the deployer's
+credentials; the caller brings the boto3 client, built with bounded timeouts.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from stack import ec2_boxes
+from stack.ec2_boxes import LAUNCH_TAG, until_found
 from stack.placement import (
     NOT_TRIED,
     ON_DEMAND,
@@ -36,12 +46,13 @@ from stack.placement import (
     nothing_left,
     refusal_kind,
 )
-from stack.spot_requests import cancel_live_requests, spot_request_valid_until
+from stack.spot_requests import spot_request_valid_until
 
-# How long `pulumi destroy` waits for the boxes to be terminated (the subnets and
-# groups they sit in cannot go before), in 5 s polls: 10 minutes.
-TERMINATE_POLL_SECONDS = 5
-TERMINATE_POLLS = 120
+# What the launch request tags (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+# API_RunInstances.html, API_CreateFleet.html: an instant fleet tags only instances; the
+# launch template tags their volumes).
+SPOT_TAGGED = ("instance", "volume", "spot-instances-request")
+FLEET_TAGGED = ("instance",)
 
 
 class LaunchError(RuntimeError):
@@ -50,6 +61,11 @@ class LaunchError(RuntimeError):
     def __init__(self, message: str, tried: list[Tried]) -> None:
         super().__init__(message)
         self.tried = tried
+
+
+class LaunchReleased(RuntimeError):
+    """EC2 launched the boxes, a call after failed, and the boxes were let go (or could not
+    be: the message says which ids may still bill)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +82,10 @@ class LaunchSpec:
     """Each rank's security groups; rank 0's are the launch template's."""
     name_prefix: str
     """Box `r` is tagged Name=<prefix>-<r>."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """The stack's tags, on everything the launch makes."""
+    launch_id: str = ""
+    """This launch's own tag value (LAUNCH_TAG) and client tokens' stem."""
 
     @property
     def template(self) -> dict[str, str]:
@@ -74,30 +94,53 @@ class LaunchSpec:
             "Version": self.launch_template_version,
         }
 
+    def tag_specifications(self, resource_types: tuple[str, ...]) -> list[dict[str, Any]]:
+        tags = {**self.tags, LAUNCH_TAG: self.launch_id}
+        pairs = [{"Key": key, "Value": value} for key, value in tags.items() if value]
+        return [{"ResourceType": kind, "Tags": pairs} for kind in resource_types]
+
+    def client_token(self, *parts: str) -> dict[str, str]:
+        """ClientToken for one launch call (at most 64 ASCII characters), none without an id."""
+        return {"ClientToken": "-".join((self.launch_id, *parts))[:64]} if self.launch_id else {}
+
 
 @dataclass
 class Launched:
-    """The boxes, rank order, and where they went."""
+    """The boxes, rank order, where they went, and EC2's description of each."""
 
     instance_ids: list[str]
     taken: Candidate
     tried: list[Tried] = field(default_factory=list)
+    described: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def private_ips(self) -> list[str]:
+        return [i.get("PrivateIpAddress", "") for i in self.described]
+
+    @property
+    def image_id(self) -> str:
+        return self.described[0].get("ImageId", "") if self.described else ""
+
+    @property
+    def spot_request_ids(self) -> list[str]:
+        return [i.get("SpotInstanceRequestId", "") for i in self.described]
 
 
 def launch(ec2: Any, spec: LaunchSpec) -> Launched:
-    """Every box, on the first candidate that takes them all; LaunchError when none does."""
+    """Every box, on the first candidate that takes them all; LaunchError when none does,
+    LaunchReleased when EC2 launched them but they could not be settled."""
     tried: list[Tried] = []
     for candidate in (c for c in spec.candidates if c.market == SPOT):
         ids, refusal = _spot_pool(ec2, spec, candidate)
         if ids:
-            return _settled(ec2, spec, ids, candidate, tried)
+            return _kept(ec2, spec, ids, candidate, tried)
         tried.append(Tried(candidate, refusal))
     on_demand = [c for c in spec.candidates if c.market == ON_DEMAND]
     if on_demand:
         ids, taken, refused = _fleet(ec2, spec, on_demand)
         tried += refused
         if taken is not None:
-            return _settled(ec2, spec, ids, taken, tried)
+            return _kept(ec2, spec, ids, taken, tried)
     tried = in_order(tried, spec.candidates)
     raise LaunchError(nothing_left(tried, spec.count), tried)
 
@@ -125,6 +168,8 @@ def fleet_request(spec: LaunchSpec, candidates: list[Candidate]) -> dict[str, An
         "LaunchTemplateConfigs": [
             {"LaunchTemplateSpecification": spec.template, "Overrides": overrides}
         ],
+        "TagSpecifications": spec.tag_specifications(FLEET_TAGGED),
+        **spec.client_token("fleet"),
     }
 
 
@@ -146,7 +191,7 @@ def _fleet(
         taken = taken or _candidate_of(group, zones)
     if ids and (taken is None or len(ids) < spec.count):
         # Not all of them: EC2 should never do this with MinTargetCapacity; bill nothing.
-        release(ec2, ids)
+        ec2_boxes.release(ec2, ids, [], spec.launch_id, just_launched=True)
         errors[taken or candidates[0]] = f"only {len(ids)} of {spec.count} boxes launched"
         ids, taken = [], None
     refused = []
@@ -183,6 +228,8 @@ def spot_request(spec: LaunchSpec, candidate: Candidate) -> dict[str, Any]:
         "MinCount": spec.count,
         "MaxCount": spec.count,
         "InstanceMarketOptions": {"MarketType": SPOT, "SpotOptions": options},
+        "TagSpecifications": spec.tag_specifications(SPOT_TAGGED),
+        **spec.client_token(candidate.size, candidate.zone),
     }
 
 
@@ -201,45 +248,56 @@ def _spot_pool(ec2: Any, spec: LaunchSpec, candidate: Candidate) -> tuple[list[s
     return [instance["InstanceId"] for instance in answer.get("Instances", [])], ""
 
 
+def _kept(
+    ec2: Any, spec: LaunchSpec, ids: list[str], taken: Candidate, tried: list[Tried]
+) -> Launched:
+    """The launched boxes settled, or, when that fails, let go before anything is raised:
+    a box Pulumi never hears of would bill outside every guard rail."""
+    try:
+        return _settled(ec2, spec, ids, taken, tried)
+    except Exception as error:
+        head = f"EC2 launched {', '.join(sorted(ids))} on {taken.label}, then {error}"
+        try:
+            released = ec2_boxes.release(ec2, ids, [], spec.launch_id, just_launched=True)
+        except Exception as failed:
+            raise LaunchReleased(
+                f"{head}; letting them go failed too ({failed}): they may still bill, with "
+                f"their spot requests: find them by tag {LAUNCH_TAG}={spec.launch_id} in "
+                "the EC2 console and terminate them"
+            ) from error
+        raise LaunchReleased(f"{head}; released them: {released}") from error
+
+
 def _settled(
     ec2: Any, spec: LaunchSpec, ids: list[str], taken: Candidate, tried: list[Tried]
 ) -> Launched:
-    """Name each box by its rank and give each its rank's security groups."""
+    """Name each box by its rank, give each its rank's security groups, read them back."""
     ranked = sorted(ids)
     for rank, instance_id in enumerate(ranked):
-        ec2.create_tags(
-            Resources=[instance_id], Tags=[{"Key": "Name", "Value": f"{spec.name_prefix}-{rank}"}]
-        )
+        name = [{"Key": "Name", "Value": f"{spec.name_prefix}-{rank}"}]
+        until_found(lambda i=instance_id, n=name: ec2.create_tags(Resources=[i], Tags=n))
         if rank and spec.groups[rank] != spec.groups[0]:
-            ec2.modify_instance_attribute(InstanceId=instance_id, Groups=list(spec.groups[rank]))
+            groups = list(spec.groups[rank])
+            until_found(
+                lambda i=instance_id, g=groups: ec2.modify_instance_attribute(
+                    InstanceId=i, Groups=g
+                )
+            )
+    described = until_found(lambda: ec2_boxes.describe_all(ec2, ranked))
     later = [c for c in spec.candidates if c != taken and c not in {t.candidate for t in tried}]
     record = tried + [Tried(taken, "")] + [Tried(c, NOT_TRIED) for c in later]
-    return Launched(ranked, taken, in_order(record, spec.candidates))
+    return Launched(ranked, taken, in_order(record, spec.candidates), described)
 
 
-def describe(ec2: Any, ids: list[str]) -> list[dict[str, Any]]:
+# The provider pickled into the state of stacks made before the boxes' record and tag
+# (pulumi/infra/aws/boxes.py before `providerCode`) calls these two on refresh and
+# destroy, until a `pulumi up` stores the new one.
+def describe(ec2: Any, ids: list[str]) -> list[dict[str, Any] | None]:
     """Each box as EC2 describes it now, in the order of `ids` (None where it is gone)."""
-    pages = ec2.get_paginator("describe_instances").paginate(
-        Filters=[{"Name": "instance-id", "Values": list(ids)}]
-    )
-    found = {
-        instance["InstanceId"]: instance
-        for page in pages
-        for reservation in page["Reservations"]
-        for instance in reservation["Instances"]
-    }
+    found = ec2_boxes.describe(ec2, ids)
     return [found.get(instance_id) for instance_id in ids]
 
 
 def release(ec2: Any, ids: list[str]) -> None:
-    """Terminate the boxes, their persistent spot requests cancelled first (else EC2
-    launches new ones), and wait until they are gone."""
-    if not ids:
-        return
-    for instance_id in ids:
-        cancel_live_requests(ec2, [], instance_id)
-    ec2.terminate_instances(InstanceIds=list(ids))
-    ec2.get_waiter("instance_terminated").wait(
-        InstanceIds=list(ids),
-        WaiterConfig={"Delay": TERMINATE_POLL_SECONDS, "MaxAttempts": TERMINATE_POLLS},
-    )
+    """Let go of the boxes and of every spot request behind them (stack/ec2_boxes.py)."""
+    ec2_boxes.release(ec2, ids, [], "")

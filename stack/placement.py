@@ -113,11 +113,16 @@ def candidates(
     sold = {size: set(selling.get(size, ())) for size in sizes}
     order = list(zones) or sorted(set().union(*sold.values()))
     return [
-        Tried(Candidate(size, zone, market), "" if zone in sold[size] else f"not sold in {zone}")
+        Tried(Candidate(size, zone, market), "" if zone in sold[size] else not_sold_in(zone))
         for market in market_order
         for size in sizes
         for zone in order
     ]
+
+
+def not_sold_in(zone: str) -> str:
+    """The refusal of a size `zone` does not sell: skipped, never asked for."""
+    return f"not sold in {zone}"
 
 
 def with_quota(every: Sequence[Tried], refusals: Mapping[tuple[str, str], str]) -> list[Tried]:
@@ -138,18 +143,36 @@ def in_order(tried: Iterable[Tried], order: Sequence[Candidate]) -> list[Tried]:
 
 
 def nothing_left(tried: Sequence[Tried], boxes: int = 1) -> str:
-    """The refusal of a stack no candidate is left for: one line per candidate."""
-    lines = "\n".join(f"  - {t.candidate.label}: {t.refusal}" for t in tried)
-    return (
-        f"no candidate could take {boxes} box(es); each was refused:\n{lines}\n"
-        "Wait and run `pulumi up` again, or add fallbackVmSizes or zones "
-        "(docs/clouds.md, 'When the cloud has no GPU')"
+    """The refusal of a stack no candidate is left for: one line per candidate, and each
+    of the cloud's texts said once (several candidates' in one place, under the list)."""
+    words = cloud_words(t.refusal for t in tried)
+    short = {said: refusal_code(said) for said in words}
+    lines = [f"  - {t.candidate.label}: {short.get(t.refusal, t.refusal)}" for t in tried]
+    return "\n".join(
+        [f"no candidate could take {boxes} box(es); each was refused:", *lines]
+        + (["the cloud's words:", *[f"  {said}" for said in words]] if words else [])
+        + [
+            "Wait and run `pulumi up` again, or add fallbackVmSizes or zones "
+            "(docs/clouds.md, 'When the cloud has no GPU')"
+        ]
     )
+
+
+def cloud_words(refusals: Iterable[str]) -> list[str]:
+    """The refusals that say more than their code ("CODE: the cloud's message") and come
+    more than once, each once, in the order first seen: EC2's 200-character texts, said
+    once under a table whose lines give the code alone, not on each line."""
+    said: dict[str, int] = {}
+    for refusal in refusals:
+        if refusal and refusal_code(refusal) != refusal:
+            said[refusal] = said.get(refusal, 0) + 1
+    return [refusal for refusal, times in said.items() if times > 1]
 
 
 def refusal_code(refusal: str) -> str:
     """The cloud's error code at the head of a refusal ("InsufficientInstanceCapacity:
-    ..."), or the whole refusal when it has none."""
+    ..."), or the whole refusal when it has none ("not sold in us-east-1c"): a refusal as
+    one short line."""
     head, colon, _ = refusal.partition(":")
     return head if colon and head and " " not in head else refusal
 

@@ -119,13 +119,36 @@ def test_a_new_idle_limit_changes_the_alarm_and_the_next_boxes_settings_not_the_
     }
 
 
+def _boxes_diff(before: RunResult, after: RunResult):
+    """What the boxes' provider answers the engine: the state `before` left (its outputs,
+    the pickled provider included) against the inputs `after` declares."""
+    state, inputs = (unwrap(r.one(BOXES).outputs) for r in (before, after))
+    return boxes_provider().diff("i-0", state, {**inputs, "__provider": "pickled again"})
+
+
+def test_aws_up_again_with_nothing_changed_shows_no_change_on_the_boxes():
+    first, later = aws_program.run_stack(), aws_program.run_stack()
+    assert engine_diff(first, later) == set()
+    assert _boxes_diff(first, later).changes is False
+
+
+def test_pinning_amiId_to_the_image_the_boxes_boot_changes_nothing():
+    # docs/clouds.md: pin `amiId` to `pulumi stack output amiId`.
+    first = aws_program.run_stack()
+    pinned = aws_program.run_stack(amiId=first.exports["amiId"])
+    assert engine_diff(first, pinned) == {("glucose-boxes", "pinnedImageId")}
+    assert _boxes_diff(first, pinned).changes is False
+    unpinned = aws_program.run_stack(aws_program.aws_recorder(aws_program.NEWER_AMI_ID))
+    assert _boxes_diff(pinned, unpinned).replaces == []
+
+
 def test_aws_boxes_keep_their_image_but_a_pinned_ami_change_replaces_them():
     looked_up = unwrap(aws_program.run_stack().one(BOXES).inputs)
     assert looked_up["pinnedImageId"] == ""
-    pinned = unwrap(aws_program.run_stack(amiId="ami-0123456789abcdef0").one(BOXES).inputs)
-    moved = {**pinned, "pinnedImageId": "ami-0fedcba9876543210"}
-    # A pinned amiId is moved on purpose: changing it must replace the boxes.
-    assert boxes_provider().diff("i-0", pinned, moved).replaces == ["pinnedImageId"]
+    first = aws_program.run_stack(amiId="ami-0123456789abcdef0")
+    moved = aws_program.run_stack(amiId="ami-0fedcba9876543210")
+    # A pinned amiId moved to another image on purpose: that replaces the boxes.
+    assert _boxes_diff(first, moved).replaces == ["pinnedImageId"]
 
 
 def test_a_pinned_ami_is_used_as_given():

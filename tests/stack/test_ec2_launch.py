@@ -4,22 +4,33 @@ Against moto's EC2 (instances, tags, groups, terminations are real there), with
 canned CreateFleet answers where the order matters: moto ignores `Priority` and never
 returns `Errors`, so it cannot say which candidate EC2 would refuse. A botocore
 `before-call` hook answers the call as EC2 does (with instances moto launched, so
-everything after sees them), and another raises `InsufficientInstanceCapacity` on a
-spot pool's RunInstances.
+everything after sees them), another raises `InsufficientInstanceCapacity` on a
+spot pool's RunInstances, another answers `InvalidInstanceID.NotFound` as EC2 does for
+an instance it has just launched and does not know yet (eventual consistency).
 """
 
 from __future__ import annotations
 
 import datetime
+import re
 
 import boto3
+import botocore.session
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from stack import ec2_launch
-from stack.ec2_launch import LaunchError, LaunchSpec, fleet_request, launch
+from stack import ec2_boxes, ec2_launch
+from stack.ec2_boxes import LAUNCH_TAG
+from stack.ec2_launch import (
+    LaunchError,
+    LaunchReleased,
+    LaunchSpec,
+    fleet_request,
+    launch,
+    spot_request,
+)
 from stack.placement import NOT_TRIED, ON_DEMAND, SPOT, Candidate, refusal_code
-from stack.spot_requests import live_requests
+from stack.spot_requests import find_requests, live
 
 pytestmark = pytest.mark.e2e  # moto
 
@@ -33,10 +44,14 @@ G5A, G5B = (
     Candidate("g5.xlarge", "us-east-1b", ON_DEMAND),
 )
 NO_ROOM = "We currently do not have sufficient g6.xlarge capacity in the Availability Zone"
+STACK_TAGS = {"project": "glucose-training", "stack": "dev", "cost-scope": "glucose-training/dev"}
+LAUNCH_ID = "0123456789abcdef"
 
 
 @pytest.fixture
-def ec2(empty_aws_account):
+def ec2(empty_aws_account, monkeypatch):
+    # EC2's eventual consistency is minutes at worst; here the retries need not wait.
+    monkeypatch.setattr(ec2_boxes, "NOT_FOUND_FIRST_WAIT_SECONDS", 0.0)
     return empty_aws_account.client("ec2")
 
 
@@ -72,6 +87,8 @@ def _spec(network, candidates, count=1) -> LaunchSpec:
         subnets=network["subnets"],
         groups=(full, *[inner] * (count - 1)),
         name_prefix="glucose-box",
+        tags=STACK_TAGS,
+        launch_id=LAUNCH_ID,
     )
 
 
@@ -289,7 +306,167 @@ def test_a_spot_refusal_that_is_no_capacity_or_quota_fails_at_once(ec2, network)
         launch(ec2, _spec(network, [spot, Candidate("g5.xlarge", "us-east-1a", SPOT)]))
 
 
-def test_release_cancels_the_persistent_request_then_terminates(ec2, network):
+# --- what the launch request carries ------------------------------------------------
+
+
+def _tags_of(specification: dict) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in specification["Tags"]}
+
+
+def _model_problems(operation: str, request: dict) -> list[str]:
+    """`request` against EC2's model (types, required), and each ResourceType's enum."""
+    from botocore.validate import ParamValidator
+
+    model = botocore.session.get_session().get_service_model("ec2").operation_model(operation)
+    report = ParamValidator().validate(request, model.input_shape)
+    kinds = model.input_shape.members["TagSpecifications"].member.members["ResourceType"].enum
+    wrong = [
+        t["ResourceType"] for t in request["TagSpecifications"] if t["ResourceType"] not in kinds
+    ]
+    return ([report.generate_report()] if report.has_errors() else []) + wrong
+
+
+def test_a_spot_launch_tags_its_instances_volumes_and_requests_in_the_request_itself(network):
+    request = spot_request(_spec(network, [G6A]), Candidate("g6.xlarge", "us-east-1a", SPOT))
+    tagged = {t["ResourceType"]: _tags_of(t) for t in request["TagSpecifications"]}
+    expected = {**STACK_TAGS, LAUNCH_TAG: LAUNCH_ID}
+    assert tagged == {kind: expected for kind in ("instance", "volume", "spot-instances-request")}
+    assert _model_problems("RunInstances", request) == []
+
+
+def test_a_fleet_tags_its_instances_in_the_request_itself(network):
+    request = fleet_request(_spec(network, [G6A, G5A]), [G6A, G5A])
+    (instances,) = request["TagSpecifications"]
+    assert (instances["ResourceType"], _tags_of(instances)) == (
+        "instance",
+        {**STACK_TAGS, LAUNCH_TAG: LAUNCH_ID},
+    )
+    assert _model_problems("CreateFleet", request) == []
+
+
+def test_each_launch_call_has_its_own_client_token_so_a_retry_launches_nothing_twice(network):
+    spec = _spec(network, [G6A])
+    pools = [Candidate("g6.xlarge", zone, SPOT) for zone in ZONES]
+    tokens = [spot_request(spec, p)["ClientToken"] for p in pools]
+    tokens.append(fleet_request(spec, [G6A])["ClientToken"])
+    assert len(set(tokens)) == 3 and all(t.startswith(LAUNCH_ID) and len(t) <= 64 for t in tokens)
+
+
+def test_the_boxes_a_fleet_launched_carry_the_stack_and_launch_tags(ec2, network):
+    launched = launch(ec2, _spec(network, [G6A]))
+    (instance,) = ec2_launch.describe(ec2, launched.instance_ids)
+    tags = {t["Key"]: t["Value"] for t in instance["Tags"]}
+    assert tags.items() >= {**STACK_TAGS, LAUNCH_TAG: LAUNCH_ID, "Name": "glucose-box-0"}.items()
+
+
+# --- EC2 does not know the boxes yet -------------------------------------------------
+
+
+def _not_found(ec2, operation: str, times: int | None) -> list[str]:
+    """`operation` answers InvalidInstanceID.NotFound `times` times (None: always), as EC2
+    may right after a launch; the calls it saw."""
+    calls: list[str] = []
+
+    def answer(**_):
+        calls.append(operation)
+        if times is None or len(calls) <= times:
+            error = {"Code": "InvalidInstanceID.NotFound", "Message": "does not exist"}
+            return _answer(400, {"Error": error})
+        return None
+
+    ec2.meta.events.register(f"before-call.ec2.{operation}", answer)
+    return calls
+
+
+def test_naming_a_box_ec2_does_not_know_yet_is_retried_until_it_does(ec2, network):
+    calls = _not_found(ec2, "CreateTags", times=2)
+    launched = launch(ec2, _spec(network, [G6A]))
+    (instance,) = ec2_launch.describe(ec2, launched.instance_ids)
+    assert {"Key": "Name", "Value": "glucose-box-0"} in instance["Tags"]
+    assert len(calls) == 3
+
+
+def test_moving_box_1_out_of_the_ssh_group_is_retried_until_ec2_knows_it(ec2, network):
+    _canned_fleet(ec2, network, G6A, [], count=2)
+    calls = _not_found(ec2, "ModifyInstanceAttribute", times=1)
+    launched = launch(ec2, _spec(network, [G6A], count=2))
+    (box_1,) = ec2_launch.describe(ec2, launched.instance_ids[1:])
+    assert {g["GroupId"] for g in box_1["SecurityGroups"]} == {network["nodes"]}
+    assert len(calls) == 2
+
+
+def test_boxes_ec2_never_comes_to_know_are_released_before_the_launch_fails(ec2, network):
+    calls = _not_found(ec2, "CreateTags", times=None)
+    _canned_fleet(ec2, network, G6A, [], count=2)
+    with pytest.raises(LaunchReleased) as info:
+        launch(ec2, _spec(network, [G6A], count=2))
+    assert len(calls) == ec2_boxes.NOT_FOUND_TRIES  # bounded
+    released = [i for i in _all(ec2) if i not in _live(ec2)]
+    assert len(released) == 2 and _live(ec2) == []
+    message = str(info.value)
+    assert "InvalidInstanceID.NotFound" in message and "\n" not in message
+    assert f"released them: terminated {', '.join(sorted(released))}" in message
+
+
+def _spot_as_ec2_launches_it(ec2, network) -> None:
+    """RunInstances of a spot pool answered as EC2 does: a persistent request per box,
+    tagged as the request says, each with its instance (moto's RunInstances makes none)."""
+    moto = boto3.client("ec2", region_name="us-east-1")  # no hooks: what EC2 launched
+    sent: list[dict] = []
+
+    def record(params, **_):
+        sent.append(dict(params))
+
+    def answer(**_):
+        params = sent[-1]
+        (tagged,) = [
+            t for t in params["TagSpecifications"] if t["ResourceType"] == "spot-instances-request"
+        ]
+        made = moto.request_spot_instances(
+            Type="persistent",
+            InstanceInterruptionBehavior="stop",
+            InstanceCount=params["MaxCount"],
+            LaunchSpecification={
+                "ImageId": network["image"],
+                "InstanceType": params["InstanceType"],
+                "SubnetId": params["SubnetId"],
+            },
+            TagSpecifications=[tagged],
+        )["SpotInstanceRequests"]
+        requests = moto.describe_spot_instance_requests(
+            SpotInstanceRequestIds=[r["SpotInstanceRequestId"] for r in made]
+        )["SpotInstanceRequests"]
+        instances = [
+            {"InstanceId": r["InstanceId"], "SpotInstanceRequestId": r["SpotInstanceRequestId"]}
+            for r in requests
+        ]
+        return _answer(200, {"Instances": instances})
+
+    ec2.meta.events.register("before-parameter-build.ec2.RunInstances", record)
+    ec2.meta.events.register("before-call.ec2.RunInstances", answer)
+
+
+def test_a_spot_launch_that_cannot_be_settled_cancels_its_requests_and_terminates(ec2, network):
+    _spot_as_ec2_launches_it(ec2, network)
+    _not_found(ec2, "CreateTags", times=None)
+    spot = Candidate("g6.xlarge", "us-east-1a", SPOT)
+    with pytest.raises(LaunchReleased) as info:
+        launch(ec2, _spec(network, [spot], count=2))
+    cancelled = set(re.findall(r"sir-\w+", str(info.value).partition("cancelled")[2]))
+    assert len(cancelled) == 2
+    assert live(find_requests(ec2, cancelled)) == []
+    assert _live(ec2) == []
+
+
+def _all(ec2) -> list[str]:
+    return [
+        i["InstanceId"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]
+    ]
+
+
+def test_the_calls_an_older_stacks_provider_makes_still_let_go_of_its_spot_box(ec2, network):
+    # A stack's state keeps the provider pickled at its last `up`; before the launch's
+    # record and tag it read and destroyed through these two.
     (request,) = ec2.request_spot_instances(
         Type="persistent",
         InstanceInterruptionBehavior="stop",
@@ -298,7 +475,7 @@ def test_release_cancels_the_persistent_request_then_terminates(ec2, network):
     (request,) = ec2.describe_spot_instance_requests(
         SpotInstanceRequestIds=[request["SpotInstanceRequestId"]]
     )["SpotInstanceRequests"]
-    assert live_requests(ec2, [request["SpotInstanceRequestId"]], None) != []
-    ec2_launch.release(ec2, [request["InstanceId"]])
-    assert live_requests(ec2, [request["SpotInstanceRequestId"]], request["InstanceId"]) == []
+    (described,) = ec2_launch.describe(ec2, [request["InstanceId"]])
+    ec2_launch.release(ec2, [described["InstanceId"]])
+    assert live(find_requests(ec2, [request["SpotInstanceRequestId"]])) == []
     assert _live(ec2) == []

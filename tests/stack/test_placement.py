@@ -91,6 +91,62 @@ def test_nothing_left_lists_each_candidate_and_what_to_do():
     assert "fallbackVmSizes or zones" in message
 
 
+NO_ROOM = (
+    "InsufficientInstanceCapacity: We currently do not have sufficient g6.xlarge capacity "
+    "in the Availability Zone you requested (us-east-1a). Our system will be working on "
+    "provisioning additional capacity."
+)
+
+
+def test_nothing_left_says_each_refusal_in_one_short_line_and_the_clouds_text_once():
+    refused = [
+        placement.Tried(Candidate("g6.xlarge", zone, ON_DEMAND), NO_ROOM)
+        for zone in ("us-east-1a", "us-east-1b", "us-east-1d")
+    ]
+    skipped = placement.Tried(
+        Candidate("g6.xlarge", "us-east-1c", ON_DEMAND), "not sold in us-east-1c"
+    )
+    lines = placement.nothing_left([*refused, skipped]).splitlines()
+    assert lines[1:5] == [
+        "  - g6.xlarge us-east-1a on-demand: InsufficientInstanceCapacity",
+        "  - g6.xlarge us-east-1b on-demand: InsufficientInstanceCapacity",
+        "  - g6.xlarge us-east-1d on-demand: InsufficientInstanceCapacity",
+        "  - g6.xlarge us-east-1c on-demand: not sold in us-east-1c",
+    ]
+    assert lines.count(f"  {NO_ROOM}") == 1
+    assert sum(NO_ROOM in line for line in lines) == 1
+
+
+def test_the_clouds_words_are_each_text_several_candidates_gave_once_in_order():
+    other = "VcpuLimitExceeded: You have requested more vCPU capacity than your current limit"
+    once = "Unsupported: The requested configuration is currently not supported"
+    refusals = [other, NO_ROOM, "not sold in us-east-1c", other, NO_ROOM, NOT_TRIED, "", once]
+    assert placement.cloud_words(refusals) == [other, NO_ROOM]
+
+
+def test_a_text_only_one_candidate_gave_stays_on_its_line():
+    once = "Unsupported: The requested configuration is currently not supported"
+    tried = [placement.Tried(Candidate("g6.xlarge", "us-east-1e", ON_DEMAND), once)]
+    assert placement.nothing_left(tried).splitlines()[1:3] == [
+        f"  - g6.xlarge us-east-1e on-demand: {once}",
+        "Wait and run `pulumi up` again, or add fallbackVmSizes or zones "
+        "(docs/clouds.md, 'When the cloud has no GPU')",
+    ]
+
+
+def test_a_size_skipped_because_a_zone_does_not_sell_it_says_so_not_not_tried():
+    every = placement.candidates(["g5.xlarge"], ["us-east-1a"], (ON_DEMAND,), SELLING)
+    assert [t.refusal for t in every] == [placement.not_sold_in("us-east-1a")]
+    tried = [
+        {**every[0].to_json()},
+        {"size": "g5.2xlarge", "zone": "us-east-1a", "market": ON_DEMAND, "refusal": ""},
+    ]
+    taken = tried[1]
+    line = placement.placement_line(taken, tried, None)
+    assert line.endswith("(fallback 2 of 2; g5.xlarge: not sold in us-east-1a)")
+    assert NOT_TRIED not in line
+
+
 def test_the_price_table_holds_both_markets_of_every_size():
     table = placement.price_table("aws", ["g6.xlarge", "g6.xlarge", "nonsense"])
     assert set(table) == {"g6.xlarge on-demand", "g6.xlarge spot"}

@@ -105,6 +105,7 @@ class AwsTrainingBox(TrainingBox):
                 groups=[network.groups(index) for index in range(config.node_count)],
                 name_prefix=f"{name}-box",
                 pinned_image_id=config.ami_id or "",
+                tags=self._tags,
             ),
             self._child(depends_on=[programs_object]),
         )

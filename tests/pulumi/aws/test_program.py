@@ -316,6 +316,16 @@ def test_the_template_and_the_boxes_are_wired_to_subnets_group_key_and_profile(b
     assert (boxes["count"], boxes["region"], boxes["namePrefix"]) == (1, REGION, "glucose-box")
 
 
+def test_the_boxes_tag_what_they_launch_with_the_stacks_own_tags(box):
+    # In the launch request too: a spot request and a box it relaunches carry them.
+    (instance_tags,) = [
+        t["tags"] for t in box.one(TEMPLATE).inputs["tagSpecifications"]
+        if t["resourceType"] == "instance"
+    ]  # fmt: skip
+    assert box.one(BOXES).inputs["tags"] == instance_tags
+    assert instance_tags["cost-scope"] == "glucose-training/test"
+
+
 def test_only_box_0_gets_an_elastic_ip_after_the_gateway(spot_pair):
     # AWS's default quota is 5 Elastic IPs a region: one per stack, whatever nodeCount.
     address = spot_pair.one("aws:ec2/eip:Eip")

@@ -426,6 +426,13 @@ AWS: dict[str, Rows] = {
         "pinnedImageId": (
             Excused("compared only: a new pinned amiId replaces the boxes; the template has it"),
         ),
+        "tags": (
+            TagMap("ec2", "RunInstances", "TagSpecifications[].Tags"),
+            TagMap("ec2", "CreateFleet", "TagSpecifications[].Tags"),
+        ),
+        "providerCode": (
+            Excused("compared only: a digest of the provider's source, stored by an update"),
+        ),
         "__provider": (Excused("the pickled provider Pulumi runs the boxes' launch with"),),
     },
 }
