@@ -17,13 +17,13 @@ Pure: no cloud SDK, no I/O; the Pulumi program, its dynamic providers and `fab` 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 SPOT, ON_DEMAND = "spot", "on-demand"
 NOT_TRIED = "not tried: an earlier candidate was taken"
-CAPACITY, QUOTA, OTHER = "capacity", "quota", "other"
+CAPACITY, RESTRICTION, QUOTA, OTHER = "capacity", "restriction", "quota", "other"
 
 # What a cloud answers when it has no room for a size, for now (retrying the same size
 # later may work): EC2's error codes (https://docs.aws.amazon.com/AWSEC2/latest/
@@ -36,14 +36,19 @@ CAPACITY_CODES = frozenset(
         "InsufficientReservedInstanceCapacity",
         "InsufficientCapacity",
         "SpotMaxPriceTooLow",
-        "Unsupported",  # EC2: the size is not sold in that zone (today)
         "AllocationFailed",
         "ZonalAllocationFailed",
         "OverconstrainedAllocationRequest",
         "OverconstrainedZonalAllocationRequest",
-        "SkuNotAvailable",
     }
 )
+# What no wait lifts: the size is not sold in the zone, or not to this subscription
+# (EC2's Unsupported: https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+# errors-overview.html; ARM's SkuNotAvailable with its NotAvailableForSubscription
+# reason: https://learn.microsoft.com/troubleshoot/azure/azure-resource-manager/
+# create-deployment/error-sku-not-available). The next candidate may be sold: it is
+# tried at once.
+RESTRICTION_CODES = frozenset({"Unsupported", "SkuNotAvailable", "NotAvailableForSubscription"})
 # What no retry of the same size fixes: a limit of the account (another family's quota
 # may still have room, so the next size is worth a try).
 QUOTA_CODES = frozenset(
@@ -146,14 +151,14 @@ def nothing_left(tried: Sequence[Tried], boxes: int = 1) -> str:
     """The refusal of a stack no candidate is left for: one line per candidate, and each
     of the cloud's texts said once (several candidates' in one place, under the list)."""
     words = cloud_words(t.refusal for t in tried)
-    short = {said: refusal_code(said) for said in words}
-    lines = [f"  - {t.candidate.label}: {short.get(t.refusal, t.refusal)}" for t in tried]
+    lines = [f"  - {t.candidate.label}: {on_its_line(t.refusal, words)}" for t in tried]
     return "\n".join(
-        [f"no candidate could take {boxes} box(es); each was refused:", *lines]
-        + (["the cloud's words:", *[f"  {said}" for said in words]] if words else [])
-        + [
+        [
+            f"no candidate could take {boxes} box(es); each was refused:",
+            *lines,
+            *said_under(words),
             "Wait and run `pulumi up` again, or add fallbackVmSizes or zones "
-            "(docs/clouds.md, 'When the cloud has no GPU')"
+            "(docs/clouds.md, 'When the cloud has no GPU')",
         ]
     )
 
@@ -169,6 +174,17 @@ def cloud_words(refusals: Iterable[str]) -> list[str]:
     return [refusal for refusal, times in said.items() if times > 1]
 
 
+def on_its_line(refusal: str, words: Collection[str]) -> str:
+    """`refusal` as a list's line gives it: its code alone when its text is one of the
+    cloud's `words`, said once under the list (`said_under`)."""
+    return refusal_code(refusal) if refusal in words else refusal
+
+
+def said_under(words: Sequence[str]) -> list[str]:
+    """The lines under a list that say each of the cloud's `words` once ([] for none)."""
+    return ["the cloud's words:", *[f"  {said}" for said in words]] if words else []
+
+
 def refusal_code(refusal: str) -> str:
     """The cloud's error code at the head of a refusal ("InsufficientInstanceCapacity:
     ..."), or the whole refusal when it has none ("not sold in us-east-1c"): a refusal as
@@ -178,7 +194,10 @@ def refusal_code(refusal: str) -> str:
 
 
 def refusal_kind(code: str, message: str = "") -> str:
-    """CAPACITY (retry later, or another size), QUOTA (another size) or OTHER (stop)."""
+    """CAPACITY (retry later, or another size), RESTRICTION (another size at once: no wait
+    lifts it), QUOTA (another size) or OTHER (stop)."""
+    if code in RESTRICTION_CODES:
+        return RESTRICTION
     if code in CAPACITY_CODES:
         return CAPACITY
     # ARM says a quota is short as OperationNotAllowed with the word in its message.

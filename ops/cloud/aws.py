@@ -19,8 +19,9 @@ from typing import Any
 
 from invoke.exceptions import Exit
 
-from ops.cloud.power import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
+from ops.cloud.power import GONE, GONE_FIX, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
 from ops.target.schema import Target
+from stack.placement import not_sold_in
 from stack.spot_requests import LIVE_STATES
 
 STATES = {
@@ -104,7 +105,7 @@ def where(target: Target, node: int = 0) -> tuple[str, str]:
     except _errors() as error:
         raise Exit(_refused("describe the boxes", target, error)) from None
     if found is None:
-        raise Exit(f"{box_id} is gone: `pulumi up` makes the boxes again")
+        raise Exit(f"{box_id} is gone: {GONE_FIX}")
     return found["InstanceType"], found["Placement"]["AvailabilityZone"]
 
 
@@ -126,7 +127,7 @@ def not_sold(target: Target, zone: str, sizes: list[str]) -> dict[str, str]:
         sold = {o["InstanceType"] for page in pages for o in page["InstanceTypeOfferings"]}
     except _errors() as error:
         raise Exit(_refused("list the sizes sold in the boxes' zone", target, error)) from None
-    return {size: f"not sold in {zone}" for size in sizes if size not in sold}
+    return {size: not_sold_in(zone) for size in sizes if size not in sold}
 
 
 def resize(target: Target, size: str, box_ids: list[str]) -> tuple[str, str] | None:

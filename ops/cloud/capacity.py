@@ -8,12 +8,12 @@ choice. A size the boxes' zone does not sell is skipped with its reason. For eac
 size, every box is resized in place (disk, addresses and zone kept), the cloud's change
 followed to its end before the start (`resize` of the cloud's module), and started
 (EC2's InsufficientInstanceCapacity, ARM's AllocationFailed: only the start's async
-operation tells). Each refusal is sorted by `refusal_kind` below:
+operation tells). Each refusal is sorted by `stack.placement.refusal_kind`:
 
 - capacity: the same size again every RETRY_SECONDS for `capacityWaitMinutes` (the first
   size tried), every try printed; then the next size;
-- a restriction (RESTRICTION_CODES): the next size at once, with the cloud's reason: no
-  wait lifts it;
+- a restriction (`stack.placement.RESTRICTION_CODES`): the next size at once, with the
+  cloud's reason: no wait lifts it;
 - quota: the next size at once (another family may have room);
 - anything else: stop at once, with the cloud's words.
 
@@ -21,9 +21,12 @@ Only stopped boxes are resized (Azure reboots a running VM onto another size, EC
 refuses it): a box already up keeps its size, and the stopped ones start on it. A spot
 box keeps its size (its request does). A box still stopping is waited for (at most
 STOPPING_WAIT_SECONDS), then started. The boxes are told when they are left on another
-size than the first choice, and how they go back. When nothing starts: a table of every
-try and the two ways out, waiting or `fab start --move`. Nothing here moves a box to
-another zone: only `--move` does (ops/cloud/move.py).
+size than the first choice, and how they go back. Each try is one short line, its
+refusal's code: the cloud's own text (EC2's runs to 200 characters) is said the first
+time it comes, not at every try. When nothing starts: a table of every try and every
+size skipped, the cloud's texts once under it (`stack.placement.cloud_words`), and the
+two ways out, waiting or `fab start --move`. Nothing here moves a box to another zone:
+only `--move` does (ops/cloud/move.py).
 """
 
 from __future__ import annotations
@@ -35,10 +38,19 @@ from types import ModuleType
 
 from invoke.exceptions import Exit
 
-from ops.cloud.power import GONE, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
+from ops.cloud.power import GONE, GONE_FIX, RUNNING, STARTING, STOPPED, STOPPING, BoxPower
 from ops.target.schema import Target
 from stack import placement
-from stack.placement import CAPACITY, NOT_TRIED, ON_DEMAND, OTHER, SPOT, placement_line
+from stack.placement import (
+    CAPACITY,
+    NOT_TRIED,
+    ON_DEMAND,
+    OTHER,
+    RESTRICTION,
+    SPOT,
+    placement_line,
+    refusal_kind,
+)
 
 RETRY_SECONDS = 30
 # An EC2 stop or an Azure deallocation takes a minute or two; one that has not ended in
@@ -46,20 +58,6 @@ RETRY_SECONDS = 30
 # https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_StopInstances.html).
 STOPPING_POLL_SECONDS = 10
 STOPPING_WAIT_SECONDS = 10 * 60
-
-RESTRICTION = "restriction"
-# Refusals no wait lifts: the size is not sold in the zone or not to this subscription
-# (EC2's Unsupported: https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
-# errors-overview.html; ARM's SkuNotAvailable with its NotAvailableForSubscription
-# reason: https://learn.microsoft.com/troubleshoot/azure/azure-resource-manager/
-# create-deployment/error-sku-not-available).
-RESTRICTION_CODES = frozenset({"Unsupported", "SkuNotAvailable", "NotAvailableForSubscription"})
-
-
-def refusal_kind(code: str, message: str = "") -> str:
-    """RESTRICTION (the next size at once), or `stack.placement.refusal_kind`'s CAPACITY,
-    QUOTA or OTHER."""
-    return RESTRICTION if code in RESTRICTION_CODES else placement.refusal_kind(code, message)
 
 
 @dataclass(frozen=True)
@@ -120,7 +118,7 @@ def _none_stopping(
         boxes = cloud.states(target)
     for box in boxes:
         if box.state == GONE:
-            raise Exit(f"{box.line()}: `pulumi up` makes it again")
+            raise Exit(f"{box.line()}: {GONE_FIX}")
     return boxes
 
 
@@ -144,6 +142,11 @@ class _Walk:
     first: str = ""
     """The first size of the walk: the stack's first choice."""
     zone: str = ""
+    untried: str = NOT_TRIED
+    """Why the stack's sizes before the boxes' own were not tried, when the walk is of
+    their own size alone."""
+    said: set[str] = field(default_factory=set)
+    """The cloud's texts said so far: each once."""
 
     def run(self) -> list[BoxPower]:
         up = [box for box in self.boxes if box.state in (RUNNING, STARTING)]
@@ -178,8 +181,10 @@ class _Walk:
                 f"box {up[0].node} is up on {self.was}: the stopped boxes start on that size "
                 "(a box that is up is never resized)"
             )
+            self.untried = f"not tried: box {up[0].node} is up on {self.was}"
             return [self.was]
         if self.target.spot:
+            self.untried = "not tried: a spot box keeps its size"
             return [self.was]
         return candidate_sizes(self.target, self.was)
 
@@ -214,7 +219,10 @@ class _Walk:
         code, message = refusal
         kind = refusal_kind(code, message)
         doing = "resize" if resizing else f"try {self._tried()}"
-        self.say(f"{doing}: {size} {self.zone}: {code} ({kind}) {message}".rstrip())
+        self.say(f"{doing}: {size} {self.zone}: {code} ({kind})")
+        if message and f"{code}: {message}" not in self.said:
+            self.said.add(f"{code}: {message}")
+            self.say(f"  the cloud's words: {message}")
         if kind == OTHER:
             raise Exit(
                 f"{self.target.source}: the cloud refused to "
@@ -257,7 +265,12 @@ class _Walk:
         sizes = candidate_sizes(self.target, taken.size)
         earlier = sizes[: sizes.index(taken.size)] if taken.size in sizes else []
         record = [
-            {"size": s, "zone": taken.zone, "market": market, "refusal": refused.get(s, NOT_TRIED)}
+            {
+                "size": s,
+                "zone": taken.zone,
+                "market": market,
+                "refusal": refused.get(s, self.untried),
+            }
             for s in earlier
         ]
         record.append({**taken_json, "refusal": ""})
@@ -265,25 +278,32 @@ class _Walk:
         return placement_line(taken_json, record, price)
 
     def _nothing_started(self) -> str:
-        """Every try as a table, where the boxes are left, and the two ways out."""
+        """Every try and every size skipped as a table, the cloud's texts once under it,
+        where the boxes are left, and the two ways out."""
         rows = _grouped(self.tries)
+        words = placement.cloud_words(t.refusal for t in self.tries)
         width = max(len(f"{size} {zone}") for size, zone, _, _ in rows)
         lines = [
             f"  {f'{s} {z}':<{width}}  "
-            + (f"{n:>3} tr{'y' if n == 1 else 'ies'}" if n else "skipped")
-            + f"  {r}"
+            + f"{_count(n):>9}"
+            + f"  {placement.on_its_line(r, words)}"
             for s, z, n, r in rows
         ]
         spot = " (a spot box keeps its size)" if self.target.spot else ""
         left = f"\n{self._left_on('are left').capitalize()}." if self.on != self.first else ""
         return (
             f"{self.target.source}: the boxes did not start; every try{spot}:\n"
-            + "\n".join(lines)
+            + "\n".join([*lines, *placement.said_under(words)])
             + left
             + "\nTwo ways out: wait and run `fab start` again (the boxes keep their disks and "
             "zone), or `fab start --move` (another zone: the boxes and their disks are made "
             "again; a run resumes from storage with `fab train --run ID`)."
         )
+
+
+def _count(tries: int) -> str:
+    """ "1 try", "3 tries", or "skipped" for a size never asked to start."""
+    return f"{tries} tr{'y' if tries == 1 else 'ies'}" if tries else "skipped"
 
 
 def _grouped(tries: list[Try]) -> list[tuple[str, str, int, str]]:

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from stack import placement
-from stack.placement import CAPACITY, NOT_TRIED, ON_DEMAND, OTHER, QUOTA, SPOT, Candidate
+from stack.placement import (
+    CAPACITY,
+    NOT_TRIED,
+    ON_DEMAND,
+    OTHER,
+    QUOTA,
+    RESTRICTION,
+    SPOT,
+    Candidate,
+)
 
 EXCEEDING = (
     "Operation could not be completed as it results in exceeding approved "
@@ -46,14 +55,16 @@ def test_a_family_without_quota_is_refused_with_the_quotas_line():
         ("InsufficientInstanceCapacity", "", CAPACITY),
         ("AllocationFailed", "", CAPACITY),
         ("ZonalAllocationFailed", "", CAPACITY),
-        ("SkuNotAvailable", "", CAPACITY),
+        ("SkuNotAvailable", "NotAvailableForSubscription in eastus", RESTRICTION),
+        ("Unsupported", "not supported in your requested Availability Zone", RESTRICTION),
+        ("NotAvailableForSubscription", "", RESTRICTION),
         ("VcpuLimitExceeded", "", QUOTA),
         ("OperationNotAllowed", EXCEEDING, QUOTA),
         ("OperationNotAllowed", "the VM is being deleted", OTHER),
         ("UnauthorizedOperation", "", OTHER),
     ],
 )  # fmt: skip
-def test_refusals_are_sorted_into_capacity_quota_and_other(code, message, kind):
+def test_refusals_are_sorted_into_capacity_restriction_quota_and_other(code, message, kind):
     assert placement.refusal_kind(code, message) == kind
 
 

@@ -115,7 +115,9 @@ def _no_room_for(refusing_ec2, ec2, *sizes: str) -> list[str]:
 
 
 def _aws_target(ids, **more):
-    outputs = target_outputs("aws", ids, placementTried=TRIED_G6_G5, vmSize="g6.xlarge", **more)
+    outputs = target_outputs(
+        "aws", ids, **{"placementTried": TRIED_G6_G5, "vmSize": "g6.xlarge", **more}
+    )
     return from_outputs(outputs, "stack test")
 
 
@@ -139,8 +141,9 @@ def test_a_capacity_refusal_is_tried_again_and_every_try_is_printed(refusing_ec2
     )  # fmt: skip
     assert {b.state for b in after} <= {RUNNING, STARTING}
     tries = [line for line in said if line.startswith("try ")]
-    assert tries[:3] == [f"try {n}: g6.xlarge us-east-1a: InsufficientInstanceCapacity "
-                         f"(capacity) {NO_ROOM}" for n in (1, 2, 3)]  # fmt: skip
+    assert tries[:3] == [
+        f"try {n}: g6.xlarge us-east-1a: InsufficientInstanceCapacity (capacity)" for n in (1, 2, 3)
+    ]
     assert tries[3] == "try 4: g6.xlarge us-east-1a: started"
     assert retries == [capacity.RETRY_SECONDS] * 3
     assert "ModifyInstanceAttribute" not in calls
@@ -200,8 +203,8 @@ def test_when_no_size_starts_the_table_lists_each_and_nothing_moves(refusing_ec2
         _start(_aws_target(ids, capacityWaitMinutes=0), [], Clock())
     lines = str(info.value).splitlines()
     assert lines[0] == "stack test: the boxes did not start; every try:"
-    assert lines[1].startswith("  g6.xlarge us-east-1a    1 try  InsufficientInstanceCapacity")
-    assert lines[2].startswith("  g5.xlarge us-east-1a    1 try  InsufficientInstanceCapacity")
+    assert lines[1].startswith("  g6.xlarge us-east-1a      1 try  InsufficientInstanceCapacity")
+    assert lines[2].startswith("  g5.xlarge us-east-1a      1 try  InsufficientInstanceCapacity")
     (instance,) = ec2.describe_instances(InstanceIds=ids)["Reservations"][0]["Instances"]
     assert instance["Placement"]["AvailabilityZone"] == "us-east-1a"  # never without --move
 
@@ -274,8 +277,110 @@ def test_a_restriction_is_skipped_at_once_with_its_reason(refusing_ec2, ec2):
     after = _start(_aws_target(ids), said, clock)
     assert {b.state for b in after} <= {RUNNING, STARTING}
     assert clock.slept == []
-    assert said[0] == f"try 1: g6.xlarge us-east-1a: Unsupported (restriction) {NOT_SUPPORTED}"
+    assert said[:2] == [
+        "try 1: g6.xlarge us-east-1a: Unsupported (restriction)",
+        f"  the cloud's words: {NOT_SUPPORTED}",
+    ]
     assert started_on == [{"g6.xlarge"}, {"g5.xlarge"}]
+
+
+@pytest.mark.e2e
+def test_each_try_is_one_short_line_and_the_clouds_text_is_said_once(refusing_ec2, ec2):
+    ids = _no_room_for(refusing_ec2, ec2, "g6.xlarge", "g5.xlarge")
+    said: list[str] = []
+    with pytest.raises(Exit):
+        _start(_aws_target(ids, capacityWaitMinutes=1), said, Clock())
+    tries = [line for line in said if line.startswith("try ")]
+    assert len(tries) == 4  # three of g6.xlarge in the minute, then one of g5.xlarge
+    assert all(line.endswith("InsufficientInstanceCapacity (capacity)") for line in tries)
+    assert [line for line in said if NO_ROOM in line] == [f"  the cloud's words: {NO_ROOM}"]
+
+
+@pytest.mark.e2e
+def test_when_nothing_starts_the_clouds_text_is_said_once_under_the_table(refusing_ec2, ec2):
+    ids = _no_room_for(refusing_ec2, ec2, "g6.xlarge", "g5.xlarge")
+    with pytest.raises(Exit) as info:
+        _start(_aws_target(ids, capacityWaitMinutes=1), [], Clock())
+    lines = str(info.value).splitlines()
+    assert lines[1:5] == [
+        "  g6.xlarge us-east-1a    3 tries  InsufficientInstanceCapacity",
+        "  g5.xlarge us-east-1a      1 try  InsufficientInstanceCapacity",
+        "the cloud's words:",
+        f"  {CAPACITY}: {NO_ROOM}",
+    ]
+    assert sum(NO_ROOM in line for line in lines) == 1
+
+
+def _stopped_in(ec2, zone: str, size: str, spot: bool = False) -> list[str]:
+    """One stopped box of `size` in `zone`."""
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    extra = {"InstanceMarketOptions": {"MarketType": "spot"}} if spot else {}
+    found = ec2.run_instances(
+        ImageId=image, InstanceType=size, MinCount=1, MaxCount=1,
+        Placement={"AvailabilityZone": zone}, **extra,
+    )  # fmt: skip
+    ids = [i["InstanceId"] for i in found["Instances"]]
+    ec2.stop_instances(InstanceIds=ids)
+    return ids
+
+
+@pytest.mark.e2e
+def test_a_size_the_zone_does_not_sell_is_skipped_and_said_so_in_the_placement_line(
+    refusing_ec2, ec2
+):
+    # moto's EC2 sells no g6.xlarge in us-east-1e: the box left on g5.xlarge stays on it.
+    ids = _stopped_in(ec2, "us-east-1e", "g5.xlarge")
+    said: list[str] = []
+    _start(_aws_target(ids), said, Clock())
+    assert said[0] == "skipping g6.xlarge us-east-1e: not sold in us-east-1e"
+    assert said[-2] == (
+        "g5.xlarge us-east-1e on-demand $1.01/h (fallback 2 of 2; g6.xlarge: not sold in "
+        "us-east-1e)"
+    )
+
+
+@pytest.mark.e2e
+def test_when_nothing_starts_a_skipped_size_has_its_row_with_its_reason(refusing_ec2, ec2):
+    refusing_ec2[0]["g5.xlarge"] = CAPACITY
+    ids = _stopped_in(ec2, "us-east-1e", "g5.xlarge")
+    with pytest.raises(Exit) as info:
+        _start(_aws_target(ids, capacityWaitMinutes=0), [], Clock())
+    lines = str(info.value).splitlines()
+    assert lines[1:3] == [
+        "  g6.xlarge us-east-1e    skipped  not sold in us-east-1e",
+        f"  g5.xlarge us-east-1e      1 try  {CAPACITY}: {NO_ROOM}",
+    ]
+
+
+SPOT_TRIED = [
+    {"size": "g6.xlarge", "zone": "us-east-1a", "market": "spot", "refusal": f"{CAPACITY}: x"},
+    {"size": "g5.xlarge", "zone": "us-east-1a", "market": "spot", "refusal": ""},
+]
+
+
+@pytest.mark.e2e
+def test_a_spot_box_on_a_fallback_size_says_why_the_first_choice_was_not_tried(refusing_ec2, ec2):
+    ids = _stopped_in(ec2, "us-east-1a", "g5.xlarge", spot=True)
+    said: list[str] = []
+    taken = {"size": "g5.xlarge", "zone": "us-east-1a", "market": "spot"}
+    _start(_aws_target(ids, spot=True, placement=taken, placementTried=SPOT_TRIED), said, Clock())
+    assert said[-1].startswith("g5.xlarge us-east-1a spot $")
+    assert said[-1].endswith("(fallback 2 of 2; g6.xlarge: not tried: a spot box keeps its size)")
+
+
+@pytest.mark.e2e
+def test_peers_of_a_box_up_on_a_fallback_size_say_why_the_first_choice_was_not_tried(
+    refusing_ec2, ec2
+):
+    running = _stopped_in(ec2, "us-east-1a", "g5.xlarge")
+    ec2.start_instances(InstanceIds=running)
+    ids = running + _stopped_in(ec2, "us-east-1a", "g5.xlarge")
+    said: list[str] = []
+    _start(_aws_target(ids), said, Clock())
+    assert said[-1] == (
+        "g5.xlarge us-east-1a on-demand $1.01/h (fallback 2 of 2; g6.xlarge: not tried: box 0 "
+        "is up on g5.xlarge)"
+    )
 
 
 @pytest.mark.e2e
@@ -376,9 +481,12 @@ def test_azure_reads_the_starts_operation_and_sees_allocation_failed(arm):
     arm.state.start_refusals[VM.format(0)] = ["AllocationFailed", "AllocationFailed"]
     clock, said = Clock(), []
     _start(_azure_target(), said, clock)
-    assert said[0].startswith("try 1: Standard_NC24ads_A100_v4 1: AllocationFailed (capacity)")
-    assert said[2].startswith("try 2: Standard_NC24ads_A100_v4 1: AllocationFailed")
-    assert said[4] == "try 3: Standard_NC24ads_A100_v4 1: started"
+    tries = [line for line in said if line.startswith("try ")]
+    assert tries == [
+        "try 1: Standard_NC24ads_A100_v4 1: AllocationFailed (capacity)",
+        "try 2: Standard_NC24ads_A100_v4 1: AllocationFailed (capacity)",
+        "try 3: Standard_NC24ads_A100_v4 1: started",
+    ]
     reads = [path for path, _ in arm.state.requests if "/operations/" in path]
     assert len(reads) == 3  # each start read to its end
 
@@ -440,8 +548,8 @@ def test_azure_a_size_the_subscription_may_not_use_is_skipped_at_once_with_its_r
     clock, said = Clock(), []
     _start(_azure_target(), said, clock)
     assert clock.slept == []
-    assert said[0].startswith("try 1: Standard_NC24ads_A100_v4 1: SkuNotAvailable (restriction)")
-    assert "NotAvailableForSubscription" in said[0]
+    assert said[0] == "try 1: Standard_NC24ads_A100_v4 1: SkuNotAvailable (restriction)"
+    assert said[1].startswith("  the cloud's words: ") and "NotAvailableForSubscription" in said[1]
     assert arm.state.vm_sizes[VM.format(0)] == "Standard_NC40ads_H100_v5"
 
 

@@ -53,7 +53,7 @@ def test_start_with_a_box_gone_starts_none_and_says_pulumi_up_makes_it_again(ec2
     gone, stopped = instances(ec2, 2)
     ec2.terminate_instances(InstanceIds=[gone])
     ec2.stop_instances(InstanceIds=[stopped])
-    with pytest.raises(Exit, match=rf"box 0 \({gone}\): gone .*`pulumi up` makes it again"):
+    with pytest.raises(Exit, match=rf"box 0 \({gone}\): gone .*`pulumi up --refresh` makes it"):
         power.start(from_outputs(target_outputs("aws", [gone, stopped]), "stack test"))
     (box,) = ec2.describe_instances(InstanceIds=[stopped])["Reservations"][0]["Instances"]
     assert box["State"]["Name"] == "stopped"
