@@ -18,6 +18,7 @@ from rich.table import Table
 
 from ops.runs import readable
 from ops.runs.records import RunRow, read_run, run_ids
+from ops.terminal_text import cell
 from stack import storage_layout
 
 RUNS_PREFIX = f"{storage_layout.RUNS_PREFIX}/"
@@ -153,9 +154,10 @@ def _state(row: RunRow) -> str:
     return f"{row.state}: {row.problems[0]}" if row.state == "torn" and row.problems else row.state
 
 
-def table(rows: list[RunRow], keys: list[str], *, rank: bool = False) -> Table:
+def table(rows: list[RunRow], keys: list[str], *, rank: bool = False) -> tuple[Table, list[str]]:
     """One line per run: with `rank`, a sweep's trials best first and one column per
-    swept setting; else newest first with the differing settings in one column."""
+    swept setting; else newest first with the differing settings in one column. And a
+    line for each run left out of it, its values beyond showing."""
     columns = ["#"] * rank + ["run", "name", "state", "dataset"]
     columns += [short(k) for k in keys] if rank else ["settings"]
     columns += ["epochs", "best val MAE", "wall", "$", "recoveries"]
@@ -166,21 +168,28 @@ def table(rows: list[RunRow], keys: list[str], *, rank: bool = False) -> Table:
         justify = "right" if name in _NUMERIC else "left"
         whole = max((len(row.run_id) for row in rows), default=0) if name == "run" else None
         grid.add_column(name, overflow="ellipsis", no_wrap=True, justify=justify, min_width=whole)
+    left_out = []
     for place, row in enumerate(rows, start=1):
-        values = [_value(row.settings.get(k, "-")) for k in keys]
-        cells = [str(place)] * rank + [row.run_id, row.name or "-", _state(row)]
-        cells += [row.dataset or "-"]
-        pairs = zip(keys, values, strict=True)
-        cells += values if rank else [" ".join(f"{short(k)}={v}" for k, v in pairs)]
-        cells += [
-            _number(row.epochs, "d"),
-            _number(row.best_val_mae, ".2f"),
-            _wall(row.wall_s),
-            _number(row.cost_usd, ".2f"),
-            _number(row.recoveries, "d"),
-        ]
-        grid.add_row(*cells)
-    return grid
+        try:
+            cells = _cells(row, keys, rank)
+        except Exception as error:  # the bucket's values: one run never hides the rest
+            left_out.append(f"run {row.run_id} left out: {type(error).__name__}: {error}")
+            continue
+        grid.add_row(*map(cell, [str(place)] * rank + cells))
+    return grid, left_out
+
+
+def _cells(row: RunRow, keys: list[str], rank: bool) -> list[str]:
+    """A row's cells as text; `table` shows each as it is (`ops.terminal_text.cell`):
+    the names, states and settings are what the bucket holds."""
+    values = [_value(row.settings.get(k, "-")) for k in keys]
+    pairs = zip(keys, values, strict=True)
+    settings = values if rank else [" ".join(f"{short(k)}={v}" for k, v in pairs)]
+    return [
+        row.run_id, row.name or "-", _state(row), row.dataset or "-", *settings,
+        _number(row.epochs, "d"), _number(row.best_val_mae, ".2f"), _wall(row.wall_s),
+        _number(row.cost_usd, ".2f"), _number(row.recoveries, "d"),
+    ]  # fmt: skip
 
 
 _NUMERIC = {"#", "epochs", "best val MAE", "wall", "$", "recoveries"}
