@@ -282,11 +282,14 @@ WHOLE_NUMBER_LIMIT = 2**63
 hostile file's integer of hundreds of digits."""
 
 
+@dataclass(frozen=True)
 class _Reader:
     """How one field is read from JSON: which values it keeps, and what it expects."""
 
-    def __init__(self, keeps: Callable[[object], bool], expected: str) -> None:
-        self.keeps, self.expected = keeps, expected
+    keeps: Callable[[object], bool]
+    expected: str
+    many: str = ""
+    """What a list of these is a list of."""
 
 
 def _whole_number(value: object) -> bool:
@@ -298,12 +301,12 @@ def _whole_number(value: object) -> bool:
 
 
 _PLAIN_READERS = {
-    int: _Reader(_whole_number, "a whole number"),
-    float: _Reader(lambda value: finite_float(value) is not None, "a finite number"),
-    str: _Reader(lambda value: isinstance(value, str), "text"),
-    bool: _Reader(lambda value: isinstance(value, bool), "true or false"),
-    dict: _Reader(lambda value: isinstance(value, dict), "an object"),
-    list: _Reader(lambda value: isinstance(value, list), "a list"),
+    int: _Reader(_whole_number, "a whole number", "whole numbers"),
+    float: _Reader(lambda value: finite_float(value) is not None, "a finite number", "numbers"),
+    str: _Reader(lambda value: isinstance(value, str), "text", "texts"),
+    bool: _Reader(lambda value: isinstance(value, bool), "true or false", "booleans"),
+    dict: _Reader(lambda value: isinstance(value, dict), "an object", "objects"),
+    list: _Reader(lambda value: isinstance(value, list), "a list", "lists"),
 }
 
 
@@ -322,7 +325,7 @@ def _reader(annotation: object, where: str) -> _Reader:
         if item is not None:
             return _Reader(
                 lambda value: isinstance(value, list) and all(map(item.keeps, value)),
-                f"a list of {item.expected}s",
+                f"a list of {item.many}",
             )
     raise TypeError(f"{where}: no reader for {kind!r}")
 

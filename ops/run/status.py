@@ -34,6 +34,7 @@ from ops.run import on_box
 from ops.run.on_box import ContainerState
 from ops.runs.readable import duration, log_sentence, money
 from ops.terminal_text import printable
+from stack.config import MAX_NODE_COUNT
 from trainer.reports import cost
 
 NVIDIA_QUERY = (
@@ -106,8 +107,8 @@ class RunSnapshot:
             last_word = min(self.now, self.status.updated_at or self.now)
             spans = [(float(started), self.now if self.live else last_word)]
         boxes = [self.box, *self.others]
-        count = self.launch.boxes
-        count = count if count and count > 0 else len(boxes)
+        count = self.launch.boxes  # launch.json is the run dir's: no more than a stack has
+        count = count if count and 0 < count <= MAX_NODE_COUNT else len(boxes)
         uptimes = [list((box or self.box).uptime) for box in boxes][:count]
         uptimes += [list(self.box.uptime)] * (count - len(uptimes))
         others = cost.sharing_spans(self.run_id, self.runs)

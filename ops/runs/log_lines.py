@@ -56,6 +56,12 @@ class LogLines:
         self._out.write("\n")
         self._shown = self._cut = 0
 
+    def say(self, line: str) -> None:
+        """A line of `fab`'s own among the log's (not the log's: shown as it is)."""
+        if self._shown or self._cut:
+            self._end_line()
+        self._out.write(f"{line}\n")
+
     def flush(self) -> None:
         self._out.flush()
 

@@ -28,7 +28,7 @@ TAIL_READ_LIMIT_BYTES = 32 * 1024 * 1024
 """The most `--tail N` reads back from the end, however long its N lines are."""
 LINE_BYTES = 4 * LINE_CAP_CHARACTERS
 """A shown line's share of a tail's reading: its cap in UTF-8's widest characters."""
-NOT_READ = "[… the start of this line is further back than `fab logs --tail` reads]"
+NOT_READ = "[… the start of the next line is further back than `fab logs --tail` reads]"
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def show(log: StoredLog, tail: str, lines: LogLines) -> None:
     elif int(tail) > 0:
         partial, found = _tail(log, int(tail))
         if partial:
-            lines.write(NOT_READ + " ")
+            lines.say(NOT_READ)
         lines.write_bytes(found)
     lines.close()
 

@@ -190,10 +190,10 @@ def runs(c, dataset="", state="", sweep="", json=False, local="", plot="",
         print(printable(_waiting_sweep(view)) if view and view["trials"] else
               f"none of the {len(found.rows)} runs matches; `fab runs` lists them all")  # fmt: skip
         return
-    grid, left_out = listing.table(rows, keys, rank=bool(view))
+    out = Console(width=None if sys.stdout.isatty() else _WIDE_COLUMNS)
+    grid, left_out = listing.table(rows, keys, out.width, rank=bool(view))
     for line in [*filter(None, (row.problem_line() for row in rows)), *left_out]:
         say_note(console, line)
-    out = Console(width=None if sys.stdout.isatty() else _WIDE_COLUMNS)
     out.print(grid)
     if view:
         for line in [*_result_lines(view["result"]), _cost_line(rows)]:
