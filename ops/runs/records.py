@@ -217,7 +217,10 @@ def _flatten(config: dict, prefix: str = "") -> dict[str, Any]:
         if isinstance(value, dict):
             flat.update(_flatten(value, f"{dotted}."))
         elif dotted not in NOT_SETTINGS and isinstance(value, (str, int, float, bool, type(None))):
-            flat[dotted] = value
+            # NaN and Infinity as words: `fab runs --json` stays JSON whatever config.json holds
+            flat[dotted] = (
+                str(value) if isinstance(value, float) and not finite_number(value) else value
+            )
     return flat
 
 

@@ -33,7 +33,7 @@ from ops.tasks.flags import (
     task,
     trainer_flags,
 )
-from ops.terminal_text import printable
+from ops.terminal_text import markup_safe, printable
 from stack import storage_layout
 from trainer.config import UserError, check_run_name, check_train_flags
 from trainer.quantities import COUNT_FORMS, duration_forms, flag_problem, parse_count
@@ -188,7 +188,8 @@ def _stored_log(box: AnyBox, run_id: str, tail: str, follow: bool) -> None:
     found = stored_log.find(uri, run_id)
     if found is None:
         raise Exit(stored_log.no_log_message(run_id, box.address, uri))
-    console.print(f"run {run_id} has no container on {box.address}: its log from {uri}")
+    console.print(f"run {run_id} has no container on {box.address}: its log from "
+                  f"{markup_safe(uri)}")  # fmt: skip
     stored_log.show(found, tail, LogLines(sys.stdout))
     if follow:
         raise Exit(

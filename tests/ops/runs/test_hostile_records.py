@@ -145,6 +145,10 @@ def _assert_nothing_acts(text: str) -> None:
         assert raw not in text, text
 
 
+def _no_such(constant: str) -> None:
+    raise AssertionError(f"{constant} is no JSON")
+
+
 def _target(root: Path) -> Path:
     target = root / "here.json"
     target.write_text(json.dumps({"boxRoot": str(root / "box"),
@@ -162,8 +166,12 @@ def test_fab_runs_shows_every_run_and_says_each_bad_record_once(found):
         root = Path(tmp)
         _write(root / "storage" / "runs", found)
         (root / "none").mkdir()
-        task = lambda: fab_runs(Context(), local=str(root / "none"), target=str(_target(root)))  # noqa: E731
-        out, err = _said(task)
+        where = {"local": str(root / "none"), "target": str(_target(root))}
+        out, err = _said(lambda: fab_runs(Context(), **where))
+        listed, _ = _said(lambda: fab_runs(Context(), json=True, **where))
+    assert sorted(row["run_id"] for row in json.loads(listed, parse_constant=_no_such)["runs"]) == (
+        sorted(found)
+    )  # JSON a strict parser takes: no NaN
     _assert_nothing_acts(out + err)
     for run_id, folder in found.items():
         assert run_id in out
