@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, get_args, get_origin, get_type_hints
 
 MIN_PYTHON = (3, 10)
 """The oldest python3 the box programs run on (they use zoneinfo, 3.9+): Ubuntu 22.04's,
@@ -97,6 +98,15 @@ LAUNCH_DEADLINE = "deadline"
 boxes' cloud-side hard stop is then)."""
 LAUNCH_PRICES = "hourly_prices_usd"
 """launch.json's key: "<size> <market>" -> one box's hourly price, the stack's candidates'."""
+TB_DIR = "tb"
+"""The run's TensorBoard event files (trainer.reports.progress), mirrored with the run."""
+PLOTS_DIR = "plots"
+"""The finished run's plots (`*.png`, report.md shows them); a sweep's folder has one."""
+RUN_LOG_FILE = "train.log"
+"""What `train` printed (trainer.checkpoints.run_log), mirrored beside the checkpoints:
+`fab logs` reads it from the store once no container holds the run."""
+RUN_LOG_ROTATED = RUN_LOG_FILE + ".1"
+"""The part before, once train.log reached its cap."""
 STOPPED_BY_USER = "STOPPED_BY_USER"
 """Written by `fab stop`: nothing restarts this run. Never mirrored (restored on another
 box it would block the resume), never restored."""
@@ -120,6 +130,12 @@ END_STATES = (STATE_STOPPED, STATE_FINISHED, STATE_UPLOAD_PENDING, STATE_FAILED)
 """The states that say how a run ended: STATES but those of a run that starts again
 (RECOVERED_FROM). The box stores a failed run's end only over none of these
 (box/stored_end.py)."""
+TRIAL_RUNNING, TRIAL_COMPLETE, TRIAL_PRUNED, TRIAL_FAIL, TRIAL_WAITING = (
+    STATE_RUNNING, "complete", "pruned", "fail", "waiting",
+)  # fmt: skip
+TRIAL_STATES = (TRIAL_RUNNING, TRIAL_COMPLETE, TRIAL_PRUNED, TRIAL_FAIL, TRIAL_WAITING)
+"""A sweep trial's `state` in its sweep's trials.json: Optuna's TrialState, lower case,
+`pruned` also for a trial the sweep stopped while it ran."""
 PREPARE_HEARTBEAT = (".prepare", HEARTBEAT_FILE)
 """Under BOX_ROOT/datasets/<name>: a `fab prepare-data` container's progress."""
 
@@ -133,6 +149,13 @@ stops a box on purpose (the idle watchdog, `fab stop`, the budget stop) deletes 
 first, so the keeper never undoes a stop that was asked for."""
 
 # Containers.
+WORKSPACE = "/workspace"
+"""Where a container sees the box root's folders: `runs/<run_id>`, `datasets/<name>`,
+`sweeps/<id>` under it as under BOX_ROOT."""
+WORKSPACE_BOX_RECORDS = f"{WORKSPACE}/box"
+"""The box's records (BOX_ROOT/WATCHDOG_DIR's boots and stops), read-only: a run's cost."""
+WORKSPACE_BOX_RUNS = f"{WORKSPACE}/box-runs"
+"""BOX_ROOT/runs, read-only in a trainer's container: the runs it shares the box with."""
 TRAIN_CONTAINER_PREFIX = "glucose-train-"
 RUN_ID_LABEL = "glucose-training.run-id"
 PREPARE_CONTAINER_PREFIX = "glucose-prepare-"
@@ -192,6 +215,11 @@ def run_dir(box_root: str, run_id: str) -> str:
     return f"{box_root}/{RUNS_DIR}/{run_id}"
 
 
+def workspace_path(*parts: str) -> str:
+    """`workspace_path(RUNS_DIR, run_id)`: where a container sees that folder."""
+    return "/".join((WORKSPACE, *parts))
+
+
 def run_uri(storage_uri: str, run_id: str) -> str:
     """A run's folder in storage (`<storageUri>/runs/<id>`): the run dir's mirror and its
     checkpoints, what `fab train` passes the trainer as `--checkpoint-uri`."""
@@ -248,37 +276,133 @@ def finite_float(value: object) -> float | None:
 
 # The run dir's JSON records, typed. Each is written by the container or fab and read
 # where nothing it holds is trusted: a key a file lacks, or holds with another type,
-# reads as None.
-_KINDS = {"int": int, "float": (int, float), "str": str, "bool": bool, "dict": dict, "list": list}
+# reads as None, and `problems` says which keys a file held that could not be read.
+WHOLE_NUMBER_LIMIT = 2**63
+"""An int field holds less than this (either sign): a count, a step or a code, never a
+hostile file's integer of hundreds of digits."""
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """How one field is read from JSON: which values it keeps, and what it expects."""
+
+    keeps: Callable[[object], bool]
+    expected: str
+    many: str = ""
+    """What a list of these is a list of."""
+
+
+def _whole_number(value: object) -> bool:
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and -WHOLE_NUMBER_LIMIT < value < WHOLE_NUMBER_LIMIT
+    )
+
+
+_PLAIN_READERS = {
+    int: _Reader(_whole_number, "a whole number", "whole numbers"),
+    float: _Reader(lambda value: finite_float(value) is not None, "a finite number", "numbers"),
+    str: _Reader(lambda value: isinstance(value, str), "text", "texts"),
+    bool: _Reader(lambda value: isinstance(value, bool), "true or false", "booleans"),
+    dict: _Reader(lambda value: isinstance(value, dict), "an object", "objects"),
+    list: _Reader(lambda value: isinstance(value, list), "a list", "lists"),
+}
+
+
+def _reader(annotation: object, where: str) -> _Reader:
+    """The reader of a field annotated `X | None`, X one of _PLAIN_READERS' types or
+    `list[X]`; TypeError naming the field for anything else (at import: a field added
+    with a type no reader reads fails there, not on a user's file)."""
+    args = [arg for arg in get_args(annotation) if arg is not type(None)]
+    if len(args) != 1 or type(None) not in get_args(annotation):
+        raise TypeError(f"{where}: {annotation!r} is not `X | None`")
+    kind = args[0]
+    if kind in _PLAIN_READERS:
+        return _PLAIN_READERS[kind]
+    if get_origin(kind) is list and len(get_args(kind)) == 1:
+        item = _PLAIN_READERS.get(get_args(kind)[0])
+        if item is not None:
+            return _Reader(
+                lambda value: isinstance(value, list) and all(map(item.keeps, value)),
+                f"a list of {item.many}",
+            )
+    raise TypeError(f"{where}: no reader for {kind!r}")
+
+
+def _said(value: object) -> str:
+    """A value a field could not read, in a few words (its text is the file's)."""
+    if isinstance(value, float):
+        return "NaN" if math.isnan(value) else ("-" * (value < 0) + "Infinity")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    return {str: "text", bool: "a boolean", dict: "an object", list: "a list"}.get(
+        type(value), type(value).__name__
+    )
 
 
 class _Record:
-    """A dataclass of a JSON file's keys, read without trusting the file."""
+    """A dataclass of a JSON file's keys, read without trusting the file. Each field is
+    `X | None`; its reader comes from the annotation, resolved when the class is made."""
 
     FILE: ClassVar[str]
     """Its file in a run dir."""
+    READERS: ClassVar[dict[str, _Reader]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        hints = get_type_hints(cls)
+        cls.READERS = {
+            name: _reader(hint, f"{cls.__name__}.{name}")
+            for name, hint in hints.items()
+            if get_origin(hint) is not ClassVar
+        }
 
     @classmethod
     def from_dict(cls: type[R], data: object) -> R:
         """The fields `data` holds with their types (`int | None`: an int; a bool is no
-        number, and a number no bool); the others None."""
+        number, and a number no bool; a float is finite); the others None."""
         if not isinstance(data, dict):
             return cls()
-        kept = {}
-        for field in fields(cls):
-            kind, value = field.type.split(" ")[0], data.get(field.name)
-            if isinstance(value, _KINDS[kind]) and (kind == "bool") == isinstance(value, bool):
-                kept[field.name] = value
+        kept = {
+            name: data[name]
+            for name, reader in cls.READERS.items()
+            if data.get(name) is not None and reader.keeps(data[name])
+        }
         return cls(**kept)
+
+    @classmethod
+    def problems(cls, data: object) -> list[str]:
+        """What `from_dict` left out of `data` that was there: each key held with a value
+        its field cannot read (`updated_at is NaN, not a finite number`)."""
+        if not isinstance(data, dict):
+            return [f"holds {_said(data)}, not an object"]
+        return [
+            f"{name} is {_said(data[name])}, not {reader.expected}"
+            for name, reader in cls.READERS.items()
+            if data.get(name) is not None and not reader.keeps(data[name])
+        ]
+
+    @classmethod
+    def checked(cls: type[R], text: str | bytes | None) -> tuple[R, list[str]]:
+        """The record in `text` and what of it could not be read (a torn file, one
+        nested past what json follows, a key of another type); an empty record and no
+        problem for None (no file)."""
+        if text is None:
+            return cls(), []
+        try:
+            data = json.loads(text)
+        except RecursionError:
+            return cls(), ["nested too deep to read"]
+        except ValueError:
+            return cls(), ["not JSON (torn?)"]
+        return cls.from_dict(data), cls.problems(data)
 
     @classmethod
     def parse(cls: type[R], text: str | bytes | None) -> R:
         """The record in `text`; an empty one for None, a torn file, one nested past what
         json follows, or another shape."""
-        try:
-            return cls.from_dict(json.loads(text) if text else None)
-        except (ValueError, RecursionError):
-            return cls()
+        return cls.checked(text)[0]
 
     @classmethod
     def read(cls: type[R], run_dir: Path, name: str = "") -> R:
@@ -335,6 +459,12 @@ class RunRecord(_Record):
     def from_dict(cls, data: object) -> RunRecord:
         record = super().from_dict(data)
         return record if record.state in (None, *STATES) else replace(record, state=None)
+
+    @classmethod
+    def problems(cls, data: object) -> list[str]:
+        state = data.get("state") if isinstance(data, dict) else None
+        unknown = isinstance(state, str) and state not in STATES
+        return [*super().problems(data), *[f"state {state!r} is no run state"] * unknown]
 
     def after_restart(self, now: float) -> dict[str, Any]:
         """`recoveries` and `time_lost_s` for a new start of the run this record is of:

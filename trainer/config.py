@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from box.contract import DATASETS_DIR, RUNS_DIR, workspace_path
 from trainer.flags import LISTED, RANGE, add_flags, flag, flag_fields, from_flags
 
 Precision = Literal["auto", "bf16", "fp16", "fp32"]
@@ -377,7 +378,10 @@ def check_train_flags(flags: Sequence[str]) -> RunConfig:
     """`flags` as `python -m trainer train` would take them, before anything ships;
     UserError naming what is wrong. `--data` and `--run-dir` stand in where absent
     (`fab` adds its own)."""
-    placeholders = {"--data": "/workspace/datasets/check", "--run-dir": "/workspace/runs/check"}
+    placeholders = {
+        "--data": workspace_path(DATASETS_DIR, "check"),
+        "--run-dir": workspace_path(RUNS_DIR, "check"),
+    }
     stand_ins = [
         part for key, value in placeholders.items() if key not in flags for part in (key, value)
     ]

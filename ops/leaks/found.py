@@ -1,19 +1,19 @@
 """A leftover of a stack (`Leak`), what it costs (`Cost`) and the report `fab leaks` prints.
 
 What the clouds return (names, tags, ids) is data from outside: every such string is
-printed through `printable`, so a control character, an ANSI escape or a terminal
-hyperlink in a tag reaches the terminal as visible text, never as an effect; the
-report is plain text, never rich markup.
+printed through `ops.terminal_text.printable`, so a control character, an ANSI escape
+or a terminal hyperlink in a tag reaches the terminal as visible text, never as an
+effect; the report is plain text, never rich markup.
 """
 
 from __future__ import annotations
 
 import threading
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ops.terminal_text import printable
 from stack import catalog
 
 HOURS_PER_MONTH = 730  # the clouds' own month for hourly prices
@@ -61,28 +61,14 @@ class Leak:
     cost: Cost
 
 
-def printable(text: object, limit: int = SHOWN_CHARACTERS) -> str:
-    """`text` with every control, format or unassigned character (ESC, a bidi override,
-    a newline) and the backslash written as a visible escape, cut to `limit`; printed
-    as plain text (no rich console), so `[bold]` stays the letters it is."""
-    shown = []
-    for character in str(text):
-        if unicodedata.category(character)[0] == "C" or character == "\\":
-            code = ord(character)
-            shown.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        else:
-            shown.append(character)
-    joined = "".join(shown)
-    return joined if len(joined) <= limit else joined[: limit - 1] + "…"
-
-
 def box_cost(cloud: str, size_name: str, spot: bool) -> Cost:
     """One running box of `size_name` per hour, at the catalog's price (retired sizes
     included); unknown, and why, for a size the catalog does not price."""
     wanted = size_name.lower()
     sizes = [s for s in catalog.sizes(cloud, include_retired=True) if s.name.lower() == wanted]
     if not sizes:
-        return Cost(basis=f"{printable(size_name)} is not in the catalog (stack/catalog.py)")
+        named = printable(size_name, SHOWN_CHARACTERS)
+        return Cost(basis=f"{named} is not in the catalog (stack/catalog.py)")
     size = sizes[0]
     if size.unpriced:
         return Cost(basis=size.unpriced)
@@ -120,7 +106,8 @@ def report(where: str, leaks: Sequence[Leak]) -> list[str]:
     kinds = max(len(leak.kind) for leak in leaks)
     lines = [f"{where}: {len(leaks)} thing{'s' * (len(leaks) != 1)} left:"]
     for leak in leaks:
-        ident, detail = printable(leak.ident, SHOWN_ID_CHARACTERS), printable(leak.detail.strip())
+        ident = printable(leak.ident, SHOWN_ID_CHARACTERS)
+        detail = printable(leak.detail.strip(), SHOWN_CHARACTERS)
         lines.append(f"  {leak.kind:<{kinds}}  {ident}  {detail}  {leak.cost.said()}")
     hourly = sum(leak.cost.usd_per_hour or 0.0 for leak in leaks)
     monthly = sum(leak.cost.usd_per_month or 0.0 for leak in leaks)

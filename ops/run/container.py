@@ -29,9 +29,9 @@ from trainer import container_env
 from trainer.reports.cost import RECORDS_ENV, RUNS_ENV
 from trainer.storage import storage_environment
 
-WORKSPACE = "/workspace"
-BOX_RECORDS = f"{WORKSPACE}/box"
-BOX_RUNS = f"{WORKSPACE}/box-runs"
+WORKSPACE = contract.WORKSPACE
+BOX_RECORDS = contract.WORKSPACE_BOX_RECORDS
+BOX_RUNS = contract.WORKSPACE_BOX_RUNS
 DISTRIBUTED_SHM_SIZE = "2g"
 
 
@@ -58,7 +58,7 @@ class Launch:
 
 def workspace_dataset(name: str) -> str:
     """Where a container sees the box's cached dataset `name`."""
-    return f"{WORKSPACE}/{contract.DATASETS_DIR}/{name}"
+    return contract.workspace_path(contract.DATASETS_DIR, name)
 
 
 def container_options(target: Target, user: str, env_file: str | None = None) -> list[str]:

@@ -25,6 +25,7 @@ from ops.run import deadline, on_box
 from ops.run import status as run_status
 from ops.runs import listing
 from ops.target.schema import Target
+from ops.terminal_text import printable
 from stack.catalog import CatalogError
 from stack.placement import hourly_price_usd, placement_line
 
@@ -153,10 +154,11 @@ def _hard_stop(target: Target) -> deadline.Deadline | None:
 
 
 def _node_line(box, run_id: str) -> str:
+    """Box K's part of the run in a line, made safe to print (its heartbeat is its own)."""
     try:
-        return run_status.node_line(box, run_id)
+        return printable(run_status.node_line(box, run_id))
     except Exit as error:
-        return f"node {box.node}:     unreachable: {error.message}"
+        return printable(f"node {box.node}:     unreachable: {error.message}")
 
 
 def watch(looking: Callable[[], StatusView], every_s: float) -> None:

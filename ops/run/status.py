@@ -16,6 +16,7 @@ import base64
 import json
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from invoke.exceptions import Exit
@@ -32,6 +33,8 @@ from ops.remote.ssh import Box
 from ops.run import on_box
 from ops.run.on_box import ContainerState
 from ops.runs.readable import duration, log_sentence, money
+from ops.terminal_text import printable
+from stack.config import MAX_NODE_COUNT
 from trainer.reports import cost
 
 NVIDIA_QUERY = (
@@ -60,6 +63,8 @@ class BoxSnapshot:
     watchdog: dict
     last_stop: dict
     uptime: tuple[cost.Uptime, ...] = ()
+    problems: tuple[str, ...] = ()
+    """What of the box's records could not be read, a line each."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,9 @@ class RunSnapshot:
     runs: dict[str, RunRecord] = field(default_factory=dict)
     """The status.json of each run on box 0, which share the box with this one (a
     sweep's trials among them: `cost.sharing_spans`)."""
+    problems: tuple[str, ...] = ()
+    """What of the run's files could not be read: a line per file, each key it held
+    that its record cannot read (`updated_at is NaN, not a finite number`)."""
 
     def cost(self, hourly_price_usd: float) -> cost.RunCost | None:
         """Each box's up time during the spans the run's trainer ran (the last until now
@@ -99,8 +107,8 @@ class RunSnapshot:
             last_word = min(self.now, self.status.updated_at or self.now)
             spans = [(float(started), self.now if self.live else last_word)]
         boxes = [self.box, *self.others]
-        count = self.launch.boxes
-        count = count if count and count > 0 else len(boxes)
+        count = self.launch.boxes  # launch.json is the run dir's: no more than a stack has
+        count = count if count and 0 < count <= MAX_NODE_COUNT else len(boxes)
         uptimes = [list((box or self.box).uptime) for box in boxes][:count]
         uptimes += [list(self.box.uptime)] * (count - len(uptimes))
         others = cost.sharing_spans(self.run_id, self.runs)
@@ -171,7 +179,10 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
     """Box 0's view of the run; `others` (boxes 1..N-1) add their up time for the cost."""
     run_dir = contract.run_dir(box.root, run_id)
     container = on_box.inspect_container(box, run_id)
-    status = RunRecord.parse(box.read_text(f"{run_dir}/{contract.STATUS_FILE}"))
+    status, status_problems = RunRecord.checked(box.read_text(f"{run_dir}/{contract.STATUS_FILE}"))
+    launch, launch_problems = LaunchRecord.checked(
+        box.read_text(f"{run_dir}/{contract.LAUNCH_FILE}")
+    )
     metrics_tail = box.run(
         f"tail -n 1 {shlex.quote(run_dir)}/{contract.METRICS_FILE} 2>/dev/null", check=False
     ).stdout
@@ -184,13 +195,21 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
         status=status,
         last_metrics=_json_or_empty(metrics_tail.strip()),
         gpus=gpus.stdout.strip().splitlines() if gpus.exited == 0 else [],
-        launch=LaunchRecord.parse(box.read_text(f"{run_dir}/{contract.LAUNCH_FILE}")),
+        launch=launch,
         box=box_snapshot(box),
         now=time.time(),
         others=tuple(_reachable_snapshot(other) for other in others),
         live=container is not None and container.running,
         runs=run_statuses(box),
+        problems=_per_file(
+            (contract.STATUS_FILE, status_problems), (contract.LAUNCH_FILE, launch_problems)
+        ),
     )
+
+
+def _per_file(*found: tuple[str, list[str]]) -> tuple[str, ...]:
+    """One line per file with problems, naming it: `status.json: eta_s is NaN, ...`."""
+    return tuple(f"{name}: {'; '.join(problems)}" for name, problems in found if problems)
 
 
 def run_statuses(box: Box) -> dict[str, RunRecord]:
@@ -222,10 +241,17 @@ def box_snapshot(box: Box) -> BoxSnapshot:
     found = box.run(f"bash -c {shlex.quote(script)} {shlex.quote(records)}", check=False)
     boots, stops, current = [*found.stdout.split("---\n"), "", "", ""][:3]
     stop_records = cost.records(stops)
+    try:
+        uptime = tuple(cost.uptimes(cost.records(boots), stop_records, _current_boot(current)))
+        problems: tuple[str, ...] = ()
+    except Exception as error:  # the box's records: a hostile one costs its up time, no more
+        uptime = ()
+        problems = (f"{contract.BOOTS_FILE}, {contract.STOPS_FILE}: {type(error).__name__}",)
     return BoxSnapshot(
         watchdog=_json_or_empty(box.read_text(f"{records}/state.json")),
         last_stop=stop_records[-1] if stop_records else {},
-        uptime=tuple(cost.uptimes(cost.records(boots), stop_records, _current_boot(current))),
+        uptime=uptime,
+        problems=problems,
     )
 
 
@@ -288,8 +314,25 @@ def last_stop_line(record: dict, now: float) -> str | None:
 
 
 def box_lines(snap: BoxSnapshot, now: float) -> list[str]:
-    lines = [watchdog_line(snap.watchdog, now), *lease_lines(snap.watchdog, now)]
-    return [line for line in [*lines, last_stop_line(snap.last_stop, now)] if line]
+    """The box's guard rails in lines, each made safe to print (`printable`: what the
+    watchdog recorded is the box's to write)."""
+    lines = [
+        *_shown("watchdog", lambda: [watchdog_line(snap.watchdog, now)]),
+        *_shown("leases", lambda: lease_lines(snap.watchdog, now)),
+        *_shown("last stop", lambda: [last_stop_line(snap.last_stop, now)]),
+        *[f"unread:     {problem}" for problem in snap.problems],
+    ]
+    return [printable(line) for line in lines if line]
+
+
+def _shown(what: str, build: Callable[[], list[str | None]]) -> list[str | None]:
+    """`build()`'s lines; where a record it reads holds what no line can say (a time no
+    clock shows, a list where a word goes), one line that says `what` is left out:
+    one record never hides the rest of the view."""
+    try:
+        return build()
+    except Exception as error:  # the box's and the run's files: anything at all
+        return [f"{what}: not shown, its record cannot be read ({type(error).__name__})"]
 
 
 def cost_lines(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> list[str]:
@@ -317,10 +360,24 @@ def _fmt(value, spec: str) -> str:
 
 
 def render(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> str:
-    s = snap.status
+    """The run's lines, then the box's: each a line, made safe to print (`printable`)."""
     lines = [
         f"run:        {snap.run_id}",
         f"state:      {snap.state}",
+        *_shown("progress", lambda: _progress_lines(snap)),
+    ]
+    if snap.last_metrics:
+        lines += _shown("last log", lambda: [f"last log:   {log_sentence(snap.last_metrics)}"])
+    lines += _shown("gpu", lambda: _gpu_lines(snap.gpus))
+    lines += _shown("cost", lambda: cost_lines(snap, hourly_price_usd, spot))
+    lines += [f"unread:     {problem}" for problem in snap.problems]
+    run_lines = [printable(line) for line in lines if line]
+    return "\n".join([*run_lines, *box_lines(snap.box, snap.now)])
+
+
+def _progress_lines(snap: RunSnapshot) -> list[str]:
+    s = snap.status
+    lines = [
         f"progress:   epoch {_fmt(s.epoch, 'd')}, step {_fmt(s.step, 'd')}"
         f" / {_fmt(s.total_steps, 'd')}",
         f"train loss: {_fmt(s.train_loss, '.4f')}   val MAE: {_fmt(s.val_mae, '.2f')} mg/dL",
@@ -334,12 +391,12 @@ def render(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> str:
             f"recovered:  {s.recoveries} time(s) after a stop it did not ask for "
             f"(eviction, host failure, a daily stop); {duration(s.time_lost_s or 0)} lost"
         )
-    if snap.last_metrics:
-        lines.append(f"last log:   {log_sentence(snap.last_metrics)}")
-    for gpu in snap.gpus:
+    return lines
+
+
+def _gpu_lines(gpus: list[str]) -> list[str]:
+    lines = []
+    for gpu in gpus:
         index, name, util, used, total = (part.strip() for part in gpu.split(","))
         lines.append(f"gpu {index}:      {name}: {util}% busy, {used}/{total} MiB")
-    if not snap.gpus:
-        lines.append("gpu:        none (nvidia-smi not on the box)")
-    lines += cost_lines(snap, hourly_price_usd, spot)
-    return "\n".join([*lines, *box_lines(snap.box, snap.now)])
+    return lines or ["gpu:        none (nvidia-smi not on the box)"]

@@ -163,7 +163,7 @@ def _state_before(stop: BoxStop) -> str:
     code = stop.container.exit_code
     if code == contract.EXIT_STOPPED:
         return f"exited {code}, checkpointed: the box's resume unit would have started it again"
-    return "finished" if code == contract.EXIT_FINISHED else f"exited {code}"
+    return contract.STATE_FINISHED if code == contract.EXIT_FINISHED else f"exited {code}"
 
 
 def _latest_checkpoint(run_uri: str) -> str:

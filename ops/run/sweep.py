@@ -119,7 +119,7 @@ def _spec(box: Box, sweep_id: str, flags: SweepFlags) -> SweepSpec:
     return SweepSpec(
         sweep_id=sweep_id,
         dataset=dataset,
-        data_dir=f"/workspace/{contract.DATASETS_DIR}/{dataset}",
+        data_dir=workspace_dataset(dataset),
         runs_dir=RUNS_IN_CONTAINER,
         storage_uri=box.target.storage_uri,
         params=[param.text() for param in params],

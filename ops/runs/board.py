@@ -23,6 +23,7 @@ from rich.console import Console
 from ops import CHECKOUT
 from ops.runs import run_cache
 from ops.runs.listing import POINT_IT, looked_in
+from ops.terminal_text import say_note
 
 CACHE_ROOT = CHECKOUT / ".cache" / "tensorboard"
 GATHER_EVERY_SECONDS = 60
@@ -44,7 +45,7 @@ def serve(storage_uri: str | None, local: list[Path], port: int, cache: Path | N
     cache = cache or cache_for(storage_uri, local)
     gathered = run_cache.gather(storage_uri, local, cache)
     for note in gathered.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        say_note(console, note)
     if not gathered.run_ids:
         raise Exit(f"no runs in {looked_in(storage_uri, local)}; {POINT_IT}")
     url = _launch(cache, port)
@@ -72,7 +73,7 @@ def keep_in_step(storage_uri: str | None, local: list[Path], cache: Path, said: 
         gathered = run_cache.gather(storage_uri, local, cache)
         for note in gathered.notes:
             if note not in said:
-                console.print(f"[yellow]note:[/] {note}")
+                say_note(console, note)
                 said.add(note)
 
 

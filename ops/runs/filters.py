@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from invoke.exceptions import Exit
 
-from box.contract import STATES
+from box.contract import STATES, TRIAL_PRUNED
 from ops.runs.records import LAUNCHED, RunRow
 from stack import storage_layout
 
-ROW_ONLY_STATES = ("torn", "pruned", LAUNCHED)
+ROW_ONLY_STATES = ("torn", TRIAL_PRUNED, LAUNCHED)
 """What `fab runs` itself calls a run: files it cannot read, a trial its sweep pruned, a
 run with its launch record alone."""
 

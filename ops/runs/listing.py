@@ -14,15 +14,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rich.cells import cell_len
 from rich.table import Table
+from rich.text import Text
 
 from ops.runs import readable
 from ops.runs.records import RunRow, read_run, run_ids
+from ops.terminal_text import cell
 from stack import storage_layout
 
 RUNS_PREFIX = f"{storage_layout.RUNS_PREFIX}/"
 LOCAL_RUNS = "runs"
 DEMO_RUNS = "demo/runs"  # the Makefile's DEMO_RUN is a run in it
+COLUMN_GAP = 3
+"""Between two columns of the table: a space, the rule, a space."""
+NARROWEST_COLUMN = 6
+"""A column cut to fit the terminal keeps this many characters (`12.3…`)."""
 POINT_IT = (
     "point --local DIR at a folder of runs, or --target local at this machine's; "
     "or start one: fab train"
@@ -153,34 +160,61 @@ def _state(row: RunRow) -> str:
     return f"{row.state}: {row.problems[0]}" if row.state == "torn" and row.problems else row.state
 
 
-def table(rows: list[RunRow], keys: list[str], *, rank: bool = False) -> Table:
-    """One line per run: with `rank`, a sweep's trials best first and one column per
-    swept setting; else newest first with the differing settings in one column."""
+def table(
+    rows: list[RunRow], keys: list[str], width: int, *, rank: bool = False
+) -> tuple[Table, list[str]]:
+    """One line per run, in `width` columns: with `rank`, a sweep's trials best first
+    and one column per swept setting; else newest first with the differing settings in
+    one column. And a line for each run left out of it, its values beyond showing."""
     columns = ["#"] * rank + ["run", "name", "state", "dataset"]
     columns += [short(k) for k in keys] if rank else ["settings"]
     columns += ["epochs", "best val MAE", "wall", "$", "recoveries"]
-    grid = Table(show_edge=False, pad_edge=False)
-    for name in columns:
-        # One line per run: a narrow terminal cuts cells short (…) instead of folding
-        # them, all but the run id, which `--run` needs whole.
-        justify = "right" if name in _NUMERIC else "left"
-        whole = max((len(row.run_id) for row in rows), default=0) if name == "run" else None
-        grid.add_column(name, overflow="ellipsis", no_wrap=True, justify=justify, min_width=whole)
+    shown, left_out = [], []
     for place, row in enumerate(rows, start=1):
-        values = [_value(row.settings.get(k, "-")) for k in keys]
-        cells = [str(place)] * rank + [row.run_id, row.name or "-", _state(row)]
-        cells += [row.dataset or "-"]
-        pairs = zip(keys, values, strict=True)
-        cells += values if rank else [" ".join(f"{short(k)}={v}" for k, v in pairs)]
-        cells += [
-            _number(row.epochs, "d"),
-            _number(row.best_val_mae, ".2f"),
-            _wall(row.wall_s),
-            _number(row.cost_usd, ".2f"),
-            _number(row.recoveries, "d"),
-        ]
+        try:
+            shown.append([cell(text) for text in [str(place)] * rank + _cells(row, keys, rank)])
+        except Exception as error:  # the bucket's values: one run never hides the rest
+            left_out.append(f"run {row.run_id} left out: {type(error).__name__}: {error}")
+    grid = Table(show_edge=False, pad_edge=False)
+    # One line per run: cells too wide for the terminal are cut short (…), never folded,
+    # all but the run id, which `--run` needs whole (`_fitted`: rich would cut it too).
+    for name, fitted in zip(columns, _fitted(columns, shown, width), strict=True):
+        justify = "right" if name in _NUMERIC else "left"
+        grid.add_column(name, overflow="ellipsis", no_wrap=True, justify=justify, max_width=fitted)
+    for cells in shown:
         grid.add_row(*cells)
-    return grid
+    return grid, left_out
+
+
+def _fitted(columns: list[str], shown: list[list[Text]], width: int) -> list[int | None]:
+    """Each column's widest (None: as wide as it needs), so the table fits in `width`:
+    the widest cut first, down to no narrower than NARROWEST_COLUMN; `#` and the run id
+    are never cut."""
+    natural = [
+        max([cell_len(name), *(cells[index].cell_len for cells in shown)])
+        for index, name in enumerate(columns)
+    ]
+    whole = {index for index, name in enumerate(columns) if name in ("#", "run")}
+    cut = [w for index, w in enumerate(natural) if index not in whole]
+    room = width - COLUMN_GAP * (len(columns) - 1) - sum(natural) + sum(cut)
+    low, high = NARROWEST_COLUMN, max(cut, default=NARROWEST_COLUMN)
+    while low < high:  # the highest level that fits: cells wider than it are cut to it
+        level = (low + high + 1) // 2
+        low, high = (level, high) if sum(min(w, level) for w in cut) <= room else (low, level - 1)
+    return [None if index in whole or w <= low else low for index, w in enumerate(natural)]
+
+
+def _cells(row: RunRow, keys: list[str], rank: bool) -> list[str]:
+    """A row's cells as text; `table` shows each as it is (`ops.terminal_text.cell`):
+    the names, states and settings are what the bucket holds."""
+    values = [_value(row.settings.get(k, "-")) for k in keys]
+    pairs = zip(keys, values, strict=True)
+    settings = values if rank else [" ".join(f"{short(k)}={v}" for k, v in pairs)]
+    return [
+        row.run_id, row.name or "-", _state(row), row.dataset or "-", *settings,
+        _number(row.epochs, "d"), _number(row.best_val_mae, ".2f"), _wall(row.wall_s),
+        _number(row.cost_usd, ".2f"), _number(row.recoveries, "d"),
+    ]  # fmt: skip
 
 
 _NUMERIC = {"#", "epochs", "best val MAE", "wall", "$", "recoveries"}

@@ -6,9 +6,15 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from box.contract import WHOLE_NUMBER_LIMIT, finite_float
+
 SECONDS_PER_MINUTE = 60
 SECONDS_PER_HOUR = 3600
 SECONDS_PER_DAY = 86400
+SHOWN_KEYS = 12
+"""Of a log record no sentence is made for: its first keys, said as they are."""
+SHOWN_CHARACTERS = 40
+"""Of a key or a value of such a record."""
 
 
 def duration(seconds: float) -> str:
@@ -32,10 +38,14 @@ def money(usd: float) -> str:
 
 
 def _number(record: dict, key: str, spec: str) -> str | None:
+    """`record[key]` formatted, where it is a number that format takes: a whole one for
+    `d`, else a finite one (metrics.jsonl is the run's to write: NaN, or 400 digits)."""
     value = record.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return format(value, spec)
+    if spec.endswith("d"):
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        return format(value, spec) if whole and abs(value) < WHOLE_NUMBER_LIMIT else None
+    number = finite_float(value)
+    return None if number is None else format(number, spec)
 
 
 # What an epoch's and a train step's record add to their first words when they hold it:
@@ -53,6 +63,7 @@ def log_sentence(record: dict[str, Any]) -> str:
     """The trainer's last log record, said: what it measured, in its units."""
     get = functools.partial(_number, record)
     kind, step, epoch = record.get("kind"), get("step", "d"), get("epoch", "d")
+    kind = kind if isinstance(kind, str) else None
     if kind in _ALSO_SAID:
         if kind == "epoch":
             head = (
@@ -64,9 +75,24 @@ def log_sentence(record: dict[str, Any]) -> str:
         return ", ".join([head, *also])
     if kind == "start":
         return f"the trainer started at step {step}"
-    shown = [f"{key} {_plain(value)}" for key, value in record.items() if key not in ("time",)]
-    return ", ".join(shown) or "an empty record"
+    shown = [f"{_cut(key)} {_plain(value)}" for key, value in record.items() if key != "time"]
+    said = ", ".join(shown[:SHOWN_KEYS]) + (", …" if len(shown) > SHOWN_KEYS else "")
+    return said or "an empty record"
 
 
 def _plain(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    """A value of a record the trainer did not say how to say: a number, a word or text
+    (cut), or what kind of thing it is."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value) if abs(value) < WHOLE_NUMBER_LIMIT else "a huge integer"
+    if isinstance(value, (str, bool)) or value is None:
+        return _cut(str(value))
+    return "{…}" if isinstance(value, dict) else "[…]"
+
+
+def _cut(text: str) -> str:
+    """Text of a record, cut; made safe where the line is printed
+    (`ops.terminal_text.printable`, once)."""
+    return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 1] + "…"

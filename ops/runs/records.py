@@ -49,10 +49,15 @@ class RunRow:
     recoveries: int | None = None
     started_at: float | None = None
     problems: tuple[str, ...] = ()
-    """Files that are there but could not be read, each with why."""
+    """Files that are there but could not be read, and keys in them held with a value
+    their record cannot read, each with why."""
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "problems": list(self.problems)}
+
+    def problem_line(self) -> str | None:
+        """What of this run could not be read, in one line (None: all of it was)."""
+        return f"run {self.run_id}: {'; '.join(self.problems)}" if self.problems else None
 
 
 def run_ids(store: ObjectStore, prefix: str = "") -> list[str]:
@@ -117,6 +122,8 @@ def _read_run(store: ObjectStore, run_id: str, prefix: str, where: str) -> RunRo
     config = files.json(CONFIG) or {}
     launch_dict = files.json(contract.LAUNCH_FILE)
     launch = LaunchRecord.from_dict(launch_dict)
+    unread = _unread((RunSummary, summary_dict), (RunRecord, status_dict),
+                     (LaunchRecord, launch_dict))  # fmt: skip
     best = summary.val_mae if summary_dict else _best_val_mae(files)
     train = config.get("train")
     configured_name = train.get("name") if isinstance(train, dict) else None
@@ -134,7 +141,7 @@ def _read_run(store: ObjectStore, run_id: str, prefix: str, where: str) -> RunRo
         cost_usd=finite_float(summary.cost_usd) if summary else None,
         recoveries=_recoveries(summary, status),
         started_at=finite_float(launch.started_at) or status.updated_at,
-        problems=tuple(files.problems),
+        problems=(*files.problems, *unread),
     )
 
 
@@ -160,6 +167,16 @@ def _state(
     if status_dict is None and not any(p.startswith(contract.STATUS_FILE) for p in problems):
         problems.append(f"{contract.STATUS_FILE}: missing (no record of the run's progress)")
     return "torn"
+
+
+def _unread(*records: tuple[type[RunSummary | RunRecord | LaunchRecord], dict | None]) -> list[str]:
+    """The keys each record's file held that its record cannot read, the file named."""
+    return [
+        f"{record.FILE}: {problem}"
+        for record, data in records
+        if data is not None
+        for problem in record.problems(data)
+    ]
 
 
 def _best_val_mae(files: _Files) -> float | None:
@@ -188,7 +205,8 @@ def _wall_s(launch: LaunchRecord, status: RunRecord, summary: RunSummary | None)
 def _dataset(launch: LaunchRecord, config: dict) -> str | None:
     if launch.dataset is not None:
         return launch.dataset
-    data_dir = (config.get("data") or {}).get("data_dir")
+    data = config.get("data")
+    data_dir = data.get("data_dir") if isinstance(data, dict) else None
     return data_dir.rstrip("/").rsplit("/", 1)[-1] if isinstance(data_dir, str) else None
 
 
@@ -199,7 +217,10 @@ def _flatten(config: dict, prefix: str = "") -> dict[str, Any]:
         if isinstance(value, dict):
             flat.update(_flatten(value, f"{dotted}."))
         elif dotted not in NOT_SETTINGS and isinstance(value, (str, int, float, bool, type(None))):
-            flat[dotted] = value
+            # NaN and Infinity as words: `fab runs --json` stays JSON whatever config.json holds
+            flat[dotted] = (
+                str(value) if isinstance(value, float) and not finite_number(value) else value
+            )
     return flat
 
 

@@ -21,14 +21,14 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from box.contract import RunSummary
+from box.contract import TB_DIR, RunSummary
 from ops.runs.hparams import HPARAMS_FILE, final_metrics, write_experiment, write_hparams
 from ops.runs.listing import differing, sources
 from ops.runs.records import SUMMARY, RunRow, read_run, run_ids
 from trainer.storage import ObjectNotFound, ObjectStore, open_store
 from trainer.storage.local_paths import UnsafeKey, local_path
 
-TB_FOLDER = "tb/"
+TB_FOLDER = f"{TB_DIR}/"
 LABEL_CHARACTERS = re.compile(r"[^A-Za-z0-9 _.+-]")
 MAX_LABEL_CHARS = 48
 VERSIONS_FILE = "versions.json"
@@ -58,6 +58,8 @@ def gather(storage_uri: str | None, local: list[Path], cache: Path) -> Gathered:
             continue
         rows.append(row)
         finals.append(final_metrics(summary))
+        if said := row.problem_line():
+            work.gathered.notes.append(said)
     (cache / VERSIONS_FILE).write_text(json.dumps(work.versions, indent=1, sort_keys=True))
     write_experiment(cache, rows, differing(rows), finals)
     _remove_stale(cache, set(work.labels.values()))

@@ -4,32 +4,104 @@ Docker keeps a run's output only while its container exists; every run also writ
 to `train.log` in its run dir (trainer.checkpoints.run_log: size-capped, the part before
 the cap in `train.log.1`), mirrored to `<storageUri>/runs/<id>/` with the checkpoints,
 so it outlives the container and the box.
+
+The bucket is not trusted to hold what the trainer wrote (whose cap is 2 x 16 MB): the
+log is read in ranged reads of READ_BLOCK_BYTES (a ranged GET on S3 and Blob, a seek
+on a file), never whole. `--tail N` reads from the end back to the start of its N
+lines, and no further than TAIL_READ_LIMIT_BYTES; every line goes through
+`ops.runs.log_lines.LogLines` (made safe, cut past its cap), so memory and output are
+bounded whatever the object holds.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from box.contract import RUN_LOG_FILE, RUN_LOG_ROTATED
+from ops.runs.log_lines import LINE_CAP_CHARACTERS, LogLines
 from stack import storage_layout
-from trainer.checkpoints.layout import RUN_LOG_FILE, RUN_LOG_ROTATED
+from trainer.storage import ObjectStore
+
+READ_BLOCK_BYTES = 256 * 1024
+"""One ranged read."""
+TAIL_READ_LIMIT_BYTES = 32 * 1024 * 1024
+"""The most `--tail N` reads back from the end, however long its N lines are."""
+LINE_BYTES = 4 * LINE_CAP_CHARACTERS
+"""A shown line's share of a tail's reading: its cap in UTF-8's widest characters."""
+NOT_READ = "[… the start of the next line is further back than `fab logs --tail` reads]"
 
 
-def stored_log(storage_uri: str, run_id: str, tail: str) -> str | None:
-    """The last `tail` lines (`all`: every line) of the run's stored log; None when
-    storage has none."""
-    from trainer.storage import ObjectNotFound, open_store
+@dataclass(frozen=True)
+class StoredLog:
+    """The run's stored log: `train.log.1` (when kept) then `train.log`, as one run of
+    bytes read by ranges."""
+
+    store: ObjectStore
+    parts: tuple[tuple[str, int], ...]
+    """(key, size) of each object, oldest first."""
+
+    @property
+    def size(self) -> int:
+        return sum(size for _, size in self.parts)
+
+    def read(self, start: int, length: int) -> bytes:
+        """Up to `length` bytes from byte `start` of the whole log (the parts joined)."""
+        found, offset = [], 0
+        for key, size in self.parts:
+            first, last = max(start, offset), min(start + length, offset + size)
+            if first < last:
+                found.append(self.store.read_range(key, first - offset, last - first))
+            offset += size
+        return b"".join(found)
+
+
+def find(storage_uri: str, run_id: str) -> StoredLog | None:
+    """The run's stored log, or None when storage has none."""
+    from trainer.storage import open_store
 
     store = open_store(storage_layout.run_uri(storage_uri, run_id))
-    parts = []
-    for name in (RUN_LOG_ROTATED, RUN_LOG_FILE):
-        try:
-            parts.append(store.read_bytes(name))
-        except ObjectNotFound:
-            continue
-    if not parts:
-        return None
-    lines = b"".join(parts).decode(errors="replace").splitlines(keepends=True)
-    if tail.isdigit():  # as `docker logs --tail`: anything else shows every line
-        lines = lines[max(len(lines) - int(tail), 0) :]
-    return "".join(lines)
+    listed = store.list_info(RUN_LOG_FILE)
+    parts = tuple(
+        (key, listed[key].size) for key in (RUN_LOG_ROTATED, RUN_LOG_FILE) if key in listed
+    )
+    return StoredLog(store, parts) if parts else None
+
+
+def show(log: StoredLog, tail: str, lines: LogLines) -> None:
+    """Write the last `tail` lines of `log` (`all`: every line, as `docker logs --tail`
+    takes it) to `lines`."""
+    if not tail.isdigit():
+        for start in range(0, log.size, READ_BLOCK_BYTES):
+            lines.write_bytes(log.read(start, READ_BLOCK_BYTES))
+    elif int(tail) > 0:
+        partial, found = _tail(log, int(tail))
+        if partial:
+            lines.say(NOT_READ)
+        lines.write_bytes(found)
+    lines.close()
+
+
+def _tail(log: StoredLog, count: int) -> tuple[bool, bytes]:
+    """The last `count` lines of `log`, and whether the first of them is partial (its
+    start lies past what a tail reads: TAIL_READ_LIMIT_BYTES, or a share per line).
+    Read backwards a block at a time, only until those lines' start is found."""
+    limit = min(count * LINE_BYTES + READ_BLOCK_BYTES, TAIL_READ_LIMIT_BYTES)
+    end = start = log.size
+    blocks: list[bytes] = []
+    newlines = 0
+    while start > 0 and end - start < limit and newlines < count:
+        first = max(start - READ_BLOCK_BYTES, 0, end - limit)
+        block = log.read(first, start - first)
+        if not block:  # the object shrank since it was listed (rotated): what was read
+            break
+        newlines += block.count(b"\n") - (not blocks and block.endswith(b"\n"))
+        blocks.insert(0, block)
+        start = first
+    data = b"".join(blocks)
+    ended = data.endswith(b"\n")
+    found = (data[:-1] if ended else data).split(b"\n")
+    shown = b"\n".join(found[-count:]) + b"\n" * ended
+    return start > 0 and len(found) <= count, shown
 
 
 def no_log_message(run_id: str, where: str, storage_uri: str) -> str:

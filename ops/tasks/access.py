@@ -4,7 +4,6 @@ every run of the stack in one TensorBoard here, from storage (ops.runs.board).""
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -24,6 +23,7 @@ from ops.target.forms import image_reference_ok
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
 from ops.tasks.runs import storage_uri_or_note
+from ops.terminal_text import say_note
 
 TENSORBOARD_PORT = 6006
 MAX_PORT = 65535
@@ -112,12 +112,13 @@ def _start_tensorboard(box: AnyBox, run_id: str, port: int) -> str:
     user = on_box.box_user(box)
     network = ["--network", "host"] if box.target.docker_network == "host" else []
     publish = [] if network else ["--publish", f"127.0.0.1:{port}:{port}"]
+    inside = contract.workspace_path(contract.RUNS_DIR, run_id)
     command = [
         "docker", "run", "--detach", "--rm", "--name", name, "--user", user,
         "--env", "HOME=/tmp", *network, *publish,
-        "--volume", f"{run_dir}:/workspace/run:ro",
+        "--volume", f"{run_dir}:{inside}:ro",
         "--entrypoint", "tensorboard", image,
-        "--logdir", "/workspace/run/tb", "--port", str(port),
+        "--logdir", f"{inside}/{contract.TB_DIR}", "--port", str(port),
         "--host", "127.0.0.1" if network else "0.0.0.0",
     ]  # fmt: skip
     box.run(shlex.join(command))
@@ -127,11 +128,8 @@ def _start_tensorboard(box: AnyBox, run_id: str, port: int) -> str:
 def _launched_image(record: str) -> str:
     """The image launch.json names. The run dir is the container's to write (and can be
     restored from the bucket), so the name is checked before it reaches `docker run`."""
-    try:
-        image = json.loads(record).get("image")
-    except (ValueError, AttributeError):
-        image = None
-    if not isinstance(image, str) or not image_reference_ok(image):
+    image = contract.LaunchRecord.parse(record).image
+    if image is None or not image_reference_ok(image):
         raise Exit(
             f"{contract.LAUNCH_FILE} names no usable image ({image!r}); start TensorBoard by hand"
         )
@@ -159,7 +157,7 @@ def tensorboard(c, run="", port=TENSORBOARD_PORT, local="", cache="", target="",
         notes: list[str] = []
         storage_uri = storage_uri_or_note(target, stack, notes)
         for note in notes:
-            console.print(f"[yellow]note:[/] {note}")
+            say_note(console, note)
         where = local_dirs(local)
         board.serve(storage_uri, where, _free_local_port(port), folder)
         return

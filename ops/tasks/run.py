@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json as jsonlib
 import shlex
+import sys
 import time
 
 from invoke.exceptions import Exit
@@ -19,7 +20,8 @@ from ops.remote import lease as box_lease
 from ops.remote.boxes import AnyBox, box_for, nodes, start_boxes
 from ops.run import deadline, launch, look, on_box
 from ops.run import stop as run_stop
-from ops.runs.stored_log import no_log_message, stored_log
+from ops.runs import stored_log
+from ops.runs.log_lines import LogLines
 from ops.target.guard_rails import none_note
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import (
@@ -31,6 +33,7 @@ from ops.tasks.flags import (
     task,
     trainer_flags,
 )
+from ops.terminal_text import markup_safe, printable
 from stack import storage_layout
 from trainer.config import UserError, check_run_name, check_train_flags
 from trainer.quantities import COUNT_FORMS, duration_forms, flag_problem, parse_count
@@ -74,7 +77,8 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str, name: str) -> 
         "past the daily stop, the cloud's hard stop moves there; `auto`: fab plan's "
         f"estimate with room. Default: tonight's daily stop. {duration_forms('h').capitalize()}",
         "start": "start the stack's stopped boxes first (`fab start`)",
-        "name": "a label for the run, kept in launch.json, config.json and summary.json",
+        "name": f"a label for the run, kept in {contract.LAUNCH_FILE}, {contract.CONFIG_FILE} "
+        f"and {contract.SUMMARY_FILE}",
         **BUILD_HELP,
         "image-name": IMAGE_HELP,
         "target": TARGET_HELP,
@@ -141,29 +145,57 @@ def train(
     }
 )
 def logs(c, run="", follow=False, tail="all", node=0, target="", stack=""):
-    """Print the trainer's log (--follow to keep watching)."""
+    """Print the trainer's log, stdout and stderr (--follow to keep watching)."""
     tail = _tail_lines(tail)
     box = _box(target, stack, int(node))
     run_id = on_box.resolve_run_id(box, run)
-    name = on_box.container_name(run_id)
-    flags = f"--tail {shlex.quote(tail)}" + (" --follow" if follow else "")
     try:
-        result = box.run(
-            f"docker logs {flags} {shlex.quote(name)}", check=False, hide="stderr", pty=False
-        )
+        container = on_box.inspect_container(box, run_id)
+        if container is None:
+            _stored_log(box, run_id, tail, follow)
+            return
+        result = _docker_logs(box, run_id, tail, follow)
     except (OSError, EOFError) as error:
         raise Exit(_lost_box_message(box, run_id, error)) from None
     if result.exited == -1 or box.dropped:
         raise Exit(_lost_box_message(box, run_id, "connection closed"))
-    if result.exited != 0 and "No such container" in result.stderr:
-        uri = box.target.storage_uri
-        text = stored_log(uri, run_id, tail)
-        if text is None:
-            raise Exit(no_log_message(run_id, box.address, uri))
-        console.print(f"run {run_id} has no container on {box.address}: its log from {uri}")
-        print(text, end="", flush=True)
-    elif result.exited != 0:
-        raise Exit(f"no log for run {run_id} on {box.address}: {result.stderr.strip()}")
+    if result.exited != 0:
+        said = (result.stdout.strip().splitlines() or ["no output"])[-1]
+        raise Exit(f"no log for run {run_id} on {box.address}: {printable(said, 300)}")
+    if follow and not container.running:
+        console.print(f"run {run_id}'s container has exited ({container.exit_code}): "
+                      "that is all of its log")  # fmt: skip
+
+
+def _docker_logs(box: AnyBox, run_id: str, tail: str, follow: bool):
+    """`docker logs` of the run's container, its stdout and stderr in one stream in the
+    order docker gives them (`2>&1`: docker writes the container's stderr to its own),
+    each line made safe and cut (`LogLines`) as it comes."""
+    flags = f"--tail {shlex.quote(tail)}" + (" --follow" if follow else "")
+    lines = LogLines(sys.stdout)
+    name = shlex.quote(on_box.container_name(run_id))
+    try:
+        return box.run(f"docker logs {flags} {name} 2>&1", check=False, hide=False,
+                       out_stream=lines, err_stream=lines, pty=False)  # fmt: skip
+    finally:
+        lines.close()
+
+
+def _stored_log(box: AnyBox, run_id: str, tail: str, follow: bool) -> None:
+    """The log of a run no container holds, from storage; with --follow, said and
+    refused after it: nothing writes to that log any more."""
+    uri = box.target.storage_uri
+    found = stored_log.find(uri, run_id)
+    if found is None:
+        raise Exit(stored_log.no_log_message(run_id, box.address, uri))
+    console.print(f"run {run_id} has no container on {box.address}: its log from "
+                  f"{markup_safe(uri)}")  # fmt: skip
+    stored_log.show(found, tail, LogLines(sys.stdout))
+    if follow:
+        raise Exit(
+            f"--follow: no container holds run {run_id} on {box.address}, so nothing adds "
+            "to its log; above is all of it (`fab status --run` says how the run ended)"
+        )
 
 
 def _tail_lines(text: object) -> str:

@@ -17,12 +17,14 @@ from pathlib import Path
 from invoke.exceptions import Exit
 from rich.console import Console
 
+from box.contract import TRIAL_PRUNED, finite_float
 from ops.run.names import checked_name
 from ops.runs import listing
 from ops.runs.filters import check_filters
 from ops.runs.readable import money
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
+from ops.terminal_text import markup_safe, printable, say_note
 from stack import storage_layout
 from trainer.sweep.spec import JOURNAL_FILE, PLOTS_DIR, RESULT_FILE, TRIALS_FILE
 
@@ -54,11 +56,19 @@ def _sweep_record(storage_uri: str | None, sweep_id: str, name: str) -> dict | N
     return value if isinstance(value, dict) else None
 
 
+def _trial_list(trials: dict | None) -> list[dict]:
+    """trials.json's trials (the sweep's folder is the box's to write: only objects)."""
+    listed = (trials or {}).get("trials")
+    return [t for t in listed if isinstance(t, dict)] if isinstance(listed, list) else []
+
+
 def _with_trial_states(rows: list, trials: dict | None) -> list:
     """A pruned trial's own status says `stopped`: the sweep's record says why."""
-    states = {t.get("run_id"): t.get("state") for t in (trials or {}).get("trials") or []}
+    states = {t.get("run_id"): t.get("state") for t in _trial_list(trials)}
     return [
-        dataclasses.replace(row, state="pruned") if states.get(row.run_id) == "pruned" else row
+        dataclasses.replace(row, state=TRIAL_PRUNED)
+        if states.get(row.run_id) == TRIAL_PRUNED
+        else row
         for row in rows
     ]
 
@@ -71,14 +81,14 @@ def _sweep_view(rows: list, sweep_id: str, storage_uri: str | None, plot: str) -
     return {"rows": rows, "keys": listing.differing(rows), "sweep_id": sweep_id,
             "plot": None if missing else str(folder), "plot_missing": missing,
             "result": _sweep_record(storage_uri, sweep_id, RESULT_FILE),
-            "trials": (trials or {}).get("trials") or []}  # fmt: skip
+            "trials": _trial_list(trials)}  # fmt: skip
 
 
 def _waiting_sweep(view: dict) -> str:
     """A sweep whose trials have stored no record yet: what its own record says."""
     counts: dict[str, int] = {}
     for trial in view["trials"]:
-        state = str(trial.get("state") if isinstance(trial, dict) else "?")
+        state = str(trial.get("state"))
         counts[state] = counts.get(state, 0) + 1
     said = ", ".join(f"{count} trial{'s' * (count > 1)} {state}" for state, count in counts.items())
     return (
@@ -108,7 +118,8 @@ def _sweep_plots(storage_uri: str | None, sweep_id: str, folder: Path) -> str | 
 
 
 def _mae(value: object) -> str:
-    return f"{value:.2f}" if isinstance(value, int | float) else "-"
+    number = finite_float(value)
+    return "-" if number is None else f"{number:.2f}"
 
 
 def _result_lines(result: dict | None) -> list[str]:
@@ -143,7 +154,8 @@ def _cost_line(rows: list) -> str:
         "json": "print JSON instead of a table",
         "local": f"a folder of runs (default: {listing.LOCAL_RUNS}/, where `fab download` puts "
         f"them, and {listing.DEMO_RUNS}/, `make demo`'s)",
-        "plot": f"with --sweep: the folder for its plots (default: {LOCAL_SWEEPS}/<ID>/plots/)",
+        "plot": "with --sweep: the folder for its plots (default: "
+        f"{LOCAL_SWEEPS}/<ID>/{PLOTS_DIR}/)",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
     }
@@ -170,18 +182,21 @@ def runs(c, dataset="", state="", sweep="", json=False, local="", plot="",
         print(jsonlib.dumps(out, indent=2))
         return
     for note in notes:
-        console.print(f"[yellow]note:[/] {note}")
+        say_note(console, note)
     if not found.rows:
         print(f"no runs in {listing.looked_in(storage_uri, local_dirs)}; {listing.POINT_IT}")
         return
     if not rows:
-        print(_waiting_sweep(view) if view and view["trials"] else
+        print(printable(_waiting_sweep(view)) if view and view["trials"] else
               f"none of the {len(found.rows)} runs matches; `fab runs` lists them all")  # fmt: skip
         return
     out = Console(width=None if sys.stdout.isatty() else _WIDE_COLUMNS)
-    out.print(listing.table(rows, keys, rank=bool(view)))
+    grid, left_out = listing.table(rows, keys, out.width, rank=bool(view))
+    for line in [*filter(None, (row.problem_line() for row in rows)), *left_out]:
+        say_note(console, line)
+    out.print(grid)
     if view:
         for line in [*_result_lines(view["result"]), _cost_line(rows)]:
-            out.print(line, highlight=False)
+            out.print(markup_safe(line), highlight=False)
         drawn = f"{view['plot']}/ (Optuna's history, parallel coordinates, MAE per epoch)"
         out.print(f"plots: {view['plot_missing'] or drawn}", highlight=False)

@@ -6,7 +6,10 @@ without the programs, and setup-box.sh and the units are not Python: each keeps 
 spelling of a few names, and each spelling is checked here against box.contract.
 """
 
+import dataclasses
 import re
+
+import pytest
 
 from box import bootstrap, contract, install
 from box.watchdog_config import WatchdogConfig
@@ -112,3 +115,52 @@ def test_a_launch_records_deadline_and_prices_are_its_named_keys():
 
 def test_a_summary_writes_every_key_even_those_it_has_no_value_for():
     assert contract.RunSummary(run_id="r1").to_json()["test"] is None
+
+
+def test_a_number_no_float_holds_is_no_number_and_is_said():
+    written = {"updated_at": float("nan"), "eta_s": float("inf"), "val_mae": 10**400,
+               "step": 2**70, "epoch": 3, "train_loss": -float("inf")}  # fmt: skip
+    record = contract.RunRecord.from_dict(written)
+    assert record.known() == {"epoch": 3}
+    assert contract.RunRecord.problems(written) == [
+        "step is an integer of about 22 digits, not a whole number",
+        "train_loss is -Infinity, not a finite number",
+        "val_mae is an integer of about 401 digits, not a finite number",
+        "eta_s is Infinity, not a finite number",
+        "updated_at is NaN, not a finite number",
+    ]
+
+
+def test_a_file_that_cannot_be_read_is_said_once_as_a_whole():
+    torn = (contract.RunRecord(), ["not JSON (torn?)"])
+    assert contract.RunRecord.checked(b'{"state": "fin') == torn
+    assert contract.RunRecord.checked(b"[" * 100_000)[1] == ["nested too deep to read"]
+    assert contract.LaunchRecord.checked(b"[1]")[1] == ["holds a list, not an object"]
+    assert contract.RunRecord.checked(None) == (contract.RunRecord(), [])
+    assert contract.RunRecord.checked(b'{"state": "exploded"}')[1] == [
+        "state 'exploded' is no run state"
+    ]
+
+
+def test_a_field_of_a_list_of_objects_is_read_by_its_annotation():
+    @dataclasses.dataclass(frozen=True)
+    class Trials(contract._Record):
+        trials: list[dict] | None = None
+
+    assert Trials.from_dict({"trials": [{"n": 1}]}).trials == [{"n": 1}]
+    assert Trials.from_dict({"trials": [{"n": 1}, 2]}).trials is None
+    assert Trials.problems({"trials": [3]}) == ["trials is a list, not a list of objects"]
+
+
+def test_a_field_no_reader_reads_fails_when_its_record_is_defined():
+    with pytest.raises(TypeError, match=r"Odd\.when: no reader for"):
+
+        @dataclasses.dataclass(frozen=True)
+        class Odd(contract._Record):
+            when: tuple | None = None
+
+    with pytest.raises(TypeError, match=r"Bare.count: <class 'int'> is not `X \| None`"):
+
+        @dataclasses.dataclass(frozen=True)
+        class Bare(contract._Record):
+            count: int = 0

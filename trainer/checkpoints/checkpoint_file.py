@@ -28,6 +28,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import torch
 
+from box.contract import BEST_CHECKPOINT, CHECKPOINTS_DIR
 from trainer.atomic_write import fsync_dir, open_atomic, temp_path, write_bytes_atomic
 from trainer.checkpoints import layout
 from trainer.config import UserError
@@ -197,10 +198,10 @@ def open_run_store(uri: str, flag: str = "--checkpoint-uri") -> ObjectStore:
 
 # What `evaluate --checkpoint` takes, in the words of its errors.
 CHECKPOINT_FORMS = (
-    "a local .pt file (a run dir's checkpoints/best.pt), a run's URI (s3://BUCKET/PREFIX/"
-    "runs/ID, az://ACCOUNT/CONTAINER/PREFIX/runs/ID or file:///PATH/runs/ID: its BEST "
-    "checkpoint, else LATEST) or a checkpoint's URI (<run URI>/checkpoints/"
-    "step-NNNNNNNNN-epoch-NNNN.pt)"
+    f"a local .pt file (a run dir's {CHECKPOINTS_DIR}/{BEST_CHECKPOINT}), a run's URI "
+    "(s3://BUCKET/PREFIX/runs/ID, az://ACCOUNT/CONTAINER/PREFIX/runs/ID or "
+    "file:///PATH/runs/ID: its BEST checkpoint, else LATEST) or a checkpoint's URI "
+    f"(<run URI>/{CHECKPOINTS_DIR}/step-NNNNNNNNN-epoch-NNNN.pt)"
 )
 
 

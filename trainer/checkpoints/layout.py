@@ -24,15 +24,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from box.contract import CHECKPOINTS_DIR
+from box.contract import RUN_LOG_FILE as RUN_LOG_FILE  # the run dir's names are the contract's
+from box.contract import RUN_LOG_ROTATED as RUN_LOG_ROTATED
 from trainer.storage import ObjectNotFound, ObjectStore
 
 log = logging.getLogger(__name__)
 
-RUN_LOG_FILE = "train.log"
-"""What `train` printed (trainer.checkpoints.run_log), mirrored beside the checkpoints:
-`fab logs` reads it from the store once no container holds the run."""
-RUN_LOG_ROTATED = RUN_LOG_FILE + ".1"
-"""The part before, once train.log reached its cap."""
 CHECKPOINTS_PREFIX = f"{CHECKPOINTS_DIR}/"
 LATEST_KEY = CHECKPOINTS_PREFIX + "LATEST"
 BEST_KEY = CHECKPOINTS_PREFIX + "BEST"

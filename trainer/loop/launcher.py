@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import json
 import logging
 import os
 import signal
@@ -62,6 +61,7 @@ from box.contract import (
     STATE_STOPPED,
     STATE_UPLOAD_PENDING,
     STATUS_FILE,
+    RunRecord,
 )
 from trainer.config import UserError
 
@@ -204,7 +204,7 @@ def launch(args: argparse.Namespace, run_dir: Path) -> int:
     record = box_record(run_dir, started_at)
     outcome = exit_code(record, code, signalled, released[0] if released else None)
     print(
-        f"launch: the run's record on this box says {record.get('state') or 'nothing new'}"
+        f"launch: the run's record on this box says {record.state or 'nothing new'}"
         f"{'; stopped from outside' if signalled else ''}: exit {outcome}",
         file=sys.stderr,
         flush=True,
@@ -213,12 +213,12 @@ def launch(args: argparse.Namespace, run_dir: Path) -> int:
 
 
 def exit_code(
-    record: dict[str, Any], torchrun_code: int, signalled: bool, released: int | None = None
+    record: RunRecord, torchrun_code: int, signalled: bool, released: int | None = None
 ) -> int:
     """The container's exit code from this box's record, torchrun's code, whether the
     launcher was stopped and the code a rank released it with (see the module
     docstring)."""
-    state, code = record.get("state"), record.get("exit_code")
+    state, code = record.state, record.exit_code
     if state in FINISHED_STATES:
         return EXIT_FINISHED
     if state in STOPPED_STATES:
@@ -230,21 +230,13 @@ def exit_code(
     return EXIT_STOPPED if signalled else torchrun_code
 
 
-def box_record(run_dir: Path, since: float) -> dict[str, Any]:
+def box_record(run_dir: Path, since: float) -> RunRecord:
     """The newest of this box's status.json / heartbeat.json written at `since` or
-    later ({} when none is: a record of an earlier launch says nothing of this one)."""
-    records = [_read(Path(run_dir) / name) for name in RECORD_FILES]
-    fresh = [r for r in records if isinstance(r.get("updated_at"), int | float)]
-    fresh = [r for r in fresh if r["updated_at"] >= since]
-    return max(fresh, key=lambda r: r["updated_at"], default={})
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return record if isinstance(record, dict) else {}
+    later (an empty record when none is: a record of an earlier launch says nothing of
+    this one), each read as the contract reads it (a time no finite number is none)."""
+    records = [RunRecord.read(Path(run_dir), name) for name in RECORD_FILES]
+    fresh = [r for r in records if r.updated_at is not None and r.updated_at >= since]
+    return max(fresh, key=lambda r: r.updated_at or 0.0, default=RunRecord())
 
 
 def exit_process(code: int) -> NoReturn:

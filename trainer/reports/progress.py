@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from box.contract import EXIT_STOPPED, METRICS_FILE, RunRecord
+from box.contract import EXIT_STOPPED, METRICS_FILE, TB_DIR, RunRecord
 from trainer.atomic_write import write_bytes_atomic
 from trainer.config import UserError
 from trainer.reports.status import StatusWriter
@@ -112,7 +112,7 @@ class MetricsLog:
         self.path = Path(run_dir) / METRICS_FILE
         self._keep_until(resume_step or 0)
         # purge_step hides events a killed run logged past the checkpoint we resume from.
-        self.tb = SummaryWriter(str(Path(run_dir) / "tb"), purge_step=resume_step)
+        self.tb = SummaryWriter(str(Path(run_dir) / TB_DIR), purge_step=resume_step)
         self._file = self.path.open("a")
 
     def _keep_until(self, step: int) -> None:

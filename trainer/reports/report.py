@@ -13,7 +13,7 @@ matplotlib.use("Agg")  # headless: boxes and CI have no display
 import matplotlib.pyplot as plt
 import numpy as np
 
-from box.contract import CONFIG_FILE, REPORT_FILE
+from box.contract import CONFIG_FILE, PLOTS_DIR, REPORT_FILE
 from trainer.metrics import clarke_zones
 from trainer.reports.progress import read_metrics
 from trainer.reports.settings import flag_rows
@@ -240,7 +240,7 @@ def write_report(
     `given`: the flags left to the trainer that the run gave all the same
     (`trainer.reports.settings.given_to_the_trainer`)."""
     run_dir = Path(run_dir)
-    plots = run_dir / "plots"
+    plots = run_dir / PLOTS_DIR
     plots.mkdir(exist_ok=True)
     plot_learning_curve(read_metrics(run_dir), plots / "learning_curve.png")
     if summary["test"] is not None:

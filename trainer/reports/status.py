@@ -50,7 +50,7 @@ class StatusWriter:
 
     def write(self, **changes: Any) -> None:
         unknown = set(changes) - set(STATUS_KEYS)
-        assert not unknown, f"status.json has no keys {unknown}"
+        assert not unknown, f"{STATUS_FILE} has no keys {unknown}"
         assert changes.get("state", STATE_RUNNING) in STATES, changes["state"]
         uploads = self._uploads() if self._uploads is not None else None
         self.fields.update(changes, updated_at=time.time(), uploads=uploads)

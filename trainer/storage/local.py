@@ -56,6 +56,11 @@ class FileStore:
         with self._open_object(key) as source:
             return source.read()
 
+    def read_range(self, key: str, start: int, length: int) -> bytes:
+        with self._open_object(key) as source:
+            source.seek(start)
+            return source.read(length)
+
     def _open_object(self, key: str) -> BinaryIO:
         """The object's file, opened; ObjectNotFound for anything but a plain file, as
         the listing says: a FIFO (whose read would wait for a writer for ever), a

@@ -86,6 +86,27 @@ class S3Store:
                 raise ObjectNotFound(f"{self.uri}: no object {key!r}") from None
             raise
 
+    def read_range(self, key: str, start: int, length: int) -> bytes:
+        """One ranged GET (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
+        `Range`, RFC 9110's `bytes=first-last`); a start at or past the end is S3's 416
+        InvalidRange: no bytes."""
+        from botocore.exceptions import ClientError
+
+        if length <= 0:
+            return b""
+        byte_range = f"bytes={start}-{start + length - 1}"
+        try:
+            answer = self._client.get_object(
+                Bucket=self.bucket, Key=self._key(key), Range=byte_range
+            )
+        except ClientError as error:
+            if self._missing(error):
+                raise ObjectNotFound(f"{self.uri}: no object {key!r}") from None
+            if error.response.get("Error", {}).get("Code") == "InvalidRange":
+                return b""
+            raise
+        return answer["Body"].read(length)
+
     def write_bytes(self, key: str, data: bytes) -> None:
         self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
 

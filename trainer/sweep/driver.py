@@ -31,6 +31,7 @@ from box.contract import (
     STATE_RUNNING,
     STATE_STOPPED,
     STATUS_FILE,
+    TRIAL_COMPLETE,
     RunRecord,
 )
 from trainer.atomic_write import write_json_atomic
@@ -299,7 +300,7 @@ class Driver:
             counts[row["state"]] = counts.get(row["state"], 0) + 1
         # The best complete trial's, as a run's status carries its best epoch's: what the
         # box's end message and `fab status` say of the sweep.
-        maes = [row["val_mae"] for row in trials if row["state"] == "complete"]
+        maes = [row["val_mae"] for row in trials if row["state"] == TRIAL_COMPLETE]
         write_json_atomic(self.sweep_dir / TRIALS_FILE, {"trials": trials})
         write_json_atomic(
             self.sweep_dir / STATUS_FILE,

@@ -22,7 +22,9 @@ from box.contract import (
     CHECKPOINTS_DIR,
     EXIT_FAILED,
     EXIT_FINISHED,
-    STATE_RUNNING,
+    RUN_LOG_FILE,
+    TRIAL_PRUNED,
+    TRIAL_RUNNING,
     RunSummary,
 )
 from trainer.atomic_write import write_json_atomic
@@ -42,11 +44,13 @@ def trial_rows(spec: SweepSpec, study: Any, pruned: set[int]) -> list[dict[str, 
     rows = []
     for trial in study.get_trials(deepcopy=False):
         state = trial.state.name.lower()
+        if trial.number in pruned and state == TRIAL_RUNNING:
+            state = TRIAL_PRUNED  # stopped by the sweep: Optuna's record still says running
         rows.append(
             {
                 "number": trial.number,
                 "run_id": spec.trial_run_id(trial.number),
-                "state": "pruned" if trial.number in pruned and state == STATE_RUNNING else state,
+                "state": state,
                 "values": trial.params,
                 "val_mae": trial.value,
             }
@@ -83,7 +87,8 @@ def finish(spec: SweepSpec, study: Any, sweep_dir: Path) -> int:
     plot_study(study, sweep_dir / PLOTS_DIR, f"sweep {spec.sweep_id}")
     if not complete:
         _write_report(spec, sweep_dir, rows, None)
-        print(f"sweep {spec.sweep_id}: no trial finished; see each trial's train.log", flush=True)
+        said = f"sweep {spec.sweep_id}: no trial finished; see each trial's {RUN_LOG_FILE}"
+        print(said, flush=True)
         return EXIT_FAILED
     best = min(complete, key=lambda trial: trial.value)
     chosen = spec.trial_run_id(best.number)

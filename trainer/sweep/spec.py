@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from box.contract import PLOTS_DIR as PLOTS_DIR  # a sweep's plots are in a folder named as a run's
 from box.contract import REPORT_FILE as REPORT_FILE  # a sweep's report is named as a run's
 from box.contract import run_uri
 from trainer.checkpoints.layout import RUN_LOG_FILE
@@ -31,7 +32,6 @@ SPEC_FILE = "sweep.json"
 JOURNAL_FILE = "optuna.journal"
 TRIALS_FILE = "trials.json"
 RESULT_FILE = "result.json"
-PLOTS_DIR = "plots"
 TRIAL_LOG_FILE = RUN_LOG_FILE
 """In a trial's run dir (mirrored with it): the trial's output, which `fab logs` reads
 from storage once no container holds the run (a plain run's is the same file)."""

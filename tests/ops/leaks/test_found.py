@@ -6,26 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ops.leaks import aws
-from ops.leaks.found import Cost, Leak, box_cost, printable, report
-
-
-@pytest.mark.parametrize(
-    ("raw", "shown"),
-    [
-        ("\x1b[31mred", "\\x1b[31mred"),  # an ANSI colour is letters, not a colour
-        ("\x1b]8;;http://x\x07link", "\\x1b]8;;http://x\\x07link"),  # nor a hyperlink
-        ("a\u202eb\u200bc", "a\\u202eb\\u200bc"),  # nor a bidi override, nor a hidden mark
-        ("line\nnext\r", "line\\x0anext\\x0d"),  # one leftover, one line
-        ("C:\\x41", "C:\\x5cx41"),  # a backslash cannot fake an escape
-        ("[bold]x[/bold] é 中", "[bold]x[/bold] é 中"),  # printed plain: markup is letters
-    ],
-)
-def test_a_string_from_the_cloud_is_printable_as_it_is_not_as_an_effect(raw, shown):
-    assert printable(raw) == shown
-
-
-def test_a_long_string_is_cut_and_says_so():
-    assert printable("x" * 200) == "x" * 79 + "…"
+from ops.leaks.found import Cost, Leak, box_cost, report
 
 
 def test_a_box_is_priced_at_the_catalogs_figure_and_market():

@@ -22,6 +22,7 @@ from box.contract import (
     EXIT_STOPPED,
     EXIT_UNWRITABLE,
     EXIT_USER_ERROR,
+    RunRecord,
 )
 from tests.trainer.ddp_process import free_port, launcher, worker_pid
 from tests.trainer.trainer_process import output_of, status_of, wait_for_exit, wait_for_step
@@ -81,15 +82,33 @@ LONG_RUN = ("--batch-size", "8", "--epochs", "50")
 def test_the_runs_record_decides_the_exit_code(
     record, torchrun_code, signalled, released, expected
 ):
-    assert exit_code(record, torchrun_code, signalled, released) == expected
+    assert exit_code(RunRecord.from_dict(record), torchrun_code, signalled, released) == expected
 
 
 def test_only_a_record_written_since_the_launch_counts(tmp_path: Path):
     (tmp_path / "status.json").write_text(json.dumps({"state": "stopped", "updated_at": NOW - 1}))
-    assert box_record(tmp_path, since=NOW) == {}  # an earlier launch's ending
+    assert box_record(tmp_path, since=NOW) == RunRecord()  # an earlier launch's ending
     heartbeat = {"state": "finished", "exit_code": 0, "updated_at": NOW + 5}
     (tmp_path / "heartbeat.json").write_text(json.dumps(heartbeat))
-    assert box_record(tmp_path, since=NOW) == heartbeat
+    assert box_record(tmp_path, since=NOW) == RunRecord.from_dict(heartbeat)
+
+
+@pytest.mark.parametrize("when", ["Infinity", "1e999", "9" * 400])
+def test_a_record_of_no_time_is_no_record_of_this_launch(tmp_path: Path, when: str):
+    """An earlier launch's `finished` whose updated_at is no finite number (a hostile or
+    garbled file) does not decide how this launch ended."""
+    (tmp_path / "status.json").write_text(f'{{"state": "finished", "updated_at": {when}}}')
+    record = box_record(tmp_path, since=NOW)
+    assert record == RunRecord()
+    assert exit_code(record, EXIT_FAILED, signalled=False) == EXIT_FAILED
+
+
+def test_an_exit_code_that_is_no_whole_number_is_not_the_containers(tmp_path: Path):
+    (tmp_path / "status.json").write_text(
+        json.dumps({"state": "failed", "exit_code": 2.0, "updated_at": NOW + 1})
+    )
+    code = exit_code(box_record(tmp_path, since=NOW), EXIT_FAILED, signalled=False)
+    assert code == EXIT_FAILED and isinstance(code, int)
 
 
 TRAIN = ["-m", "trainer", "train", "--data", "DATA", "--run-dir", "/nonexistent/run"]

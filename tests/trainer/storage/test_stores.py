@@ -59,6 +59,18 @@ def test_a_listing_gives_sizes_and_a_version_that_a_rewrite_changes(store_uri: s
     assert after["metrics.jsonl"] == before["metrics.jsonl"]
 
 
+def test_a_range_reads_that_part_of_an_object_alone(store_uri: str) -> None:
+    store = open_store(store_uri)
+    store.write_bytes("train.log", bytes(range(256)) * 4)
+    assert store.read_range("train.log", 1000, 100) == bytes(range(232, 256))  # its end
+    assert store.read_range("train.log", 255, 3) == bytes([255, 0, 1])
+    assert store.read_range("train.log", 0, 0) == b""
+    assert store.read_range("train.log", 1024, 10) == b""  # at the end: nothing, no error
+    assert store.read_range("train.log", 5000, 10) == b""  # past it too
+    with pytest.raises(ObjectNotFound):
+        store.read_range("none.log", 0, 10)
+
+
 def test_write_replaces_an_object_whole(store_uri: str) -> None:
     store = open_store(store_uri)
     store.write_bytes("LATEST", b"step-000000001")
