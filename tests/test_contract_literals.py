@@ -43,7 +43,6 @@ ELSEWHERE = Counter({
     ("ops/leaks/aws.py", "running"): 1,  # an EC2 instance's state
     ("ops/preflight/aws.py", "running"): 1,
     ("ops/preflight/aws.py", "stopped"): 1,
-    ("stack/arm.py", "failed"): 1,  # an ARM deployment's provisioning state
     ("trainer/loop/train.py", "stopped"): 1,  # how an epoch's steps ended, not a run
     # The words of a run's end in the box's message (box/resume.py, being changed by
     # issue 47's item 1 this round): to become contract.STATE_FINISHED there.
