@@ -76,18 +76,17 @@ class BenchCommand:
     """Append a row to a measured-throughput CSV."""
     quick: bool = flag(False)
     """A few seconds, for tests."""
-    batch_size: int | None = flag(None)
-    """The step's batch (default: what train takes for M2-sized data); with
-    --time-to-quality, the run's global batch."""
+    batch_size: int | None = flag(None, auto="what train takes for M2-sized data")
+    """The step's batch; with --time-to-quality, the run's global batch."""
     graph: bool = flag(True, name="no-graph")
-    """On a GPU, time the step captured as one CUDA graph; --no-graph: the eager step (a
-    run's fallback: --no-graph, --compile, --grad-accum, a failed capture)."""
+    """Time the eager step (a run's fallback: --no-graph, --compile, --grad-accum, a
+    failed capture). Without it, on a GPU the step captured as one CUDA graph is timed."""
     time_to_quality: bool = flag(False)
     """Seconds from start to today's default's val MAE, training with the defaults on
     fixed synthetic data (M2-sized on a GPU, tiny on a CPU or with --quick)."""
-    target_mae: float | None = flag(None)
+    target_mae: float | None = flag(None, auto="the val MAE measured for the data's size")
     """--time-to-quality's target (mg/dL)."""
-    nproc: int | None = flag(None, metavar="N")
+    nproc: int | None = flag(None, metavar="N", auto="one process, no torchrun")
     """--time-to-quality under torchrun with N ranks (GPUs; gloo processes on a CPU)."""
 
 
@@ -105,8 +104,8 @@ class BenchCheckpointCommand:
     """Saves and uploads timed."""
     upload_only: bool = flag(False)
     """Time the save and upload alone, no training."""
-    batch_size: int | None = flag(None)
-    """The training step's batch (default: the bench's)."""
+    batch_size: int | None = flag(None, auto="the bench's")
+    """The training step's batch."""
     json: bool = flag(False)
     """Print one JSON object."""
 
@@ -117,8 +116,8 @@ class BenchPrepareCommand:
     """Synthetic cases prepared."""
     minutes: float = flag(30.0, unit="m")
     """Recording per case."""
-    workers: int = flag(factory=cores)
-    """Cases prepared in parallel, one process each (default: the cores)."""
+    workers: int = flag(factory=cores, auto="the machine's cores")
+    """Cases prepared in parallel, one process each."""
     json: bool = flag(False)
     """Print one JSON object."""
 
