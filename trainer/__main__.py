@@ -27,7 +27,7 @@ from trainer.checkpoints.run_log import keep_run_log
 from trainer.checkpoints.uploader_lock import UploaderBusy
 from trainer.commands import COMMANDS
 from trainer.config import SynthConfig, UserError, run_config_from_flags
-from trainer.container_env import load_env_file
+from trainer.container_env import host_path, load_env_file
 from trainer.data.vitaldb.config import PrepareConfig
 from trainer.exit_codes import exit_code_for, unwritable_message
 from trainer.flags import add_flags, from_flags
@@ -142,7 +142,7 @@ def _prepare(config: PrepareConfig) -> int:
     outcome = prepare_vitaldb(config)
     verb = "holds" if outcome.already_done else "wrote"
     print(
-        f"{config.out} {verb} {outcome.windows} windows from {outcome.cases} cases "
+        f"{host_path(config.out)} {verb} {outcome.windows} windows from {outcome.cases} cases "
         f"({outcome.skipped} skipped; see prepare_summary.json)"
     )
     return EXIT_FINISHED
@@ -209,9 +209,10 @@ def _launch(torchrun_args: list[str]) -> int:
 
 
 def _configure_logging() -> None:
-    """Storage sync, resume and spot notices log; the SDKs' INFO chatter stays out."""
+    """Storage sync, resume and spot notices log; the SDKs' INFO chatter stays out, and
+    matplotlib's ("generated new fontManager" where its font cache is new)."""
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    for noisy in ("botocore", "boto3", "s3transfer", "urllib3", "azure"):
+    for noisy in ("botocore", "boto3", "s3transfer", "urllib3", "azure", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

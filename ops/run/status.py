@@ -81,6 +81,8 @@ class RunSnapshot:
     runs: dict[str, RunRecord] = field(default_factory=dict)
     """The status.json of each run on box 0, which share the box with this one (a
     sweep's trials among them: `cost.sharing_spans`)."""
+    address: str = "the box"
+    """Box 0 as `fab` names it ("this machine" on the local target)."""
 
     def cost(self, hourly_price_usd: float) -> cost.RunCost | None:
         """Each box's up time during the spans the run's trainer ran (the last until now
@@ -121,9 +123,14 @@ NOT_STARTED = "not started"
 
 
 def describe_state(
-    container: ContainerState | None, status: RunRecord, stopped_by_user: bool
+    container: ContainerState | None,
+    status: RunRecord,
+    stopped_by_user: bool,
+    restarts: bool = True,
 ) -> str:
-    """running / preempted-waiting / stopped / finished / failed (exit N) / not started."""
+    """running / preempted-waiting / stopped / finished / failed (exit N) / not started.
+    `restarts`: the box's resume unit starts a run that exited 75 again (a box `pulumi
+    up` made); elsewhere nothing does."""
     if container is None:
         return status.state or NOT_STARTED
     if container.running:
@@ -135,6 +142,11 @@ def describe_state(
     if container.exit_code == contract.EXIT_STOPPED:
         if stopped_by_user:
             return "stopped by `fab stop` (checkpoint saved; `fab train --run ID` resumes)"
+        if not restarts:
+            return (
+                "stopped (exit 75, checkpoint saved; nothing restarts it here: "
+                "`fab train --run ID` resumes)"
+            )
         return "preempted-waiting (resumes when the box is back)"
     if container.exit_code == contract.EXIT_BOXES_AWAY:
         return (
@@ -162,7 +174,7 @@ def node_line(box: Box, run_id: str) -> str:
     container = on_box.inspect_container(box, run_id)
     heartbeat = RunRecord.parse(box.read_text(f"{run_dir}/{contract.HEARTBEAT_FILE}"))
     stopped_by_user = box.exists(f"{run_dir}/{contract.STOPPED_BY_USER}")
-    state = describe_state(container, heartbeat, stopped_by_user)
+    state = describe_state(container, heartbeat, stopped_by_user, box.target.set_up_by_cloud_init)
     seen = f", step {heartbeat.step}" if heartbeat.step is not None else ""
     return f"node {box.node}:     {state}{seen} ({box.address}; `fab logs --node {box.node}`)"
 
@@ -179,7 +191,10 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
     return RunSnapshot(
         run_id=run_id,
         state=describe_state(
-            container, status, box.exists(f"{run_dir}/{contract.STOPPED_BY_USER}")
+            container,
+            status,
+            box.exists(f"{run_dir}/{contract.STOPPED_BY_USER}"),
+            box.target.set_up_by_cloud_init,
         ),
         status=status,
         last_metrics=_json_or_empty(metrics_tail.strip()),
@@ -190,6 +205,7 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
         others=tuple(_reachable_snapshot(other) for other in others),
         live=container is not None and container.running,
         runs=run_statuses(box),
+        address=box.address,
     )
 
 
@@ -292,11 +308,19 @@ def box_lines(snap: BoxSnapshot, now: float) -> list[str]:
     return [line for line in [*lines, last_stop_line(snap.last_stop, now)] if line]
 
 
-def cost_lines(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> list[str]:
-    """What the run's boxes billed while its trainer ran and, while it runs, to its ETA."""
+def cost_lines(
+    snap: RunSnapshot, hourly_price_usd: float, spot: bool, unbilled: str | None = None
+) -> list[str]:
+    """What the run's boxes billed while its trainer ran and, while it runs, to its ETA;
+    `unbilled`: why the target's boxes cost nothing (`guard_rails.unbilled_note`), said
+    beside the $0.00 that `fab runs` shows too."""
     spent = snap.cost(hourly_price_usd)
-    if spent is None or spent.hourly_price_usd <= 0:
-        return ["cost:       unknown (no launch record or no hourlyPriceUsd)"]
+    if unbilled and (spent is None or spent.hourly_price_usd <= 0):
+        return [f"cost:       {money(0.0)} ({unbilled})"]
+    if spent is None:
+        return ["cost:       unknown (no launch record: `fab train` did not start this run)"]
+    if spent.hourly_price_usd <= 0:
+        return ["cost:       unknown (its launch record holds no hourly price)"]
     kind = "spot" if spot else "on-demand"
     hours = ", ".join(f"box {n} {duration(s)}" for n, s in enumerate(spent.box_seconds))
     so_far = "so far" if snap.state == STATE_RUNNING else "in all (the run is not running)"
@@ -316,16 +340,20 @@ def _fmt(value, spec: str) -> str:
     return format(value, spec) if isinstance(value, (int, float)) else "-"
 
 
-def render(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> str:
+def render(
+    snap: RunSnapshot, hourly_price_usd: float, spot: bool, unbilled: str | None = None
+) -> str:
     s = snap.status
+    # An ETA is a running run's: a stopped one's last estimate would read as a promise.
+    eta = s.eta_s if snap.live and snap.state == STATE_RUNNING else None
     lines = [
         f"run:        {snap.run_id}",
         f"state:      {snap.state}",
         f"progress:   epoch {_fmt(s.epoch, 'd')}, step {_fmt(s.step, 'd')}"
         f" / {_fmt(s.total_steps, 'd')}",
         f"train loss: {_fmt(s.train_loss, '.4f')}   val MAE: {_fmt(s.val_mae, '.2f')} mg/dL",
-        f"speed:      {_fmt(s.windows_per_s, ',.0f')} windows/s   "
-        f"ETA: {duration(s.eta_s) if s.eta_s is not None else '-'}",
+        f"speed:      {_fmt(s.windows_per_s, ',.0f')} windows/s"
+        + (f"   ETA: {duration(eta)}" if eta is not None else ""),
     ]
     if s.updated_at is not None:
         lines.append(f"updated:    {duration(snap.now - s.updated_at)} ago")
@@ -340,6 +368,6 @@ def render(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> str:
         index, name, util, used, total = (part.strip() for part in gpu.split(","))
         lines.append(f"gpu {index}:      {name}: {util}% busy, {used}/{total} MiB")
     if not snap.gpus:
-        lines.append("gpu:        none (nvidia-smi not on the box)")
-    lines += cost_lines(snap, hourly_price_usd, spot)
+        lines.append(f"gpu:        none (no nvidia-smi on {snap.address})")
+    lines += cost_lines(snap, hourly_price_usd, spot, unbilled)
     return "\n".join([*lines, *box_lines(snap.box, snap.now)])
