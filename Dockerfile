@@ -41,7 +41,10 @@ COPY requirements/image.txt /opt/glucose-training/requirements.txt
 # imported at run time: they go before the import check below.
 # The trainer runs as uid 10001 (high: Ubuntu 24.04 bases already own uid 1000);
 # run dirs live under /workspace/runs/<run_id>, a volume on the box that must be
-# writable by that uid.
+# writable by that uid. `fab` runs it as the box user's uid with HOME=/tmp, a fresh
+# folder each container: matplotlib's font cache is built here once, in a folder any
+# uid may write (MPLCONFIGDIR; matplotlib makes a temporary one, with a warning, where
+# it cannot write), not at every run's first plot.
 RUN if [ -n "${EXTRA_CA_CERTS}" ]; then \
         command -v update-ca-certificates >/dev/null \
             || { echo "EXTRA_CA_CERTS needs update-ca-certificates (package ca-certificates) in BASE_IMAGE" >&2; exit 1; }; \
@@ -59,7 +62,10 @@ RUN if [ -n "${EXTRA_CA_CERTS}" ]; then \
     && /opt/glucose-training/venv/bin/python -c "import torch, numpy, scipy, vitaldb, matplotlib, tensorboard, rich, boto3, azure.storage.blob, azure.identity, optuna" \
     && useradd --create-home --uid 10001 --user-group trainer \
     && mkdir -p /workspace/runs \
-    && chown -R trainer:trainer /workspace
+    && chown -R trainer:trainer /workspace \
+    && mkdir -m 1777 /var/cache/matplotlib \
+    && MPLCONFIGDIR=/var/cache/matplotlib \
+        /opt/glucose-training/venv/bin/python -c "import matplotlib.font_manager"
 # pip, requests (Azure), botocore and Python's ssl each carry their own idea of
 # the trusted roots; point all of them at the system bundle holding the extras.
 ENV VIRTUAL_ENV=/opt/glucose-training/venv \
@@ -68,6 +74,7 @@ ENV VIRTUAL_ENV=/opt/glucose-training/venv \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     MPLBACKEND=Agg \
+    MPLCONFIGDIR=/var/cache/matplotlib \
     SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
     REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \

@@ -29,7 +29,7 @@ $(STAMP): $(DEMO_STAMP)
 	touch $(STAMP)
 
 ## The main job on the local target: synthetic data -> train -> evaluate -> report + cost plan.
-## The cost plan: cost_plan.txt the 100-column table (`fab plan --wide`: every column),
+## The cost plan: cost_plan.txt the 100-column table (`fab plan --wide`: every column, `--explain`: the notes),
 ## cost_plan.json every field.
 demo: $(DEMO_STAMP)
 	$(PY) -m trainer synth --out $(DEMO)/data --cases 24 --windows-per-case 400 --seed 0 --force

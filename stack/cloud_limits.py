@@ -22,17 +22,25 @@ MAX_ALERT_EMAILS: dict[str, int] = {"aws": 11, "azure": 50}
 
 
 def size_problems(cloud: str, region: str | None, vm_size: str, spot: bool) -> list[str]:
-    """`vm_size` is a current size of `cloud`, sold in `region` (as spot, when asked)."""
+    """`vm_size` is a current size of `cloud`, priced, and sold in `region` (as spot,
+    when asked): every one of these it fails, a line each."""
     try:
         size = catalog.lookup(vm_size, cloud)
     except catalog.CatalogError as exc:
         return [f"vmSize: {exc}"]
+    problems = []
     if size.unpriced:
         # hourlyPriceUsd, `fab status` and a run's cost all need a price: none is made up.
-        return [
+        problems.append(
             f"vmSize: {size.unpriced}; pick a priced size (`fab plan` lists them) or read "
             f"one with `make prices CLOUD={cloud}`"
-        ]
+        )
+    return problems + _sold_problems(cloud, region, size, spot)
+
+
+def _sold_problems(cloud: str, region: str | None, size: catalog.VmSize, spot: bool) -> list[str]:
+    """Where `size` is sold: in `region`, and as spot there when asked (each check only
+    where the one before holds: a size not sold there is not sold as spot there)."""
     if not region:
         return []
     sold = offerings.of(cloud)
@@ -121,47 +129,71 @@ def placement_problems(v: dict) -> list[str]:
 
 
 def _fallback_problems(cloud: str, v: dict) -> list[str]:
+    """Too many sizes, and every problem of each size listed: one round of fixes, not
+    one for the count and another for what the count hid."""
     names = v.get("fallback_vm_sizes") or ()
+    problems = []
     if len(names) > MAX_FALLBACK_VM_SIZES:
-        return [
+        problems.append(
             f"fallbackVmSizes: got {len(names)} sizes, expected at most "
             f"{MAX_FALLBACK_VM_SIZES}; keep the ones you would pay for"
-        ]
+        )
     try:
         first = catalog.lookup(v.get("vm_size") or catalog.default_size(cloud).name, cloud)
     except catalog.CatalogError:
-        return []  # vmSize's own problem is said already
-    problems, seen = [], {first.name}
+        return problems  # vmSize's own problem is said already
+    seen = {first.name}
     for name in names:
-        problem = _fallback_problem(cloud, v, first, name, seen)
-        if problem:
-            problems.append(f"fallbackVmSizes: {problem}")
+        problems += [
+            f"fallbackVmSizes: {problem}"
+            for problem in _fallback_size_problems(cloud, v, first, name, seen)
+        ]
     return problems
 
 
-def _fallback_problem(cloud: str, v: dict, first: catalog.VmSize, name: str, seen: set) -> str:
+def _fallback_size_problems(
+    cloud: str, v: dict, first: catalog.VmSize, name: str, seen: set
+) -> list[str]:
     try:
         size = catalog.lookup(name, cloud)
     except catalog.CatalogError as exc:
-        return str(exc)
+        return [str(exc)]
     if size.name in seen:
-        return f"{size.name} is listed twice (vmSize is tried first); list each size once"
+        return [f"{size.name} is listed twice (vmSize is tried first); list each size once"]
     seen.add(size.name)
-    for field, what, shown in _SAME_AS_VM_SIZE:
-        if getattr(size, field) != getattr(first, field):
-            return (
-                f"{size.name} has {shown.format(getattr(size, field))}, vmSize {first.name} has "
-                f"{shown.format(getattr(first, field))}: a fallback must have the same {what} "
-                "(the box's image and disk are made for vmSize); remove it"
-            )
+    problems = [problem for problem in [_boots_unlike(size, first)] if problem]
+    # The region's own problem (no catalog size sold there) is vmSize's, said once.
     sold = size_problems(cloud, v.get("region"), size.name, bool(v.get("spot")))
-    return sold[0].removeprefix("vmSize: ") if sold else ""
+    region_key = f"{REGION_KEYS[cloud]}:"
+    return problems + [p.removeprefix("vmSize: ") for p in sold if not p.startswith(region_key)]
+
+
+def _boots_unlike(size: catalog.VmSize, first: catalog.VmSize) -> str:
+    """What `size` has that vmSize `first` has not and a box needs alike, in one line."""
+    unlike = [
+        (what, shown.format(getattr(size, field)), shown.format(getattr(first, field)))
+        for field, what, shown in _SAME_AS_VM_SIZE
+        if getattr(size, field) != getattr(first, field)
+    ]
+    if not unlike:
+        return ""
+    has = "; ".join(
+        f"{size.name} has {own}, vmSize {first.name} has {its}" for _, own, its in unlike
+    )
+    whats = " and ".join(what for what, _, _ in unlike)
+    return (
+        f"{has}: a fallback must have the same {whats} (the box's image and disk are made "
+        "for vmSize); remove it"
+    )
 
 
 def _zone_problems(cloud: str, region: str | None, v: dict) -> list[str]:
     zones = v.get("zones") or ()
+    problems = []
     if len(set(zones)) != len(zones):
-        return [f"zones: {list(zones)} lists a zone twice; list each once, in the order to try"]
+        problems.append(
+            f"zones: {list(zones)} lists a zone twice; list each once, in the order to try"
+        )
     if cloud == "azure":
         wrong = [zone for zone in zones if zone not in AZURE_ZONES]
         expected = f"Azure's zone numbers {', '.join(AZURE_ZONES)}"
@@ -171,8 +203,8 @@ def _zone_problems(cloud: str, region: str | None, v: dict) -> list[str]:
         wrong = [zone for zone in zones if not (region and _aws_zone_of(zone, region))]
         expected = f"zones of {region or 'the region'} such as {region or 'us-east-1'}a"
     if wrong:
-        return [f"zones: got {', '.join(map(repr, wrong))}, expected {expected}"]
-    return []
+        problems.append(f"zones: got {', '.join(map(repr, wrong))}, expected {expected}")
+    return problems
 
 
 def _aws_zone_of(zone: str, region: str) -> bool:

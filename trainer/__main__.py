@@ -1,11 +1,15 @@
-"""`python -m trainer synth|train|launch|sweep|evaluate|sync|bench|bench-checkpoint|
-prepare-vitaldb|bench-prepare|dataset-fetch|dataset-publish` (also the image's ENTRYPOINT).
+"""The glucose trainer's command line (also the image's ENTRYPOINT): make or prepare a
+dataset, train, evaluate, measure. `python -m trainer COMMAND -h` lists a command's
+flags, each with its default.
 
-Each subcommand's flags are its config's fields (`trainer.commands`, `trainer.flags`).
-Exit codes (`box.contract`'s EXIT_*; `trainer.exit_codes` says which error gets which):
-0 done, 2 user error and 74 run dir not writable (one line on stderr each), 75 stopped
-or preempted with a checkpoint written (restart me; for `sync`: storage still down, try
-again), or another process uploads the run dir (one line; try again once it has ended).
+Exit codes: 0 done, 2 user error and 74 run dir not writable (one line on stderr each),
+75 stopped or preempted with a checkpoint written (restart me; for `sync`: storage
+still down, try again), or another process uploads the run dir (one line; try again
+once it has ended).
+
+Each subcommand's flags are its config's fields (`trainer.commands`, `trainer.flags`);
+the exit codes are `box.contract`'s EXIT_*, and `trainer.exit_codes` says which error
+gets which.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import argparse
 import json
 import logging
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -22,7 +27,7 @@ from trainer.checkpoints.run_log import keep_run_log
 from trainer.checkpoints.uploader_lock import UploaderBusy
 from trainer.commands import COMMANDS
 from trainer.config import SynthConfig, UserError, run_config_from_flags
-from trainer.container_env import load_env_file
+from trainer.container_env import host_path, load_env_file
 from trainer.data.vitaldb.config import PrepareConfig
 from trainer.exit_codes import exit_code_for, unwritable_message
 from trainer.flags import add_flags, from_flags
@@ -40,12 +45,35 @@ class _OneLineParser(argparse.ArgumentParser):
         sys.exit(EXIT_USER_ERROR)
 
 
+class _WholeWords(argparse.HelpFormatter):
+    """argparse's wrapping, never inside a word: textwrap breaks at hyphens by default,
+    which cut `bench-checkpoint` and `--decay-norms-and-biases` in two."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(
+            " ".join(text.split()), width, break_on_hyphens=False, break_long_words=False
+        )
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        lines = self._split_lines(text, width - len(indent))
+        return "\n".join(indent + line for line in lines)
+
+
 def _parser() -> argparse.ArgumentParser:
     """Every subcommand, its flags its config's fields (trainer.commands)."""
-    parser = _OneLineParser(prog="python -m trainer", description=__doc__.split("\n")[0])
+    description, epilog = __doc__.split("\n\n")[:2]
+    parser = _OneLineParser(
+        prog="python -m trainer",
+        description=description,
+        epilog=epilog,
+        formatter_class=_WholeWords,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     for name, command in COMMANDS.items():
-        add_flags(commands.add_parser(name, help=command.help), *command.configs)
+        subparser = commands.add_parser(
+            name, help=command.help, description=command.help, formatter_class=_WholeWords
+        )
+        add_flags(subparser, *command.configs)
     return parser
 
 
@@ -114,7 +142,7 @@ def _prepare(config: PrepareConfig) -> int:
     outcome = prepare_vitaldb(config)
     verb = "holds" if outcome.already_done else "wrote"
     print(
-        f"{config.out} {verb} {outcome.windows} windows from {outcome.cases} cases "
+        f"{host_path(config.out)} {verb} {outcome.windows} windows from {outcome.cases} cases "
         f"({outcome.skipped} skipped; see prepare_summary.json)"
     )
     return EXIT_FINISHED
@@ -181,9 +209,10 @@ def _launch(torchrun_args: list[str]) -> int:
 
 
 def _configure_logging() -> None:
-    """Storage sync, resume and spot notices log; the SDKs' INFO chatter stays out."""
+    """Storage sync, resume and spot notices log; the SDKs' INFO chatter stays out, and
+    matplotlib's ("generated new fontManager" where its font cache is new)."""
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    for noisy in ("botocore", "boto3", "s3transfer", "urllib3", "azure"):
+    for noisy in ("botocore", "boto3", "s3transfer", "urllib3", "azure", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

@@ -76,21 +76,20 @@ class BenchCommand:
     """Append a row to a measured-throughput CSV."""
     quick: bool = flag(False)
     """A few seconds, for tests."""
-    batch_size: int | None = flag(None)
-    """The step's batch (default: what train takes for M2-sized data); with
-    --time-to-quality, the run's global batch."""
+    batch_size: int | None = flag(None, auto="what train takes for M2-sized data")
+    """The step's batch; with --time-to-quality, the run's global batch."""
     graph: bool = flag(True, name="no-graph")
-    """On a GPU, time the step captured as one CUDA graph; --no-graph: the eager step (a
-    run's fallback: --no-graph, --compile, --grad-accum, a failed capture)."""
+    """Time the eager step (a run's fallback: --no-graph, --compile, --grad-accum, a
+    failed capture). Without it, on a GPU the step captured as one CUDA graph is timed."""
     time_to_quality: bool = flag(False)
     """Seconds from the process's start until the defaults reach the reference's best val
     MAE (the previous default, trained after them on the same data and seed), on fixed
     synthetic data (M2-sized on a GPU, small on a CPU, tiny with --quick)."""
-    target_mae: float | None = flag(None)
+    target_mae: float | None = flag(None, auto="the reference's best, trained in this run")
     """--time-to-quality's target (mg/dL), instead of training the reference for it."""
     seeds: int = flag(1, metavar="N")
     """--time-to-quality at seeds 0..N-1, judged on the medians."""
-    nproc: int | None = flag(None, metavar="N")
+    nproc: int | None = flag(None, metavar="N", auto="one process, no torchrun")
     """--time-to-quality under torchrun with N ranks (GPUs; gloo processes on a CPU)."""
 
 
@@ -108,8 +107,8 @@ class BenchCheckpointCommand:
     """Saves and uploads timed."""
     upload_only: bool = flag(False)
     """Time the save and upload alone, no training."""
-    batch_size: int | None = flag(None)
-    """The training step's batch (default: the bench's)."""
+    batch_size: int | None = flag(None, auto="the bench's")
+    """The training step's batch."""
     json: bool = flag(False)
     """Print one JSON object."""
 
@@ -120,8 +119,8 @@ class BenchPrepareCommand:
     """Synthetic cases prepared."""
     minutes: float = flag(30.0, unit="m")
     """Recording per case."""
-    workers: int = flag(factory=cores)
-    """Cases prepared in parallel, one process each (default: the cores)."""
+    workers: int = flag(factory=cores, auto="the machine's cores")
+    """Cases prepared in parallel, one process each."""
     json: bool = flag(False)
     """Print one JSON object."""
 

@@ -113,7 +113,8 @@ class DataConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     arch: Arch = flag("resnet34", name="model", tunable=LISTED)
-    """resnet34 (the product model, ~7.2M parameters) or resnet18 (quick experiments)."""
+    """The network: resnet34 (the product model, ~7.2M parameters) or resnet18 (quick
+    experiments)."""
     kernel_size: int = flag(3, tunable=LISTED)
     """Width of the residual blocks' convolutions: odd (so the padding stays symmetric),
     at most 15."""
@@ -134,9 +135,9 @@ class OptimConfig:
     lr: float | None = flag(
         None, tunable=RANGE, auto="2e-3 x sqrt(batch / 256) up to batch 1024: 4e-3 at most"
     )
-    """Peak AdamW learning rate, reached after warmup, then cosine decay. Left out: the
-    trainer's for the global batch, 2e-3 x sqrt(batch / 256) up to batch 1024, 4e-3 above
-    (`trainer.loop.defaults.default_lr`), the run's own on a resume."""
+    """Peak AdamW learning rate, reached after warmup, then cosine decay. Left out, the
+    trainer's for the global batch (`trainer.loop.defaults.default_lr`); a resume keeps
+    the run's."""
     weight_decay: float = flag(1e-2, tunable=RANGE)
     """AdamW decoupled weight decay (0 to 1: each step shrinks weights by lr x this), on
     the convolution and linear weights; BatchNorm's scales and shifts and the biases
@@ -145,11 +146,10 @@ class OptimConfig:
     """Weight decay on every parameter, BatchNorm's scale and shift and the biases
     included, as runs started before 2026-11-27 trained (their resumes keep it). They
     carry no scale for the decay to shrink towards: decaying them only pulls them off
-    their values. Left out: off, or the run's on a resume."""
+    their values."""
     beta2: float | None = flag(None, auto="0.999 at batch 256, lower at larger, 0.95 at least")
-    """AdamW's second-moment decay (0 to 1). Left out: the trainer's for the global
-    batch, 0.999 at 256 and lower at larger (`trainer.loop.defaults.default_beta2`), the
-    run's own on a resume."""
+    """AdamW's second-moment decay (0 to 1). Left out, the trainer's for the global
+    batch (`trainer.loop.defaults.default_beta2`); a resume keeps the run's."""
     warmup_fraction: float = flag(0.05, tunable=RANGE)
     """Share of all optimizer steps spent warming up linearly from zero."""
     min_lr_fraction: float = flag(0.02, tunable=RANGE)
@@ -199,14 +199,12 @@ class TrainConfig:
         auto="a power of two from 1024 to 16384 a GPU, 1600+ steps an epoch; 256 on a CPU",
     )
     """Windows per micro-batch over all ranks (the global batch; each rank takes
-    1/world_size). Left out: the trainer's per-rank batch for the device and the
-    training set (on a GPU the largest power of two from 1024 to 16384 that leaves 1600
-    steps an epoch, less where the GPU's memory holds less; 256 on a CPU) times
-    the ranks at the run's first start, the run's own on a resume
-    (`trainer.loop.defaults`)."""
+    1/world_size). Left out, the trainer's per-rank batch for the device and the
+    training set times the ranks, at the run's first start (less where the GPU's memory
+    holds less; `trainer.loop.defaults`); a resume keeps the run's."""
     precision: Precision = flag("auto", auto="bf16 on sm_80+ GPUs, fp16 on older, fp32 on CPU")
-    """auto = bf16 on GPUs that compute it natively (sm_80+), fp16 + GradScaler on older
-    GPUs (V100, T4), fp32 on CPU."""
+    """The training step's arithmetic. auto: bf16 on GPUs that compute it natively
+    (sm_80+), fp16 + GradScaler on older GPUs (V100, T4), fp32 on CPU."""
     seed: int = flag(0, tunable=RANGE)
     """Seeds the split, the init, every epoch's permutation and dropout."""
     patience: int = flag(5, tunable=RANGE)
@@ -227,9 +225,10 @@ class TrainConfig:
     CUDA graph records them; the compiled code is cached in the run dir, a resume does
     not compile again)."""
     graph: bool = flag(True, name="no-graph")
-    """On a GPU, record the whole training step (and evaluation's forward) as a CUDA
-    graph once and replay it: one launch a step instead of ~850 (`trainer.loop.step`).
-    --no-graph: eager steps. A capture that fails falls back to eager by itself."""
+    """Run eager steps, no CUDA graph. Without it, on a GPU the whole training step (and
+    evaluation's forward) is recorded as a CUDA graph once and replayed: one launch a
+    step instead of ~850 (`trainer.loop.step`); a capture that fails falls back to eager
+    by itself."""
     name: str = flag("", setting=False)
     """A person's label for the run (`fab train --name`); the run id stays its key. A
     resume that gives none keeps the run's."""

@@ -1,5 +1,5 @@
 """What the container was given: its environment from a file mounted into it (secrets out
-of `docker inspect`), and its cores.
+of `docker inspect`), its cores, and its mounts as the machine running it names them.
 
 A target file's `containerEnv` (storage keys on a lab box) must not be passed as
 `docker run --env` (the box's process list and `docker inspect` show it) nor
@@ -7,16 +7,24 @@ A target file's `containerEnv` (storage keys on a lab box) must not be passed as
 and mounts it read-only; `GLUCOSE_ENV_FILE` names where, and the entrypoint
 (`python -m trainer`, and the box's dataset fetch) loads it here before anything
 reads the environment. Format: `NAME=value` per line, the value taken literally.
+
+A path the trainer prints (`report in ...`, `cached in ...`) is one the user can open:
+`fab` passes each mount as the box names it (`GLUCOSE_HOST_PATHS`), and `host_path`
+turns `/workspace/runs/<id>/report.md` into `<boxRoot>/runs/<id>/report.md`; on the
+local target, a folder of this machine.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from trainer.config import UserError
 
 ENV_FILE_VARIABLE = "GLUCOSE_ENV_FILE"
+HOST_PATHS_VARIABLE = "GLUCOSE_HOST_PATHS"
+"""A JSON object: each mount's path in the container -> its path on the box."""
 
 
 def cores() -> int:
@@ -45,3 +53,24 @@ def load_env_file() -> None:
             f"{ENV_FILE_VARIABLE}={path}: cannot read it ({error.strerror}); expected the "
             "environment file `fab` mounts into the container"
         ) from None
+
+
+def host_paths_setting(mounts: dict[str, str]) -> str:
+    """`GLUCOSE_HOST_PATHS=...` for a container whose mounts are `mounts` (the path in the
+    container -> the box's)."""
+    return f"{HOST_PATHS_VARIABLE}={json.dumps(mounts, sort_keys=True)}"
+
+
+def host_path(path: str | Path) -> str:
+    """`path` as the box running this container names it: under a mount `fab` named
+    (`GLUCOSE_HOST_PATHS`), the box's folder; anywhere else (no container), as it is."""
+    try:
+        mounts = json.loads(os.environ.get(HOST_PATHS_VARIABLE) or "{}")
+    except ValueError:
+        return str(path)
+    inside = PurePosixPath(path)
+    # The deepest mount first: /workspace/runs/<id> before a /workspace/runs above it.
+    for mount in sorted(mounts if isinstance(mounts, dict) else {}, key=len, reverse=True):
+        if inside == PurePosixPath(mount) or PurePosixPath(mount) in inside.parents:
+            return str(PurePosixPath(str(mounts[mount])) / inside.relative_to(mount))
+    return str(path)

@@ -3,8 +3,9 @@
 A field that is a flag is declared with `flag(...)`: `--<field-name>` (or `name=`), the
 field's default (none: a required flag), and its help the docstring written under the
 field, read from the source as torchtitan's configs are (tyro reads them the same way):
-the text is written once, where the field is, and `-h` prints it. A field typed
-`Literal[...]` takes those choices. The field's metadata says the rest: what a sweep may
+the text is written once, where the field is, and `-h` prints it, then the flag's
+default as report.md writes it (`shown_value`), or the trainer's rule (`auto`). A field
+typed `Literal[...]` takes those choices. The field's metadata says the rest: what a sweep may
 vary (`tunable`), whether it says how the run trains (`setting`, `fab runs` shows those),
 and what the trainer picks when it is left out (`auto`, report.md shows it).
 
@@ -21,12 +22,15 @@ import functools
 import inspect
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from trainer.quantities import count, duration_forms, duration_type
 
 RANGE, LISTED = "range", "listed"
+TRAINERS = "the trainer's"
+"""Who picks a value a run left out where a field has `auto` (`-h`, report.md)."""
+_UNIT_WORDS = {"s": "s", "m": "min", "h": "h"}
 """What a sweep may give a tunable flag: a range or listed values, or listed values only
 (odd kernel widths, architectures)."""
 
@@ -109,18 +113,51 @@ def field_docs(config: type) -> dict[str, str]:
     return docs
 
 
-def help_of(config: type, item: dataclasses.Field) -> str:
-    """A flag's help: its field's docstring, on one line, then a duration's forms."""
+def help_of(config: type, item: dataclasses.Field, group: Sequence[str] = ()) -> str:
+    """A flag's help: its field's docstring, on one line, then a duration's forms, then
+    what leaving it out gives (`group`: the flags of its `one_of` choice)."""
     text = " ".join(field_docs(config).get(item.name, "").split())
     unit = item.metadata["unit"]
-    if not unit:
-        return text
-    return "; ".join(filter(None, [text.removesuffix("."), duration_forms(unit)]))
+    if unit:
+        text = "; ".join(filter(None, [text.removesuffix("."), duration_forms(unit)]))
+    note = _default_note(item, group)
+    return f"{text} ({note})" if note else text
+
+
+def _default_note(item: dataclasses.Field, group: Sequence[str]) -> str:
+    """What a flag left out gives: its field's default, the trainer's rule (`auto`), or
+    that it is required; nothing for an argument (positional: always given)."""
+    meta = item.metadata
+    if meta["positional"] or meta["remainder"]:
+        return ""
+    if meta["one_of"]:
+        return f"required: one of {', '.join(group)}"
+    if meta["auto"]:
+        return f"default: {TRAINERS}: {meta['auto']}"
+    if item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING:
+        return "required"
+    # A flag that turns its field off (--no-graph) is itself off when left out.
+    default = False if item.default is True else default_of(item)
+    return f"default: {shown_value(default, meta['unit'])}"
+
+
+def shown_value(value: Any, unit: str = "") -> str:
+    """A value as `-h` and report.md write it: on/off, none, `600 s`, `30 min`."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None or value == "" or value == ():
+        return "none"
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return f"{text} {_UNIT_WORDS[unit]}" if unit else text
 
 
 def add_flags(parser: argparse.ArgumentParser, *configs: type) -> argparse.ArgumentParser:
     """Every flag field of `configs` on `parser` (dest: the field's name)."""
     choices: dict[str, argparse._MutuallyExclusiveGroup] = {}
+    groups: dict[str, list[str]] = {}
+    for config in configs:
+        for item in flag_fields(config):
+            groups.setdefault(item.metadata["one_of"], []).append(flag_name(item))
     for config in configs:
         hints = typing.get_type_hints(config)
         for item in flag_fields(config):
@@ -129,7 +166,7 @@ def add_flags(parser: argparse.ArgumentParser, *configs: type) -> argparse.Argum
                 choices[one_of] = parser.add_mutually_exclusive_group(required=True)
             where = choices[one_of] if one_of else parser
             # argparse formats help with %: a literal one is written twice.
-            help_text = help_of(config, item).replace("%", "%%")
+            help_text = help_of(config, item, groups[one_of]).replace("%", "%%")
             _add(where, item, hints[item.name], help_text)
     return parser
 

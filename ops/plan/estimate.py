@@ -133,7 +133,10 @@ class PlanRow:
     gpu_count: int
     precision: str
     windows_per_s: float
-    throughput_source: str  # "measured", "modelled" (fitted to measured GPUs) or "estimated"
+    throughput_source: str
+    """"measured" (this GPU count measured), "scaled from 1x measured" (one GPU measured,
+    the box's GPUs at the all-reduce's share), "modelled" (fitted to measured GPUs) or
+    "estimated" (a share of the datasheet peak)."""
     throughput_detail: str
     step: str  # the step the windows/s assume: "captured" (one CUDA graph) or "eager"
     hours: float

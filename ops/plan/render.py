@@ -1,8 +1,10 @@
-"""How a cost plan reads: the table of every size, and the footer of what it assumes.
+"""How a cost plan reads: the table of every size, and the notes of what it assumes.
 
 The default table fits 100 columns (a terminal, a file, an issue comment) with what a
-choice rests on; `--wide` adds the columns that explain it. A narrower terminal gets
-fewer columns and a caption naming them and how to see them, never cut cells.
+choice rests on, its title saying what the mark means; `--wide` adds the columns that
+explain it and the notes, `--explain` the notes alone. A narrower terminal gets fewer
+columns and a caption naming them and how to see them, never cut cells; a title or
+caption breaks between phrases, never inside one.
 """
 
 from __future__ import annotations
@@ -63,17 +65,12 @@ COLUMNS: tuple[tuple[str, Callable[[PlanRow], str], bool], ...] = (
     ("storage +\negress $", lambda row: _money(row.storage_egress_usd), True),
     ("total $", lambda row: _money(row.total_usd), True),
 )
-# The default table: the choice (mark, size, GPUs, hours, dollars) and how the speed
-# behind the hours was known. The cloud shows in the size's name; the step every row
-# assumes, in the title.
-DEFAULT = ("", "size", "GPU", "throughput", "hours", "on-demand $", "spot $", "total $")
-# What a terminal under 100 columns does without, first to last; the mark, size, GPU,
-# hours and the total the rows are sorted by always stay.
-DROPPED_FIRST = ("throughput", "spot $", "on-demand $")
-
-
-# What the default table's caption says `--wide` adds.
-WIDE_ONLY = tuple(h.replace("\n", " ") for h, _, _ in COLUMNS if h not in DEFAULT)
+# The default table: the choice (mark, size, GPUs, hours, total) and how the speed behind
+# the hours was known, beside the other market's dollars (the sorting market's are the
+# total less storage: the same column twice). The cloud shows in the size's name; the
+# step every row assumes and what the mark means, in the title.
+DEFAULT = ("", "size", "GPU", "throughput", "hours", "total $")
+OTHER_MARKET = {"on-demand": "spot $", "spot": "on-demand $"}
 
 # Measures a table's natural width (a console's own width would cap the measurement).
 _UNBOUNDED = Console(width=10_000)
@@ -84,45 +81,74 @@ def table_width(table: Table) -> int:
     return _UNBOUNDED.measure(table).maximum
 
 
-def plan_table(plan: Plan, width: int | None = DEFAULT_COLUMNS, wide: bool = False) -> Table:
+def default_headers(plan: Plan) -> tuple[str, ...]:
+    """The default table's columns for `plan`: DEFAULT with the other market's dollars
+    before the total."""
+    return (*DEFAULT[:-1], OTHER_MARKET[plan.price_basis], DEFAULT[-1])
+
+
+def plan_table(
+    plan: Plan, width: int | None = DEFAULT_COLUMNS, wide: bool = False, explain: bool = False
+) -> Table:
     """Every size's row, cheapest first, the pick marked: every column when `wide`, else
     the default ones, less those a `width` narrower than theirs cannot hold (cells never
-    wrap: a cut number misleads)."""
+    wrap: a cut number misleads). `explain`: the notes follow, the caption need not
+    point to them."""
     if wide:
-        return _table(plan, [h for h, _, _ in COLUMNS], ())
-    for dropped in range(len(DROPPED_FIRST) + 1):
-        left_out = DROPPED_FIRST[:dropped]
-        table = _table(plan, [h for h in DEFAULT if h not in left_out], left_out)
+        return _table(plan, [h for h, _, _ in COLUMNS], (), explain=True)
+    shown = default_headers(plan)
+    # What a terminal under 100 columns does without, first to last; the mark, size,
+    # GPU, hours and total always stay.
+    droppable = (OTHER_MARKET[plan.price_basis], "throughput")
+    for dropped in range(len(droppable) + 1):
+        left_out = droppable[:dropped]
+        table = _table(plan, [h for h in shown if h not in left_out], left_out, explain)
         if width is None or table_width(table) <= width:
             break
     return table
 
 
-def _caption(plan: Plan, shown: list[str], left_out: tuple[str, ...]) -> str:
-    """What the mark means, and which columns are not shown and how to see them."""
-    caption = "✔ = cheapest"
-    if plan.request.deadline_hours:
-        caption = "✔ = cheapest that meets the deadline; late = misses it"
-    if left_out:
-        return (
-            f"{caption}. Left out to fit: {', '.join(left_out)}; "
-            "every column: fab plan --wide (or --json)"
-        )
-    if len(shown) < len(COLUMNS):
-        return f"{caption}. --wide adds: {', '.join(WIDE_ONLY)}"
-    return caption
+def lines_of(phrases: list[str], width: int) -> str:
+    """`phrases` joined by spaces into lines of at most `width`, broken only between
+    phrases: a caption or title never leaves half a phrase ("egress $") on a line of its
+    own. A phrase longer than `width` has a line to itself."""
+    lines: list[str] = []
+    for phrase in phrases:
+        if lines and len(lines[-1]) + 1 + len(phrase) <= width:
+            lines[-1] += " " + phrase
+        else:
+            lines.append(phrase)
+    return "\n".join(lines)
 
 
-def _table(plan: Plan, headers: list[str], left_out: tuple[str, ...]) -> Table:
+def _title_phrases(plan: Plan) -> list[str]:
     r = plan.request
-    deadline = f", deadline {r.deadline_hours:g} h" if r.deadline_hours else ""
     sweep = f"a sweep of {r.sweep_trials} trials, each " if r.sweep_trials else ""
+    mark = "✔ cheapest"
+    if r.deadline_hours:
+        mark = f"✔ cheapest within {r.deadline_hours:g} h, late: over it"
+    return [
+        f"{sweep}{r.windows:,} windows x {r.epochs} epochs (L={r.window_length}),",
+        f"{STEP_NAMES[r.step]} step,",
+        f"sorted by {plan.price_basis} total;",
+        mark,
+    ]
+
+
+def _caption_phrases(left_out: tuple[str, ...], wide: bool, explain: bool) -> list[str]:
+    """Which columns are not shown and how to see them, and how to see the notes."""
+    phrases = [f"Left out to fit: {', '.join(left_out)};"] if left_out else []
+    if not wide:
+        phrases.append(
+            "--wide: every column;" if explain else "--wide: every column and the notes;"
+        )
+    if not explain:
+        phrases.append("--explain: the notes (prices, speeds, setup, storage)")
+    return [*phrases[:-1], phrases[-1].removesuffix(";")] if phrases else []
+
+
+def _table(plan: Plan, headers: list[str], left_out: tuple[str, ...], explain: bool) -> Table:
     table = Table(
-        title=(
-            f"{sweep}{r.windows:,} windows x {r.epochs} epochs (L={r.window_length}), "
-            f"{STEP_NAMES[r.step]} step, sorted by {plan.price_basis} total{deadline}"
-        ),
-        caption=_caption(plan, headers, left_out),
         box=box.SIMPLE_HEAD,  # a rule under the header, no others: room for columns
         show_edge=False,
         pad_edge=False,
@@ -138,6 +164,12 @@ def _table(plan: Plan, headers: list[str], left_out: tuple[str, ...]) -> Table:
         )
     for row in plan.rows:
         table.add_row(*(cell(row) for _, cell, _ in columns))
+    # Title and caption are broken between phrases at the table's own width.
+    width = table_width(table)
+    table.title = lines_of(_title_phrases(plan), width)
+    wide = len(columns) == len(COLUMNS)
+    if caption := _caption_phrases(left_out, wide, explain):
+        table.caption = lines_of(caption, width)
     return table
 
 
@@ -153,9 +185,10 @@ def footer_lines(plan: Plan) -> list[str]:
         "Prices: " + "; ".join(sources) + ". Spot prices move hourly.",
         f"Windows/s at the trainer's default batch for the data ({a['one_gpu_batch']} on one "
         "GPU, less where the GPU's memory holds less); measured rows come from "
-        "ops/plan/measured_throughput.csv, modelled rows from the measured GPUs' captured "
-        "step cost scaled by datasheet compute and memory bandwidth (an eager step: the "
-        "longer of the host's launches and that GPU work); "
+        "ops/plan/measured_throughput.csv at their GPU count ('scaled from 1x measured': "
+        "one GPU measured, the box's GPUs at the all-reduce's share), modelled rows from "
+        "the measured GPUs' captured step cost scaled by datasheet compute and memory "
+        "bandwidth (an eager step: the longer of the host's launches and that GPU work); "
         f"estimated rows: {a['train_gflop_per_window']:.3f} GFLOP per training window at "
         f"{a['estimated_peak_fraction']:.0%} of the GPU's datasheet peak (bf16, or fp16 on "
         "T4/V100). No row plans above N of its GPU's one-GPU rate or N times its roofline.",
@@ -185,20 +218,25 @@ def print_plan(
     out: TextIO | None = None,
     terminal_width: int | None = None,
     today: date | None = None,
+    explain: bool = False,
 ) -> None:
-    """The table and its footer on `out` (stdout): fitted to `terminal_width` when under
-    100 columns, else 100 columns wide; `wide`, every column however wide they are.
-    `today` dates the price snapshot's age (default: today, UTC)."""
+    """The table on `out` (stdout), then with `wide` or `explain` the notes: fitted to
+    `terminal_width` (a terminal's) when under 100 columns, else 100 columns
+    wide; `wide`, every column however wide they are. `today` dates the price
+    snapshot's age (default: today, UTC)."""
     out = out or sys.stdout
     if terminal_width is None and out.isatty():
         terminal_width = Console(file=out).width
     fit = min(terminal_width or DEFAULT_COLUMNS, DEFAULT_COLUMNS)
-    table = plan_table(plan, fit, wide)
+    table = plan_table(plan, fit, wide, explain)
     # A wide table is as wide as it is: a terminal wraps it, `less -S` scrolls it.
     console = Console(file=out, width=max(fit, table_width(table)) if wide else fit)
     today = today or datetime.now(timezone.utc).date()
     if warning := snapshot_age_warning(plan.snapshot_dates, today):
-        console.print(f"warning: {warning}", highlight=False, soft_wrap=True)
+        # "...N months ago:" and "make prices, or --live" each stay whole.
+        said, _, fix = f"warning: {warning}".rpartition(": ")
+        console.print(lines_of([f"{said}:", fix], fit), highlight=False)
     console.print(table)
-    for line in footer_lines(plan):
-        console.print(line, highlight=False)
+    if wide or explain:
+        for line in footer_lines(plan):
+            console.print(line, highlight=False)

@@ -75,9 +75,11 @@ StepKind = Literal["graph", "eager"]
 DEFAULT_STEP: StepKind = "graph"
 # What `fab plan` calls each step.
 STEP_NAMES: dict[StepKind, str] = {"graph": "captured", "eager": "eager"}
-Source = Literal["measured", "modelled", "estimated"]
+Source = Literal["measured", "scaled from 1x measured", "modelled", "estimated"]
+# A box of several GPUs whose one GPU was measured, not the box: `_on_gpus` scales it.
+SCALED: Source = "scaled from 1x measured"
 # Least known first: a figure built from two is as known as the less known of them.
-SOURCES: tuple[Source, ...] = ("estimated", "modelled", "measured")
+SOURCES: tuple[Source, ...] = ("estimated", "modelled", SCALED, "measured")
 
 
 @dataclass(frozen=True)
@@ -422,7 +424,9 @@ def _on_gpus(per_gpu: Throughput, batch: int, gpu_count: int, gpu_link: str | No
         f"bucket over {scaling.link} after the backward pass)"
     )
     rate = per_gpu.windows_per_s * gpu_count * scaling.efficiency
-    return replace(per_gpu, windows_per_s=rate, detail=detail)
+    # Only one GPU was measured: the box's figure is that one scaled, not a measurement.
+    source = SCALED if per_gpu.source == "measured" else per_gpu.source
+    return replace(per_gpu, windows_per_s=rate, detail=detail, source=source)
 
 
 def _under_roofline(

@@ -82,6 +82,15 @@ def container_options(target: Target, user: str, env_file: str | None = None) ->
     return options
 
 
+def volume_options(*volumes: str) -> list[str]:
+    """`--volume HOST:INSIDE[:ro]` for each of `volumes`, and their host paths for the
+    trainer's messages (`container_env.host_path`): `report in` a folder of the box (on
+    the local target, of this machine), not one only the container has."""
+    mounts = {inside: host for host, inside, *_ in (volume.split(":") for volume in volumes)}
+    options = [part for volume in volumes for part in ("--volume", volume)]
+    return [*options, "--env", container_env.host_paths_setting(mounts)]
+
+
 def _storage_mount(target: Target) -> list[str]:
     """This machine's `file://` storage at its own path: the trainer, the dataset fetch
     and the publish use the store's URIs as they are. (On a box over SSH a `file://`
@@ -110,15 +119,17 @@ def docker_run_command(target: Target, launch: Launch, *, gpus: bool, user: str)
         "--restart", "no",
         "--stop-timeout", str(contract.STOP_TIMEOUT_SECONDS),
         *container_options(target, user, env_file=env_file),
-        "--volume", f"{contract.run_dir(target.box_root, launch.run_id)}:{runs}",
-        "--volume", f"{contract.dataset_dir(target.box_root, launch.dataset_name)}:{data}:ro",
-        # The box's boot and stop records, read-only: the run's summary counts its
-        # dollars by the time its box was up (trainer.reports.cost).
-        "--volume", f"{target.box_root}/{contract.WATCHDOG_DIR}:{BOX_RECORDS}:ro",
+        *volume_options(
+            f"{contract.run_dir(target.box_root, launch.run_id)}:{runs}",
+            f"{contract.dataset_dir(target.box_root, launch.dataset_name)}:{data}:ro",
+            # The box's boot and stop records, read-only: the run's summary counts its
+            # dollars by the time its box was up (trainer.reports.cost).
+            f"{target.box_root}/{contract.WATCHDOG_DIR}:{BOX_RECORDS}:ro",
+            # The box's other runs, read-only: a moment of the box two runs share is
+            # paid half by each.
+            f"{target.box_root}/{contract.RUNS_DIR}:{BOX_RUNS}:ro",
+        ),
         "--env", f"{RECORDS_ENV}={BOX_RECORDS}",
-        # The box's other runs, read-only: a moment of the box two runs share is paid
-        # half by each.
-        "--volume", f"{target.box_root}/{contract.RUNS_DIR}:{BOX_RUNS}:ro",
         "--env", f"{RUNS_ENV}={BOX_RUNS}",
     ]  # fmt: skip
     if gpus:
@@ -156,7 +167,7 @@ def run_once(
             [
                 "docker", "run", "--rm",
                 *container_options(box.target, user, env_file),
-                "--volume", volume,
+                *volume_options(volume),
                 image, *trainer_args,
             ]
         )  # fmt: skip

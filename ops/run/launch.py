@@ -169,7 +169,7 @@ def fetch_dataset_on_box(box: Box, image: str, data_uri: str, user: str) -> str:
     host_dir = contract.dataset_dir(box.root, name)
     inside = container.workspace_dataset(name)
     box.run(f"mkdir -p {shlex.quote(host_dir)}")
-    with console.status(f"box fetching dataset {data_uri}"):
+    with console.status(f"{box.address} fetching dataset {data_uri}"):
         line = container.run_once(
             box,
             image,

@@ -24,6 +24,7 @@ from ops.remote.boxes import nodes
 from ops.run import deadline, on_box
 from ops.run import status as run_status
 from ops.runs import listing
+from ops.target.guard_rails import unbilled_note
 from ops.target.schema import Target
 from ops.terminal_text import printable
 from stack.catalog import CatalogError
@@ -76,7 +77,12 @@ class StatusView:
             parts.append(f"hard stop:  {self.hard_stop.line(now)}")
         if self.snapshot is not None:
             parts.append(
-                run_status.render(self.snapshot, self.target.hourly_price_usd, self.target.spot)
+                run_status.render(
+                    self.snapshot,
+                    self.target.hourly_price_usd,
+                    self.target.spot,
+                    unbilled_note(self.target),
+                )
             )
         return "\n".join([*parts, *self.lines])
 

@@ -47,7 +47,7 @@ def prepare_command(
             "--name", f"{contract.PREPARE_CONTAINER_PREFIX}{name}",
             "--label", f"{contract.PREPARE_LABEL}={name}",
             *container.container_options(box.target, user, env_file),
-            "--volume", dataset,
+            *container.volume_options(dataset),
             image, *_trainer_args(name, args),
         ]
     )  # fmt: skip

@@ -89,6 +89,8 @@ class RunSnapshot:
     problems: tuple[str, ...] = ()
     """What of the run's files could not be read: a line per file, each key it held
     that its record cannot read (`updated_at is NaN, not a finite number`)."""
+    address: str = "the box"
+    """Box 0 as `fab` names it ("this machine" on the local target)."""
 
     def cost(self, hourly_price_usd: float) -> cost.RunCost | None:
         """Each box's up time during the spans the run's trainer ran (the last until now
@@ -129,9 +131,14 @@ NOT_STARTED = "not started"
 
 
 def describe_state(
-    container: ContainerState | None, status: RunRecord, stopped_by_user: bool
+    container: ContainerState | None,
+    status: RunRecord,
+    stopped_by_user: bool,
+    restarts: bool = True,
 ) -> str:
-    """running / preempted-waiting / stopped / finished / failed (exit N) / not started."""
+    """running / preempted-waiting / stopped / finished / failed (exit N) / not started.
+    `restarts`: the box's resume unit starts a run that exited 75 again (a box `pulumi
+    up` made); elsewhere nothing does."""
     if container is None:
         return status.state or NOT_STARTED
     if container.running:
@@ -143,6 +150,11 @@ def describe_state(
     if container.exit_code == contract.EXIT_STOPPED:
         if stopped_by_user:
             return "stopped by `fab stop` (checkpoint saved; `fab train --run ID` resumes)"
+        if not restarts:
+            return (
+                "stopped (exit 75, checkpoint saved; nothing restarts it here: "
+                "`fab train --run ID` resumes)"
+            )
         return "preempted-waiting (resumes when the box is back)"
     if container.exit_code == contract.EXIT_BOXES_AWAY:
         return (
@@ -170,7 +182,7 @@ def node_line(box: Box, run_id: str) -> str:
     container = on_box.inspect_container(box, run_id)
     heartbeat = RunRecord.parse(box.read_text(f"{run_dir}/{contract.HEARTBEAT_FILE}"))
     stopped_by_user = box.exists(f"{run_dir}/{contract.STOPPED_BY_USER}")
-    state = describe_state(container, heartbeat, stopped_by_user)
+    state = describe_state(container, heartbeat, stopped_by_user, box.target.set_up_by_cloud_init)
     seen = f", step {heartbeat.step}" if heartbeat.step is not None else ""
     return f"node {box.node}:     {state}{seen} ({box.address}; `fab logs --node {box.node}`)"
 
@@ -190,7 +202,10 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
     return RunSnapshot(
         run_id=run_id,
         state=describe_state(
-            container, status, box.exists(f"{run_dir}/{contract.STOPPED_BY_USER}")
+            container,
+            status,
+            box.exists(f"{run_dir}/{contract.STOPPED_BY_USER}"),
+            box.target.set_up_by_cloud_init,
         ),
         status=status,
         last_metrics=_json_or_empty(metrics_tail.strip()),
@@ -204,6 +219,7 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
         problems=_per_file(
             (contract.STATUS_FILE, status_problems), (contract.LAUNCH_FILE, launch_problems)
         ),
+        address=box.address,
     )
 
 
@@ -335,11 +351,19 @@ def _shown(what: str, build: Callable[[], list[str | None]]) -> list[str | None]
         return [f"{what}: not shown, its record cannot be read ({type(error).__name__})"]
 
 
-def cost_lines(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> list[str]:
-    """What the run's boxes billed while its trainer ran and, while it runs, to its ETA."""
+def cost_lines(
+    snap: RunSnapshot, hourly_price_usd: float, spot: bool, unbilled: str | None = None
+) -> list[str]:
+    """What the run's boxes billed while its trainer ran and, while it runs, to its ETA;
+    `unbilled`: why the target's boxes cost nothing (`guard_rails.unbilled_note`), said
+    beside the $0.00 that `fab runs` shows too."""
     spent = snap.cost(hourly_price_usd)
-    if spent is None or spent.hourly_price_usd <= 0:
-        return ["cost:       unknown (no launch record or no hourlyPriceUsd)"]
+    if unbilled and (spent is None or spent.hourly_price_usd <= 0):
+        return [f"cost:       {money(0.0)} ({unbilled})"]
+    if spent is None:
+        return ["cost:       unknown (no launch record: `fab train` did not start this run)"]
+    if spent.hourly_price_usd <= 0:
+        return ["cost:       unknown (its launch record holds no hourly price)"]
     kind = "spot" if spot else "on-demand"
     hours = ", ".join(f"box {n} {duration(s)}" for n, s in enumerate(spent.box_seconds))
     so_far = "so far" if snap.state == STATE_RUNNING else "in all (the run is not running)"
@@ -359,8 +383,11 @@ def _fmt(value, spec: str) -> str:
     return format(value, spec) if isinstance(value, (int, float)) else "-"
 
 
-def render(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> str:
-    """The run's lines, then the box's: each a line, made safe to print (`printable`)."""
+def render(
+    snap: RunSnapshot, hourly_price_usd: float, spot: bool, unbilled: str | None = None
+) -> str:
+    """The run's lines, then the box's: each a line, made safe to print (`printable`);
+    `unbilled`: why the target's boxes cost nothing (`cost_lines`)."""
     lines = [
         f"run:        {snap.run_id}",
         f"state:      {snap.state}",
@@ -368,8 +395,8 @@ def render(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> str:
     ]
     if snap.last_metrics:
         lines += _shown("last log", lambda: [f"last log:   {log_sentence(snap.last_metrics)}"])
-    lines += _shown("gpu", lambda: _gpu_lines(snap.gpus))
-    lines += _shown("cost", lambda: cost_lines(snap, hourly_price_usd, spot))
+    lines += _shown("gpu", lambda: _gpu_lines(snap.gpus, snap.address))
+    lines += _shown("cost", lambda: cost_lines(snap, hourly_price_usd, spot, unbilled))
     lines += [f"unread:     {problem}" for problem in snap.problems]
     run_lines = [printable(line) for line in lines if line]
     return "\n".join([*run_lines, *box_lines(snap.box, snap.now)])
@@ -377,12 +404,14 @@ def render(snap: RunSnapshot, hourly_price_usd: float, spot: bool) -> str:
 
 def _progress_lines(snap: RunSnapshot) -> list[str]:
     s = snap.status
+    # An ETA is a running run's: a stopped one's last estimate would read as a promise.
+    eta = s.eta_s if snap.live and snap.state == STATE_RUNNING else None
     lines = [
         f"progress:   epoch {_fmt(s.epoch, 'd')}, step {_fmt(s.step, 'd')}"
         f" / {_fmt(s.total_steps, 'd')}",
         f"train loss: {_fmt(s.train_loss, '.4f')}   val MAE: {_fmt(s.val_mae, '.2f')} mg/dL",
-        f"speed:      {_fmt(s.windows_per_s, ',.0f')} windows/s   "
-        f"ETA: {duration(s.eta_s) if s.eta_s is not None else '-'}",
+        f"speed:      {_fmt(s.windows_per_s, ',.0f')} windows/s"
+        + (f"   ETA: {duration(eta)}" if eta is not None else ""),
     ]
     if s.updated_at is not None:
         lines.append(f"updated:    {duration(snap.now - s.updated_at)} ago")
@@ -394,9 +423,9 @@ def _progress_lines(snap: RunSnapshot) -> list[str]:
     return lines
 
 
-def _gpu_lines(gpus: list[str]) -> list[str]:
+def _gpu_lines(gpus: list[str], address: str) -> list[str]:
     lines = []
     for gpu in gpus:
         index, name, util, used, total = (part.strip() for part in gpu.split(","))
         lines.append(f"gpu {index}:      {name}: {util}% busy, {used}/{total} MiB")
-    return lines or ["gpu:        none (nvidia-smi not on the box)"]
+    return lines or [f"gpu:        none (no nvidia-smi on {address})"]

@@ -126,6 +126,20 @@ def _not_recorded(run_id: str, boxes: list[Box], why: str) -> str:
     )
 
 
+def _recorded(stops: list[BoxStop], run_id: str) -> str:
+    """Where the stop is recorded and what keeps the run down: the box's resume unit on
+    a box `pulumi up` made; on this machine and a lab box nothing restarts a run."""
+    box = stops[0].box
+    resumes = f"`fab train --run {run_id}` resumes it"
+    if box.target.this_machine:
+        where = contract.run_dir(box.root, run_id)
+        return f"stop recorded in {where}: run {run_id} stays down until {resumes}"
+    marked = ", ".join(f"box {each.box.node} ({each.box.address})" for each in stops if each.marked)
+    if not box.target.set_up_by_cloud_init:
+        return f"stop recorded on {marked}: run {run_id} stays down until {resumes}"
+    return f"stop recorded on {marked}: the boxes' resume unit leaves run {run_id} down; {resumes}"
+
+
 def tell(stops: list[BoxStop], run_id: str, run_uri: str) -> None:
     """How the run stood, its checkpoint, which boxes got the record and which did not."""
     checkpoint = _latest_checkpoint(run_uri)
@@ -135,8 +149,7 @@ def tell(stops: list[BoxStop], run_id: str, run_uri: str) -> None:
     else:
         before = _state_before(next(each for each in stops if each.holds_run))
         print(f"run {run_id} was not running ({before}); it stays down; checkpoint: {checkpoint}")
-    marked = ", ".join(f"box {each.box.node} ({each.box.address})" for each in stops if each.marked)
-    console.print(f"stop recorded on {marked}: no resume unit starts run {run_id} again")
+    console.print(_recorded(stops, run_id))
     for each in stops:
         if each.not_marked:
             console.print(

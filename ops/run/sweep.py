@@ -30,7 +30,13 @@ from ops.image.shipping import ImageSource, image_on_boxes
 from ops.remote import update as box_update
 from ops.remote.ssh import Box
 from ops.run import end_watch, env_files, launch, on_box
-from ops.run.container import BOX_RECORDS, WORKSPACE, container_options, workspace_dataset
+from ops.run.container import (
+    BOX_RECORDS,
+    WORKSPACE,
+    container_options,
+    volume_options,
+    workspace_dataset,
+)
 from ops.run.names import checked_name
 from ops.run.on_box import ContainerState, inspect_named
 from stack import storage_layout
@@ -185,13 +191,14 @@ def docker_run_command(box: Box, spec: SweepSpec, *, gpus: bool, user: str) -> s
         "--restart", "no",
         "--stop-timeout", str(contract.STOP_TIMEOUT_SECONDS),
         *container_options(target, user, env_file=env),
-        "--volume", f"{contract.sweep_dir(box.root, sweep_id)}:{folder_in_container(sweep_id)}",
-        "--volume", f"{box.root}/{contract.RUNS_DIR}:{RUNS_IN_CONTAINER}",
-        "--volume",
-        f"{contract.dataset_dir(box.root, spec.dataset)}:{workspace_dataset(spec.dataset)}:ro",
-        # The box's boot and stop records, as a run's container has them: each trial's
-        # summary counts its share of the box's up time (trainer.reports.cost).
-        "--volume", f"{box.root}/{contract.WATCHDOG_DIR}:{BOX_RECORDS}:ro",
+        *volume_options(
+            f"{contract.sweep_dir(box.root, sweep_id)}:{folder_in_container(sweep_id)}",
+            f"{box.root}/{contract.RUNS_DIR}:{RUNS_IN_CONTAINER}",
+            f"{contract.dataset_dir(box.root, spec.dataset)}:{workspace_dataset(spec.dataset)}:ro",
+            # The box's boot and stop records, as a run's container has them: each
+            # trial's summary counts its share of the box's up time (trainer.reports.cost).
+            f"{box.root}/{contract.WATCHDOG_DIR}:{BOX_RECORDS}:ro",
+        ),
         "--env", f"{RECORDS_ENV}={BOX_RECORDS}",
     ]  # fmt: skip
     if gpus:

@@ -11,6 +11,18 @@ from __future__ import annotations
 from ops.target.schema import Target
 
 RESUME = "and nothing restarts a run that stopped: `fab train --run ID` resumes it"
+THIS_MACHINE_BILLS = "this machine bills nothing"
+"""The one wording of a local run's cost: `fab status`'s $0.00 and the guard rails'."""
+
+
+def unbilled_note(target: Target) -> str | None:
+    """Why a run on `target`'s boxes costs $0.00, as `fab status` and `fab runs` count
+    it; None where the target has a price (a stack's boxes, a priced target file)."""
+    if target.set_up_by_cloud_init or target.hourly_price_usd > 0:
+        return None
+    if target.this_machine:
+        return THIS_MACHINE_BILLS
+    return f"no hourlyPriceUsd in {target.source}"
 
 
 def none_note(target: Target) -> str | None:
@@ -19,8 +31,8 @@ def none_note(target: Target) -> str | None:
         return None
     if target.this_machine:
         return (
-            "none on this machine: no idle watchdog, daily stop or budget (it bills "
-            f"nothing), {RESUME}"
+            "none on this machine: no idle watchdog, daily stop or budget "
+            f"({THIS_MACHINE_BILLS}), {RESUME}"
         )
     return (
         f"none on this lab box ({target.source}): no idle watchdog, daily stop or budget "

@@ -175,3 +175,38 @@ def positive_seconds(flag: str, value: float) -> float:
     if value <= 0:
         raise Exit(f"{flag} is {value:g}, expected seconds above 0; pass e.g. {flag} 10")
     return float(value)
+
+
+def refuse_task_flags_before_the_task(
+    argv: list[str], collection: invoke.Collection, core: list[Argument]
+) -> None:
+    """`fab --target local train`, as sky and dstack users place a global flag: here
+    `--target` and every other flag but fab's own (`core`) are a task's, written after
+    it. One line naming the right place, not invoke's "No idea what '--target' is!".
+    (`-t` before a task is fab's own `--connect-timeout`, read before this can look.)"""
+    tasks = set(collection.task_names) | {
+        alias for aliases in collection.task_names.values() for alias in aliases
+    }
+    first = next((i for i, token in enumerate(argv) if token in tasks), len(argv))
+    own = {name for argument in core for name in argument.names}
+    before = [token for token in argv[:first] if token.startswith("-")]
+    misplaced = [token for token in before if token.lstrip("-").split("=", 1)[0] not in own]
+    if not misplaced:
+        return
+    contexts = collection.to_contexts()
+    for token in misplaced:
+        flag, _, value = token.partition("=")
+        if not any(flag in context.flags for context in contexts):
+            continue  # invoke's own "No idea what ... is!" is right: no task has it
+        at = argv.index(token)
+        value = value or (argv[at + 1] if at + 1 < first else "VALUE")
+        task_name = argv[first] if first < len(argv) else "TASK"
+        everywhere = (
+            f" (or GLUCOSE_TARGET={value} for every task of the line)"
+            if flag in ("--target", "-t")
+            else ""
+        )
+        raise Exit(
+            f"fab: {flag} is a task's flag, not fab's: put it after the task, "
+            f"`fab {task_name} {flag} {value}`{everywhere}"
+        )

@@ -82,7 +82,10 @@ def _warn(message: str) -> None:
         "at once as the size has GPUs)",
         "target": TARGET_HELP,
         "stack": STACK_HELP,
-        "wide": "every column (cloud, precision, windows/s, ...): wider than 100 columns",
+        "wide": "every column (cloud, precision, windows/s, ...; wider than 100 columns) and "
+        "the notes",
+        "explain": "the notes under the table: where prices and throughput come from, what the "
+        "hours and the storage assume",
         "graph": "the captured step, the trainer's default (--no-graph: the eager step, "
         "what `train --no-graph`, --compile or --grad-accum above 1 runs)",
     },
@@ -105,6 +108,7 @@ def plan(
     stack: str = "",
     wide: bool = False,
     graph: bool = True,
+    explain: bool = False,
 ) -> None:
     """Estimate hours and dollars of a training run (or a sweep) on every GPU size."""
     if dataset and (windows is not None or milestone):
@@ -135,4 +139,4 @@ def plan(
     if json:
         print(jsonlib.dumps(result.to_json(), indent=2))
         return
-    print_plan(result, wide)
+    print_plan(result, wide, explain=explain)

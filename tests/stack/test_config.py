@@ -498,3 +498,42 @@ def test_a_secret_key_and_a_key_of_one_cloud_are_marked_on_their_field():
     assert problems_of({**GOOD, "spotFallback": "true"})[0] == (
         "spotFallback applies to cloud aws only; remove it from this azure stack"
     )
+
+
+# --- issue 48: every problem of every key in one round ------------------------------------
+
+
+def test_too_many_fallbacks_hide_none_of_each_sizes_own_problems():
+    # Six sizes over the limit once hid the four sizes' own errors: two rounds to fix.
+    raw = {**AWS, "fallbackVmSizes": "g5.xlarge,g6.12xlarge,p3.2xlarge,g6e.xlarg,g6.xlarge,"
+                                      "g5.2xlarge"}  # fmt: skip
+    found = problems_of(raw, "us-east-1")
+    assert [problem.split(":")[0] for problem in found] == ["fallbackVmSizes"] * 5, found
+    for start in ("fallbackVmSizes: got 6 sizes, expected at most 5",
+                  "fallbackVmSizes: g6.12xlarge has 4 GPU(s)",
+                  "fallbackVmSizes: p3.2xlarge has the proprietary NVIDIA driver",
+                  "fallbackVmSizes: unknown aws VM size 'g6e.xlarg'",
+                  "fallbackVmSizes: g6.xlarge is listed twice"):  # fmt: skip
+        assert any(problem.startswith(start) for problem in found), (start, found)
+
+
+def test_a_fallback_unlike_vm_size_in_two_ways_says_both_in_its_line():
+    (line,) = problems_of({**AWS, "fallbackVmSizes": "p3.8xlarge"}, "us-east-1")
+    assert line == (
+        "fallbackVmSizes: p3.8xlarge has 4 GPU(s), vmSize g6.xlarge has 1 GPU(s); p3.8xlarge "
+        "has the proprietary NVIDIA driver, vmSize g6.xlarge has the open NVIDIA driver: a "
+        "fallback must have the same GPU count and driver class (the box's image and disk are "
+        "made for vmSize); remove it"
+    )
+
+
+def test_a_zone_listed_twice_hides_no_wrong_zone():
+    found = problems_of({**AWS, "zones": "us-east-1a,us-east-1a,eu-west-1b"}, "us-east-1")
+    assert [problem.split(" ")[1] for problem in found] == ["['us-east-1a',", "got"], found
+
+
+def test_an_unpriced_size_is_also_told_where_it_is_not_sold():
+    found = problems_of({**AWS, "vmSize": "p5e.48xlarge"}, "us-east-1")
+    assert found[0].startswith("vmSize: p5e.48xlarge: no on-demand price"), found
+    assert len(found) == 2, found
+    assert found[1].startswith("vmSize: p5e.48xlarge is not sold in us-east-1")

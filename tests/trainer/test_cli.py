@@ -121,7 +121,7 @@ def test_train_help_prints_each_flags_docstring():
     )
     printed = " ".join(done.stdout.split())
     assert "Share of cases held out for the final test" in printed
-    assert "--no-graph On a GPU, record the whole training step" in printed
+    assert "--no-graph Run eager steps, no CUDA graph" in printed
 
 
 def test_a_command_gets_its_config_validated_and_typed():

@@ -46,10 +46,13 @@ def test_each_fields_docstring_is_read_from_the_source():
     }
 
 
-def test_the_help_says_the_docstring_and_a_durations_forms():
+def test_the_help_says_the_docstring_a_durations_forms_and_what_leaving_it_out_gives():
     helps = {action.dest: action.help for action in _parser()._actions}
-    assert helps["where"] == "Where it goes (100%% of it)."  # argparse's % escaped
+    assert helps["where"] == "Where it goes (100%% of it). (required)"  # argparse's % escaped
+    assert helps["mode"] == "How it goes. (default: fast)"
     assert helps["pause_s"].startswith("Between tries; a duration such as")
+    assert helps["pause_s"].endswith("seconds (default: 1 s)")
+    assert helps["shape"] == "A shape, else a colour. (required: one of --colour, --shape)"
     assert "not_a_flag" not in helps
     assert "100% of it" in _parser().format_help()
 

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from trainer.config import UserError
+from trainer.container_env import host_path
 
 MANIFEST = "manifest.json"
 HASH_CHUNK_BYTES = 4 * 1024 * 1024
@@ -88,7 +89,7 @@ def fetch(uri: str, destination: Path) -> str:
     destination.mkdir(parents=True, exist_ok=True)
     manifest = checked_manifest(uri, store.read_bytes(MANIFEST), destination)
     if matches(destination, manifest):
-        return f"dataset {manifest.get('name')} already cached in {destination}"
+        return f"dataset {manifest.get('name')} already cached in {host_path(destination)}"
     for file_name, entry in manifest["files"].items():
         path = local_path(destination, file_name)
         if path.is_file() and sha256_file(path) == entry["sha256"]:
@@ -101,7 +102,8 @@ def fetch(uri: str, destination: Path) -> str:
             raise UserError(f"{uri}/{file_name}: sha256 {actual[:12]} != manifest's")
         partial.replace(path)
     (destination / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    return f"dataset {manifest.get('name')} fetched from {uri} into {destination}, sha256 verified"
+    into = host_path(destination)
+    return f"dataset {manifest.get('name')} fetched from {uri} into {into}, sha256 verified"
 
 
 def publish(directory: Path, uri: str) -> str:

@@ -38,6 +38,7 @@ from trainer.atomic_write import write_json_atomic
 from trainer.checkpoints.final_upload import finish_pending
 from trainer.checkpoints.uploader_lock import uploader_lock
 from trainer.config import RunConfig, UserError
+from trainer.container_env import host_path
 from trainer.data.pipeline import micro_batch_seed
 from trainer.loop.distributed import Group, RankInfo
 from trainer.loop.preemption import StopSignal
@@ -313,7 +314,7 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
     run.say(
         f"done: {'test' if test else 'validation'} MAE {scored['mae']:.2f} mg/dL vs "
         f"constant-median baseline {scored['baseline']['mae']:.2f}; report in "
-        f"{run.run_dir / REPORT_FILE}"
+        f"{host_path(run.run_dir / REPORT_FILE)}"
     )
     return summary
 

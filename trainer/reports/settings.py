@@ -14,9 +14,7 @@ import dataclasses
 from typing import Any, NamedTuple
 
 from trainer.config import RunConfig, train_flag_fields
-from trainer.flags import flag_name
-
-TRAINERS = "the trainer's"
+from trainer.flags import TRAINERS, flag_name, shown_value
 
 
 class Row(NamedTuple):
@@ -72,13 +70,3 @@ def _value_and_default(
         return shown, ""
     default = (not default) if default is True else default
     return shown, "" if value == default else shown_value(default, item.metadata["unit"])
-
-
-def shown_value(value: Any, unit: str = "") -> str:
-    """A value as report.md writes it: on/off, none, `600 s`."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if value is None or value == "":
-        return "none"
-    text = f"{value:g}" if isinstance(value, float) else str(value)
-    return f"{text} {unit}" if unit else text

@@ -219,14 +219,14 @@ def test_fab_plan_milestone_json_covers_every_current_size():
 
 
 def test_fab_plan_table_marks_one_row_and_names_retired_sizes():
-    done = _fab("plan", "--milestone", "M3", "--epochs", "100", "--deadline", "4")
+    done = _fab("plan", "--milestone", "M3", "--epochs", "100", "--deadline", "4", "--explain")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("✔") == 2  # the marked row and the caption explaining it
+    assert done.stdout.count("✔") == 2  # the marked row and the title explaining it
     assert "Standard_NC6s_v3 (retired 2025-09-30" in done.stdout
 
 
 def test_fab_plan_footer_dates_which_regions_sell_which_size():
-    done = _fab("plan", "--milestone", "M1", "--epochs", "1")
+    done = _fab("plan", "--milestone", "M1", "--epochs", "1", "--explain")
     assert done.returncode == 0, done.stderr
     footer = " ".join(done.stdout.split())  # rich wraps long lines
     for cloud in catalog.CLOUDS:
@@ -377,7 +377,7 @@ def test_a_sweeps_storage_keeps_every_trials_checkpoints():
 
 
 def test_fab_plan_sweep_prices_the_trials_on_every_size_and_says_how():
-    done = _fab("plan", "--milestone", "M2", "--epochs", "20", "--sweep", "8")
+    done = _fab("plan", "--milestone", "M2", "--epochs", "20", "--sweep", "8", "--explain")
     assert done.returncode == 0, done.stderr
     assert "a sweep of 8 trials, each 2,400,000 windows x 20 epochs" in done.stdout
     assert "Two trials sharing one GPU is not assumed" in " ".join(done.stdout.split())
@@ -419,7 +419,7 @@ def test_a_region_filter_names_the_sizes_no_snapshot_says_are_sold_there():
 
 
 def test_fab_plan_says_each_prices_dated_source_and_why_a_size_has_none():
-    done = _fab("plan", "--milestone", "M1", "--epochs", "1")
+    done = _fab("plan", "--milestone", "M1", "--epochs", "1", "--explain")
     assert done.returncode == 0, done.stderr
     footer = " ".join(done.stdout.split())  # rich wraps long lines
     assert "p5en.48xlarge 2026-08-06: https://github.com/dstackai/dstack/pull/4110" in footer

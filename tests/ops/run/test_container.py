@@ -138,3 +138,18 @@ def test_box_1_of_two_joins_box_0s_rendezvous_on_the_hosts_network():
     assert _value(args, "--local-addr") == ["glucose-node-01"]
     assert _value(args, "--rdzv-conf") == ["is_host=false"]
     assert _value(args, "--nnodes") == ["2"] and _value(args, "--nproc-per-node") == ["4"]
+
+
+def test_the_trainer_is_told_where_its_mounts_are_on_the_box(monkeypatch):
+    # What the trainer prints (`report in ...`) names the box's folder, not /workspace.
+    from trainer.container_env import HOST_PATHS_VARIABLE, host_path
+
+    args = _args(_target(box_root="/home/me/checkout/local/box"))
+    (setting,) = [env for env in _value(args, "--env") if env.startswith(HOST_PATHS_VARIABLE)]
+    monkeypatch.setenv(HOST_PATHS_VARIABLE, setting.split("=", 1)[1])
+    assert host_path("/workspace/runs/r7/report.md") == (
+        "/home/me/checkout/local/box/runs/r7/report.md"
+    )
+    assert host_path("/workspace/datasets/synthetic") == (
+        "/home/me/checkout/local/box/datasets/synthetic"
+    )

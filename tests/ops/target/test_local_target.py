@@ -8,7 +8,7 @@ import pytest
 from invoke.exceptions import Exit
 
 from ops import CHECKOUT
-from ops.target.guard_rails import none_note
+from ops.target.guard_rails import none_note, unbilled_note
 from ops.target.resolve import load_target_file, resolve_target
 
 
@@ -70,5 +70,17 @@ def test_only_boxes_pulumi_made_have_guard_rails(tmp_path):
         "none on this lab box"
     )
     assert none_note(resolve_target("local")).startswith(
-        "none on this machine: no idle watchdog, daily stop or budget (it bills nothing)"
+        "none on this machine: no idle watchdog, daily stop or budget (this machine bills nothing)"
     )
+
+
+def test_a_run_here_costs_nothing_in_one_wording_and_a_priced_target_file_its_price(tmp_path):
+    lab = {"hosts": ["10.0.0.5"], "sshUser": "u", "storageUri": "s3://b"}
+    lab_file = _write(tmp_path / "lab.json", lab)
+    priced = _write(tmp_path / "priced.json", {"hourlyPriceUsd": 0.5})
+    assert unbilled_note(resolve_target("local")) == "this machine bills nothing"
+    lab_note = unbilled_note(load_target_file(lab_file))
+    assert lab_note == f"no hourlyPriceUsd in target file {lab_file}"
+    assert unbilled_note(load_target_file(priced)) is None
+    cloud = {**lab, "cloud": "aws", "hourlyPriceUsd": 1.0}
+    assert unbilled_note(load_target_file(_write(tmp_path / "cloud.json", cloud))) is None

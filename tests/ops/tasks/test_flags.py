@@ -146,3 +146,29 @@ def test_fab_plan_takes_a_deadline_and_windows_as_a_person_types_them():
 )
 def test_a_hold_reads_the_same_durations_a_bare_number_in_hours(text, minutes):
     assert parse_minutes(text) == minutes
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["--target", "local", "train"],
+         "put it after the task, `fab train --target local` (or GLUCOSE_TARGET=local"),
+        (["--target=local", "status", "--run", "r1"], "`fab status --target local`"),
+        (["-s", "dev", "runs"], "`fab runs -s dev`"),
+    ],
+)  # fmt: skip
+def test_a_tasks_flag_before_the_task_names_where_it_goes(argv, hint):
+    done = _fab(*argv)
+    assert done.returncode == 1
+    assert "No idea what" not in done.stderr
+    message = assert_one_line_error(done, hint)
+    assert message.startswith(f"fab: {argv[0].split('=')[0]} is a task's flag, not fab's")
+
+
+def test_a_flag_no_task_has_is_still_invokes_own_error():
+    assert _fab("--no-such-flag", "runs").stderr.strip() == "No idea what '--no-such-flag' is!"
+
+
+def test_fabs_own_flags_before_the_task_still_work():
+    listed = _fab("--list")
+    assert listed.returncode == 0 and "train" in listed.stdout

@@ -101,6 +101,9 @@ def test_train_status_logs_stop_resume_runs_download_on_this_machine(
     assert f"run {run_id} started on this machine" in started.stderr
     assert "guard rails: none on this machine" in started.stderr
     assert f"told when it ends: run {run_id}'s end goes to notifyWebhook" in started.stderr
+    # Paths as this machine names them, not the container's /workspace.
+    cache = here.box_root / "datasets" / DATASET
+    assert f"into {cache}, sha256 verified" in started.stderr, started.stderr
     # The engine here runs the container, with the box contract's name and label.
     labels = docker_engine.run(
         ["inspect", "--format", "{{json .Config.Labels}}", f"glucose-train-{run_id}"],
@@ -124,7 +127,10 @@ def test_train_status_logs_stop_resume_runs_download_on_this_machine(
     here.fab_ok("train", *common, "--max-steps", str(stopped_step + 4))
     finished = here.wait_for_status(run_id, r"state:\s+finished")
     assert _step(finished) == stopped_step + 4
-    assert f"resume: step {stopped_step}" in here.fab_ok("logs", "--run", run_id).stdout
+    logs = here.fab_ok("logs", "--run", run_id).stdout
+    assert f"resume: step {stopped_step}" in logs
+    assert f"report in {here.box_root / 'runs' / run_id / 'report.md'}" in logs, logs[-2000:]
+    assert "/workspace/" not in logs and "fontManager" not in logs
     # One message, of the end: none when `fab stop` stopped it (the user knows).
     told = webhook.wait_for_texts(1, TOLD_WITHIN_SECONDS)
     assert len(told) == 1 and told[0].startswith(f"run {run_id} finished: best val MAE "), told

@@ -51,6 +51,12 @@ print(json.dumps({{
     "opt_entries": sorted(os.listdir("/opt/glucose-training")),
     "help_exit": subprocess.run(["python", "-m", "trainer", "--help"],
                                 capture_output=True).returncode,
+    "matplotlib_dir_mode": oct(os.stat(os.environ["MPLCONFIGDIR"]).st_mode & 0o7777),
+    "matplotlib_log": subprocess.run(
+        ["python", "-c", "import logging; logging.basicConfig(level=logging.INFO); "
+         "import matplotlib.pyplot"],
+        capture_output=True, text=True, env={{**os.environ, "HOME": "/tmp"}},
+    ).stderr,
 }}))
 """
 
@@ -122,6 +128,13 @@ def test_image_holds_the_trainer_code_and_nothing_else(probe):
     ]
     assert "trainer/__main__.py" in probe["app_files"]
     assert not [path for path in probe["app_files"] if path.endswith((".pyc", ".pem", ".key"))]
+
+
+def test_matplotlib_finds_its_font_cache_built_in_a_folder_any_uid_may_write(probe):
+    # `fab` runs each container as the box user's uid with HOME=/tmp, a new folder.
+    assert probe["matplotlib_dir_mode"] == "0o1777"
+    assert "fontManager" not in probe["matplotlib_log"], probe["matplotlib_log"]
+    assert "cache directory" not in probe["matplotlib_log"], probe["matplotlib_log"]
 
 
 def test_entrypoint_is_the_trainer_cli(docker_engine, trainer_image, probe):

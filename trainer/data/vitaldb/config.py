@@ -69,14 +69,15 @@ class PrepareConfig:
     """Window length (1 s = 100 samples at 100 Hz, as the seeds)."""
     sample_rate: float = flag(100.0, metavar="HZ")
     """Hz the band-passed PLETH is resampled to."""
-    stride_seconds: float | None = flag(None, unit="s")
-    """Between window starts; left out: --window-seconds (no overlap)."""
+    stride_seconds: float | None = flag(None, unit="s", auto="--window-seconds (no overlap)")
+    """Between window starts."""
     label_window_minutes: float = flag(30.0, unit="m")
     """How far from a glucose draw a window may be and still get its label."""
     label_method: LabelMethod = flag("nearest")
-    """nearest: the nearest draw's value; linear: interpolated between bracketing draws."""
-    workers: int = flag(factory=cores)
-    """Cases prepared in parallel, one process each (default: the cores)."""
+    """How a window gets its label. nearest: the nearest draw's value; linear:
+    interpolated between the draws either side."""
+    workers: int = flag(factory=cores, auto="the machine's cores")
+    """Cases prepared in parallel, one process each."""
     source_url: str = flag(DEFAULT_SOURCE_URL)
     """The open dataset's API (cases, trks, labs, `<version>/<caseid>.vital`)."""
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from box.contract import PREPARE_HEARTBEAT
 from trainer.atomic_write import write_json_atomic
 from trainer.config import UserError
+from trainer.container_env import host_path
 from trainer.data.vitaldb import opendata, waveform
 from trainer.data.vitaldb.assemble import META, SUMMARY, assemble
 from trainer.data.vitaldb.case import CaseJob, prepare_case, summary_path
@@ -320,7 +321,7 @@ def prepare_vitaldb(config: PrepareConfig) -> Outcome:
     request = {**config.request(), "labs_sha256": _sha256(config.labs) if config.labs else None}
     if _already_done(out, request):
         meta = json.loads((out / META).read_text())
-        _say(f"{out} already holds this preparation; nothing to do")
+        _say(f"{host_path(out)} already holds this preparation; nothing to do")
         return Outcome(meta["windows"], len(meta["cases"]), len(meta["cases_skipped"]), True)
     work = Workspace(out)
     _claim(work, request)
