@@ -69,7 +69,7 @@ SIZES = {
     "tiny": Size(10, 100, 8),
     # 28 training cases, 1680 windows, 7 steps an epoch at the CPU's 256, ~25 s a run on
     # 2 cores. Measured on an AMD EPYC at seeds 0-2: the reference's best val MAE 0.42-0.50
-    # of the constant baseline's; the default's learning rate x10 ended 1.0-2.4x the
+    # of the constant baseline's; the default's learning rate x10 ended 1.0-2.5x the
     # default's best. Windows of 64 samples (a beat or so) learned too little: at seed 0
     # no setting beat the constant by 10%.
     "small": Size(40, 60, 6),
