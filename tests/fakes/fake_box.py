@@ -433,3 +433,22 @@ class FakeBox:
             return bool(self.watchdog_state().get("stop_requested_at"))
         except OSError:
             return False
+
+
+def box_with_s3(
+    root: Path, moto, metadata_url: str, region: str = "us-east-1", **config
+) -> tuple[FakeBox, str]:
+    """(box, bucket): an AWS box whose settings name a fresh bucket of `moto` (an
+    S3Emulator) as the stack's storage, its role's keys from the metadata service at
+    `metadata_url`; `config`: more settings."""
+    bucket = moto.create_bucket(prefix="")[len("s3://") :]
+    box = FakeBox(
+        root,
+        metadata_url=metadata_url,
+        docker_wait_seconds=1,
+        storage_uri=f"s3://{bucket}",
+        storage_region=region,
+        storage_endpoint=moto.endpoint_url,
+        **config,
+    )
+    return box, bucket
