@@ -63,7 +63,7 @@ RETRY_DELAYS_SECONDS = (0, 60, 180)
 BOXES_AWAY_RETRY_SECONDS = 60
 STOPPED_BY_USER_REASON = "stopped by the user"
 PAST_DEADLINE_REASON = "past its deadline"
-FINISHED_REASON = "finished"
+FINISHED_REASON = contract.STATE_FINISHED
 """Its status says so (its uploads landed, or it had none), or it exited 0."""
 
 

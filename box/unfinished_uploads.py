@@ -125,7 +125,7 @@ def told(missing: list[str] | None, why_unknown: str, run_dir: Path) -> str:
             f"box in {run_dir})"
         )
     if not missing:
-        return "finished"
+        return contract.STATE_FINISHED
     more = f" and {len(missing) - NAMED_AT_MOST} more" if len(missing) > NAMED_AT_MOST else ""
     named = ", ".join(missing[:NAMED_AT_MOST]) + more
     return (
