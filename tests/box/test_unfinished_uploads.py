@@ -201,18 +201,12 @@ def test_the_end_watch_starts_a_finished_run_killed_in_its_uploads_again_then_te
         notify_webhook=webhook.server.endpoint,
     )
     container = _killed_in_its_last_uploads(box)
-    watch = box.start("end_watch.py", container, now=T0)
-    try:
-        deadline = time.monotonic() + 60
-        while not _started(box):
-            assert time.monotonic() < deadline and watch.poll() is None, "never started again"
-            time.sleep(0.2)
-        box.write_status(RUN, state="finished", step=40, exit_code=0, val_mae=16.2)
-        box.exit_container(container, exit_code=0, at=T0 + 20)
-        out, err = watch.communicate(timeout=120)
-        assert watch.returncode == 0, out + err
-    finally:
-        if watch.poll() is None:
-            watch.kill()
+    # Its start uploads what storage lacked, says `finished` and exits 0.
+    finished = {"run_id": RUN, "state": "finished", "step": 40, "exit_code": 0, "val_mae": 16.2}
+    status = box.box_root / "runs" / RUN / contract.STATUS_FILE
+    box.runs_on_start(container, exit_code=0, writes={status: json.dumps(finished)})
+    done = box.run("end_watch.py", container, now=T0, timeout_seconds=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _started(box) == [container]
     assert webhook.texts == [f"run {RUN} finished: best val MAE 16.20"]
     assert not (storage / "runs" / RUN / contract.STATUS_FILE).exists()

@@ -77,6 +77,12 @@ elif tool == "docker" and args[0] == "start":
     for item in box["containers"]:
         if item["Id"] == args[1]:
             item["State"].update(Running=True, StartedAt=started)
+            run = item.pop("RunsOnStart", None)  # what the container does, then exits
+            if run is not None:
+                for written, text in run["writes"].items():
+                    with open(written, "w") as handle:
+                        handle.write(text)
+                item["State"].update(Running=False, ExitCode=run["exit_code"], FinishedAt=started)
 with open(path, "w") as handle:
     json.dump(box, handle)
 sys.exit(status)
@@ -269,6 +275,18 @@ class FakeBox:
         for item in tools["containers"]:
             if item["Id"] == container_id:
                 item["State"].update(Running=False, ExitCode=exit_code, FinishedAt=docker_time(at))
+        self._save(tools)
+
+    def runs_on_start(self, container_id: str, *, exit_code: int, writes: dict) -> None:
+        """At its next `docker start` the container writes `writes` (path -> text) and
+        exits `exit_code` at once, as a container that only uploads and ends does."""
+        tools = self._load()
+        for item in tools["containers"]:
+            if item["Id"] == container_id:
+                item["RunsOnStart"] = {
+                    "exit_code": exit_code,
+                    "writes": {str(k): v for k, v in writes.items()},
+                }
         self._save(tools)
 
     def restart_by_docker(self, container_id: str, *, at: float) -> None:
