@@ -124,14 +124,23 @@ def finish_uploads(
     """A run that said it finished, its last uploads not landed, started again (its start
     uploads what storage lacks), after each of the resume unit's pauses, until it is
     down for good; the container as it last exited, None when it is gone."""
+
+    def wanted(container: docker_cli.TrainerContainer) -> bool:
+        """Not stopped by the user (`fab stop`), and its uploads still not landed."""
+        booted, now = boot_time(config.proc_root), now_seconds()
+        stays_down = resume.why_not_resume(container, run_dir, booted, now)
+        return not stays_down and unfinished_uploads.not_landed(container, run_dir)
+
     for pause in resume.RETRY_DELAYS_SECONDS:
-        if not unfinished_uploads.not_landed(container, run_dir):
+        if not wanted(container):
             return container
         log(
             f"run {container.run_id} said it finished, its last uploads not landed (exit "
             f"{container.exit_code}): started again in {pause} s to upload them"
         )
         time.sleep(pause)
+        if not wanted(container):  # stopped meanwhile
+            return container
         docker_cli.start(config.docker_command, container.id)
         ended = wait_for_exit(config, container.id)
         if ended is None:

@@ -210,3 +210,12 @@ def test_the_end_watch_starts_a_finished_run_killed_in_its_uploads_again_then_te
     assert _started(box) == [container]
     assert webhook.texts == [f"run {RUN} finished: best val MAE 16.20"]
     assert not (storage / "runs" / RUN / contract.STATUS_FILE).exists()
+
+
+def test_the_end_watch_leaves_a_run_the_user_stopped_down_uploads_or_not(tmp_path, webhook):
+    box = FakeBox(tmp_path, cloud="local", notify_webhook=webhook.server.endpoint)
+    container = _killed_in_its_last_uploads(box, state="finished-upload-pending")
+    (box.box_root / "runs" / RUN / contract.STOPPED_BY_USER).touch()
+    done = box.run("end_watch.py", container, now=T0, timeout_seconds=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _started(box) == [] and webhook.texts == []
