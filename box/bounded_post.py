@@ -18,7 +18,9 @@ record's metadata, role keys and tokens), the stored end's reads and writes
   webhook that moved, or one that points the box at its own metadata service; the
   box's requests carry its credentials);
 - the URL's path and query (a Slack or Teams webhook's secret) are never in what it
-  returns, so never in a log: `shown` keeps the scheme and host.
+  returns, so never in a log: `shown` keeps the scheme and host, and an error (the
+  child's, or an error page that quotes the path) loses them before it is cut to its
+  length: cut first, a piece of the path no longer matched and stayed whole in the log.
 
 `post` judges a message: one whose request went out whole, with no answer before the
 deadline, counts as taken: a slow server that got it must not get it again (the
@@ -34,6 +36,7 @@ import base64
 import dataclasses
 import http.client
 import json
+import re
 import urllib.parse
 from collections.abc import Callable
 
@@ -45,8 +48,13 @@ STATUS = "status"
 """Then the answer's status and headers (JSON), once its head came."""
 BODY = "body"
 """Then its body (base64), once read to its end or to the bytes asked for."""
-MAX_ANSWER_BYTES = 200
-"""Of an error answer's body to a message, for the log."""
+MAX_ANSWER_CHARS = 200
+"""Of an error answer's body to a message, as the log shows it."""
+ANSWER_READ_BYTES = 4096
+"""Of an error answer's body read, the secret taken out of all of it before the cut."""
+SECRET_PIECE_CHARS = 8
+"""A piece of the URL's path or query this long or longer is taken out on its own too
+(a page may quote one segment, or the path decoded)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,10 +137,10 @@ def post(url: str, body: bytes, headers: dict[str, str], *, within_seconds: floa
     if within_seconds <= 0:
         return Answer(False, "no time left to send")
     reply = call(
-        "POST", url, body, headers, within_seconds=within_seconds, answer_bytes=MAX_ANSWER_BYTES
+        "POST", url, body, headers, within_seconds=within_seconds, answer_bytes=ANSWER_READ_BYTES
     )
     if reply.status is not None:
-        return _judged(reply.status, repr(reply.body), url)
+        return _judged(reply.status, _answer_shown(reply.body, url), url)
     if reply.sent and not reply.raised:
         return Answer(
             True,
@@ -159,7 +167,7 @@ def _request(
     )
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
-    def work(report: Callable[[str], None]) -> None:
+    def exchange(report: Callable[[str], None]) -> None:
         # https: the default context checks the certificate and the host name.
         link = connection(parts.hostname, parts.port, timeout=timeout_seconds)
         link.request(method, target, body=body, headers=headers)
@@ -170,6 +178,15 @@ def _request(
         answer = response.read(answer_bytes)
         report(f"{BODY} {base64.b64encode(answer).decode()}")
         link.close()
+
+    def work(report: Callable[[str], None]) -> None:
+        try:
+            exchange(report)
+        except Exception as error:
+            # Its text may quote the request (http.client's InvalidURL does): the secret
+            # goes here, before run_within cuts the text to its length.
+            said = " ".join(str(error).split()) or type(error).__name__
+            raise RuntimeError(_without_secret(said, url)) from None
 
     return work
 
@@ -187,11 +204,26 @@ def _judged(code: int, answer: str, url: str) -> Answer:
     return Answer(False, _without_secret(f"HTTP {code} from {shown(url)}: {answer}", url))
 
 
+def _answer_shown(body: bytes, url: str) -> str:
+    """An error answer as the log shows it: the secret taken out of all that was read,
+    then cut to MAX_ANSWER_CHARS. Where the read cut the body, its last len(url)
+    characters go first: they may hold the start of the path, which no longer matches."""
+    text = body.decode(errors="replace")
+    if len(body) >= ANSWER_READ_BYTES:
+        text = text[: max(0, len(text) - len(url))]
+    return repr(_without_secret(text, url)[:MAX_ANSWER_CHARS])
+
+
 def _without_secret(text: str, url: str) -> str:
-    """`text` with the URL, its path and its query taken out (an error may quote them)."""
+    """`text` with the URL, its path and its query taken out (an error may quote them),
+    as written and decoded, whole and each piece of SECRET_PIECE_CHARS or more."""
     parts = urllib.parse.urlsplit(url)
     text = text.replace(url, shown(url))
-    for secret in (parts.query, parts.path):
-        if len(secret) > 1:
-            text = text.replace(secret, "/...")
+    whole = {parts.query, parts.path}
+    whole |= {urllib.parse.unquote(secret) for secret in whole}
+    pieces = {piece for secret in whole for piece in re.split(r"[/?&=@;]", secret)}
+    secrets = {secret for secret in whole if len(secret) > 1}
+    secrets |= {piece for piece in pieces if len(piece) >= SECRET_PIECE_CHARS}
+    for secret in sorted(secrets, key=len, reverse=True):  # the whole before its pieces
+        text = text.replace(secret, "/...")
     return text

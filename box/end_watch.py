@@ -14,7 +14,12 @@ within notify.MAX_TRIES: nobody else looks again here.
 The same ends are told: finished, failed, past its deadline; none for a run the user
 stopped. A run the resume unit would start again (exit 75 or 69: a `docker stop`, the
 engine's restart, the host's shutdown) has nobody to start it here, so it is told as
-stopped, with the command that resumes it. A container removed before it exited, or a
+stopped, with the command that resumes it; but one whose trainer said it finished, its
+last uploads not landed (box/unfinished_uploads.py: killed during them, or storage
+down), is started again here as the resume unit would (its start uploads what storage
+lacks), as often and after the same pauses, and judged once it is down for good: a
+finished run whose files storage still lacks is told and stored so, the files named. A
+container removed before it exited, or a
 host that went down with its watcher, tells nothing. A watch follows one container by
 its id, not its name: a resumed run's container is a new one, with a watch of its own;
 two watches of one container tell its end once (notices.json).
@@ -37,7 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-from box import docker_cli, resume
+from box import docker_cli, resume, run_ends, unfinished_uploads
 from box.box_time import boot_time, now_seconds
 from box.watchdog_config import WatchdogConfig, load_config_or_say_why
 
@@ -86,29 +91,70 @@ def wait_for_exit(config: WatchdogConfig, container_id: str) -> docker_cli.Train
 
 def tell(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> None:
     home = config.sweeps_dir if container.kind == "sweep" else config.runs_dir
+    ended = finish_uploads(config, container, home / container.run_id)
+    if ended is None:
+        log(f"{container.kind} {container.run_id}: its container is gone; nothing told")
+        return
+    container = ended
     reason = resume.why_not_resume(
         container, home / container.run_id, boot_time(config.proc_root), now_seconds()
     )
-    state = resume.end_state(container, reason) if reason else stopped_state(container)
+    if reason:
+        state = resume.end_state(container, reason)
+    elif unfinished_uploads.not_landed(container, home / container.run_id):
+        state = run_ends.UPLOADS_NOT_LANDED
+    else:
+        state = stopped_state(container)
     log(f"{container.kind} {container.run_id} exited {container.exit_code}: {reason or state}")
     if not state:
         return
-    done = report(config, container, home, state)
+    end = run_ends.End(container, home, state)
+    done = report(config, end)
     for pause in RETRY_PAUSES_SECONDS:
         if done:
             return
         log(f"{container.kind} {container.run_id}: its end is reported again in {pause} s")
         time.sleep(pause)
-        done = report(config, container, home, state)
+        done = report(config, end)
 
 
-def report(
-    config: WatchdogConfig, container: docker_cli.TrainerContainer, home: Path, state: str
-) -> bool:
-    """One look: a failed run's end stored where its trainer stored none, then told;
-    whether nothing is left to try (each keeps its own record of what was done)."""
-    stored = resume.store_the_end(config, container, home, log)
-    told = resume.tell_the_end(config, container, home, state, log)
+def finish_uploads(
+    config: WatchdogConfig, container: docker_cli.TrainerContainer, run_dir: Path
+) -> docker_cli.TrainerContainer | None:
+    """A run that said it finished, its last uploads not landed, started again (its start
+    uploads what storage lacks), after each of the resume unit's pauses, until it is
+    down for good; the container as it last exited, None when it is gone."""
+
+    def wanted(container: docker_cli.TrainerContainer) -> bool:
+        """Not stopped by the user (`fab stop`), and its uploads still not landed."""
+        booted, now = boot_time(config.proc_root), now_seconds()
+        stays_down = resume.why_not_resume(container, run_dir, booted, now)
+        return not stays_down and unfinished_uploads.not_landed(container, run_dir)
+
+    for pause in resume.RETRY_DELAYS_SECONDS:
+        if not wanted(container):
+            return container
+        log(
+            f"run {container.run_id} said it finished, its last uploads not landed (exit "
+            f"{container.exit_code}): started again in {pause} s to upload them"
+        )
+        time.sleep(pause)
+        if not wanted(container):  # stopped meanwhile
+            return container
+        docker_cli.start(config.docker_command, container.id)
+        ended = wait_for_exit(config, container.id)
+        if ended is None:
+            return None
+        container = ended
+    return container
+
+
+def report(config: WatchdogConfig, end: run_ends.End) -> bool:
+    """One look: the end stored where its trainer stored none, then told
+    (box/run_ends.py); whether nothing is left to try (each keeps its own record of what
+    was done)."""
+    stored = run_ends.store_the_end(config, end, log)
+    told = run_ends.tell_the_end(config, end, log)
     return stored and told
 
 

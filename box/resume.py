@@ -17,8 +17,11 @@ start`: runs on the box at once all come back) only when it was interrupted:
 - it was started before this boot and its status.json still says running or
   preempted (the host went down under it), or
   (on a box of a multi-node run without rank 0: its heartbeat.json says so), or
-- it finished but its status says `finished-upload-pending`: the start only
-  uploads what storage lacked and exits 0.
+- its trainer said it finished but its last uploads are not known to have landed
+  (box/unfinished_uploads.py): its status says `finished-upload-pending` (storage was
+  down at the end, or it was killed during those uploads: exit 137), or `finished` with
+  an exit other than 0. The start only uploads what storage lacks, or finishes the run
+  again from its last checkpoint, and exits 0, whatever the hour.
 
 Never: a run stopped by the user (`fab stop` writes runs/<id>/STOPPED_BY_USER),
 one that finished (exit 0), one that failed (exit 2 is a user error; anything else
@@ -28,18 +31,15 @@ At most RETRY_DELAYS_SECONDS' length starts per run and boot, the later ones aft
 pause, counted in the config's `resume_state_path` (on /run, so a boot
 starts the count over).
 
-A run that stays down for good (finished, failed, past its deadline; not one the user
-stopped) is told once to the stack's webhook and topic (notify.py), after every run
-that comes back has been started: a webhook that is slow or down never holds up a
-start, and all the telling of one look fits in TELLS_BUDGET_SECONDS (ends left over are
-told at the next look).
-
-A run that failed for good (any exit but 0, 75 or 69) gets its end in its folder in
-the stack's storage where its trainer stored none (killed before its first upload,
-`fab runs` listed it `launched`): box/stored_end.py writes status.json there, state
-failed with the exit code, never over an end the trainer stored. All the storing of
-one look fits in STORES_BUDGET_SECONDS, before the telling; a store that failed is
-tried again at the next look.
+A run that stays down for good (finished, failed, past its deadline, or finished with
+uploads that did not land once its starts are spent; not one the user stopped) has its
+end stored where its trainer could not and told once (box/run_ends.py), after every run
+that comes back has been started: a store or a webhook that is slow or down never holds
+up a start. A failed run's end in storage is `failed` with the exit code (killed before
+its first upload, `fab runs` listed it `launched`), never over an end the trainer
+stored; a run whose trainer said it finished is never stored nor told failed: once its
+starts are spent, the files its folder in storage lacks are named in both
+(box/unfinished_uploads.py).
 
 Settings: $GLUCOSE_WATCHDOG_CONFIG (the watchdog's). Standard library only.
 """
@@ -50,10 +50,9 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from box import contract, docker_cli, notify, stored_end, user_files
+from box import contract, docker_cli, run_ends, unfinished_uploads, user_files
 from box.box_time import boot_time, now_seconds, read_boot_id
 from box.watchdog_config import WatchdogConfig, load_config_or_say_why
 
@@ -63,19 +62,9 @@ RETRY_DELAYS_SECONDS = (0, 60, 180)
 # Pause before starting again a run whose boxes did not meet (exit 69).
 BOXES_AWAY_RETRY_SECONDS = 60
 STOPPED_BY_USER_REASON = "stopped by the user"
-TELLS_BUDGET_SECONDS = 60
-"""All the ends one look tells, each within notify.BUDGET_SECONDS: the unit's 300 s
-(TimeoutStartSec) hold the docker wait, the starts, these and STORES_BUDGET_SECONDS."""
-STORES_BUDGET_SECONDS = 20
-"""All the ends one look stores (store_ends), each within stored_end.STORE_SECONDS."""
 PAST_DEADLINE_REASON = "past its deadline"
-
-
-# An end is told (and stored) only when first seen within a day of it. The unit looks
-# every minute the box is up, so a real end is seen within minutes (or at the next
-# boot); without the bound, the first look of programs that judge every container (not
-# just the newest) would tell every old run's end on the box at once.
-TELL_ENDS_WITHIN_SECONDS = 24 * 3600
+FINISHED_REASON = contract.STATE_FINISHED
+"""Its status says so (its uploads landed, or it had none), or it exited 0."""
 
 
 def log(message: str) -> None:
@@ -93,15 +82,15 @@ def why_not_resume(
         or user_files.read_json(run_dir.parent, run_dir.name, contract.HEARTBEAT_FILE)
     )
     state = status.state or ""
-    if state == contract.STATE_UPLOAD_PENDING:
-        # Its last uploads did not land: a start only uploads them
-        # (trainer/checkpoints/final_upload.py) and exits 0, whatever the hour.
+    if unfinished_uploads.not_landed(container, run_dir):
+        # Its last uploads did not land, or are not known to have: a start only uploads
+        # them (trainer/checkpoints/final_upload.py) and exits 0, whatever the hour.
         return ""
     deadline = run_deadline(run_dir)
     if deadline is not None and now >= deadline:
         return f"{PAST_DEADLINE_REASON} (`fab train --run ID --hours H` gives it another)"
     if state == contract.STATE_FINISHED or container.exit_code == contract.EXIT_FINISHED:
-        return "finished"
+        return FINISHED_REASON
     if container.exit_code == contract.EXIT_USER_ERROR:
         return "exited 2: a user error (bad flags or data), not an interruption"
     if container.exit_code in (contract.EXIT_STOPPED, contract.EXIT_BOXES_AWAY):
@@ -161,7 +150,7 @@ def resume(config: WatchdogConfig) -> int:
     # Every run, not just the newest: runs on the box at once were interrupted at once (an
     # eviction, a reboot), and each comes back. A run has one container (its name), so
     # each is judged, and started, once.
-    ends: list[End] = []
+    ends: list[run_ends.End] = []
     codes = [resume_one(config, container, config.runs_dir, ends) for container in containers]
     sweeps = docker_cli.list_containers(
         config.docker_command, include_stopped=True, label=contract.SWEEP_LABEL
@@ -170,41 +159,16 @@ def resume(config: WatchdogConfig) -> int:
     # keys and the user's stop marker.
     sweeps = [container for container in sweeps if container.kind == "sweep"]
     codes += [resume_one(config, sweep, config.sweeps_dir, ends) for sweep in sweeps]
-    store_ends(config, ends)
-    tell_ends(config, ends)
+    run_ends.store_ends(config, ends, log)
+    run_ends.tell_ends(config, ends, log)
     return max(codes, default=0)
 
 
-End = tuple[docker_cli.TrainerContainer, Path, str]
-"""A container whose run stays down, its home (runs/ or sweeps/) and what it did."""
-
-
-def tell_ends(config: WatchdogConfig, ends: list[End]) -> None:
-    """Tell each end once, all within TELLS_BUDGET_SECONDS."""
-    give_up = time.monotonic() + TELLS_BUDGET_SECONDS
-    for container, home, state in ends:
-        if time.monotonic() >= give_up:
-            log(
-                f"the end of {container.run_id} is told at the next look: this one has no time left"
-            )
-            continue
-        own = min(give_up, time.monotonic() + notify.BUDGET_SECONDS)
-        tell_the_end(config, container, home, state, give_up_at=own)
-
-
-def store_ends(config: WatchdogConfig, ends: list[End]) -> None:
-    """Store each failed end its trainer did not, all within STORES_BUDGET_SECONDS."""
-    give_up = time.monotonic() + STORES_BUDGET_SECONDS
-    for container, home, _ in ends:
-        if time.monotonic() >= give_up:
-            log(f"run {container.run_id}: its end is stored at the next look (no time left)")
-            continue
-        own = min(give_up, time.monotonic() + stored_end.STORE_SECONDS)
-        store_the_end(config, container, home, give_up_at=own)
-
-
 def resume_one(
-    config: WatchdogConfig, container: docker_cli.TrainerContainer, home: Path, ends: list[End]
+    config: WatchdogConfig,
+    container: docker_cli.TrainerContainer,
+    home: Path,
+    ends: list[run_ends.End],
 ) -> int:
     """Start `container` again if it was interrupted; `home` holds its folder (runs/ or
     sweeps/). A run that stays down for good goes into `ends`, to be told after the
@@ -218,10 +182,15 @@ def resume_one(
     if reason:
         log(f"{what} stays down: {reason}")
         if state := end_state(container, reason):
-            ends.append((container, home, state))
+            ends.append(run_ends.End(container, home, state))
         return 0
     if container.exit_code == contract.EXIT_BOXES_AWAY and run_deadline(run_dir) is not None:
         return start_when_boxes_may_be_back(config, container)
+    if starts_spent(config, container):
+        log(f"{what} stays down: started {len(RETRY_DELAYS_SECONDS)} times in this boot already")
+        if unfinished_uploads.not_landed(container, run_dir):
+            ends.append(run_ends.End(container, home, run_ends.UPLOADS_NOT_LANDED))
+        return 0
     return start_within_bounds(config, container)
 
 
@@ -230,65 +199,11 @@ def end_state(container: docker_cli.TrainerContainer, reason: str) -> str | None
     end not told: the user stopped it, and knows."""
     if reason == STOPPED_BY_USER_REASON:
         return None
-    if container.exit_code == contract.EXIT_FINISHED:
-        return "finished"
+    if reason == FINISHED_REASON or container.exit_code == contract.EXIT_FINISHED:
+        return FINISHED_REASON  # its trainer's word, whatever killed it after
     if reason.startswith(PAST_DEADLINE_REASON):
         return "missed its deadline"
     return f"failed (exit {container.exit_code})"
-
-
-def tell_the_end(
-    config: WatchdogConfig,
-    container: docker_cli.TrainerContainer,
-    home: Path,
-    state: str,
-    say: Callable[[str], None] = log,
-    give_up_at: float | None = None,
-) -> bool:
-    """One message (box/notify.py) for the end of this container's run: it `state`;
-    `say` logs what was sent (the caller's journal). Whether nothing is left to try."""
-    if not is_this_boxs_end(container, home):
-        return True
-    key = f"{container.id}@{container.finished_at:.0f}"
-    text = notify.summary_line(config, home, container.run_id, state, now_seconds())
-    return notify.notify_once(config, key, text, say, give_up_at)
-
-
-def store_the_end(
-    config: WatchdogConfig,
-    container: docker_cli.TrainerContainer,
-    home: Path,
-    say: Callable[[str], None] = log,
-    give_up_at: float | None = None,
-) -> bool:
-    """A run that failed for good (not a sweep: its driver's folder is its own) gets its
-    end in its folder in storage where its trainer stored none (box/stored_end.py): the
-    run's last status.json here, failed with the container's exit code, as it exited.
-    Whether nothing is left to try."""
-    if home != config.runs_dir or not stored_end.is_failure(container.exit_code):
-        return True
-    if not is_this_boxs_end(container, home):
-        return True
-    last = user_files.read_json(home, container.run_id, contract.STATUS_FILE) or {}
-    record = {
-        **last,
-        "run_id": container.run_id,
-        "state": contract.STATE_FAILED,
-        "exit_code": container.exit_code,
-        "updated_at": container.finished_at,
-    }
-    return stored_end.store(config, container.run_id, record, say, give_up_at)
-
-
-def is_this_boxs_end(container: docker_cli.TrainerContainer, home: Path) -> bool:
-    """Whether this box reports the end of the container's run (tells it, stores it): not
-    one first seen over a day after it (TELL_ENDS_WITHIN_SECONDS), nor one of a box of
-    workers of a multi-node run (it has a heartbeat and no status: rank 0's box reports)."""
-    if now_seconds() - container.finished_at > TELL_ENDS_WITHIN_SECONDS:
-        return False
-    run_dir = home / container.run_id
-    no_status = not (run_dir / contract.STATUS_FILE).exists()
-    return not (no_status and (run_dir / contract.HEARTBEAT_FILE).exists())
 
 
 def start_when_boxes_may_be_back(
@@ -351,14 +266,21 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def starts_spent(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> bool:
+    """Whether the container had its RETRY_DELAYS_SECONDS' length starts in this boot
+    (counted on /run)."""
+    runs = load_attempts(Path(config.resume_state_path), read_boot_id(config.boot_id_path))
+    done = int((runs.get(container.key) or {}).get("attempts") or 0)
+    return done >= len(RETRY_DELAYS_SECONDS)
+
+
 def start_within_bounds(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> int:
+    """Start the container again once its pause after its last exit is over; the caller
+    has seen that it has a start left in this boot (starts_spent)."""
     boot_id = read_boot_id(config.boot_id_path)
     path = Path(config.resume_state_path)
     runs = load_attempts(path, boot_id)
     done = int((runs.get(container.key) or {}).get("attempts") or 0)
-    if done >= len(RETRY_DELAYS_SECONDS):
-        log(f"run {container.run_id} stays down: started {done} times in this boot already")
-        return 0
     wait = round(container.finished_at + RETRY_DELAYS_SECONDS[done] - now_seconds())
     if wait > 0:
         log(f"run {container.run_id}: start {done + 1} in {wait:.0f}s")

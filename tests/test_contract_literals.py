@@ -46,7 +46,6 @@ ELSEWHERE = Counter({
     ("trainer/loop/train.py", "stopped"): 1,  # how an epoch's steps ended, not a run
     # The words of a run's end in the box's message (box/resume.py, being changed by
     # issue 47's item 1 this round): to become contract.STATE_FINISHED there.
-    ("box/resume.py", "finished"): 2,
 })  # fmt: skip
 
 

@@ -29,7 +29,7 @@ from trainer.commands import COMMANDS
 from trainer.config import SynthConfig, UserError, run_config_from_flags
 from trainer.container_env import host_path, load_env_file
 from trainer.data.vitaldb.config import PrepareConfig
-from trainer.exit_codes import exit_code_for, unwritable_message
+from trainer.exit_codes import exit_code_for, exit_message
 from trainer.flags import add_flags, from_flags
 
 
@@ -234,7 +234,7 @@ def _run(args: argparse.Namespace) -> int:
         load_env_file()
         return _dispatch(args)
     except UserError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(exit_message(error), file=sys.stderr)
         return EXIT_USER_ERROR
     except UploaderBusy as error:  # before anything was written: try again later
         print(f"error: {error}", file=sys.stderr)
@@ -242,7 +242,7 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as error:  # a full disk, a read-only run dir: one line, exit 74
         if exit_code_for(error) != EXIT_UNWRITABLE:
             raise
-        print(f"error: {unwritable_message(error)}", file=sys.stderr)
+        print(exit_message(error), file=sys.stderr)
         return EXIT_UNWRITABLE
 
 

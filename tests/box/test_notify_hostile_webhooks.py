@@ -19,6 +19,14 @@ T0 = 1_800_000_000.0
 MINUTE = 60.0
 PREEMPTED = 75
 SECRET = "T0/B0/secret-XYZ"
+# The path of a Teams incoming webhook (its secret: whoever has it may post to the channel).
+TEAMS_PATH = (
+    "/webhookb2/6f1c2d3e-4a5b-4c6d-8e7f-90a1b2c3d4e5@0a9b8c7d-6e5f-4a3b-9c2d-1e0f2a3b4c5d"
+    "/IncomingWebhook/5d41402abc4b2a76b9719d911017c592/7e8f9a0b-1c2d-4e3f-8a5b-6c7d8e9f0a1b"
+    "/V2mZ0rT7qLxW3nKp9sYb4HcJ1dFgA6eUoI8vNlRtQwE5"
+)
+# A "no such hook" page quoting the path: its first 200 bytes end inside the path.
+NOT_FOUND_PAGE = b"<html><body><h1>404</h1><p>No webhook is registered at {path}.</p></body></html>"
 # What one look may take at most with a webhook that misbehaves: its budget, the
 # final record, and the programs' own start.
 LOOK_AT_MOST_SECONDS = notify.WORST_CASE_SECONDS + 15
@@ -93,6 +101,34 @@ def test_the_webhooks_secret_path_is_in_no_log_when_a_send_fails(box, webhook):
     assert f"not taken by {webhook.server.endpoint} " in done.stdout
     assert "secret-XYZ" not in done.stdout + done.stderr
     assert "also-secret" not in done.stdout + done.stderr
+
+
+def test_an_error_page_quoting_a_teams_webhooks_path_leaves_none_of_it_in_the_log(
+    tmp_path, webhook
+):
+    box = FakeBox(
+        tmp_path, docker_wait_seconds=1, notify_webhook=webhook.server.endpoint + TEAMS_PATH
+    )
+    webhook.status, webhook.error_page = 404, NOT_FOUND_PAGE
+    _finished(box)
+    done = _resume(box)
+    assert "HTTP 404 from " in done.stdout and "No webhook is registered at" in done.stdout
+    logged = done.stdout + done.stderr
+    pieces = {TEAMS_PATH[at : at + 12] for at in range(len(TEAMS_PATH) - 11)}
+    assert not [piece for piece in pieces if piece in logged], logged
+
+
+def test_an_error_quoting_a_long_webhook_path_leaves_none_of_it_in_the_log(tmp_path, webhook):
+    # http.client refuses a path with a space, quoting all of it: past the 500 characters
+    # of an error a child reports.
+    path = (TEAMS_PATH * 3) + " x"
+    box = FakeBox(tmp_path, docker_wait_seconds=1, notify_webhook=webhook.server.endpoint + path)
+    _finished(box)
+    done = _resume(box)
+    assert "URL can't contain control characters" in done.stdout
+    logged = done.stdout + done.stderr
+    pieces = {path[at : at + 12] for at in range(len(path) - 11)}
+    assert not [piece for piece in pieces if piece in logged], logged
 
 
 def test_the_told_once_record_is_readable_by_root_alone(box, webhook):

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from box import resume, stored_end
+from box import run_ends, stored_end
 from box.watchdog_config import WatchdogConfig
 from stack import storage_layout
-from tests.fakes.fake_box import FakeBox
+from tests.fakes.fake_box import FakeBox, box_with_s3
 from tests.fixtures.metadata import AWS_CREDENTIALS
 
 T0 = 1_800_000_000.0
@@ -22,7 +22,7 @@ KILLED = 137  # SIGKILL: the kernel's OOM killer, a `docker kill`
 REGION = "us-east-1"
 # What one look may take with storage that does not answer: the stores' budget and the
 # programs' own start (no webhook: nothing to tell).
-LOOK_AT_MOST_SECONDS = resume.STORES_BUDGET_SECONDS + 15
+LOOK_AT_MOST_SECONDS = run_ends.STORES_BUDGET_SECONDS + 15
 
 
 def _killed(box: FakeBox, run_id: str = "r-killed") -> str:
@@ -43,24 +43,9 @@ def _resume(box: FakeBox, now: float = T0, env: dict | None = None):
     return done
 
 
-def _box_of(tmp_path, moto, fake_metadata) -> tuple[FakeBox, str]:
-    """(box, bucket): an AWS box whose settings name a fresh bucket of `moto` as the
-    stack's storage, its role's keys from `fake_metadata`."""
-    bucket = moto.create_bucket(prefix="")[len("s3://") :]
-    box = FakeBox(
-        tmp_path,
-        metadata_url=fake_metadata.url,
-        docker_wait_seconds=1,
-        storage_uri=f"s3://{bucket}",
-        storage_region=REGION,
-        storage_endpoint=moto.endpoint_url,
-    )
-    return box, bucket
-
-
 @pytest.fixture
 def aws_box(tmp_path, moto_server, fake_metadata):
-    return _box_of(tmp_path, moto_server, fake_metadata)
+    return box_with_s3(tmp_path, moto_server, fake_metadata.url, REGION)
 
 
 def _stored(moto_server, bucket: str, run_id: str = "r-killed") -> dict:
@@ -132,7 +117,7 @@ def test_a_stored_status_of_a_run_going_on_is_replaced_by_its_end(aws_box, moto_
 def test_storage_that_does_not_answer_costs_a_bounded_look_and_is_tried_at_the_next(
     tmp_path, private_moto_server, fake_metadata
 ):
-    box, bucket = _box_of(tmp_path, private_moto_server, fake_metadata)
+    box, bucket = box_with_s3(tmp_path, private_moto_server, fake_metadata.url, REGION)
     _killed(box)
     private_moto_server.stall()
     try:

@@ -77,6 +77,12 @@ elif tool == "docker" and args[0] == "start":
     for item in box["containers"]:
         if item["Id"] == args[1]:
             item["State"].update(Running=True, StartedAt=started)
+            run = item.pop("RunsOnStart", None)  # what the container does, then exits
+            if run is not None:
+                for written, text in run["writes"].items():
+                    with open(written, "w") as handle:
+                        handle.write(text)
+                item["State"].update(Running=False, ExitCode=run["exit_code"], FinishedAt=started)
 with open(path, "w") as handle:
     json.dump(box, handle)
 sys.exit(status)
@@ -271,6 +277,18 @@ class FakeBox:
                 item["State"].update(Running=False, ExitCode=exit_code, FinishedAt=docker_time(at))
         self._save(tools)
 
+    def runs_on_start(self, container_id: str, *, exit_code: int, writes: dict) -> None:
+        """At its next `docker start` the container writes `writes` (path -> text) and
+        exits `exit_code` at once, as a container that only uploads and ends does."""
+        tools = self._load()
+        for item in tools["containers"]:
+            if item["Id"] == container_id:
+                item["RunsOnStart"] = {
+                    "exit_code": exit_code,
+                    "writes": {str(k): v for k, v in writes.items()},
+                }
+        self._save(tools)
+
     def restart_by_docker(self, container_id: str, *, at: float) -> None:
         """docker's restart policy started the container again: fresh StartedAt, count + 1."""
         tools = self._load()
@@ -433,3 +451,22 @@ class FakeBox:
             return bool(self.watchdog_state().get("stop_requested_at"))
         except OSError:
             return False
+
+
+def box_with_s3(
+    root: Path, moto, metadata_url: str, region: str = "us-east-1", **config
+) -> tuple[FakeBox, str]:
+    """(box, bucket): an AWS box whose settings name a fresh bucket of `moto` (an
+    S3Emulator) as the stack's storage, its role's keys from the metadata service at
+    `metadata_url`; `config`: more settings."""
+    bucket = moto.create_bucket(prefix="")[len("s3://") :]
+    box = FakeBox(
+        root,
+        metadata_url=metadata_url,
+        docker_wait_seconds=1,
+        storage_uri=f"s3://{bucket}",
+        storage_region=region,
+        storage_endpoint=moto.endpoint_url,
+        **config,
+    )
+    return box, bucket

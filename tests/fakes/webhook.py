@@ -2,7 +2,8 @@
 
 Besides answering `status`, it can misbehave as a real endpoint does: answer a list of
 statuses first (a 503 and then a 200), answer late after taking the POST, drip its
-answer one byte every few seconds, or point elsewhere with a redirect.
+answer one byte every few seconds, point elsewhere with a redirect, or quote the path
+it was POSTed to in its error page (as many a "no such hook" page does).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class Webhook:
         """Takes the POST, then answers one byte every this many seconds."""
         self.location = ""
         """Sent as Location with the answer (a 3xx status points there)."""
+        self.error_page = b""
+        """The body of an error answer, `{path}` replaced by the path POSTed to."""
         self._lock = threading.Lock()
         self._closing = threading.Event()
         hook = self
@@ -52,7 +55,8 @@ class Webhook:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                reply(self, status, b"ok", "text/plain")
+                page = hook.error_page.replace(b"{path}", self.path.encode())
+                reply(self, status, page if status >= 400 and page else b"ok", "text/plain")
 
             def log_message(self, format: str, *args: object) -> None:
                 pass

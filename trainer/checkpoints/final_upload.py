@@ -1,12 +1,14 @@
 """The uploads a finished run still owes its store (status `finished-upload-pending`).
 
-`train` ends with that status when storage was down at the end (`trainer.loop.run_ending`).
+`train` says so from its summary until its last uploads landed, and ends so when
+storage was down at the end or it was killed during them (`trainer.loop.run_ending`).
 The run dir then holds everything: the last checkpoints, summary.json, report.md,
 plots. `sync_and_mark` sends what the store lacks, in the store's order (object, record,
-pointers; run files after), and `finish_pending` marks the run `finished` once all
-landed. Two ways in: `train` itself, when its container starts again on a run dir
-in that state (the box's resume unit starts such a run again), and
-`python -m trainer sync --run-dir DIR --checkpoint-uri URI`. Torch-free.
+pointers; run files after; the run log sealed first, `trainer.checkpoints.run_log`), and
+`mark_finished` marks the run `finished` once all landed, status.json the last object
+stored. Two ways in: `train` itself, when its container starts again on a run dir in
+that state (the box's resume unit starts such a run again), and `python -m trainer sync
+--run-dir DIR --checkpoint-uri URI`. Torch-free.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from box.contract import (
     run_uri,
 )
 from trainer.checkpoints import layout
+from trainer.checkpoints.run_log import seal_run_log
 from trainer.checkpoints.sync import RunSync
 from trainer.checkpoints.uploader_lock import uploader_lock
 from trainer.config import UserError
@@ -79,6 +82,7 @@ def sync_and_mark(run_dir: Path, uri: str, timeout_s: float = SYNC_SECONDS) -> i
                 f"URI ({run_uri('<storageUri>', run_id)})"
             )
         status = RunRecord.read(run_dir)  # now: another uploader may have just marked it
+        seal_run_log()  # its last line is in the copy stored
         sync = RunSync(store, run_dir).start()
         directory = run_dir / CHECKPOINTS_DIR
         newest = max((p.name for p in _step_files(directory)), default=None)
@@ -89,7 +93,10 @@ def sync_and_mark(run_dir: Path, uri: str, timeout_s: float = SYNC_SECONDS) -> i
             return EXIT_STOPPED
         log.info("%s: %d checkpoints and the run's files uploaded", uri, queued)
         if status.state == STATE_UPLOAD_PENDING:
-            return _mark_finished(run_dir, store, status, sync)
+            writer = StatusWriter(
+                run_dir, str(status.run_id), None, sync.uploads, fields=status.known()
+            )
+            return EXIT_FINISHED if mark_finished(writer, store) else EXIT_STOPPED
         return EXIT_FINISHED
 
 
@@ -153,13 +160,22 @@ def _queue_unpublished(sync: RunSync, stored: _Stored, directory: Path, queued: 
     return count
 
 
-def _mark_finished(run_dir: Path, store: ObjectStore, status: RunRecord, sync: RunSync) -> int:
-    writer = StatusWriter(run_dir, str(status.run_id), None, sync.uploads, fields=status.known())
-    writer.write(state=STATE_FINISHED)
+def mark_finished(status: StatusWriter, store: ObjectStore) -> bool:
+    """Once every other upload of a finished run landed: `finished` in the run dir, then
+    in the store, its last object. False, and `finished-upload-pending` again, where the
+    store did not take it."""
+    status.write(state=STATE_FINISHED)
+    if store_status(status, store):
+        return True
+    status.write(state=STATE_UPLOAD_PENDING)
+    return False
+
+
+def store_status(status: StatusWriter, store: ObjectStore) -> bool:
+    """status.json as the run dir has it now, into the store; whether it landed."""
     try:
-        store.put_file(STATUS_FILE, writer.path)
-    except Exception as error:
+        store.put_file(STATUS_FILE, status.path)
+    except Exception as error:  # storage down: the caller says what follows
         log.warning("%s did not reach %s (%s); try again", STATUS_FILE, store.uri, error)
-        writer.write(state=STATE_UPLOAD_PENDING)
-        return EXIT_STOPPED
-    return EXIT_FINISHED
+        return False
+    return True

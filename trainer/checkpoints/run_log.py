@@ -14,6 +14,14 @@ bucket. A run resumed on a new box keeps the history: the resume restores the st
 Only what Python writes to `sys.stdout` and `sys.stderr` (the trainer's lines, its
 logging, tracebacks) is kept; rank 0 alone writes it (`RANK` unset or 0). A sweep's
 trial, whose output already goes to this file, is left as it is. Torch-free.
+
+Sealed before the process's last upload (`seal_run_log`: a stop's, a finish's, a
+failure's, a pending run's): the stored train.log is then the box's, byte for byte, and
+`fab download` verifies it against the box's copy. A line written after that upload
+(how long it took, a warning that it did not land) reaches the process's stdout and
+stderr alone (`docker logs`, `fab logs` while the container is there). A failure's
+message, which `__main__` prints after the upload, goes into the log first
+(`last_words`).
 """
 
 from __future__ import annotations
@@ -35,16 +43,16 @@ class _Tee(io.TextIOBase):
     first for the second: a full disk drops log lines, not the trainer's output)."""
 
     def __init__(self, stream: TextIO, log: RunLog) -> None:
-        self._stream, self._log = stream, log
+        self._stream, self.log = stream, log
 
     def write(self, text: str) -> int:
         written = self._stream.write(text)
-        self._log.write(text)
+        self.log.write(text)
         return written
 
     def flush(self) -> None:
         self._stream.flush()
-        self._log.flush()
+        self.log.flush()
 
     def fileno(self) -> int:
         return self._stream.fileno()
@@ -63,8 +71,12 @@ class RunLog:
     def __init__(self, run_dir: Path, max_bytes: int = RUN_LOG_MAX_BYTES) -> None:
         self.path, self.max_bytes = Path(run_dir) / RUN_LOG_FILE, max_bytes
         self._file: TextIO | None = None
+        self.sealed = False
+        """True once its last upload is under way: it takes no more lines."""
 
     def write(self, text: str) -> None:
+        if self.sealed:
+            return
         try:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,6 +93,14 @@ class RunLog:
         if self._file is not None:
             with contextlib.suppress(OSError, ValueError):
                 self._file.flush()
+
+    def seal(self) -> None:
+        """Flush and close the file; it takes no more lines."""
+        if self._file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._file.close()
+            self._file = None
+        self.sealed = True
 
     def _rotate(self) -> None:
         assert self._file is not None
@@ -104,3 +124,19 @@ def keep_run_log(run_dir: str | Path, max_bytes: int = RUN_LOG_MAX_BYTES) -> Run
     sys.stdout = _Tee(sys.stdout, log)
     sys.stderr = _Tee(sys.stderr, log)
     return log
+
+
+def seal_run_log(last_words: str = "") -> None:
+    """Before this process's last upload: `last_words` (a failure's message, which is
+    printed only after the upload) into train.log alone, then train.log takes no more
+    lines; the process's output goes on to its stdout and stderr. Nothing where no log
+    is kept."""
+    logs = {
+        id(stream.log): stream.log
+        for stream in (sys.stdout, sys.stderr)
+        if isinstance(stream, _Tee)
+    }
+    for log in logs.values():
+        if last_words:
+            log.write(last_words if last_words.endswith("\n") else last_words + "\n")
+        log.seal()

@@ -103,6 +103,8 @@ class QuietCheckpoints:
     """`CheckpointManager`'s calls: never due, never saved, nothing to load locally."""
 
     last_saved_at: float | None = None
+    store: None = None
+    """Only rank 0 uploads."""
 
     def due(self, step: int) -> bool:
         return False  # only rank 0 saves

@@ -9,10 +9,18 @@ status.json saying `failed` with the exit code the process will have
 metrics that say why. Nothing is uploaded before the resume has matched the run dir
 to its store: a refused resume may have been pointed at another run's store.
 
-A finished run whose final uploads do not land within their time (storage down)
-says so, `finished-upload-pending`, and keeps its files on the box until
-`trainer.checkpoints.final_upload` sends them (the next start of its container, or `python -m
-trainer sync`).
+A finished run says `finished` only once its last uploads landed: `finish()` writes
+`finished-upload-pending` with the summary and the report, the uploads follow, and
+`finished` is written and stored last. A run killed during those uploads (the OOM
+killer, a `docker kill`) says `finished-upload-pending` on the box, where the resume
+unit starts its container again to send the rest. Where they do not land within their
+time (storage down) the status stays so, and the files wait on the box until
+`trainer.checkpoints.final_upload` sends them (the next start of its container, or
+`python -m trainer sync`).
+
+Before the last uploads the run log is sealed (`trainer.checkpoints.run_log`), a
+failure's message in it first: the stored train.log is the box's whole, its last line
+the run's last word.
 """
 
 from __future__ import annotations
@@ -29,8 +37,10 @@ from box.contract import (
     STATUS_FILE,
     RunRecord,
 )
+from trainer.checkpoints.final_upload import mark_finished, store_status
 from trainer.checkpoints.manager import CheckpointManager
-from trainer.exit_codes import exit_code_for
+from trainer.checkpoints.run_log import seal_run_log
+from trainer.exit_codes import exit_code_for, exit_message
 from trainer.loop.rank_outputs import Heartbeat
 from trainer.reports.status import StatusWriter
 
@@ -59,11 +69,16 @@ class RunEnding:
         """True once the resume accepted the store as this run's (or started fresh)."""
 
     def finished(self) -> int:
-        """After `finish()` wrote summary, report and status: the last uploads."""
+        """After `finish()` wrote summary, report and status (`finished-upload-pending`
+        where uploads follow, else `finished`): the last uploads, then `finished`."""
         assert self.checkpoints is not None and self.status is not None
-        if self.checkpoints.close(FINAL_UPLOAD_SECONDS):
+        if self.writes:
+            seal_run_log()
+        landed = self.checkpoints.close(FINAL_UPLOAD_SECONDS)
+        store = self.checkpoints.store
+        if store is None or (landed and mark_finished(self.status, store)):
             return EXIT_FINISHED
-        self.status.write(state=STATE_UPLOAD_PENDING)
+        self.status.write(state=STATE_UPLOAD_PENDING)  # `uploads` as the close left them
         log.warning(
             "the run finished but its last uploads to %s did not land; they wait in %s "
             "(status %s) until storage answers: start the run's container again, or run "
@@ -85,15 +100,22 @@ class RunEnding:
                     self.heartbeat.write(state=STATE_FAILED, exit_code=exit_code_for(error))
             return
         self._write_status(exit_code_for(error))
+        # The message __main__ (or Python) prints once this returns: in the log first.
+        seal_run_log(exit_message(error))
         if self.checkpoints is None or not self.store_matched:
             return
         try:
-            self.checkpoints.close(FAILED_UPLOAD_SECONDS)
+            landed = self.checkpoints.close(FAILED_UPLOAD_SECONDS)
         except Exception as close_error:  # e.g. the failed write that ended the run
+            landed = False
             log.warning("checkpoint: final upload after the failure failed: %s", close_error)
-        self._write_status(exit_code_for(error))  # `uploads` as the close left them
+        status = self._write_status(exit_code_for(error))  # `uploads` as the close left them
+        store = self.checkpoints.store
+        if landed and status is not None and store is not None:
+            store_status(status, store)  # the stored copy is the box's
 
-    def _write_status(self, exit_code: int) -> None:
+    def _write_status(self, exit_code: int) -> StatusWriter | None:
+        """`failed` with `exit_code` in status.json; its writer, None where it failed."""
         try:
             status = self.status or StatusWriter(
                 self.run_dir, self.run_id, None, fields=RunRecord.read(self.run_dir).known()
@@ -102,3 +124,5 @@ class RunEnding:
         except Exception as write_error:
             if exit_code_for(write_error) != EXIT_UNWRITABLE:  # else the exit line says it
                 log.warning("status: cannot write %s: %s", self.run_dir / STATUS_FILE, write_error)
+            return None
+        return status

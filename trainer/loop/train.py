@@ -32,10 +32,12 @@ from box.contract import (
     REPORT_FILE,
     SPLITS_FILE,
     STATE_FINISHED,
+    STATE_UPLOAD_PENDING,
     SUMMARY_FILE,
 )
 from trainer.atomic_write import write_json_atomic
 from trainer.checkpoints.final_upload import finish_pending
+from trainer.checkpoints.run_log import seal_run_log
 from trainer.checkpoints.uploader_lock import uploader_lock
 from trainer.config import RunConfig, UserError
 from trainer.container_env import host_path
@@ -270,9 +272,12 @@ def _done(run: Run, pos: Position) -> bool:
 
 
 def _stop(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> None:
-    """Asked to stop: save the checkpoint, say so, upload it while the machine lasts."""
+    """Asked to stop: save the checkpoint, say so, upload it while the machine lasts.
+    Its records are on disk and the run log sealed first: what is stored is the box's."""
     run.checkpoints.save_last(run.state(pos))
     out.stopped(stop.reason, stop.state, pos.step, run.checkpoints.last_saved_at)
+    if run.group.is_main:
+        seal_run_log()
     run.checkpoints.flush(stop.upload_seconds_left())
     # torchrun stops the whole group at the first rank's exit 75: the others wait here
     # for rank 0's upload.
@@ -301,8 +306,10 @@ def finish(run: Run, pos: Position, out: RunOutputs, wall_s: float) -> dict[str,
         write_json_atomic(run.run_dir / SUMMARY_FILE, summary)
         given = given_to_the_trainer(run.asked)
         write_report(run.run_dir, summary, test_ref, test_pred, given)
+    # `finished` once its last uploads landed (RunEnding.finished).
+    uploads = run.checkpoints.store is not None
     out.status.write(
-        state=STATE_FINISHED,
+        state=STATE_UPLOAD_PENDING if uploads else STATE_FINISHED,
         epoch=pos.epoch,
         step=pos.step,
         val_mae=val["mae"],

@@ -128,6 +128,12 @@ class MetricsLog:
             if isinstance(value, (int, float)) and name not in ("epoch", "time"):
                 self.tb.add_scalar(f"{kind}/{name}", value, step)
 
+    def flush(self) -> None:
+        """Everything recorded on disk, TensorBoard's queued events too (it writes them
+        every two minutes, or at close): a stop's upload then stores them whole."""
+        self._file.flush()
+        self.tb.flush()
+
     def close(self) -> None:
         self._file.close()
         self.tb.close()
@@ -410,6 +416,7 @@ class RunOutputs:
         self.status.write(
             state=state, step=step, exit_code=EXIT_STOPPED, last_checkpoint_at=last_checkpoint_at
         )
+        self.log.flush()  # before the stop's upload: nothing is written after it
 
     def close(self) -> None:
         try:

@@ -2,12 +2,15 @@
 
 import hashlib
 import json
+import subprocess
+import sys
+import uuid
 
 import numpy as np
 import pytest
 
 from ops.data.download_verdict import NOT_SAFE_EXIT_CODE
-from tests.ops.conftest import assert_one_line_error
+from tests.ops.conftest import assert_one_line_error, wait_for_status
 from trainer.checkpoints.layout import hash_line
 from trainer.config import UserError
 from trainer.data.manifest import fetch
@@ -20,6 +23,12 @@ def s3_box(local_box, moto_server):
     local_box.write_target(storageUri=bucket_uri)
     local_box.env.update(moto_server.env)
     return local_box, bucket_uri
+
+
+# Small and quick on 2 CPU cores: resnet18, tiny batches, a checkpoint every 4 steps.
+STOPPED_RUN_ARGS = (
+    "--model resnet18 --batch-size 16 --epochs 50 --log-every 1 --checkpoint-every-steps 4"
+)
 
 
 def _split(uri):
@@ -363,3 +372,36 @@ def test_download_names_an_empty_sidecar_fetches_the_rest_and_calls_nothing_safe
     assert f"{torn}: not downloaded: it is no sha256 record" in result.stderr
     assert f"not verified: 1 (checkpoints/{_name(10)})" in result.stdout
     assert (to / "summary.json").read_bytes() == objects["summary.json"]
+
+
+@pytest.mark.e2e  # sshd, the Docker engine, the trainer image and moto
+def test_a_run_stopped_over_ssh_downloads_whole_every_file_verified(
+    s3_box, moto_server, trainer_image, docker_engine, tmp_path
+):
+    box, bucket_uri = s3_box
+    box.write_target(storageUri=bucket_uri, containerEnv=moto_server.env, dockerNetwork="host")
+    data = tmp_path / "synth-stop"
+    subprocess.run(
+        [sys.executable, "-m", "trainer", "synth", "--out", str(data), "--cases", "12",
+         "--windows-per-case", "64", "--seed", "0"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    assert box.fab("upload-data", "--data", str(data)).returncode == 0
+    run_id = f"stop-dl-{uuid.uuid4().hex[:8]}"
+    try:
+        started = box.fab("train", "--dataset", "synth-stop", "--run", run_id, "--trainer-args",
+                          STOPPED_RUN_ARGS, "--image-name", trainer_image.tag)  # fmt: skip
+        assert started.returncode == 0, started.stdout + started.stderr
+        wait_for_status(box.fab, run_id, r"state:\s+running[\s\S]*step [1-9]\d* /", 2)
+        stopped = box.fab("stop", "--run", run_id)
+        assert stopped.returncode == 0 and "exit 75" in stopped.stdout, stopped.stdout
+        to = tmp_path / "stopped"
+        downloaded = box.fab("download", "--run", run_id, "--to", str(to))
+    finally:
+        docker_engine.run(["rm", "--force", f"glucose-train-{run_id}"], timeout_seconds=120,
+                          check=False)  # fmt: skip
+    assert downloaded.returncode == 0, downloaded.stdout + downloaded.stderr
+    assert "not verified: 0; not downloaded: 0;" in downloaded.stdout, downloaded.stdout
+    assert "everything is here and verified: safe to `pulumi destroy`" in downloaded.stderr
+    stored_log = (to / "train.log").read_text().splitlines()
+    assert stored_log[-1].startswith("stop requested (SIGTERM)"), stored_log[-3:]

@@ -1,7 +1,7 @@
 """The local target end to end: `fab` drives this machine's own Docker engine, no SSH,
-through upload-data, train, status, logs, stop, a resume, runs and download, with the
-real trainer image and checkpoints streaming to a `file://` store here, and the run's
-end told to a webhook on 127.0.0.1."""
+through upload-data, train, status, logs, stop, a download (the README's order), a
+resume, runs and download, with the real trainer image and checkpoints streaming to a
+`file://` store here, and the run's end told to a webhook on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def _step(status_out: str) -> int:
     return int(re.search(r"step (\d+) /", status_out).group(1))
 
 
-def test_train_status_logs_stop_resume_runs_download_on_this_machine(
+def test_train_status_logs_stop_download_resume_runs_download_on_this_machine(
     here, run_id, trainer_image, docker_engine, webhook, tmp_path
 ):
     started_s = time.monotonic()
@@ -123,6 +123,13 @@ def test_train_status_logs_stop_resume_runs_download_on_this_machine(
     sidecar = stored.with_name(stored.name + ".sha256").read_text()
     assert sidecar.split()[0] == hashlib.sha256(stored.read_bytes()).hexdigest()
     stopped_step = _step(here.fab_ok("status", "--run", run_id).stdout)
+    # A stopped run is whole in storage: every file verified against the box's copy,
+    # train.log to its last line.
+    after_stop = here.fab_ok("download", "--run", run_id, "--to", str(tmp_path / "stopped"))
+    assert "not verified: 0; not downloaded: 0;" in after_stop.stdout, after_stop.stdout
+    assert f"safe to delete file://{here.storage}/runs/{run_id}" in after_stop.stderr
+    stored_log = (tmp_path / "stopped" / "train.log").read_text().splitlines()
+    assert stored_log[-1].startswith("stop requested (SIGTERM)"), stored_log[-3:]
 
     here.fab_ok("train", *common, "--max-steps", str(stopped_step + 4))
     finished = here.wait_for_status(run_id, r"state:\s+finished")

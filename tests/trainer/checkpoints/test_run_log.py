@@ -21,9 +21,12 @@ def test_a_plain_runs_output_reaches_its_store_beside_the_checkpoints(tiny_data,
     )
     assert wait_for_exit(trainer, run_dir) == 0, output_of(run_dir)
     stored = open_store(store_uri).read_bytes(RUN_LOG_FILE).decode()
-    printed = [line for line in output_of(run_dir).splitlines() if line.strip()]
-    assert printed and printed[-1] in stored.splitlines()
-    assert "step" in stored
+    assert stored == (run_dir / RUN_LOG_FILE).read_text()  # the box's, whole
+    printed = set(output_of(run_dir).splitlines())
+    assert "step" in stored and all(line in printed for line in stored.splitlines())
+    # Its last line is the last one before the final upload; what follows (how long the
+    # upload took) is printed alone.
+    assert stored.splitlines()[-1].startswith("done: ")
 
 
 def test_the_log_is_rotated_at_its_cap_keeping_the_part_before(tmp_path):
