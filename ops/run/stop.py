@@ -150,7 +150,7 @@ def tell(stops: list[BoxStop], run_id: str, run_uri: str) -> None:
                 f"checkpointed stop; `fab logs --node {each.box.node}`"
             )
     console.print(
-        f"resume: fab train --run {run_id} --data-uri ...   results: fab download --run {run_id}"
+        f"resume: fab train --run {run_id}   results: fab download --run {run_id}"
     )
 
 

@@ -18,8 +18,9 @@ from ops.cloud import api as cloud
 from ops.image.shipping import ImageSource
 from ops.remote import lease as box_lease
 from ops.remote.boxes import AnyBox, box_for, nodes, start_boxes
-from ops.run import deadline, launch, look, on_box
+from ops.run import deadline, launch, look, on_box, relaunch
 from ops.run import stop as run_stop
+from ops.run.names import checked_name
 from ops.runs import stored_log
 from ops.runs.log_lines import LogLines
 from ops.target.guard_rails import none_note
@@ -68,7 +69,8 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str, name: str) -> 
     help={
         "data-uri": "dataset in storage, e.g. <storageUri>/datasets/NAME (see upload-data)",
         "dataset": "short for --data-uri <storageUri>/datasets/DATASET",
-        "run": "run id; an existing one resumes from its newest checkpoint (default: a new id)",
+        "run": "run id; a launched one resumes as launched (its dataset, flags, image, boxes) "
+        "from its newest checkpoint (default: a new id)",
         "epochs": "epochs (default: the trainer's)",
         "max-steps": "stop after this many steps (default: no limit)",
         "trainer-args": "more `python -m trainer train` flags, quoted as one string",
@@ -113,13 +115,23 @@ def train(
     except UserError as error:
         raise Exit(str(error)) from None
     where = resolve_target(target or None, stack or None)
-    if not (data_uri or dataset):
-        raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
+    image = ImageSource(image_name, base_image, tuple(build_arg or ()), extra_ca)
+    given = relaunch.Given(data_uri, dataset, args, name, image)
+    resumed = relaunch.for_run(where, checked_name(run, "--run"), given) if run else None
+    if resumed:  # as launched: its dataset, flags, name and image
+        data_uri, args, name, image = (
+            resumed.data_uri, resumed.trainer_args, resumed.name, resumed.image
+        )  # fmt: skip
+        epochs = epochs or resumed.epochs
+    elif not (data_uri or dataset):
+        raise Exit(
+            (f"no run {run} was launched (no launch.json in storage): a new run; " if run else "")
+            + "which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)"
+        )
     data_uri = data_uri or storage_layout.dataset_uri(where.storage_uri, dataset)
     request = launch.TrainRequest(
         data_uri, run, args, name, epochs, str(hours or ""), allow_concurrent, start
     )
-    image = ImageSource(image_name, base_image, tuple(build_arg or ()), extra_ca)
     started = launch.start_training(where, request, image)
     run_id, box = started.run_id, started.box
     print(run_id)
@@ -128,7 +140,7 @@ def train(
         f"{storage_layout.run_uri(box.target.storage_uri, run_id)}\n"
         f"  follow:  fab logs --follow --run {run_id}\n"
         f"  status:  fab status --run {run_id}\n"
-        f"  stop:    fab stop --run {run_id}   (resume: fab train --run {run_id} ...)"
+        f"  stop:    fab stop --run {run_id}   (resume: fab train --run {run_id})"
     )
     if note := none_note(box.target):
         console.print(f"guard rails: {note}")

@@ -121,7 +121,9 @@ def test_train_status_logs_stop_resume_runs_download_on_this_machine(
     assert sidecar.split()[0] == hashlib.sha256(stored.read_bytes()).hexdigest()
     stopped_step = _step(here.fab_ok("status", "--run", run_id).stdout)
 
-    here.fab_ok("train", *common, "--max-steps", str(stopped_step + 4))
+    # The id alone: the dataset, the flags (resnet18: another model's checkpoint is
+    # refused) and the image come from the run's launch record.
+    here.fab_ok("train", "--run", run_id, "--max-steps", str(stopped_step + 4))
     finished = here.wait_for_status(run_id, r"state:\s+finished")
     assert _step(finished) == stopped_step + 4
     assert f"resume: step {stopped_step}" in here.fab_ok("logs", "--run", run_id).stdout
