@@ -19,6 +19,7 @@ from invoke.exceptions import Exit
 from box import contract
 from box.contract import LaunchRecord
 from ops.image.shipping import ImageSource
+from ops.run.ids import stored_sweep
 from ops.target.forms import image_reference_ok, storage_uri_ok
 from ops.target.schema import Target
 from ops.terminal_text import printable
@@ -30,7 +31,6 @@ from trainer.config import (
     train_flag_fields,
 )
 from trainer.flags import flag_name
-from trainer.sweep.spec import SPEC_FILE
 
 MAY_CHANGE = ("--epochs", "--max-steps", "--hours", "--image-name")
 """What a resume may be given that differs from its launch (also `--base-image`,
@@ -67,7 +67,7 @@ class Resumed:
 def for_run(target: Target, run_id: str, given: Given) -> Resumed | None:
     """Run `run_id` as launched, with `given` applied; None for an id never launched
     (a new run of that id)."""
-    if _is_sweep(target, run_id):
+    if stored_sweep(target.storage_uri, run_id):
         raise Exit(
             f"{run_id} is a sweep, not a run: `fab sweep --sweep {run_id}` resumes it "
             "(`fab runs --sweep` lists its trials)"
@@ -81,16 +81,6 @@ def for_run(target: Target, run_id: str, given: Given) -> Resumed | None:
             f"it, with its values (`fab sweep --sweep {record.sweep}`)"
         )
     return resumed(record, target, run_id, given)
-
-
-def _is_sweep(target: Target, run_id: str) -> bool:
-    from trainer.storage import open_store
-
-    try:
-        folder = open_store(storage_layout.sweep_uri(target.storage_uri, run_id))
-        return bool(folder.list(SPEC_FILE))
-    except Exception:  # storage down: launch_record says so
-        return False
 
 
 def launch_record(target: Target, run_id: str) -> LaunchRecord | None:
