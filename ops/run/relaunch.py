@@ -83,6 +83,14 @@ def for_run(target: Target, run_id: str, given: Given) -> Resumed | None:
     return resumed(record, target, run_id, given)
 
 
+def which_dataset(run_id: str) -> str:
+    """What a new run (`run_id` "" or one never launched) given no dataset is told."""
+    new = f"no run {run_id} was launched (no {contract.LAUNCH_FILE} in storage): a new run; "
+    return (new if run_id else "") + (
+        "which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)"
+    )
+
+
 def launch_record(target: Target, run_id: str) -> LaunchRecord | None:
     """Run `run_id`'s launch record in storage (stored before its container starts, it
     outlives the box); None for a run never launched."""

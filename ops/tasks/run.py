@@ -121,10 +121,7 @@ def train(
         )  # fmt: skip
         epochs = epochs or resumed.epochs
     elif not (data_uri or dataset):
-        raise Exit(
-            (f"no run {run} was launched (no launch.json in storage): a new run; " if run else "")
-            + "which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)"
-        )
+        raise Exit(relaunch.which_dataset(run))
     data_uri = data_uri or storage_layout.dataset_uri(where.storage_uri, dataset)
     request = launch.TrainRequest(
         data_uri, run, args, name, epochs, str(hours or ""), allow_concurrent, start

@@ -123,17 +123,22 @@ def test_a_port_or_cache_that_cannot_be_is_one_line(tmp_path, flags, said):
     assert_one_line_error(done, said)
 
 
+def _serving_every_2_s(tmp_path: Path) -> subprocess.Popen:
+    """`fab tensorboard` of the `file://` storage in `tmp_path`, gathering every 2 s."""
+    target = storage_only_target(tmp_path / "target.json", f"file://{tmp_path / 'storage'}")
+    env = {**os.environ, "GLUCOSE_TARGET": str(target), "GLUCOSE_TENSORBOARD_GATHER_SECONDS": "2"}
+    command = [str(FAB), "tensorboard", "--port", str(free_port()), "--local",
+               str(tmp_path / "runs"), "--cache", str(tmp_path / "cache")]  # fmt: skip
+    return subprocess.Popen(command, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+
+
 @pytest.mark.e2e  # TensorBoard's own server
 @pytest.mark.timeout(240)
 def test_a_run_stored_while_it_serves_comes_in_without_a_restart(tmp_path):
     storage = open_store(f"file://{tmp_path / 'storage'}")
     put_run(storage, "runs/", "r-first", tmp_path, lr=1e-3, val_mae=12.5)
-    target = storage_only_target(tmp_path / "target.json", f"file://{tmp_path / 'storage'}")
-    env = {**os.environ, "GLUCOSE_TARGET": str(target), "GLUCOSE_TENSORBOARD_GATHER_SECONDS": "2"}
-    command = [str(FAB), "tensorboard", "--port", str(free_port()), "--local",
-               str(tmp_path / "runs"), "--cache", str(tmp_path / "cache")]  # fmt: skip
-    fab = subprocess.Popen(command, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE)  # fmt: skip
+    fab = _serving_every_2_s(tmp_path)
     try:
         url = _url(fab)
         put_run(storage, "runs/", "r-later", tmp_path, lr=3e-3, val_mae=11.0)
@@ -195,12 +200,7 @@ def test_a_run_that_finishes_while_it_serves_shows_its_new_steps_and_its_end(tmp
     storage.write_bytes("runs/r-live/launch.json", b'{"started_at": 1.79e9, "dataset": "synth"}')
     storage.write_bytes("runs/r-live/config.json", b'{"optim": {"lr": 0.001}}')
     mirror("running", {1: 30.0, 2: 25.0})
-    target = storage_only_target(tmp_path / "target.json", f"file://{tmp_path / 'storage'}")
-    env = {**os.environ, "GLUCOSE_TARGET": str(target), "GLUCOSE_TENSORBOARD_GATHER_SECONDS": "2"}
-    command = [str(FAB), "tensorboard", "--port", str(free_port()), "--local",
-               str(tmp_path / "runs"), "--cache", str(tmp_path / "cache")]  # fmt: skip
-    fab = subprocess.Popen(command, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE)  # fmt: skip
+    fab = _serving_every_2_s(tmp_path)
     scalars = "plugin/scalars/scalars?run=r-live&tag=epoch/val_mae"
     try:
         url = _url(fab)
