@@ -1,5 +1,6 @@
 """`fab train --run ID` for a run that was launched: it resumes as launched, from the
-run's launch record (launch.json: storage's copy, else box 0's).
+run's launch record (launch.json in storage, where `fab train` stores it before the
+run's container starts: it outlives the box).
 
 What the run knows is not asked again: its dataset (where it was fetched from), its
 `train` flags, its image and its box count come from the record. A flag given now
@@ -76,9 +77,10 @@ def for_run(target: Target, run_id: str, given: Given) -> Resumed | None:
     if record is None:
         return None
     if record.sweep:
+        sweep = printable(record.sweep, 80)  # the bucket's to write
         raise Exit(
-            f"run {run_id} is trial {record.trial} of sweep {record.sweep}: its sweep resumes "
-            f"it, with its values (`fab sweep --sweep {record.sweep}`)"
+            f"run {run_id} is trial {record.trial} of sweep {sweep}: its sweep resumes it, "
+            f"with its values (`fab sweep --sweep {sweep}`)"
         )
     return resumed(record, target, run_id, given)
 
