@@ -494,7 +494,11 @@ class LaunchRecord(_Record):
     name: str | None = None
     image: str | None = None
     dataset: str | None = None
+    data_uri: str | None = None
+    """Where the dataset was fetched from (`fab train --run ID` fetches it there again);
+    None in records from before it was kept: `<storageUri>/datasets/<dataset>`."""
     trainer_args: list | None = None
+    """The `train` flags of the run's last start (a resume may change some: `fab train`)."""
     started_at: float | None = None
     """Unix seconds of the run's first start."""
     hourly_price_usd: float | None = None

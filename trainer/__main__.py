@@ -220,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "train":  # what it prints outlives its container (run_log)
         keep_run_log(args.run_dir)
+    elif args.command == "sweep":  # the driver's, in its folder: mirrored with it
+        keep_run_log(args.dir)
     _configure_logging()
     code = _run(args)
     if args.command == "train":

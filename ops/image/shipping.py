@@ -159,6 +159,10 @@ class ImageSource:
     base_image: str = ""
     build_args: tuple[str, ...] = ()
     extra_ca: str = ""
+    recorded: str = ""
+    """The image a resumed run was launched in (its launch.json), instead of the others:
+    taken as the boxes have it, else pulled from the stack's registry, else loaded
+    from this machine's engine; never built."""
 
 
 def image_on_box(box: Box, source: ImageSource) -> str:
@@ -170,6 +174,8 @@ def image_on_box(box: Box, source: ImageSource) -> str:
 def image_on_boxes(boxes: list[Box], source: ImageSource) -> str:
     """`image_on_box` for every box of a stack: built and pushed once, then brought onto
     each box."""
+    if source.recorded:
+        return _recorded_on_boxes(boxes, source.recorded)
     local = (
         build.require_image(source.name)
         if source.name
@@ -180,3 +186,11 @@ def image_on_boxes(boxes: list[Box], source: ImageSource) -> str:
     target = boxes[0].target
     remote = push_image(target, local) if target.registry else None
     return {ship_image(box, local, remote) for box in boxes}.pop()
+
+
+def _recorded_on_boxes(boxes: list[Box], image: str) -> str:
+    """A resumed run's own image on every box: a registry's name pulled, another loaded
+    from here (`docker save`), where a box lacks it."""
+    target = boxes[0].target
+    in_registry = bool(target.registry) and image.startswith(f"{target.image_name}:")
+    return {ship_image(box, image, image if in_registry else None) for box in boxes}.pop()

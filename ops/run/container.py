@@ -49,6 +49,8 @@ class Launch:
     """Unix seconds: the boxes' hard stop, after which nothing starts the run again."""
     name: str = ""
     """`fab train --name`: a label for the run (the trainer records it too)."""
+    data_uri: str = ""
+    """Where the dataset came from: launch.json keeps it for a resume by id."""
 
     def __post_init__(self) -> None:
         problem = contract.name_problem(self.run_id, "run id")

@@ -4,7 +4,8 @@ ships and the dataset is cached on every box, then the trainer started.
 
 Each step is idempotent, so running `fab train --run ID` again after a stop (or a
 failed start) picks up where the first call left off, and the trainer resumes from
-its newest checkpoint at `--checkpoint-uri`.
+its newest checkpoint at `--checkpoint-uri`; what the run was launched with (its
+dataset, flags, image) comes from its launch record (`ops.run.relaunch`).
 
 A box with G > 1 GPUs, or a stack of N > 1 boxes, runs one container per box with
 torchrun over all G GPUs (`ops.run.distributed`), box 0 first: it serves the
@@ -95,8 +96,9 @@ def start_training(where: Target, request: TrainRequest, image_source: ImageSour
         dataset_name = fetch_dataset_on_boxes(boxes, image, request.data_uri)
         stop_at = until.until.timestamp() if until else None
         launch = Launch(
-            run_id, image, dataset_name, request.trainer_args, deadline=stop_at, name=request.name
-        )
+            run_id, image, dataset_name, request.trainer_args, deadline=stop_at,
+            name=request.name, data_uri=request.data_uri,
+        )  # fmt: skip
         start_run(boxes, launch)
         if end_watch.wanted(boxes[0]):
             told = end_watch.start(boxes[0], on_box.container_name(run_id), f"run {run_id}")
@@ -242,8 +244,8 @@ def write_launch_record(box: Box, launch: Launch) -> None:
     this start's deadline (the box's resume unit starts nothing after it)."""
     path = f"{contract.run_dir(box.root, launch.run_id)}/{contract.LAUNCH_FILE}"
     plan = launch.distributed
-    # A resume keeps the first launch's record (and so its start time); the deadline is
-    # this start's.
+    # A resume keeps the first launch's record (and so its start time); the deadline, the
+    # flags and the image are this start's: the next `fab train --run ID` resumes them.
     try:
         first = json.loads(box.read_text(path) or "null")
     except (ValueError, RecursionError):
@@ -256,6 +258,7 @@ def write_launch_record(box: Box, launch: Launch) -> None:
             name=launch.name,
             image=launch.image,
             dataset=launch.dataset_name,
+            data_uri=launch.data_uri or None,
             trainer_args=list(launch.trainer_args),
             started_at=time.time(),
             hourly_price_usd=box.target.hourly_price_usd,
@@ -270,6 +273,7 @@ def write_launch_record(box: Box, launch: Launch) -> None:
         ).to_json()
     )
     record[contract.LAUNCH_DEADLINE] = launch.deadline
+    record.update(trainer_args=list(launch.trainer_args), image=launch.image)
     box.run_with_input(f"cat > {shlex.quote(path)}", json.dumps(record))
     store_launch_record(box.target.storage_uri, launch.run_id, record)
 

@@ -21,7 +21,7 @@ from rich.text import Text
 from ops.cloud import api as power
 from ops.cloud.power import RUNNING, STARTING, BoxPower
 from ops.remote.boxes import nodes
-from ops.run import deadline, on_box
+from ops.run import deadline, ids, on_box, sweep_status
 from ops.run import status as run_status
 from ops.runs import listing
 from ops.target.guard_rails import unbilled_note
@@ -44,6 +44,8 @@ class StatusView:
     hard_stop: deadline.Deadline | None = None
     """What stops the boxes next, cloud-side: a run's deadline or the daily stop."""
     snapshot: run_status.RunSnapshot | None = None
+    sweep: sweep_status.SweepView | None = None
+    """When `--run` names a sweep."""
     lines: list[str] = field(default_factory=list)
     """What else to say: the other boxes' part of the run, or why there is no run."""
 
@@ -84,6 +86,8 @@ class StatusView:
                     unbilled_note(self.target),
                 )
             )
+        if self.sweep is not None:
+            parts += self.sweep.lines(time.time())
         return "\n".join([*parts, *self.lines])
 
     def to_json(self) -> dict:
@@ -96,6 +100,7 @@ class StatusView:
             "notes": self.lines,
             "placement": self.placement() or None,
             "run": None,
+            "sweep": self.sweep.to_json() if self.sweep else None,
         }
         if snap is not None:
             spent = snap.cost(self.target.hourly_price_usd)
@@ -132,9 +137,17 @@ def look(target: Target, run: str = "") -> StatusView:
             view.lines.append(f"run:        none on {box.address} (start one with `fab train`)")
             view.lines += run_status.box_lines(run_status.box_snapshot(box), time.time())
             return view
+        named = ids.named(box, run_id) if run else ids.Named(run_id)
+        if named.is_sweep:
+            view.sweep = sweep_status.look(box, run_id)
+            view.lines += run_status.box_lines(run_status.box_snapshot(box), time.time())
+            return view
         view.snapshot = run_status.snapshot(box, run_id, others)
         if view.snapshot.state == run_status.NOT_STARTED:
             view.snapshot = _kept_elsewhere(view.snapshot, target, box.address)
+        if named.trial_of:
+            sweep = f"`fab status --run {named.trial_of}`"
+            view.lines.append(f"sweep:      {named.trial_line()}: {sweep}")
         view.lines += [_node_line(other, run_id) for other in others]
         return view
     finally:

@@ -5,8 +5,8 @@ The record (`runs/<id>/STOPPED_BY_USER`) is what keeps a box's resume unit from 
 the run again, so it is written whether the run is running or not: a run that exited 75
 (stopped or preempted, its restart due within a minute) or one killed with its box (an
 eviction) would otherwise start again by itself. Records first, then the stops: a resume
-unit that looks in between already finds the record. A sweep's trial has no container of
-its own (it trains in the sweep's): its stop is refused, naming `fab sweep --stop`.
+unit that looks in between already finds the record. A sweep's id, or a trial's (it has
+no container of its own: it trains in the sweep's), stops the sweep (`ops.run.sweep.stop`).
 """
 
 from __future__ import annotations
@@ -57,13 +57,6 @@ def stop_run(boxes: list[Box], run_id: str) -> list[BoxStop]:
     first = _look(boxes[0], run_id)
     if first.not_marked:
         raise Exit(_not_recorded(run_id, boxes, first.not_marked))
-    sweep = _sweep_of(boxes[0], run_id) if first.container is None else None
-    if sweep:
-        raise Exit(
-            f"run {run_id} is a trial of sweep {sweep}: it trains inside the sweep's container, "
-            f"which `fab stop` does not touch; nothing was stopped. Stop the sweep (its trials "
-            f"checkpoint): fab sweep --stop --sweep {sweep}"
-        )
     stops = [first, *(_look(box, run_id) for box in boxes[1:])]
     if not any(stop.holds_run for stop in stops):
         raise Exit(
@@ -97,14 +90,6 @@ def _look(box: Box, run_id: str) -> BoxStop:
     except Exit as error:  # the box does not answer: it cannot be marked
         return BoxStop(box, not_marked=f"unreachable: {error.message}")
     return BoxStop(box, container, holds_run, already)
-
-
-def _sweep_of(box: Box, run_id: str) -> str | None:
-    """The sweep whose trial `run_id` is, as its launch.json on `box` says; else None."""
-    text = box.read_text(f"{contract.run_dir(box.root, run_id)}/{contract.LAUNCH_FILE}")
-    sweep = contract.LaunchRecord.parse(text).sweep
-    named = isinstance(sweep, str) and contract.name_problem(sweep, "sweep") is None
-    return sweep if named else None
 
 
 def _mark(box: Box, run_id: str) -> str:
@@ -162,9 +147,7 @@ def tell(stops: list[BoxStop], run_id: str, run_uri: str) -> None:
                 f"[yellow]warning:[/] exit {each.exit_code} on {each.box.address} is no "
                 f"checkpointed stop; `fab logs --node {each.box.node}`"
             )
-    console.print(
-        f"resume: fab train --run {run_id} --data-uri ...   results: fab download --run {run_id}"
-    )
+    console.print(f"resume: fab train --run {run_id}   results: fab download --run {run_id}")
 
 
 def _state_before(stop: BoxStop) -> str:

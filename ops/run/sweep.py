@@ -271,3 +271,11 @@ def stop(box: Box, sweep_id: str) -> str:
     if not (state.running or state.restarting):
         return f"sweep {sweep_id} was waiting for its restart (exit 75); it stays down"
     return f"sweep {sweep_id} stopped (exit {after.exit_code if after else '?'})"
+
+
+def stop_and_tell(box: Box, sweep_id: str) -> None:
+    """`stop`, and what was done and how to resume, printed: `fab stop --run ID` and
+    `fab sweep --stop --sweep ID` both."""
+    with console.status(f"stopping sweep {sweep_id}: its trials checkpoint"):
+        done = stop(box, sweep_id)
+    print(f"{done}; resume: fab sweep --sweep {sweep_id}")

@@ -2,8 +2,9 @@
 
 The runs come from storage and the local `runs/` (ops.runs.run_cache), so no box need
 be up; TensorBoard runs on this machine, from this venv, on the loopback only, and the
-cache is gathered again every minute while it serves: a run started since, and new
-steps of one going on, show without a restart. Its
+cache is gathered again every minute while it serves: a run started since, new steps
+of one going on and a run's end show without a restart (`ops.runs.run_cache` writes the
+cache as TensorBoard reads on: grown files, new HParams folders). Its
 Scalars page shows all runs' curves together, its HParams page one row per run and
 sweep trial with the run's settings and final metrics.
 """
@@ -52,7 +53,8 @@ def serve(storage_uri: str | None, local: list[Path], port: int, cache: Path | N
     print(f"TensorBoard of {len(gathered.run_ids)} runs: {url}", flush=True)
     console.print(f"runs gathered in {cache}; HParams: {url}#hparams")
     console.print(
-        f"new runs and new steps come in every {gather_seconds():.0f} s while it serves; "
+        f"new runs, new steps and runs' ends come in every {gather_seconds():.0f} s while it "
+        "serves; "
         "Ctrl-C stops it"
     )
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: the way to stop it

@@ -4,15 +4,17 @@ TensorBoard's HParams dashboard (its table and parallel-coordinates view are a s
 view) lists each folder with a session-start summary as a session: its hyperparameters
 are the run's settings (config.json flattened, as `fab runs` shows them, with its
 dataset, sweep and state), its metrics the `best_checkpoint/*` scalars written beside
-them from summary.json (the checkpoint the run kept, on validation and test), and the
-trainer's own curves in the same folder. The name sorts before the curves' `epoch/`, so
-the table shows these first. Written by `fab` from
+them from summary.json (the checkpoint the run kept, on validation and test), in a
+folder of the run's (SESSION_PREFIX) whose group is the run, so the table lists the run
+by its name, its curves beside. Written by `fab` from
 what a run left in storage, so runs that ended before this existed show too; the
 protocol buffers are TensorBoard's own, built without TensorFlow or torch.
 """
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -26,9 +28,16 @@ from box.contract import RunSummary
 from ops.runs.records import RunRow, finite_number
 
 HPARAMS_FILE = "events.out.tfevents.0.fab-hparams"
-"""A fixed name, rewritten at each gather; it sorts before the trainer's event files."""
+"""In a run's session folder (SESSION_PREFIX)."""
+SESSION_PREFIX = "fab-hparams-"
+"""A run's HParams session: a folder in the run's, named by what it holds (the run's
+settings, state and final metrics): what changed comes in a new folder, which
+TensorBoard reads as a new run (it keeps a run's first summary of a tag for good), and
+the one before goes. Its group is the run's folder, which HParams lists."""
 EXPERIMENT_FILE = "events.out.tfevents.0.fab-experiment"
-"""In the cache's root: which columns HParams opens on, in which order."""
+"""Which columns HParams opens on, in which order: in an EXPERIMENT_PREFIX folder."""
+EXPERIMENT_PREFIX = "fab-experiment-"
+"""In the cache's root, named by what it holds, as a run's session folder."""
 FINAL_METRICS = ("mae", "rmse", "mard")
 """summary.json's `val` and `test` keys shown as `best_checkpoint/<split>_<key>`."""
 METRIC_COLUMNS = [
@@ -36,6 +45,7 @@ METRIC_COLUMNS = [
 ]
 """Validation first: what sweeps select on, and what every run and trial has."""
 LABELS = ("name", "state", "sweep", "dataset")
+DIGEST_CHARS = 12
 USUAL_FLAGS = ("optim.lr", "train.batch_size", "train.epochs", "model.arch")
 """Shown when no setting differs between the runs (one run, after `make demo`)."""
 
@@ -60,9 +70,12 @@ def final_metrics(summary: RunSummary | None) -> dict[str, float]:
 
 
 def write_hparams(folder: Path, row: RunRow, summary: RunSummary | None) -> Path:
-    """(Re)write `folder`'s HParams event file for `row`; its path."""
+    """`folder`'s HParams session for `row`, written where what it holds changed; the
+    path of its event file."""
     now = time.time()
-    start = plugin_data_pb2.SessionStartInfo(start_time_secs=row.started_at or now)
+    start = plugin_data_pb2.SessionStartInfo(
+        start_time_secs=row.started_at or 0.0, group_name=folder.name
+    )
     for key, value in hparams_of(row).items():
         start.hparams[key].CopyFrom(_value(value))
     events = [_plugin_summary(metadata.SESSION_START_INFO_TAG, session_start_info=start)]
@@ -71,9 +84,33 @@ def write_hparams(folder: Path, row: RunRow, summary: RunSummary | None) -> Path
         for tag, value in final_metrics(summary).items()
     ]
     if summary is not None:
-        end = plugin_data_pb2.SessionEndInfo(status=api_pb2.STATUS_SUCCESS, end_time_secs=now)
+        end = plugin_data_pb2.SessionEndInfo(status=api_pb2.STATUS_SUCCESS)
         events.append(_plugin_summary(metadata.SESSION_END_INFO_TAG, session_end_info=end))
-    return _write_events(folder / HPARAMS_FILE, events, now)
+    return _write_once(folder, SESSION_PREFIX, HPARAMS_FILE, events, now)
+
+
+def session_file(folder: Path) -> Path | None:
+    """The HParams event file of the run in `folder` (None: not one of ours)."""
+    found = sorted(folder.glob(f"{SESSION_PREFIX}*/{HPARAMS_FILE}"))
+    return found[-1] if found else None
+
+
+def _write_once(
+    folder: Path, prefix: str, name: str, summaries: list[summary_pb2.Summary], now: float
+) -> Path:
+    """The event file `name` of `summaries` in `folder`/<prefix><digest of them>/, written
+    unless there already; every other `prefix` folder in `folder` removed."""
+    digest = hashlib.sha256(b"".join(s.SerializeToString(deterministic=True) for s in summaries))
+    kept = folder / f"{prefix}{digest.hexdigest()[:DIGEST_CHARS]}"
+    path = kept / name
+    if not path.is_file():
+        kept.mkdir(parents=True, exist_ok=True)
+        _write_events(path, summaries, now)
+    (folder / name).unlink(missing_ok=True)  # a cache from before sessions had folders
+    for other in folder.glob(f"{prefix}*"):
+        if other != kept and other.is_dir():
+            shutil.rmtree(other, ignore_errors=True)
+    return path
 
 
 def _write_events(path: Path, summaries: list[summary_pb2.Summary], now: float) -> Path:
@@ -124,7 +161,7 @@ def write_experiment(
         ],
     )
     summary = _plugin_summary(metadata.EXPERIMENT_TAG, experiment=experiment)
-    return _write_events(folder / EXPERIMENT_FILE, [summary], time.time())
+    return _write_once(folder, EXPERIMENT_PREFIX, EXPERIMENT_FILE, [summary], time.time())
 
 
 def _kind(rows: list[RunRow], name: str) -> int:

@@ -4,7 +4,9 @@ Storage is read whether the boxes are up or not; the local folder is what `fab
 download` wrote, all that is left after `pulumi destroy`. A run in both is one row:
 the copy with fewer unreadable files, storage on a tie (it is the newer). The
 settings column shows only what differs between the rows shown, so a sweep's table
-reads as its swept values.
+reads as its swept values. The table fits the terminal by giving way column by column
+(`ops.runs.table_fit`): shorter headers, briefer cells, fewer settings, then the least
+needed columns left out, never a word cut short.
 """
 
 from __future__ import annotations
@@ -14,22 +16,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
 from ops.runs import readable
 from ops.runs.records import RunRow, read_run, run_ids
-from ops.terminal_text import cell
+from ops.runs.table_fit import ALWAYS, Cell, Column, fit
+from ops.terminal_text import printable
 from stack import storage_layout
 
 RUNS_PREFIX = f"{storage_layout.RUNS_PREFIX}/"
 LOCAL_RUNS = "runs"
 DEMO_RUNS = "demo/runs"  # the Makefile's DEMO_RUN is a run in it
-COLUMN_GAP = 3
-"""Between two columns of the table: a space, the rule, a space."""
-NARROWEST_COLUMN = 6
-"""A column cut to fit the terminal keeps this many characters (`12.3…`)."""
 POINT_IT = (
     "point --local DIR at a folder of runs, or --target local at this machine's; "
     "or start one: fab train"
@@ -128,10 +126,12 @@ def ranked(rows: Iterable[RunRow]) -> list[RunRow]:
 
 
 def differing(rows: list[RunRow]) -> list[str]:
-    """The settings whose values are not the same in every row that has a config."""
+    """The settings whose values are not the same in every row that has a config, the
+    most varied first (a sweep's swept ones): a narrow table keeps the first."""
     configured = [row.settings for row in rows if row.settings]
     keys = sorted({key for settings in configured for key in settings})
-    return [key for key in keys if len({repr(s.get(key)) for s in configured}) > 1]
+    values = {key: len({repr(s.get(key)) for s in configured}) for key in keys}
+    return sorted((key for key in keys if values[key] > 1), key=lambda key: -values[key])
 
 
 def short(key: str) -> str:
@@ -156,8 +156,36 @@ def _wall(seconds: float | None) -> str:
     return "-" if seconds is None else readable.duration(seconds)
 
 
-def _state(row: RunRow) -> str:
-    return f"{row.state}: {row.problems[0]}" if row.state == "torn" and row.problems else row.state
+def _state(row: RunRow) -> Cell:
+    """A torn run's state names what is broken; in brief (a narrow terminal) it is `torn`,
+    the problem in its note above the table."""
+    if row.state == "torn" and row.problems:
+        return Cell(f"{row.state}: {row.problems[0]}", row.state)
+    return Cell(row.state)
+
+
+def _name(row: RunRow) -> str:
+    """The run's name, where it says more than its id: a sweep's trial is named by the
+    sweep (its name, or its id) and its number, which a trial's id already reads."""
+    if row.sweep and row.name.replace(" ", "-") == row.run_id:
+        return "-"
+    return row.name or "-"
+
+
+RUN_COLUMNS = {
+    "#": Column("#", keep=ALWAYS, justify="right"),
+    "run": Column("run", keep=ALWAYS),
+    "name": Column("name", keep=6),
+    "state": Column("state", keep=ALWAYS),
+    "dataset": Column("dataset", keep=3),
+    "settings": Column("settings", keep=7, words=True),
+    "epochs": Column("epochs", keep=2, justify="right"),
+    "best val MAE": Column("best val MAE", short="val MAE", keep=9, justify="right"),
+    "wall": Column("wall", keep=4, justify="right"),
+    "$": Column("$", keep=5, justify="right"),
+    "recoveries": Column("recoveries", keep=1, justify="right"),
+}
+"""`fab runs`' columns, each with what it gives way with on a narrow terminal."""
 
 
 def table(
@@ -165,56 +193,49 @@ def table(
 ) -> tuple[Table, list[str]]:
     """One line per run, in `width` columns: with `rank`, a sweep's trials best first
     and one column per swept setting; else newest first with the differing settings in
-    one column. And a line for each run left out of it, its values beyond showing."""
-    columns = ["#"] * rank + ["run", "name", "state", "dataset"]
-    columns += [short(k) for k in keys] if rank else ["settings"]
-    columns += ["epochs", "best val MAE", "wall", "$", "recoveries"]
+    one column. And a line for each run left out of it, its values beyond showing, and
+    one naming the columns the width left out."""
+    swept = [Column(short(k), keep=8) for k in keys] if rank else [RUN_COLUMNS["settings"]]
+    columns = [RUN_COLUMNS["#"]] * rank + [RUN_COLUMNS[n] for n in ("run", "name", "state")]
+    columns += [RUN_COLUMNS["dataset"], *swept]
+    columns += [RUN_COLUMNS[n] for n in ("epochs", "best val MAE", "wall", "$", "recoveries")]
     shown, left_out = [], []
     for place, row in enumerate(rows, start=1):
         try:
-            shown.append([cell(text) for text in [str(place)] * rank + _cells(row, keys, rank)])
+            shown.append([_safe(c) for c in [Cell(str(place))] * rank + _cells(row, keys, rank)])
         except Exception as error:  # the bucket's values: one run never hides the rest
             left_out.append(f"run {row.run_id} left out: {type(error).__name__}: {error}")
+    at = columns.index(RUN_COLUMNS["name"])
+    if all(cells[at].text == "-" for cells in shown):  # no names, or trials': ids say it
+        columns, shown = columns[:at] + columns[at + 1 :], [c[:at] + c[at + 1 :] for c in shown]
+    fitted = fit(columns, shown, width)
     grid = Table(show_edge=False, pad_edge=False)
-    # One line per run: cells too wide for the terminal are cut short (…), never folded,
-    # all but the run id, which `--run` needs whole (`_fitted`: rich would cut it too).
-    for name, fitted in zip(columns, _fitted(columns, shown, width), strict=True):
-        justify = "right" if name in _NUMERIC else "left"
-        grid.add_column(name, overflow="ellipsis", no_wrap=True, justify=justify, max_width=fitted)
-    for cells in shown:
-        grid.add_row(*cells)
+    for column, header in zip(fitted.columns, fitted.headers, strict=True):
+        grid.add_column(header, no_wrap=True, justify=column.justify)
+    for cells in fitted.rows:
+        grid.add_row(*(Text(text) for text in cells))
+    if fitted.left_out:
+        left_out.append(
+            f"{width} columns: {', '.join(fitted.left_out)} left out (a wider terminal, or "
+            "--json, shows every column)"
+        )
     return grid, left_out
 
 
-def _fitted(columns: list[str], shown: list[list[Text]], width: int) -> list[int | None]:
-    """Each column's widest (None: as wide as it needs), so the table fits in `width`:
-    the widest cut first, down to no narrower than NARROWEST_COLUMN; `#` and the run id
-    are never cut."""
-    natural = [
-        max([cell_len(name), *(cells[index].cell_len for cells in shown)])
-        for index, name in enumerate(columns)
-    ]
-    whole = {index for index, name in enumerate(columns) if name in ("#", "run")}
-    cut = [w for index, w in enumerate(natural) if index not in whole]
-    room = width - COLUMN_GAP * (len(columns) - 1) - sum(natural) + sum(cut)
-    low, high = NARROWEST_COLUMN, max(cut, default=NARROWEST_COLUMN)
-    while low < high:  # the highest level that fits: cells wider than it are cut to it
-        level = (low + high + 1) // 2
-        low, high = (level, high) if sum(min(w, level) for w in cut) <= room else (low, level - 1)
-    return [None if index in whole or w <= low else low for index, w in enumerate(natural)]
+def _safe(value: Cell) -> Cell:
+    """Both forms of a cell made safe to print (`printable`): the bucket's text."""
+    brief = None if value.brief is None else printable(value.brief)
+    return Cell(printable(value.text), brief)
 
 
-def _cells(row: RunRow, keys: list[str], rank: bool) -> list[str]:
-    """A row's cells as text; `table` shows each as it is (`ops.terminal_text.cell`):
-    the names, states and settings are what the bucket holds."""
+def _cells(row: RunRow, keys: list[str], rank: bool) -> list[Cell]:
+    """A row's cells: the names, states and settings are what the bucket holds."""
     values = [_value(row.settings.get(k, "-")) for k in keys]
     pairs = zip(keys, values, strict=True)
     settings = values if rank else [" ".join(f"{short(k)}={v}" for k, v in pairs)]
-    return [
-        row.run_id, row.name or "-", _state(row), row.dataset or "-", *settings,
+    texts = [
+        row.run_id, _name(row), _state(row), row.dataset or "-", *settings,
         _number(row.epochs, "d"), _number(row.best_val_mae, ".2f"), _wall(row.wall_s),
         _number(row.cost_usd, ".2f"), _number(row.recoveries, "d"),
     ]  # fmt: skip
-
-
-_NUMERIC = {"#", "epochs", "best val MAE", "wall", "$", "recoveries"}
+    return [text if isinstance(text, Cell) else Cell(text) for text in texts]

@@ -131,7 +131,7 @@ def _read_run(store: ObjectStore, run_id: str, prefix: str, where: str) -> RunRo
         run_id=run_id,
         where=where,
         state=_state(status, summary, status_dict, files.problems, bool(launch_dict)),
-        name=(summary and summary.name) or _str(configured_name) or "",
+        name=(summary and summary.name) or _str(configured_name) or _str(launch.name) or "",
         dataset=_dataset(launch, config),
         sweep=launch.sweep,
         settings=_flatten(config),

@@ -57,9 +57,15 @@ class StoredLog:
 
 def find(storage_uri: str, run_id: str) -> StoredLog | None:
     """The run's stored log, or None when storage has none."""
+    return find_in(storage_layout.run_uri(storage_uri, run_id))
+
+
+def find_in(folder_uri: str) -> StoredLog | None:
+    """The stored log in a run's or a sweep's folder (`train.log`, the driver's in a
+    sweep's), or None when it has none."""
     from trainer.storage import open_store
 
-    store = open_store(storage_layout.run_uri(storage_uri, run_id))
+    store = open_store(folder_uri)
     listed = store.list_info(RUN_LOG_FILE)
     parts = tuple(
         (key, listed[key].size) for key in (RUN_LOG_ROTATED, RUN_LOG_FILE) if key in listed
@@ -104,9 +110,11 @@ def _tail(log: StoredLog, count: int) -> tuple[bool, bytes]:
     return start > 0 and len(found) <= count, shown
 
 
-def no_log_message(run_id: str, where: str, storage_uri: str) -> str:
+def no_log_message(what: str, where: str, folder_uri: str) -> str:
+    """`what` (`run ID`, `sweep ID`) has no container on `where` and no stored log."""
+    kind, _, name = what.partition(" ")
     return (
-        f"no container holds run {run_id} on {where}, and {storage_uri} has no "
-        f"runs/{run_id}/{RUN_LOG_FILE} (a run killed before its first upload has none); "
-        f"`fab status --run {run_id}` or `fab runs` shows its record"
+        f"no container holds {what} on {where}, and there is no {folder_uri}/{RUN_LOG_FILE} "
+        f"(a {kind} killed before its first upload has none); `fab status --run {name}` "
+        "or `fab runs` shows its record"
     )

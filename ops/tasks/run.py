@@ -6,8 +6,6 @@ this module reads the flags and tells the user what happened."""
 from __future__ import annotations
 
 import json as jsonlib
-import shlex
-import sys
 import time
 
 from invoke.exceptions import Exit
@@ -18,10 +16,11 @@ from ops.cloud import api as cloud
 from ops.image.shipping import ImageSource
 from ops.remote import lease as box_lease
 from ops.remote.boxes import AnyBox, box_for, nodes, start_boxes
-from ops.run import deadline, launch, look, on_box
+from ops.run import deadline, ids, launch, look, on_box, relaunch
+from ops.run import logs as run_logs
 from ops.run import stop as run_stop
-from ops.runs import stored_log
-from ops.runs.log_lines import LogLines
+from ops.run import sweep as on_box_sweep
+from ops.run.names import checked_name
 from ops.target.guard_rails import none_note
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import (
@@ -33,7 +32,6 @@ from ops.tasks.flags import (
     task,
     trainer_flags,
 )
-from ops.terminal_text import markup_safe, printable
 from stack import storage_layout
 from trainer.config import UserError, check_run_name, check_train_flags
 from trainer.quantities import COUNT_FORMS, duration_forms, flag_problem, parse_count
@@ -68,7 +66,8 @@ def _trainer_args(epochs: int, max_steps: int, trainer_args: str, name: str) -> 
     help={
         "data-uri": "dataset in storage, e.g. <storageUri>/datasets/NAME (see upload-data)",
         "dataset": "short for --data-uri <storageUri>/datasets/DATASET",
-        "run": "run id; an existing one resumes from its newest checkpoint (default: a new id)",
+        "run": "run id; a launched one resumes as launched (its dataset, flags, image, boxes) "
+        "from its newest checkpoint (default: a new id)",
         "epochs": "epochs (default: the trainer's)",
         "max-steps": "stop after this many steps (default: no limit)",
         "trainer-args": "more `python -m trainer train` flags, quoted as one string",
@@ -113,13 +112,20 @@ def train(
     except UserError as error:
         raise Exit(str(error)) from None
     where = resolve_target(target or None, stack or None)
-    if not (data_uri or dataset):
-        raise Exit("which dataset? pass --data-uri URI or --dataset NAME (see `fab upload-data`)")
+    image = ImageSource(image_name, base_image, tuple(build_arg or ()), extra_ca)
+    given = relaunch.Given(data_uri, dataset, args, name, image)
+    resumed = relaunch.for_run(where, checked_name(run, "--run"), given) if run else None
+    if resumed:  # as launched: its dataset, flags, name and image
+        data_uri, args, name, image = (
+            resumed.data_uri, resumed.trainer_args, resumed.name, resumed.image
+        )  # fmt: skip
+        epochs = epochs or resumed.epochs
+    elif not (data_uri or dataset):
+        raise Exit(relaunch.which_dataset(run))
     data_uri = data_uri or storage_layout.dataset_uri(where.storage_uri, dataset)
     request = launch.TrainRequest(
         data_uri, run, args, name, epochs, str(hours or ""), allow_concurrent, start
     )
-    image = ImageSource(image_name, base_image, tuple(build_arg or ()), extra_ca)
     started = launch.start_training(where, request, image)
     run_id, box = started.run_id, started.box
     print(run_id)
@@ -128,7 +134,7 @@ def train(
         f"{storage_layout.run_uri(box.target.storage_uri, run_id)}\n"
         f"  follow:  fab logs --follow --run {run_id}\n"
         f"  status:  fab status --run {run_id}\n"
-        f"  stop:    fab stop --run {run_id}   (resume: fab train --run {run_id} ...)"
+        f"  stop:    fab stop --run {run_id}   (resume: fab train --run {run_id})"
     )
     if note := none_note(box.target):
         console.print(f"guard rails: {note}")
@@ -136,8 +142,9 @@ def train(
 
 @task(
     help={
-        "run": RUN_HELP,
-        "follow": "keep printing new lines until the run ends (Ctrl-C leaves it running)",
+        "run": f"{RUN_HELP}; a sweep's id: its driver's log",
+        "follow": "keep printing new lines until the run ends (Ctrl-C leaves it running); "
+        "what no container holds is shown, then refused (exit 1)",
         "tail": "lines of history to show first (default: all)",
         "node": "which box of a multi-node stack (default: 0, rank 0's: the run's log)",
         "target": TARGET_HELP,
@@ -145,57 +152,11 @@ def train(
     }
 )
 def logs(c, run="", follow=False, tail="all", node=0, target="", stack=""):
-    """Print the trainer's log, stdout and stderr (--follow to keep watching)."""
+    """Print the log of a run, a sweep's trial or a sweep (--follow to keep watching)."""
     tail = _tail_lines(tail)
     box = _box(target, stack, int(node))
     run_id = on_box.resolve_run_id(box, run)
-    try:
-        container = on_box.inspect_container(box, run_id)
-        if container is None:
-            _stored_log(box, run_id, tail, follow)
-            return
-        result = _docker_logs(box, run_id, tail, follow)
-    except (OSError, EOFError) as error:
-        raise Exit(_lost_box_message(box, run_id, error)) from None
-    if result.exited == -1 or box.dropped:
-        raise Exit(_lost_box_message(box, run_id, "connection closed"))
-    if result.exited != 0:
-        said = (result.stdout.strip().splitlines() or ["no output"])[-1]
-        raise Exit(f"no log for run {run_id} on {box.address}: {printable(said, 300)}")
-    if follow and not container.running:
-        console.print(f"run {run_id}'s container has exited ({container.exit_code}): "
-                      "that is all of its log")  # fmt: skip
-
-
-def _docker_logs(box: AnyBox, run_id: str, tail: str, follow: bool):
-    """`docker logs` of the run's container, its stdout and stderr in one stream in the
-    order docker gives them (`2>&1`: docker writes the container's stderr to its own),
-    each line made safe and cut (`LogLines`) as it comes."""
-    flags = f"--tail {shlex.quote(tail)}" + (" --follow" if follow else "")
-    lines = LogLines(sys.stdout)
-    name = shlex.quote(on_box.container_name(run_id))
-    try:
-        return box.run(f"docker logs {flags} {name} 2>&1", check=False, hide=False,
-                       out_stream=lines, err_stream=lines, pty=False)  # fmt: skip
-    finally:
-        lines.close()
-
-
-def _stored_log(box: AnyBox, run_id: str, tail: str, follow: bool) -> None:
-    """The log of a run no container holds, from storage; with --follow, said and
-    refused after it: nothing writes to that log any more."""
-    uri = box.target.storage_uri
-    found = stored_log.find(uri, run_id)
-    if found is None:
-        raise Exit(stored_log.no_log_message(run_id, box.address, uri))
-    console.print(f"run {run_id} has no container on {box.address}: its log from "
-                  f"{markup_safe(uri)}")  # fmt: skip
-    stored_log.show(found, tail, LogLines(sys.stdout))
-    if follow:
-        raise Exit(
-            f"--follow: no container holds run {run_id} on {box.address}, so nothing adds "
-            "to its log; above is all of it (`fab status --run` says how the run ended)"
-        )
+    run_logs.show(box, ids.named(box, run_id) if run else ids.Named(run_id), tail, follow)
 
 
 def _tail_lines(text: object) -> str:
@@ -210,13 +171,6 @@ def _tail_lines(text: object) -> str:
         expected = f"all, or {COUNT_FORMS} (lines)"
         raise Exit("fab logs: " + flag_problem("--tail", text, expected, "100"))
     return str(lines)
-
-
-def _lost_box_message(box: AnyBox, run_id: str, why) -> str:
-    return (
-        f"lost the connection to {box.address} while showing the log of run {run_id} ({why}); "
-        "the run goes on if the box does: `fab status` when it is reachable again"
-    )
 
 
 @task(
@@ -278,11 +232,26 @@ def hold(c, duration, target="", stack=""):
         )
 
 
-@task(help={"run": RUN_HELP, "target": TARGET_HELP, "stack": STACK_HELP})
+@task(
+    help={
+        "run": f"{RUN_HELP}; a sweep's id, or a trial's: the sweep",
+        "target": TARGET_HELP,
+        "stack": STACK_HELP,
+    }
+)
 def stop(c, run="", target="", stack=""):
-    """Stop a run gracefully: checkpoint, upload, exit; it stays down (every box of the run)."""
+    """Stop a run or a sweep gracefully: checkpoint, upload, exit; it stays down."""
     boxes = _boxes(target, stack, look.OTHER_BOX_WAIT_SECONDS)
     run_id = on_box.resolve_run_id(boxes[0], run)
+    try:
+        named = ids.named(boxes[0], run_id) if run else ids.Named(run_id)
+    except Exit:  # box 0 does not answer: `stop_run` says the stop is not recorded
+        named = ids.Named(run_id)
+    if named.sweep_id:  # a trial trains in its sweep's container: the sweep stops
+        if named.trial_of:
+            console.print(f"{named.trial_line()}: stopping the sweep (each trial checkpoints)")
+        on_box_sweep.stop_and_tell(boxes[0], named.sweep_id)
+        return
     stops = run_stop.stop_run(boxes, run_id)
     run_stop.tell(stops, run_id, storage_layout.run_uri(boxes[0].target.storage_uri, run_id))
     where = boxes[0].target

@@ -45,7 +45,8 @@ console = Console(stderr=True, soft_wrap=True)
         "trainer-args": "`python -m trainer train` flags every trial gets, quoted as one string",
         "name": "a label for the sweep",
         "sweep": "sweep id (default: a new one); an existing one resumes where it stopped",
-        "stop": "stop the sweep --sweep ID: its trials checkpoint; nothing resumes it",
+        "stop": "stop the sweep --sweep ID (as `fab stop --run ID` does): its trials "
+        "checkpoint; nothing resumes it",
         **BUILD_HELP,
         "image-name": IMAGE_HELP,
         "target": TARGET_HELP,
@@ -78,10 +79,7 @@ def sweep(
     if stop:
         if not sweep:
             raise Exit("which sweep? pass --stop --sweep ID (`fab runs` lists sweeps' trials)")
-        sweep_id = checked_name(sweep, "--sweep")
-        with console.status(f"stopping sweep {sweep_id}: its trials checkpoint"):
-            done = on_box_sweep.stop(box, sweep_id)
-        print(f"{done}; resume: fab sweep --sweep {sweep_id}")
+        on_box_sweep.stop_and_tell(box, checked_name(sweep, "--sweep"))
         return
     flags = on_box_sweep.SweepFlags(
         dataset=dataset, param=tuple(param or ()), trials=int(trials), method=method,
@@ -97,5 +95,6 @@ def sweep(
         f"{', '.join(spec.params)} ({spec.method}, {spec.concurrent} at a time); the box "
         "runs it without this machine\n"
         f"  trials:  fab runs --sweep {sweep_id}\n"
-        f"  stop:    fab sweep --stop --sweep {sweep_id}   (resume: fab sweep --sweep {sweep_id})"
+        f"  status:  fab status --run {sweep_id}   (log: fab logs --run {sweep_id})\n"
+        f"  stop:    fab stop --run {sweep_id}   (resume: fab sweep --sweep {sweep_id})"
     )

@@ -226,3 +226,17 @@ def recording_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         return RecordingTool(name, bin_dir, log)
 
     return install
+
+
+@pytest.fixture(scope="session")
+def probe_image(docker_engine, tmp_path_factory) -> Iterator[str]:
+    """An image of nothing but the links a merged-/usr Debian has (`bin -> usr/bin`...):
+    a container of it that mounts this machine's /usr read-only runs its shell."""
+    root = tmp_path_factory.mktemp("probe-image")
+    for link in ("bin", "lib", "lib64", "sbin"):
+        (root / link).symlink_to(f"usr/{link}")
+    (root / "usr").mkdir()
+    name = f"glucose-fab-logs-probe:{uuid.uuid4().hex[:8]}"
+    docker_engine.import_dir(root, name)
+    yield name
+    docker_engine.run(["image", "rm", "--force", name], timeout_seconds=120, check=False)

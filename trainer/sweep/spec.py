@@ -10,6 +10,8 @@ container), mirrored to `<storageUri>/sweeps/<id>/`:
     trials.json      each trial: number, run id, state, values, validation MAE
     result.json      the chosen trial and its test metrics (the test split's one use)
     report.md, plots/ Optuna's plots of the study (trainer.sweep.plot)
+    train.log        the driver's own output (`fab logs --run <sweep_id>` once no
+                     container holds it; trainer.checkpoints.run_log)
 
 A trial is a run like any other, `runs/<sweep_id>-tNNN/`, started with `--skip-test`;
 its launch.json says `sweep` and `trial`. Torch-free: `fab` imports this.

@@ -19,7 +19,7 @@ from tensorboard.backend.event_processing.event_file_loader import EventFileLoad
 from tensorboard.plugins.hparams import metadata
 
 from ops.runs import run_cache
-from ops.runs.hparams import EXPERIMENT_FILE, HPARAMS_FILE
+from ops.runs.hparams import EXPERIMENT_FILE, EXPERIMENT_PREFIX, session_file
 from ops.runs.records import read_run
 from tests.fakes.fake_box import FakeBox
 from tests.fixtures.run_folders import put_run
@@ -30,7 +30,7 @@ def session(folder: Path) -> tuple[dict, dict[str, float], bool]:
     """What TensorBoard reads from a run's HParams file: its hyperparameters, its
     scalars, and whether the session ended."""
     hparams, scalars, ended = {}, {}, False
-    for event in EventFileLoader(str(folder / HPARAMS_FILE)).Load():
+    for event in EventFileLoader(str(session_file(folder))).Load():
         for value in event.summary.value:
             if value.tag == metadata.SESSION_START_INFO_TAG:
                 start = metadata.parse_session_start_info_plugin_data(
@@ -63,8 +63,7 @@ def test_every_run_of_storage_and_of_the_local_runs_gets_a_folder_of_event_files
     assert gathered.run_ids == ["r-demo", "r-one", "r-two"] and gathered.notes == []
     for run_id in gathered.run_ids:
         files = [p.name for p in (stores["cache"] / run_id).iterdir()]
-        assert any(name.startswith("events.out.tfevents.") and name != HPARAMS_FILE
-                   for name in files), files  # fmt: skip
+        assert any(name.startswith("events.out.tfevents.") for name in files), files
 
 
 def test_a_finished_run_shows_its_settings_and_final_metrics_as_hparams(stores):
@@ -89,7 +88,7 @@ def test_a_running_sweep_trial_names_its_sweep_and_has_no_final_metrics_yet(stor
 
 def test_an_unchanged_event_file_is_not_fetched_again(stores):
     run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
-    copy = next(p for p in (stores["cache"] / "r-one").iterdir() if p.name != HPARAMS_FILE)
+    copy = next(p for p in (stores["cache"] / "r-one").iterdir() if p.is_file())
     copy.write_bytes(copy.read_bytes() + b"kept")  # a fetch would replace it
     run_cache.gather(stores["uri"], [stores["local"]], stores["cache"])
     assert copy.read_bytes().endswith(b"kept")
@@ -182,7 +181,8 @@ def test_a_fifo_named_summary_json_never_hangs_the_gathering(stores):
 
 def experiment(cache: Path) -> tuple[list[str], list[str]]:
     """The HParams columns TensorBoard opens on: (hyperparameters, metrics), in order."""
-    for event in EventFileLoader(str(cache / EXPERIMENT_FILE)).Load():
+    (path,) = cache.glob(f"{EXPERIMENT_PREFIX}*/{EXPERIMENT_FILE}")
+    for event in EventFileLoader(str(path)).Load():
         for value in event.summary.value:
             if value.tag == metadata.EXPERIMENT_TAG:
                 found = metadata.parse_experiment_plugin_data(value.metadata.plugin_data.content)
@@ -220,6 +220,10 @@ def test_a_sweeps_trials_are_compared_on_validation_metrics_alone(tmp_path):
     assert metrics == [f"best_checkpoint/val_{key}" for key in ("mae", "rmse", "mard")]
 
 
+def _run_folders(cache: Path) -> list[str]:
+    return sorted(p.name for p in cache.iterdir() if session_file(p) is not None)
+
+
 def test_a_run_is_listed_by_its_name_and_a_run_renamed_leaves_no_folder_behind(tmp_path):
     local = tmp_path / "runs"
     store = open_store(f"file://{local}")
@@ -228,15 +232,11 @@ def test_a_run_is_listed_by_its_name_and_a_run_renamed_leaves_no_folder_behind(t
     store.write_bytes("sweep-20261127-101500-t003/config.json", json.dumps(config).encode())
     put_run(store, "", "r-plain", tmp_path, lr=2e-3, val_mae=13.0)
     run_cache.gather(None, [local], tmp_path / "cache")
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()) == [
-        "lr search t003", "r-plain"
-    ]  # fmt: skip
+    assert _run_folders(tmp_path / "cache") == ["lr search t003", "r-plain"]
     config["train"]["name"] = "../../escape"  # the bucket is the box's to write
     store.write_bytes("sweep-20261127-101500-t003/config.json", json.dumps(config).encode())
     run_cache.gather(None, [local], tmp_path / "cache")
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()) == [
-        "r-plain", "sweep-20261127-101500-t003"
-    ]  # fmt: skip
+    assert _run_folders(tmp_path / "cache") == ["r-plain", "sweep-20261127-101500-t003"]
 
 
 def test_a_run_killed_before_its_first_upload_is_on_the_board_as_failed(tmp_path):
@@ -256,3 +256,22 @@ def test_a_run_killed_before_its_first_upload_is_on_the_board_as_failed(tmp_path
     assert run_cache.gather(uri, [], tmp_path / "cache").run_ids == ["r-killed"]
     hparams, _, _ = session(tmp_path / "cache" / "r-killed")
     assert hparams["state"] == "failed (exit 137)"
+
+
+HPARAMS_SHOWN_CHARACTERS = 12
+"""What HParams' Trial ID column shows of a name: it is 10em wide (TensorBoard's
+`tf-hparams-table-view`), the rest cut short."""
+
+
+def test_a_sweeps_trials_are_told_apart_in_what_hparams_shows_of_their_names(tmp_path):
+    sweep = "sweep-20261126-121010"
+    storage = open_store(f"file://{tmp_path / 'storage'}")
+    for number in range(3):
+        run_id = f"{sweep}-t{number:03d}"
+        put_run(storage, "runs/", run_id, tmp_path, lr=1e-3 * (number + 1), sweep=sweep)
+        config = {"train": {"name": f"{sweep} t{number:03d}"}, "optim": {"lr": 1e-3 * number}}
+        storage.write_bytes(f"runs/{run_id}/config.json", json.dumps(config).encode())
+    run_cache.gather(f"file://{tmp_path / 'storage'}", [], tmp_path / "cache")
+    shown = {name[:HPARAMS_SHOWN_CHARACTERS] for name in _run_folders(tmp_path / "cache")}
+    assert len(shown) == 3, shown
+    assert _run_folders(tmp_path / "cache")[0] == f"t000 {sweep}"

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,20 +82,6 @@ def test_hours_are_checked_before_the_dataset_in_the_flags_wording(here):
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
                           check=False)  # fmt: skip
     assert_one_line_error(done, "fab train: --hours is 'soon', expected a duration such as 90m")
-
-
-@pytest.fixture(scope="module")
-def probe_image(docker_engine, tmp_path_factory) -> Iterator[str]:
-    """An image of nothing but the links a merged-/usr Debian has (`bin -> usr/bin`...):
-    a container of it that mounts this machine's /usr read-only runs its shell."""
-    root = tmp_path_factory.mktemp("probe-image")
-    for link in ("bin", "lib", "lib64", "sbin"):
-        (root / link).symlink_to(f"usr/{link}")
-    (root / "usr").mkdir()
-    name = f"glucose-fab-logs-probe:{uuid.uuid4().hex[:8]}"
-    docker_engine.import_dir(root, name)
-    yield name
-    docker_engine.run(["image", "rm", "--force", name], timeout_seconds=120, check=False)
 
 
 @pytest.fixture

@@ -325,17 +325,16 @@ def test_a_half_written_summary_is_torn_even_when_its_status_says_finished(stack
     assert row["state"] == "torn" and row["problems"] == ["summary.json: not JSON (torn?)"]
 
 
-def test_on_a_120_column_terminal_each_run_is_one_line(stack, monkeypatch):
+def _in_terminal(env: dict, columns: int, *args: str) -> tuple[list[str], str]:
+    """`fab runs ARGS` on a terminal of `columns` (rich fits the table to it): the lines
+    it showed, its colours left out, and its stderr."""
     import pty
 
-    stack, store = _own_stack(stack, monkeypatch, "narrow")
-    _six_good_runs(store)
-    env = {key: value for key, value in os.environ.items() if key != "GLUCOSE_TARGET"}
-    env.update(stack["env"], COLUMNS="120", LINES="40", GLUCOSE_TARGET=str(stack["target"]))
-    parent, child = pty.openpty()  # a terminal: rich fits the table to its 120 columns
+    env = {**env, "COLUMNS": str(columns), "LINES": "40"}
+    parent, child = pty.openpty()
     with os.fdopen(parent, "rb") as terminal:
         done = subprocess.run(
-            [str(FAB), "runs", "--local", str(stack["local"])], cwd=REPO, env=env,
+            [str(FAB), "runs", *args], cwd=REPO, env=env,
             stdin=child, stdout=child, stderr=subprocess.PIPE, timeout=120, check=False,
         )  # fmt: skip
         os.close(child)
@@ -343,7 +342,15 @@ def test_on_a_120_column_terminal_each_run_is_one_line(stack, monkeypatch):
         while chunk := _read_some(terminal):
             shown += chunk
     assert done.returncode == 0, done.stderr
-    lines = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode()).splitlines()  # no colours
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode()).splitlines(), done.stderr.decode()
+
+
+def test_on_a_120_column_terminal_each_run_is_one_line(stack, monkeypatch):
+    stack, store = _own_stack(stack, monkeypatch, "narrow")
+    _six_good_runs(store)
+    env = {key: value for key, value in os.environ.items() if key != "GLUCOSE_TARGET"}
+    env.update(stack["env"], GLUCOSE_TARGET=str(stack["target"]))
+    lines, _ = _in_terminal(env, 120, "--local", str(stack["local"]))
     assert max(len(line) for line in lines) <= 120, lines
     assert sum("good-" in line for line in lines) == 6
     assert len([line for line in lines if line.strip()]) == 6 + 2  # the header and its rule
@@ -449,3 +456,71 @@ def test_a_setting_left_to_the_trainer_shows_as_a_dash_and_wall_time_as_status_s
     assert done.returncode == 0, done.stderr
     assert "max_steps=-" in done.stdout and "None" not in done.stdout
     assert "13 min" in done.stdout and "0.21 h" not in done.stdout
+
+
+SWEEP_ID = "sweep-20261126-121010"
+HEADER_WORDS = {"#", "run", "name", "state", "dataset", "settings", "epochs", "best", "val",
+                "MAE", "wall", "$", "recoveries", "lr", "dropout"}  # fmt: skip
+
+
+def _a_morning_of_runs(local) -> list[str]:
+    """What a first morning leaves: a named run, one killed, a torn one, a sweep's three
+    trials (named by the sweep, as its driver names them); their ids, newest first."""
+    store = open_store(f"file://{local.parent}")  # `_put` writes under runs/
+    _put(store, "20261126-101010", launch_json=_launch(T0, name="first try"),
+         config_json=_config(1e-3), status_json={"state": "finished", "updated_at": T0 + HOUR},
+         summary_json={"name": "first try", "epochs": 5, "val": {"mae": 12.3}, "wall_s": 3600,
+                       "cost_usd": 1.5, "recoveries": 0})  # fmt: skip
+    _put(store, "20261126-111010", launch_json=_launch(T0 + 10), config_json=_config(3e-3, 0.1),
+         status_json={"state": "failed", "exit_code": 137, "updated_at": T0 + HOUR})  # fmt: skip
+    _put(store, "20261126-112010", launch_json=_launch(T0 + 15), summary_json='{"epochs": 3, "va')
+    trials = [f"{SWEEP_ID}-t{n:03d}" for n in range(3)]
+    for n, run_id in enumerate(trials):
+        name = f"{SWEEP_ID} t{n:03d}"
+        _put(store, run_id, launch_json=_launch(T0 + 20 + n, sweep=SWEEP_ID, trial=n, name=name),
+             config_json=_config(1e-3 * (n + 1)),
+             status_json={"state": "finished", "updated_at": T0 + HOUR},
+             summary_json={"name": name, "epochs": 5, "val": {"mae": 12.0 + n}, "wall_s": 600,
+                           "cost_usd": 0.25, "recoveries": 0})  # fmt: skip
+    return [*trials[::-1], "20261126-112010", "20261126-111010", "20261126-101010"]
+
+
+@pytest.mark.parametrize("columns", [80, 100, 200])
+def test_the_table_fits_the_terminal_with_no_word_cut_short(tmp_path, columns):
+    run_ids = _a_morning_of_runs(tmp_path / "runs")
+    env = {key: value for key, value in os.environ.items() if key != "GLUCOSE_TARGET"}
+    lines, said = _in_terminal(env, columns, "--target", "local", "--local", str(tmp_path / "runs"))
+    table = [line for line in lines if line.strip()]
+    assert max(len(line) for line in table) <= columns, table
+    assert not any("…" in line for line in table), table
+    assert set(table[0].replace("┃", " ").split()) <= HEADER_WORDS, table[0]
+    rows = table[2:]
+    assert [row.split()[0] for row in rows] == run_ids, table  # every id whole, once
+    assert all(row.count(SWEEP_ID) == 1 for row in rows[:3]), rows  # no name repeating it
+    at = [header.strip() for header in table[0].split("┃")].index("state")
+    states = [row.split("│")[at].strip() for row in rows]
+    assert states[:3] == ["finished"] * 3 and "failed (exit 137)" in states, states
+    assert all(value in " ".join(rows) for value in ("14.00", "13.00", "12.00", "12.30"))
+    if columns == 200:
+        for header in ("name", "dataset", "settings", "epochs", "best val MAE", "recoveries"):
+            assert header in table[0], table[0]
+        assert "first try" in rows[-1] and "torn: summary.json: not JSON" in rows[3]
+    else:
+        assert f"{columns} columns: " in said and "left out" in said, said
+
+
+def test_a_sweeps_trials_are_listed_by_their_ids_and_swept_values_alone(tmp_path):
+    _a_morning_of_runs(tmp_path / "runs")
+    env = {key: value for key, value in os.environ.items() if key != "GLUCOSE_TARGET"}
+    lines, _ = _in_terminal(env, 100, "--target", "local", "--local", str(tmp_path / "runs"),
+                            "--sweep", SWEEP_ID, "--plot", str(tmp_path / "plots"))  # fmt: skip
+    header = next(line for line in lines if "┃" in line)
+    at = [name.strip() for name in header.split("┃")].index("lr")  # a column per swept flag
+    rows = [
+        [cell.strip() for cell in line.split("│")]
+        for line in lines
+        if SWEEP_ID in line and "│" in line
+    ]
+    assert [row[1] for row in rows] == [f"{SWEEP_ID}-t{n:03d}" for n in range(3)], rows
+    assert all(sum(SWEEP_ID in cell for cell in row) == 1 for row in rows), rows
+    assert [row[at] for row in rows] == ["0.001", "0.002", "0.003"], rows

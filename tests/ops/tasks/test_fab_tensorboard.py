@@ -11,6 +11,7 @@ import select
 import signal
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -122,17 +123,22 @@ def test_a_port_or_cache_that_cannot_be_is_one_line(tmp_path, flags, said):
     assert_one_line_error(done, said)
 
 
+def _serving_every_2_s(tmp_path: Path) -> subprocess.Popen:
+    """`fab tensorboard` of the `file://` storage in `tmp_path`, gathering every 2 s."""
+    target = storage_only_target(tmp_path / "target.json", f"file://{tmp_path / 'storage'}")
+    env = {**os.environ, "GLUCOSE_TARGET": str(target), "GLUCOSE_TENSORBOARD_GATHER_SECONDS": "2"}
+    command = [str(FAB), "tensorboard", "--port", str(free_port()), "--local",
+               str(tmp_path / "runs"), "--cache", str(tmp_path / "cache")]  # fmt: skip
+    return subprocess.Popen(command, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+
+
 @pytest.mark.e2e  # TensorBoard's own server
 @pytest.mark.timeout(240)
 def test_a_run_stored_while_it_serves_comes_in_without_a_restart(tmp_path):
     storage = open_store(f"file://{tmp_path / 'storage'}")
     put_run(storage, "runs/", "r-first", tmp_path, lr=1e-3, val_mae=12.5)
-    target = storage_only_target(tmp_path / "target.json", f"file://{tmp_path / 'storage'}")
-    env = {**os.environ, "GLUCOSE_TARGET": str(target), "GLUCOSE_TENSORBOARD_GATHER_SECONDS": "2"}
-    command = [str(FAB), "tensorboard", "--port", str(free_port()), "--local",
-               str(tmp_path / "runs"), "--cache", str(tmp_path / "cache")]  # fmt: skip
-    fab = subprocess.Popen(command, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE)  # fmt: skip
+    fab = _serving_every_2_s(tmp_path)
     try:
         url = _url(fab)
         put_run(storage, "runs/", "r-later", tmp_path, lr=3e-3, val_mae=11.0)
@@ -143,5 +149,79 @@ def test_a_run_stored_while_it_serves_comes_in_without_a_restart(tmp_path):
                 runs = json.loads(answer.read())
         assert "r-later" in runs and "r-first" in runs, runs
     finally:
+        fab.send_signal(signal.SIGINT)
+        fab.wait(timeout=30)
+
+
+SESSION_GROUPS = {
+    "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
+    "colParams": [], "startIndex": 0, "sliceSize": 100, "includeMetrics": True,
+}  # fmt: skip
+
+
+def _data(url: str, path: str, request: dict | None = None):
+    """The board's data API, as its pages read it (a request given as its GET form)."""
+    query = f"?request={urllib.parse.quote(json.dumps(request))}" if request else ""
+    with urllib.request.urlopen(f"{url.rstrip('/')}/data/{path}{query}", timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def _until(seen, what: str):
+    """`seen()` once it is truthy, asked every second; what it last was, in the failure."""
+    deadline, last = time.monotonic() + START_TIMEOUT_SECONDS, None
+    while time.monotonic() < deadline:
+        try:
+            last = seen()
+        except OSError as error:  # the board between two loads of a run: ask again
+            last = error
+        if last and not isinstance(last, OSError):
+            return last
+        time.sleep(1)
+    raise AssertionError(f"the board never showed {what}; last: {last}")
+
+
+@pytest.mark.e2e  # TensorBoard's own server
+@pytest.mark.timeout(300)
+def test_a_run_that_finishes_while_it_serves_shows_its_new_steps_and_its_end(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    storage = open_store(f"file://{tmp_path / 'storage'}")
+    writer = SummaryWriter(str(tmp_path / "written"))
+    (events,) = (tmp_path / "written").iterdir()
+
+    def mirror(state: str, maes: dict[int, float]) -> None:
+        """What the trainer's mirror stores: its grown event file, then its status."""
+        for step, mae in maes.items():
+            writer.add_scalar("epoch/val_mae", mae, step)
+        writer.flush()
+        storage.put_file(f"runs/r-live/tb/{events.name}", events)
+        storage.write_bytes("runs/r-live/status.json", json.dumps({"state": state}).encode())
+
+    storage.write_bytes("runs/r-live/launch.json", b'{"started_at": 1.79e9, "dataset": "synth"}')
+    storage.write_bytes("runs/r-live/config.json", b'{"optim": {"lr": 0.001}}')
+    mirror("running", {1: 30.0, 2: 25.0})
+    fab = _serving_every_2_s(tmp_path)
+    scalars = "plugin/scalars/scalars?run=r-live&tag=epoch/val_mae"
+    try:
+        url = _url(fab)
+        _until(lambda: len(_data(url, scalars)) == 2, "the run's first two steps")
+        mirror("running", {3: 21.0, 4: 18.0})
+        _until(lambda: len(_data(url, scalars)) == 4, "steps 3 and 4 of the running run")
+        storage.write_bytes("runs/r-live/summary.json", b'{"val": {"mae": 18.0}}')
+        mirror("finished", {})
+
+        def ended():
+            groups = _data(url, "plugin/hparams/session_groups", SESSION_GROUPS)
+            live = [g for g in groups.get("sessionGroups", []) if g["name"] == "r-live"]
+            done = live and live[0]["hparams"].get("state") == "finished"
+            success = done and live[0]["sessions"][0]["status"] == "STATUS_SUCCESS"
+            return live[0] if success else None
+
+        group = _until(ended, "the run's end in HParams")
+        assert len(group["sessions"]) == 1, group  # the running session went with its folder
+        metrics = {m["name"]["tag"]: m["value"] for m in group["metricValues"]}
+        assert metrics["best_checkpoint/val_mae"] == 18.0, group
+    finally:
+        writer.close()
         fab.send_signal(signal.SIGINT)
         fab.wait(timeout=30)

@@ -131,7 +131,9 @@ def test_train_status_logs_stop_download_resume_runs_download_on_this_machine(
     stored_log = (tmp_path / "stopped" / "train.log").read_text().splitlines()
     assert stored_log[-1].startswith("stop requested (SIGTERM)"), stored_log[-3:]
 
-    here.fab_ok("train", *common, "--max-steps", str(stopped_step + 4))
+    # The id alone: the dataset, the flags (resnet18: another model's checkpoint is
+    # refused) and the image come from the run's launch record.
+    here.fab_ok("train", "--run", run_id, "--max-steps", str(stopped_step + 4))
     finished = here.wait_for_status(run_id, r"state:\s+finished")
     assert _step(finished) == stopped_step + 4
     logs = here.fab_ok("logs", "--run", run_id).stdout

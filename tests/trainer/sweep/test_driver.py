@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,3 +175,17 @@ def test_a_cpu_trial_takes_at_most_the_threads_the_sweeps_container_was_given(mo
     assert TrialPool(spec).threads == 1
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert TrialPool(spec).threads == len(os.sched_getaffinity(0))
+
+
+def test_the_drivers_own_output_is_kept_in_the_sweeps_folder(tmp_path):
+    # `fab logs --run SWEEP_ID` reads it once no container holds the driver; the
+    # folder's mirror carries it to storage.
+    spec = SweepSpec(sweep_id="s-log", dataset="d", data_dir=str(tmp_path / "no-data"),
+                     runs_dir=str(tmp_path / "runs"), storage_uri=f"file://{tmp_path / 's'}",
+                     params=["lr=0.1"])  # fmt: skip
+    (tmp_path / "sweep.json").write_text(spec.to_json())
+    done = subprocess.run([sys.executable, "-m", "trainer", "sweep", "--dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    said = "the sweep's dataset is not there"
+    assert said in done.stderr and said in (tmp_path / "train.log").read_text()
