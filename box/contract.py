@@ -7,7 +7,8 @@ names, status.json's states and keys (`RunRecord`), launch.json's (`LaunchRecord
 summary.json's (`RunSummary`), where a run lives in storage (`run_uri`), and the exit
 codes of `python -m trainer`.
 
-Standard library only, Python 3.10+ (MIN_PYTHON), and no import of ours.
+Standard library only, Python 3.10+ (`box.MIN_PYTHON`, also here as MIN_PYTHON), and no
+import of ours but the package's own `__init__`, which the image ships beside it.
 """
 
 from __future__ import annotations
@@ -20,10 +21,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, get_args, get_origin, get_type_hints
 
-MIN_PYTHON = (3, 10)
-"""The oldest python3 the box programs run on (they use zoneinfo, 3.9+): Ubuntu 22.04's,
-the oldest of the images the stacks boot (the AWS Deep Learning AMI and plain Ubuntu
-22.04, Azure's ubuntu-hpc 2204). install.py refuses an older one."""
+from box import MIN_PYTHON  # noqa: F401 (contract.MIN_PYTHON, as the trees read it)
 
 # Where a box keeps things.
 BOX_ROOT = "/var/lib/glucose-training"

@@ -8,7 +8,7 @@ watchdog.json to run them with. The first boot (bootstrap.py) and `fab box-updat
 both install this way:
 
 1. refuse, before touching anything, when the python3 running it is older than the
-   programs need (contract.MIN_PYTHON), or the file system lacks the room for the
+   programs need (box.MIN_PYTHON), or the file system lacks the room for the
    release and its copies (a box-update on a nearly full disk must not leave half a
    set behind);
 2. unpack into PROGRAM_DIR/releases/<programs' sha256>-<settings' sha256> (each cut
@@ -38,7 +38,18 @@ import sys
 import tarfile
 from pathlib import Path
 
-from box import contract
+from box import MIN_PYTHON
+
+# Before anything else of ours: the contract's records use `X | None`, which an older
+# python3 cannot import, and the units run the programs with this same python3.
+if sys.version_info < MIN_PYTHON:
+    sys.exit(
+        f"{sys.executable} is Python {'.'.join(map(str, sys.version_info[:3]))}, the box "
+        f"programs need {'.'.join(map(str, MIN_PYTHON))} or later (Ubuntu 22.04's); nothing "
+        "was changed: boot the box from an image the stack names"
+    )
+
+from box import contract  # noqa: E402
 
 UNIT_SUFFIXES = (".service", ".timer")
 RELEASES = "releases"
@@ -69,7 +80,6 @@ def install(archive: bytes, settings: str, root: Path) -> Path:
     }
     program_dir = root / contract.PROGRAM_DIR.lstrip("/")
     release = program_dir / RELEASES / f"{version['programs'][:16]}-{version['settings'][:16]}"
-    _check_python()
     _check_room(program_dir, len(archive) + len(settings))
     if not release.is_dir():
         _unpack(archive, settings, version, release)
@@ -79,18 +89,6 @@ def install(archive: bytes, settings: str, root: Path) -> Path:
     _copy_units(root, release)
     _prune(program_dir, release)
     return release
-
-
-def _check_python() -> None:
-    # The units run the programs with this same python3.
-    if sys.version_info < contract.MIN_PYTHON:
-        have = ".".join(map(str, sys.version_info[:3]))
-        need = ".".join(map(str, contract.MIN_PYTHON))
-        raise InstallError(
-            f"{sys.executable} is Python {have}, the box programs need {need} or later "
-            "(Ubuntu 22.04's); nothing was changed: boot the box from an image the stack "
-            "names"
-        )
 
 
 def _check_room(program_dir: Path, size: int) -> None:
