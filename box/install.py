@@ -49,7 +49,7 @@ if sys.version_info < MIN_PYTHON:
         "was changed: boot the box from an image the stack names"
     )
 
-from box import contract  # noqa: E402
+from box import contract
 
 UNIT_SUFFIXES = (".service", ".timer")
 RELEASES = "releases"
