@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import runpy
 import subprocess
 import time
 from pathlib import Path
@@ -162,6 +163,20 @@ def test_no_table_scrolls_sideways_at_a_laptops_width(shown):
 def test_the_overviews_flow_diagram_fits_a_laptops_width(shown):
     assert "pulumi up" in (REPO / "docs" / "index.md").read_text().split("```text")[1]
     assert shown["index.md"]["wide_diagrams"] == []
+
+
+def test_a_tables_code_keeps_every_letter_when_its_words_are_kept_whole():
+    """docs/hooks/table_code.py only wraps words: a copied flag is the flag."""
+    hook = runpy.run_path(str(REPO / "docs" / "hooks" / "table_code.py"))["on_page_content"]
+    html = (
+        "<table><tr><td><code>fab sweep [--name NAME] --param a&lt;b</code> and prose</td>"
+        "</tr></table><p><code>fab sweep --name</code></p>"
+    )
+    kept = hook(html)
+    assert re.sub(r"</?span[^>]*>", "", kept) == html
+    assert '<span class="word">[--name NAME]</span>' in kept  # an option with its value
+    assert '<span class="word">a&lt;b</span>' in kept
+    assert kept.endswith("<p><code>fab sweep --name</code></p>")  # outside a table: as it was
 
 
 # The looks themselves, on a planted site: each must see what it is there to see.
