@@ -3,7 +3,7 @@
 `stack/offerings.json` holds, per cloud, the reference it was read from (`source`),
 the date of that reference (`date`), and for every catalog size the regions selling it
 (`regions`; `spotRegions` too where the source says where spot capacity is sold).
-`python -m stack.refresh_offerings` rewrites it (docs/clouds.md): AWS from the
+`python -m stack.refresh_offerings` rewrites it (docs/cloud-references.md): AWS from the
 per-region instance types cfn-lint ships (derived from the AWS Price List), Azure from
 the public Azure Retail Prices API. The catalog's `VmSize.regions`, config validation
 (size x region, before any resource) and `fab plan`'s footer read it from here.

@@ -232,7 +232,8 @@ def test_no_comment_or_docstring_names_a_document_outside_the_repository():
 
 def test_the_architecture_page_is_architecture_md_included_as_it_stands():
     """One text: the site's page includes ARCHITECTURE.md when it is built, and a
-    missing file fails the build (`check_paths`)."""
+    missing file fails the build (`check_paths`); of its own, the page has a line and
+    the picture of the trees, no heading."""
     page = (REPO / "docs" / "architecture.md").read_text()
     assert '--8<-- "ARCHITECTURE.md"' in page.splitlines()
     assert "#" not in page.partition("--8<--")[0].replace("<!--", ""), "no text of its own"
@@ -259,3 +260,83 @@ def test_refreshing_the_prices_installs_what_the_demo_does_and_no_more(tmp_path)
     )  # fmt: skip
     assert "ops.plan.refresh_prices" in plan.stdout
     assert "pip install" not in plan.stdout, plan.stdout
+
+
+NAV_GROUPS = ["Get started", "Use", "Reference", "Develop"]
+# The pages written for whoever changes the code rather than runs it.
+CONTRIBUTOR_PAGES = {"develop.md", "architecture.md", "box-programs.md", "cloud-references.md"}
+
+
+def _nav_groups() -> dict[str, list[str]]:
+    """Each top-level group of mkdocs.yml's nav and the pages under it."""
+    nav = yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"]
+    groups = {}
+    for entry in nav:
+        ((group, pages),) = entry.items()
+        groups[group] = [page for item in pages for page in item.values()]
+    return groups
+
+
+def test_the_nav_is_four_groups_in_a_newcomers_order():
+    assert list(_nav_groups()) == NAV_GROUPS
+
+
+def test_the_contributors_pages_are_in_develop_and_only_there():
+    groups = _nav_groups()
+    assert set(groups["Develop"]) == CONTRIBUTOR_PAGES
+    assert [p for g in NAV_GROUPS[:3] for p in groups[g] if p in CONTRIBUTOR_PAGES] == []
+
+
+def test_every_page_is_in_the_nav_once():
+    listed = [page for pages in _nav_groups().values() for page in pages]
+    assert sorted(listed) == sorted(p.name for p in (REPO / "docs").glob("*.md"))
+
+
+# `(docs/clouds.md, 'When the cloud has no GPU')`, `docs/costs.md`, "What a run cost": a
+# section of a page, by its heading or its bold lead (`**Throughput, measured:**`).
+SECTION_REFERENCE = re.compile(r"docs/([\w-]+\.md)`?, [\"']([^\"'\n]+)[\"']")
+
+
+def _sections(page_text: str) -> set[str]:
+    headings = re.findall(r"^#+ (.+?)\s*$", page_text, re.M)
+    leads = re.findall(r"\*\*([^*]+?):?\*\*", page_text)
+    return {name.replace("`", "").strip() for name in headings + leads}
+
+
+def _names_a_section(page: str, section: str) -> bool:
+    """The section by its whole name, or a heading's before its colon ("After `pulumi
+    destroy`" for "After `pulumi destroy`: `fab leaks`")."""
+    if not (REPO / "docs" / page).is_file():
+        return False
+    name = section.replace("`", "")
+    found = _sections((REPO / "docs" / page).read_text())
+    return any(heading == name or heading.startswith(f"{name}:") for heading in found)
+
+
+def _sections_missing(text: str) -> list[str]:
+    return [
+        f"{page}, {section!r}"
+        for page, section in SECTION_REFERENCE.findall(text)
+        if not _names_a_section(page, section)
+    ]
+
+
+def test_every_section_of_the_docs_the_code_messages_or_pages_name_exists():
+    """A message that sends its reader to a section (placement's 'When the cloud has no
+    GPU') needs that section there: pages move and split."""
+    stack_files = sorted(REPO.glob("Pulumi.*.yaml"))
+    missing = [
+        f"{path.relative_to(REPO)}: {found}"
+        for path in [*CODE, *PAGES, *stack_files]
+        for found in _sections_missing(path.read_text())
+    ]
+    assert missing == []
+
+
+def test_a_section_that_is_gone_is_caught():
+    assert _sections_missing("(docs/clouds.md, 'When the cloud has no GPU')") == []
+    assert _sections_missing('`docs/costs.md`, "Throughput, measured"') == []
+    assert _sections_missing('(docs/costs.md, "After `pulumi destroy`")') == []
+    assert _sections_missing('(docs/costs.md, "After")') != []
+    assert _sections_missing("(docs/clouds.md, 'Every value is one the clouds accept')") != []
+    assert _sections_missing('(docs/gone.md, "Anything")') == ["gone.md, 'Anything'"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.paths import REPO
 
-TABLE_ROW = re.compile(r"^\| `(\w+)/` \|[^|]*\| ([^|]*) \|$", re.M)
+TABLE_ROW = re.compile(r"^\| `(\w+)/` \| ([^|]*) \| ([^|]*) \|$", re.M)
 OURS = ("trainer", "box", "stack", "ops", "infra", "policies")
 HIDDEN_LOADS = {
     ("importlib", "import_module"),
@@ -34,6 +34,8 @@ class Tree:
     name: str
     allowed: tuple[str, ...]
     """First-party modules this tree may import (a name covers its submodules)."""
+    runs: str = ""
+    """Where its code runs, as the table says."""
 
     def files(self, repo: Path) -> list[Path]:
         files = sorted((repo / self.name).rglob("*.py"))
@@ -50,9 +52,9 @@ class Tree:
 def trees(architecture: str) -> dict[str, Tree]:
     """The table "Where code runs": each tree and the first-party names it may import."""
     found = {}
-    for name, may_import in TABLE_ROW.findall(architecture):
+    for name, runs, may_import in TABLE_ROW.findall(architecture):
         names = re.findall(r"`([\w.]+)`", may_import)
-        found[name] = Tree(name, tuple(n for n in names if n.split(".")[0] in OURS))
+        found[name] = Tree(name, tuple(n for n in names if n.split(".")[0] in OURS), runs)
     return found
 
 
@@ -124,6 +126,19 @@ def violations(repo: Path, architecture: str) -> list[str]:
             for line, what in hidden_loads(path):
                 problems.append(f"{where}:{line}: {what} loads code out of sight")
     return problems
+
+
+def arrows(repo: Path, known: dict[str, Tree]) -> set[tuple[str, str]]:
+    """(importer, imported) for each tree that imports from another: what
+    docs/img/trees.svg draws (`tests/tree_picture.py`)."""
+    found = set()
+    for tree in known.values():
+        for path in tree.files(repo):
+            for _line, module in imports_of(path, module_name(path, repo, tree)):
+                owner = next((t.name for t in known.values() if t.owns(module)), tree.name)
+                if owner != tree.name:
+                    found.add((tree.name, owner))
+    return found
 
 
 def test_every_import_follows_the_architecture_table():

@@ -189,7 +189,7 @@ def _deployer_rights(findings: Findings, config: Any, session: Any, arn: str) ->
         findings.problem(
             f"{principal} may not {', '.join(denied)}",
             "attach a policy that allows them (AdministratorAccess, or PowerUserAccess plus "
-            "IAM role management; docs/clouds.md lists what each is for)",
+            "IAM role management; docs/account.md lists them)",
         )
 
 

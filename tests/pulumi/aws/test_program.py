@@ -404,7 +404,8 @@ def test_ecr_repository_scans_every_push_and_goes_with_the_stack(box):
 
 
 def test_ecr_repository_name_is_left_to_pulumi_so_stacks_never_clash(box):
-    # No `name`: Pulumi adds a random suffix to glucose-trainer (docs/clouds.md's outputs table).
+    # No `name`: Pulumi adds a random suffix to glucose-trainer (docs/stack-config.md's
+    # outputs table).
     repository = box.one("aws:ecr/repository:Repository")
     assert repository.name == "glucose-trainer"
     assert "name" not in repository.inputs
