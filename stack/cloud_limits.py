@@ -97,7 +97,7 @@ def alert_email_problems(cloud: str | None, emails: tuple[str, ...]) -> list[str
     ]
 
 
-# --- fallbacks and zones (issue 40: docs/clouds.md, "When the cloud has no GPU") -------
+# --- fallbacks and zones (issue 40: docs/capacity.md, "When the cloud has no GPU") -------
 MAX_FALLBACK_VM_SIZES = 5
 AZURE_ZONES = ("1", "2", "3")
 CAPACITY_WAIT_MINUTES_RANGE = (0, 120)

@@ -158,7 +158,7 @@ def nothing_left(tried: Sequence[Tried], boxes: int = 1) -> str:
             *lines,
             *said_under(words),
             "Wait and run `pulumi up` again, or add fallbackVmSizes or zones "
-            "(docs/clouds.md, 'When the cloud has no GPU')",
+            "(docs/capacity.md, 'When the cloud has no GPU')",
         ]
     )
 

@@ -141,7 +141,7 @@ def test_a_text_only_one_candidate_gave_stays_on_its_line():
     assert placement.nothing_left(tried).splitlines()[1:3] == [
         f"  - g6.xlarge us-east-1e on-demand: {once}",
         "Wait and run `pulumi up` again, or add fallbackVmSizes or zones "
-        "(docs/clouds.md, 'When the cloud has no GPU')",
+        "(docs/capacity.md, 'When the cloud has no GPU')",
     ]
 
 
