@@ -7,7 +7,7 @@ names, status.json's states and keys (`RunRecord`), launch.json's (`LaunchRecord
 summary.json's (`RunSummary`), where a run lives in storage (`run_uri`), and the exit
 codes of `python -m trainer`.
 
-Standard library only, Python 3.10+ (`box.MIN_PYTHON`, also here as MIN_PYTHON), and no
+Standard library only, Python 3.10+ (MIN_PYTHON, from the package's `__init__`), and no
 import of ours but the package's own `__init__`, which the image ships beside it.
 """
 

@@ -8,7 +8,7 @@ watchdog.json to run them with. The first boot (bootstrap.py) and `fab box-updat
 both install this way:
 
 1. refuse, before touching anything, when the python3 running it is older than the
-   programs need (box.MIN_PYTHON), or the file system lacks the room for the
+   programs need (MIN_PYTHON, box/__init__.py), or the file system lacks the room for the
    release and its copies (a box-update on a nearly full disk must not leave half a
    set behind);
 2. unpack into PROGRAM_DIR/releases/<programs' sha256>-<settings' sha256> (each cut
