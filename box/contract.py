@@ -117,8 +117,10 @@ STATE_STOPPED = "stopped"
 """Stopped on request (SIGTERM, `fab stop`), with a checkpoint written (EXIT_STOPPED)."""
 STATE_FINISHED = "finished"
 STATE_UPLOAD_PENDING = "finished-upload-pending"
-"""A run that finished while storage was down: its container, started again, only
-uploads what the store lacks (`python -m trainer sync` does the same)."""
+"""A run that finished, its last uploads not all landed (storage down at the end, or
+killed during them): its container, started again, only uploads what the store lacks
+(`python -m trainer sync` does the same). Where the box gave up starting it, storage's
+status.json names the files it lacks (UPLOADS_MISSING)."""
 STATE_FAILED = "failed"
 STATES = (
     STATE_RUNNING, STATE_PREEMPTED, STATE_STOPPED, STATE_FINISHED, STATE_UPLOAD_PENDING,
@@ -128,6 +130,12 @@ END_STATES = (STATE_STOPPED, STATE_FINISHED, STATE_UPLOAD_PENDING, STATE_FAILED)
 """The states that say how a run ended: STATES but those of a run that starts again
 (RECOVERED_FROM). The box stores a failed run's end only over none of these
 (box/stored_end.py)."""
+FINISHED_STATES = (STATE_FINISHED, STATE_UPLOAD_PENDING)
+"""A run that trained to its end, its summary written: its results are whole on its box,
+in storage only once the state is STATE_FINISHED."""
+UPLOADS_MISSING = "missing"
+"""status.json's `uploads` key, where the box gave up on a finished run's last uploads
+(box/unfinished_uploads.py): the files its folder in storage lacks, by name."""
 TRIAL_RUNNING, TRIAL_COMPLETE, TRIAL_PRUNED, TRIAL_FAIL, TRIAL_WAITING = (
     STATE_RUNNING, "complete", "pruned", "fail", "waiting",
 )  # fmt: skip
@@ -463,6 +471,25 @@ class RunRecord(_Record):
         state = data.get("state") if isinstance(data, dict) else None
         unknown = isinstance(state, str) and state not in STATES
         return [*super().problems(data), *[f"state {state!r} is no run state"] * unknown]
+
+    def uploads_unsettled(self, exit_code: int) -> bool:
+        """Whether the run said it finished, its last uploads not known to have landed,
+        its container having exited `exit_code`: it says STATE_UPLOAD_PENDING, or
+        `finished` with an exit other than 0 (killed between its last upload and its exit;
+        a run without a store, `uploads` null, has none to land)."""
+        if self.state == STATE_UPLOAD_PENDING:
+            return True
+        finished = self.state == STATE_FINISHED and self.uploads is not None
+        return finished and exit_code != EXIT_FINISHED
+
+    def missing_uploads(self) -> list[str] | None:
+        """The files storage lacks, as the box named them (UPLOADS_MISSING); None where
+        none are named (the trainer's own record: the box had not listed them yet), or
+        not as a list of texts."""
+        named = (self.uploads or {}).get(UPLOADS_MISSING)
+        if isinstance(named, list) and all(isinstance(name, str) for name in named):
+            return named
+        return None
 
     def after_restart(self, now: float) -> dict[str, Any]:
         """`recoveries` and `time_lost_s` for a new start of the run this record is of:

@@ -33,7 +33,7 @@ from box import contract, docker_cli, instance_metadata, stored_end, user_files
 from box.bounded_write import run_within
 from box.watchdog_config import WatchdogConfig
 
-MISSING_KEY = "missing"
+MISSING_KEY = contract.UPLOADS_MISSING
 """status.json's `uploads` key the box adds: the names storage lacks, at most
 MISSING_STORED_AT_MOST of them."""
 MISSING_STORED_AT_MOST = 1000
@@ -49,25 +49,16 @@ LINKS = (contract.LAST_CHECKPOINT, contract.BEST_CHECKPOINT)
 """Under checkpoints/: links to step files, uploaded under the step files' names."""
 
 
-def is_unfinished(status: contract.RunRecord, exit_code: int) -> bool:
-    """Whether a run whose status.json says `status` and whose container exited
-    `exit_code` said it finished with its last uploads not known to have landed (a run
-    without a store, `uploads` null, has none to land)."""
-    if status.state == contract.STATE_UPLOAD_PENDING:
-        return True
-    finished = status.state == contract.STATE_FINISHED and status.uploads is not None
-    return finished and exit_code != contract.EXIT_FINISHED
-
-
 def not_landed(container: docker_cli.TrainerContainer, run_dir: Path) -> bool:
     """Whether the run of `container` (a trainer's, not a sweep's) said it finished, its
-    last uploads not known to have landed (is_unfinished). Its status.json alone says
-    so: a box of workers of a multi-node run, whose heartbeat says `finished` too, has no
-    uploads of its own (rank 0's box uploads)."""
+    last uploads not known to have landed (contract.RunRecord.uploads_unsettled, as
+    `fab status` judges it too). Its status.json alone says so: a box of workers of a
+    multi-node run, whose heartbeat says `finished` too, has no uploads of its own (rank
+    0's box uploads)."""
     status = contract.RunRecord.from_dict(
         user_files.read_json(run_dir.parent, run_dir.name, contract.STATUS_FILE)
     )
-    return container.kind == "train" and is_unfinished(status, container.exit_code)
+    return container.kind == "train" and status.uploads_unsettled(container.exit_code)
 
 
 def expected_files(run_dir: Path) -> list[str]:

@@ -44,8 +44,6 @@ ELSEWHERE = Counter({
     ("ops/preflight/aws.py", "running"): 1,
     ("ops/preflight/aws.py", "stopped"): 1,
     ("trainer/loop/train.py", "stopped"): 1,  # how an epoch's steps ended, not a run
-    # The words of a run's end in the box's message (box/resume.py, being changed by
-    # issue 47's item 1 this round): to become contract.STATE_FINISHED there.
 })  # fmt: skip
 
 

@@ -18,13 +18,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from invoke.exceptions import Exit
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -34,6 +32,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from ops.terminal_text import markup_safe, printable
 from stack.storage_layout import DATASETS_PREFIX
 from trainer.checkpoints.layout import HASH_SUFFIX, parse_hash_line
 from trainer.config import UserError
@@ -41,6 +40,8 @@ from trainer.data.dataset import load_dataset
 from trainer.data.manifest import MANIFEST, build_manifest, sha256_file
 
 LOCAL_MANIFEST = "manifest.json"
+KEY_CHARACTERS = 200
+"""Of a key a line names: the bucket's text, whole up to here."""
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -88,7 +89,8 @@ def upload_dataset(data_dir: Path, uri: str) -> dict:
             store.put_file(file_name, data_dir / file_name, lambda n: progress.advance(bar, n))
     missing = sorted(set(manifest["files"]) - set(store.list()))
     if missing:
-        raise Exit(f"upload to {uri} incomplete: {', '.join(missing)} missing; run it again")
+        said = printable(", ".join(missing), 400)
+        raise Exit(f"upload to {uri} incomplete: {said} missing; run it again")
     store.write_bytes(MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
     return manifest
 
@@ -112,9 +114,10 @@ def require_dataset(data_uri: str, storage_uri: str) -> None:
             return
         keys = _store(f"{storage_uri}/{DATASETS_PREFIX}").list()
     except StorageError as error:
-        raise Exit(f"cannot read {data_uri}: {error}") from None
+        raise Exit(f"cannot read {data_uri}: {printable(error, 400)}") from None
     names = sorted(key.split("/")[0] for key in keys if key.endswith(f"/{MANIFEST}"))
-    there = f"datasets there: {', '.join(names)}" if names else "no datasets there yet"
+    listed = printable(", ".join(names), 400)  # the bucket's keys
+    there = f"datasets there: {listed}" if names else "no datasets there yet"
     raise Exit(
         f"no dataset at {data_uri} (no {MANIFEST}; {there}); upload one with `fab "
         "upload-data --data DIR` or prepare one on the box with `fab prepare-data`"
@@ -180,12 +183,16 @@ class _RunDownload:
 
     def fetch(self, key: str, progress: Progress) -> None:
         from trainer.storage import ObjectNotFound
-        from trainer.storage.local_paths import UnsafeKey, local_path
+        from trainer.storage.local_paths import UnsafeKey, key_problem, local_path
 
         try:
             path = local_path(self.directory, key)
-        except UnsafeKey as error:
-            console.print(f"[red]{escape(self.uri)}: {escape(str(error))}; not written[/]")
+        except UnsafeKey:
+            why = key_problem(key) or f"it resolves outside {self.directory}"
+            console.print(
+                f"[red]{markup_safe(self.uri)}: refused object key '{markup_safe(key)}': "
+                f"{markup_safe(why)}; not written[/]"
+            )
             self.report.refused.append(key)
             return
         if self._is_sidecar(key) and self._sidecar(key) is None:
@@ -213,7 +220,7 @@ class _RunDownload:
             self._fail(key, str(error))
             return
         if doubt:
-            console.print(f"[yellow]{escape(key)}: not verified: {escape(doubt)}[/]")
+            console.print(f"[yellow]{markup_safe(key)}: not verified: {markup_safe(doubt)}[/]")
             self.report.unverified[key] = doubt
         else:
             self.report.verified[how].append(key)
@@ -264,7 +271,7 @@ class _RunDownload:
         """Fetch `key` to `path` through a partial file; a doubt, or "" when none."""
         # A name near the file system's 255-byte limit has no room for the suffix.
         partial = path.with_name(f".{hashlib.sha256(path.name.encode()).hexdigest()[:16]}.part")
-        bar = progress.add_task(escape(key), total=None)
+        bar = progress.add_task(markup_safe(key, KEY_CHARACTERS), total=None)
         try:
             self.store.get_file(key, partial, lambda n: progress.advance(bar, n))
             actual = sha256_file(partial)
@@ -294,7 +301,8 @@ class _RunDownload:
         return bool(version)
 
     def _fail(self, key: str, why: str) -> None:
-        console.print(f"[red]{escape(self.uri)}/{escape(key)}: not downloaded: {escape(why)}[/]")
+        where = f"{markup_safe(self.uri)}/{markup_safe(key)}"
+        console.print(f"[red]{where}: not downloaded: {markup_safe(why)}[/]")
         self.report.failed[key] = why
         # A file an earlier download left here is no longer the store's copy.
         if self.manifest["files"].pop(key, None) is not None:
@@ -306,13 +314,3 @@ def _write_manifest(directory: Path, manifest: dict) -> None:
     partial = path.with_name(f".{LOCAL_MANIFEST}.tmp")
     partial.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     partial.replace(path)
-
-
-def parse_sha256sum(lines: Iterable[str]) -> dict[str, str]:
-    """`sha256sum` output (`HASH  ./path`) as {relative path: hash}."""
-    hashes = {}
-    for line in lines:
-        digest, _, name = line.strip().partition("  ")
-        if digest and name:
-            hashes[name.removeprefix("./")] = digest
-    return hashes

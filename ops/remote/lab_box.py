@@ -17,8 +17,11 @@ from fabric import Connection
 from invoke.exceptions import Exit
 
 from box import contract
+from ops.terminal_text import printable
 
 DOCKER_INFO = "docker info --format '{{.ServerVersion}}'"
+LINE_CHARACTERS = 400
+"""Of a box's line a one-line error quotes."""
 
 
 def require_ready(connection: Connection, box) -> None:
@@ -58,5 +61,6 @@ def not_answering(box, why: str) -> str:
 
 
 def last_line(output: str, exit_code: int) -> str:
-    """What a failed command said last: the line a one-line error quotes."""
-    return (output.strip().splitlines() or [f"exit {exit_code}"])[-1]
+    """What a failed command said last: the line a one-line error quotes, made safe to
+    print (the box's words)."""
+    return printable((output.strip().splitlines() or [f"exit {exit_code}"])[-1], LINE_CHARACTERS)

@@ -36,6 +36,7 @@ from ops import CHECKOUT
 from ops.cloud import api as power
 from ops.remote import lab_box
 from ops.target.schema import Target
+from ops.terminal_text import log_text, printable
 
 KNOWN_HOSTS_ENV = "GLUCOSE_KNOWN_HOSTS"
 BOOT_WAIT_ENV = "GLUCOSE_BOOT_WAIT_SECONDS"
@@ -265,8 +266,9 @@ def _raise_if_setup_failed(connection: Connection, box: Box) -> None:
     if result.exited != 0:
         return
     lines = result.stdout.strip().splitlines() or ["(empty marker)"]
-    console.print("\n".join(lines[1:]), markup=False, highlight=False)
-    raise Exit(f"box {box.address} failed to set up: {lines[0]} (log tail above; {marker})")
+    console.print(log_text("\n".join(lines[1:])), markup=False, highlight=False)
+    said = printable(lines[0], lab_box.LINE_CHARACTERS)
+    raise Exit(f"box {box.address} failed to set up: {said} (log tail above; {marker})")
 
 
 def _remote_exists(connection: Connection, path: str) -> bool:
@@ -322,9 +324,9 @@ def raise_for_remote_failure(box: Box, command: str, exit_code: int, output: str
             f"`fab ssh` then `docker system prune -a` and old runs under {box.root}/runs, "
             "or give the box a bigger disk"
         )
-    last_line = (output.strip().splitlines() or ["no output"])[-1]
+    said = lab_box.last_line(output, exit_code)
     program = command.split()[0] if command.split() else command
-    raise Exit(f"on {box.address}, `{program} ...` exited {exit_code}: {last_line}")
+    raise Exit(f"on {box.address}, `{program} ...` exited {exit_code}: {said}")
 
 
 def openssh_args(target: Target) -> list[str]:

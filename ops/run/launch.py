@@ -38,6 +38,7 @@ from ops.run.container import Launch
 from ops.run.distributed import DistributedLaunch
 from ops.run.names import checked_name
 from ops.target.schema import Target
+from ops.terminal_text import markup_safe
 from stack import storage_layout
 from stack.placement import price_table
 
@@ -180,7 +181,7 @@ def fetch_dataset_on_box(box: Box, image: str, data_uri: str, user: str) -> str:
             ["dataset-fetch", data_uri, inside],
             f"fetch-{name}",
         )
-    console.print(line)
+    console.print(markup_safe(line))  # the container's last line: the box's words
     return name
 
 
@@ -244,36 +245,33 @@ def write_launch_record(box: Box, launch: Launch) -> None:
     this start's deadline (the box's resume unit starts nothing after it)."""
     path = f"{contract.run_dir(box.root, launch.run_id)}/{contract.LAUNCH_FILE}"
     plan = launch.distributed
-    # A resume keeps the first launch's record (and so its start time); the deadline, the
-    # flags and the image are this start's: the next `fab train --run ID` resumes them.
-    try:
-        first = json.loads(box.read_text(path) or "null")
-    except (ValueError, RecursionError):
-        first = None
-    record = (
-        first
-        if isinstance(first, dict)
-        else contract.LaunchRecord(
-            run_id=launch.run_id,
-            name=launch.name,
-            image=launch.image,
-            dataset=launch.dataset_name,
-            data_uri=launch.data_uri or None,
-            trainer_args=list(launch.trainer_args),
-            started_at=time.time(),
-            hourly_price_usd=box.target.hourly_price_usd,
-            # Each boot is priced at the size it booted on (trainer/reports/cost.py).
-            hourly_prices_usd=price_table(
-                box.target.cloud,
-                [box.target.vm_size, *(t["size"] for t in box.target.placement_tried)],
-            ),
-            spot=box.target.spot,
-            boxes=plan.boxes if plan else 1,
-            world_size=plan.world_size if plan else 1,
-        ).to_json()
+    this_start = contract.LaunchRecord(
+        run_id=launch.run_id,
+        name=launch.name,
+        image=launch.image,
+        dataset=launch.dataset_name,
+        data_uri=launch.data_uri or None,
+        trainer_args=list(launch.trainer_args),
+        started_at=time.time(),
+        hourly_price_usd=box.target.hourly_price_usd,
+        # Each boot is priced at the size it booted on (trainer/reports/cost.py).
+        hourly_prices_usd=price_table(
+            box.target.cloud,
+            [box.target.vm_size, *(t["size"] for t in box.target.placement_tried)],
+        ),
+        spot=box.target.spot,
+        boxes=plan.boxes if plan else 1,
+        world_size=plan.world_size if plan else 1,
     )
+    # A resume keeps the first launch's record (and so its start time) as its record
+    # reads it: a key the box's file holds with another type (a NaN, a list where a
+    # number goes) or does not hold is this start's, a key no record has is left out.
+    # The deadline, the flags and the image are this start's: the next `fab train --run
+    # ID` resumes them.
+    first = contract.LaunchRecord.parse(box.read_text(path)).to_json()
+    record = replace(this_start, **first).to_json()
     record[contract.LAUNCH_DEADLINE] = launch.deadline
-    record.update(trainer_args=list(launch.trainer_args), image=launch.image)
+    record.update(run_id=launch.run_id, trainer_args=list(launch.trainer_args), image=launch.image)
     box.run_with_input(f"cat > {shlex.quote(path)}", json.dumps(record))
     store_launch_record(box.target.storage_uri, launch.run_id, record)
 

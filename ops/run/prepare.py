@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 
 from invoke.exceptions import Exit
 from rich.console import Console
@@ -22,9 +23,13 @@ from rich.console import Console
 from box import contract
 from ops.remote.ssh import Box
 from ops.run import container, env_files
+from ops.runs.log_lines import LogLines
+from ops.terminal_text import printable
 from trainer.storage import storage_environment
 
 console = Console(stderr=True, soft_wrap=True)
+SAID_CHARACTERS = 400
+"""Of the box's words a one-line error quotes."""
 
 
 def container_name(name: str) -> str:
@@ -59,16 +64,22 @@ def _container(box: Box, name: str) -> dict | None:
     return json.loads(result.stdout)[0] if result.exited == 0 else None
 
 
-def _follow(box: Box, name: str) -> None:
+def follow(box: Box, name: str) -> None:
+    """The preparation's log as it comes, each line made safe and cut (`LogLines`: the
+    container's words), until it ends."""
     # A terminal, on purpose: the box's idle watchdog counts a terminal session as a
     # person at the box, which keeps it up for as long as we follow the preparation.
+    lines = LogLines(sys.stdout, pty=True)
     try:
-        box.run(f"docker logs --follow {container_name(name)}", hide=False, pty=True, check=False)
+        box.run(f"docker logs --follow {container_name(name)}", hide=False, pty=True,
+                check=False, out_stream=lines)  # fmt: skip
     except (OSError, EOFError) as error:
         raise Exit(
             f"lost the connection to {box.address} while following the preparation "
             f"({error}); it goes on there: run the same command again to attach to it"
         ) from None
+    finally:
+        lines.close()
 
 
 def run_preparation(box: Box, image: str, name: str, user: str, args: list[str]) -> None:
@@ -76,9 +87,10 @@ def run_preparation(box: Box, image: str, name: str, user: str, args: list[str])
     container = _container(box, name)
     if container is not None and container["State"]["Running"]:
         if container["Args"] != _trainer_args(name, args):
+            flags = printable(shlex.join(map(str, container["Args"][3:])), SAID_CHARACTERS)
             raise Exit(
                 f"a preparation of {name} with other flags is running on {box.address} "
-                f"({shlex.join(container['Args'][3:])}); wait for it, or pick another --name"
+                f"({flags}); wait for it, or pick another --name"
             )
         console.print(f"attaching to the preparation already running on {box.address}")
     else:
@@ -90,25 +102,43 @@ def run_preparation(box: Box, image: str, name: str, user: str, args: list[str])
         env = {k: v for k, v in box.target.container_env.items() if k not in storage}
         with env_files.one_shot_env_file(box, f"prepare-{name}", env) as env_file:
             box.run(prepare_command(box, image, name, user, args, env_file))
-    _follow(box, name)
+    follow(box, name)
     exit_code = box.run(f"docker wait {container_name(name)}").stdout.strip()
     if exit_code != "0":
         last = box.run(f"docker logs --tail 1 {container_name(name)}", check=False)
-        line = (last.stdout + last.stderr).strip().splitlines() or ["no output"]
+        lines = (last.stdout + last.stderr).strip().splitlines() or ["no output"]
+        line = printable(lines[-1], SAID_CHARACTERS)  # the container's words
         if exit_code == str(contract.EXIT_USER_ERROR):  # the line says what to do
-            raise Exit(f"prepare-vitaldb on {box.address}: {line[-1].removeprefix('error: ')}")
+            raise Exit(f"prepare-vitaldb on {box.address}: {line.removeprefix('error: ')}")
         raise Exit(
-            f"prepare-vitaldb on {box.address} exited {exit_code}: {line[-1]}; "
+            f"prepare-vitaldb on {box.address} exited {exit_code}: {line}; "
             "run the same command again to resume it"
         )
     box.run(f"docker rm {container_name(name)}")
 
 
 def dataset_meta(box: Box, name: str) -> dict:
+    """The prepared dataset's meta.json; {} where it holds no object (torn, hostile)."""
     text = box.read_text(f"{contract.dataset_dir(box.root, name)}/meta.json")
     if text is None:
         raise Exit(f"no meta.json in {name} on {box.address} after the preparation")
-    return json.loads(text)
+    try:
+        meta = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def made(meta: dict) -> str:
+    """`1,234 windows from 50 cases (3 skipped)`, from meta.json as the box wrote it: a
+    count it holds as no whole number is `?`."""
+    windows, cases, skipped = (meta.get(k) for k in ("windows", "cases", "cases_skipped"))
+    count = f"{windows:,}" if isinstance(windows, int) and not isinstance(windows, bool) else "?"
+    return f"{count} windows from {_length(cases)} cases ({_length(skipped)} skipped)"
+
+
+def _length(value: object) -> str:
+    return str(len(value)) if isinstance(value, list) else "?"
 
 
 def publish_on_box(box: Box, image: str, name: str, user: str, uri: str) -> str:

@@ -186,8 +186,8 @@ def _refuse_changes(recorded: tuple[str, ...], given: tuple[str, ...], run_id: s
     try:
         before = _flat(check_train_flags(recorded).to_dict())
         after = _flat(check_train_flags([*recorded, *given]).to_dict())
-    except UserError as error:
-        raise Exit(str(error)) from None
+    except UserError as error:  # it may quote the recorded flags: the bucket's words
+        raise Exit(printable(error, 400)) from None
     free = {*LENGTH_SETTINGS, *not_settings()}
     for key, value in after.items():
         if key not in free and before.get(key) != value:

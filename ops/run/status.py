@@ -29,9 +29,11 @@ from box.contract import (
     LaunchRecord,
     RunRecord,
 )
+from ops.data import box_copy
 from ops.remote.ssh import Box
 from ops.run import on_box
 from ops.run.on_box import ContainerState
+from ops.runs import upload_pending
 from ops.runs.readable import duration, log_sentence, money
 from ops.terminal_text import printable
 from stack.config import MAX_NODE_COUNT
@@ -136,17 +138,21 @@ def describe_state(
     stopped_by_user: bool,
     restarts: bool = True,
 ) -> str:
-    """running / preempted-waiting / stopped / finished / failed (exit N) / not started.
-    `restarts`: the box's resume unit starts a run that exited 75 again (a box `pulumi
-    up` made); elsewhere nothing does."""
+    """running / preempted-waiting / stopped / finished / finished-upload-pending /
+    failed (exit N) / not started. `restarts`: the box's resume unit starts a run that
+    exited 75 again (a box `pulumi up` made); elsewhere nothing does. A run that said it
+    finished is never called failed: killed in its last uploads (exit 137), its container
+    is started again to send them (STATE_UPLOAD_PENDING, as the box judges it)."""
     if container is None:
         return status.state or NOT_STARTED
     if container.running:
         return STATE_RUNNING
     if container.restarting:
         return "restarting (an old container under docker's restart policy)"
+    if status.uploads_unsettled(container.exit_code):
+        return STATE_UPLOAD_PENDING
     if container.exit_code == 0:
-        return _finished(status)
+        return STATE_FINISHED
     if container.exit_code == contract.EXIT_STOPPED:
         if stopped_by_user:
             return "stopped by `fab stop` (checkpoint saved; `fab train --run ID` resumes)"
@@ -167,13 +173,17 @@ def describe_state(
     return f"failed (exit {container.exit_code}; see `fab logs`)"
 
 
-def _finished(status: RunRecord) -> str:
-    if status.state == STATE_UPLOAD_PENDING:
-        return (
-            "finished, last uploads pending (storage was down; the files are on the box "
-            "until the run's container starts again: `fab download` says which)"
-        )
-    return STATE_FINISHED
+def uploads_waiting(box: Box, run_id: str) -> str:
+    """A run that finished, its last uploads not all landed: the files of its run dir on
+    `box` that storage lacks, where they wait, and what sends them."""
+    where = box.location(contract.run_dir(box.root, run_id))
+    restarts = box.target.set_up_by_cloud_init
+    try:
+        missing = box_copy.not_in_storage(box, run_id)
+    except Exception as error:  # storage down, or the box's listing: not which files, no more
+        unknown = upload_pending.said(None, run_id, restarts, where)
+        return f"{unknown} (storage did not say which files it lacks: {type(error).__name__})"
+    return upload_pending.said(missing, run_id, restarts, where)
 
 
 def node_line(box: Box, run_id: str) -> str:
@@ -199,14 +209,11 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
         f"tail -n 1 {shlex.quote(run_dir)}/{contract.METRICS_FILE} 2>/dev/null", check=False
     ).stdout
     gpus = box.run(NVIDIA_QUERY, check=False)
+    stopped_by_user = box.exists(f"{run_dir}/{contract.STOPPED_BY_USER}")
+    state = describe_state(container, status, stopped_by_user, box.target.set_up_by_cloud_init)
     return RunSnapshot(
         run_id=run_id,
-        state=describe_state(
-            container,
-            status,
-            box.exists(f"{run_dir}/{contract.STOPPED_BY_USER}"),
-            box.target.set_up_by_cloud_init,
-        ),
+        state=uploads_waiting(box, run_id) if state == STATE_UPLOAD_PENDING else state,
         status=status,
         last_metrics=_json_or_empty(metrics_tail.strip()),
         gpus=gpus.stdout.strip().splitlines() if gpus.exited == 0 else [],

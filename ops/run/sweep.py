@@ -39,6 +39,7 @@ from ops.run.container import (
 )
 from ops.run.names import checked_name
 from ops.run.on_box import ContainerState, inspect_named
+from ops.terminal_text import printable
 from stack import storage_layout
 from trainer.config import UserError, check_run_name, check_train_flags
 from trainer.reports.cost import RECORDS_ENV
@@ -47,6 +48,8 @@ from trainer.sweep.spec import SPEC_FILE, SweepSpec
 
 RUNS_IN_CONTAINER = f"{WORKSPACE}/{contract.RUNS_DIR}"
 DEFAULT_TRIALS = 8
+SAID_CHARACTERS = 400
+"""Of what a sweep's spec, the box's or storage's, holds that a line quotes."""
 console = Console(stderr=True, soft_wrap=True)
 
 
@@ -82,8 +85,8 @@ def start_sweep(box: Box, sweep: str, flags: SweepFlags, image_source: ImageSour
         existing = existing_spec(box, sweep_id) if sweep else None
         # Not on this box: a sweep of a box since replaced, or an earlier one of that id.
         stored = None if existing or not sweep else _stored(box, sweep_id)
-    except UserError as error:
-        raise Exit(str(error)) from None
+    except UserError as error:  # about the spec the box or storage holds: their words
+        raise Exit(printable(error, SAID_CHARACTERS)) from None
     running = existing and inspect(box, sweep_id)
     if running and (running.running or running.restarting):
         raise Exit(f"sweep {sweep_id} is already running on {box.address}; see `fab runs --sweep`")
@@ -93,7 +96,7 @@ def start_sweep(box: Box, sweep: str, flags: SweepFlags, image_source: ImageSour
         else:
             spec = _spec(box, sweep_id, flags)
     except UserError as error:
-        raise Exit(str(error)) from None
+        raise Exit(printable(error, SAID_CHARACTERS)) from None
     data_uri = storage_layout.dataset_uri(box.target.storage_uri, spec.dataset)
     storage_sync.require_dataset(data_uri, box.target.storage_uri)  # before any image work
     if box.target.node_count > 1:
@@ -159,7 +162,7 @@ def _resumed(existing: SweepSpec, flags: SweepFlags, where: str) -> SweepSpec:
     given = [f"--{name.replace('_', '-')}" for name in _SPEC_FLAGS if getattr(flags, name)]
     if given:
         raise Exit(
-            f"--sweep {existing.sweep_id} names an earlier {existing.described()} (in "
+            f"--sweep {existing.sweep_id} names an earlier {printable(existing.described())} (in "
             f"{where}); a new sweep needs a new id (leave --sweep out for one), and "
             f"`fab sweep --sweep {existing.sweep_id}` alone, without {', '.join(given)}, "
             "resumes that one"

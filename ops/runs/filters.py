@@ -13,6 +13,8 @@ from stack import storage_layout
 ROW_ONLY_STATES = ("torn", TRIAL_PRUNED, LAUNCHED)
 """What `fab runs` itself calls a run: files it cannot read, a trial its sweep pruned, a
 run with its launch record alone."""
+RUN_STATES = (*STATES, *ROW_ONLY_STATES)
+"""What `--state` may name (a start of one: `fail`)."""
 
 
 def check_filters(
@@ -20,9 +22,8 @@ def check_filters(
     sweep: str = "",
 ) -> None:  # fmt: skip
     """Exit naming the first filter no run could ever match, and what it could be."""
-    states = (*STATES, *ROW_ONLY_STATES)
-    if state and not any(known.startswith(state) for known in states):
-        raise Exit(f"--state {state!r} is no run state; use one of: {', '.join(states)}")
+    if state and not any(known.startswith(state) for known in RUN_STATES):
+        raise Exit(f"--state {state!r} is no run state; use one of: {', '.join(RUN_STATES)}")
     for flag, value, prefix, of_row in (
         ("--dataset", dataset, storage_layout.DATASETS_PREFIX, lambda row: row.dataset),
         ("--sweep", sweep, storage_layout.SWEEPS_PREFIX, lambda row: row.sweep),

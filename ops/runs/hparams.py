@@ -24,7 +24,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.summary.writer.record_writer import RecordWriter
 
-from box.contract import RunSummary
+from box.contract import FINISHED_STATES, STATE_FAILED, RunSummary
 from ops.runs.records import RunRow, finite_number
 
 HPARAMS_FILE = "events.out.tfevents.0.fab-hparams"
@@ -83,10 +83,23 @@ def write_hparams(folder: Path, row: RunRow, summary: RunSummary | None) -> Path
         summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
         for tag, value in final_metrics(summary).items()
     ]
-    if summary is not None:
-        end = plugin_data_pb2.SessionEndInfo(status=api_pb2.STATUS_SUCCESS)
+    status = session_status(row, summary)
+    if status is not None:
+        end = plugin_data_pb2.SessionEndInfo(status=status)
         events.append(_plugin_summary(metadata.SESSION_END_INFO_TAG, session_end_info=end))
     return _write_once(folder, SESSION_PREFIX, HPARAMS_FILE, events, now)
+
+
+def session_status(row: RunRow, summary: RunSummary | None) -> int | None:
+    """How HParams' Status column shows the run: a failure once it failed, a success
+    once it trained to its end (its summary, or a finished state: `finished-upload-
+    pending` too, whose summary may be among the files storage lacks yet); None (running,
+    to HParams) while it may go on (running, stopped, preempted, torn)."""
+    if row.state.startswith(STATE_FAILED):  # `failed (exit 137)`
+        return api_pb2.STATUS_FAILURE
+    if summary is not None or row.state in FINISHED_STATES:
+        return api_pb2.STATUS_SUCCESS
+    return None
 
 
 def session_file(folder: Path) -> Path | None:

@@ -19,6 +19,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from box.contract import STATE_UPLOAD_PENDING
 from ops.runs import readable
 from ops.runs.records import RunRow, read_run, run_ids
 from ops.runs.table_fit import ALWAYS, Cell, Column, fit
@@ -157,10 +158,14 @@ def _wall(seconds: float | None) -> str:
 
 
 def _state(row: RunRow) -> Cell:
-    """A torn run's state names what is broken; in brief (a narrow terminal) it is `torn`,
-    the problem in its note above the table."""
+    """A torn run's state names what is broken, a finished run's whose last uploads did
+    not all land how many files storage lacks; in brief (a narrow terminal) the state
+    alone, the files or the problem in its note above the table."""
     if row.state == "torn" and row.problems:
         return Cell(f"{row.state}: {row.problems[0]}", row.state)
+    if row.state == STATE_UPLOAD_PENDING:
+        lacks = "some files" if row.missing is None else f"{len(row.missing)} files"
+        return Cell(f"{row.state}: {lacks} not in storage", row.state)
     return Cell(row.state)
 
 

@@ -20,10 +20,14 @@ LINE_CAP_CHARACTERS = 16 * 1024
 
 class LogLines:
     """A stream (`write`, `flush`) that writes a log on to `out`, each line made safe
-    and cut at `cap` characters; `close` ends a line the log left open."""
+    and cut at `cap` characters; `close` ends a line the log left open. `pty`: the log
+    comes through a terminal, which ends each line with CR LF (its `onlcr`): the CR of
+    those is the terminal's, not the log's, and is not shown."""
 
-    def __init__(self, out: TextIO, cap: int = LINE_CAP_CHARACTERS) -> None:
-        self._out, self._cap = out, cap
+    def __init__(self, out: TextIO, cap: int = LINE_CAP_CHARACTERS, *, pty: bool = False) -> None:
+        self._out, self._cap, self._pty = out, cap, pty
+        self._held = ""
+        """Through a terminal: a CR that ended the last write, which a LF may follow."""
         self._shown = 0
         """Characters of the current line written so far."""
         self._cut = 0
@@ -31,12 +35,17 @@ class LogLines:
         self._bytes = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def write(self, text: str) -> int:
+        written = len(text)
+        if self._pty:
+            text = (self._held + text).replace("\r\n", "\n")
+            self._held = "\r" if text.endswith("\r") else ""
+            text = text.removesuffix(self._held)
         *ended, open_part = text.split("\n")  # a newline alone: a CR or a VT is shown
         for line in ended:
             self._part(line)
             self._end_line()
         self._part(open_part)
-        return len(text)
+        return written
 
     def write_bytes(self, data: bytes) -> None:
         """A block of the log as stored (UTF-8, a character split between two blocks
@@ -68,6 +77,8 @@ class LogLines:
     def close(self) -> None:
         """The log's end: a last line without a newline gets one (and its note)."""
         self.write(self._bytes.decode(b"", final=True))
+        held, self._held = self._held, ""
+        self._part(held)  # a CR no LF followed: the log's own
         if self._shown or self._cut:
             self._end_line()
         self.flush()

@@ -16,6 +16,7 @@ from typing import Any
 
 from box import contract
 from box.contract import METRICS_FILE, LaunchRecord, RunRecord, RunSummary, finite_float
+from ops.runs import upload_pending
 from trainer.config import not_settings
 from trainer.storage import ObjectNotFound, ObjectStore
 
@@ -51,13 +52,26 @@ class RunRow:
     problems: tuple[str, ...] = ()
     """Files that are there but could not be read, and keys in them held with a value
     their record cannot read, each with why."""
+    missing: tuple[str, ...] | None = None
+    """A `finished-upload-pending` run's files storage lacks, as its status.json names
+    them (the box's list, contract.UPLOADS_MISSING); None where it names none."""
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "problems": list(self.problems)}
+        missing = None if self.missing is None else list(self.missing)
+        return {**asdict(self), "problems": list(self.problems), "missing": missing}
 
     def problem_line(self) -> str | None:
         """What of this run could not be read, in one line (None: all of it was)."""
         return f"run {self.run_id}: {'; '.join(self.problems)}" if self.problems else None
+
+    def uploads_line(self) -> str | None:
+        """A run that finished with its last uploads not all in storage: which files
+        storage lacks (where the box named them), and what sends them, in one line;
+        None for any other run."""
+        if self.state != contract.STATE_UPLOAD_PENDING:
+            return None
+        missing = None if self.missing is None else list(self.missing)
+        return f"run {self.run_id} {upload_pending.said(missing, self.run_id, None)}"
 
 
 def run_ids(store: ObjectStore, prefix: str = "") -> list[str]:
@@ -142,7 +156,16 @@ def _read_run(store: ObjectStore, run_id: str, prefix: str, where: str) -> RunRo
         recoveries=_recoveries(summary, status),
         started_at=finite_float(launch.started_at) or status.updated_at,
         problems=(*files.problems, *unread),
+        missing=_missing(status),
     )
+
+
+def _missing(status: RunRecord) -> tuple[str, ...] | None:
+    """The files a `finished-upload-pending` run's storage lacks, as its record names them."""
+    if status.state != contract.STATE_UPLOAD_PENDING:
+        return None
+    named = status.missing_uploads()
+    return None if named is None else tuple(named)
 
 
 def _state(

@@ -14,6 +14,7 @@ from ops.run import prepare as prepare_on_box
 from ops.run.names import checked_name
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import BUILD_HELP, IMAGE_HELP, STACK_HELP, TARGET_HELP, task
+from ops.terminal_text import markup_safe
 from stack import storage_layout
 
 MILESTONES = ("M1", "M2", "M3")
@@ -71,9 +72,7 @@ def prepare_data(
     args = [*case_args, *shlex.split(prepare_args)]
     prepare_on_box.run_preparation(box, image, name, user, args)
     meta = prepare_on_box.dataset_meta(box, name)
-    console.print(prepare_on_box.publish_on_box(box, image, name, user, uri))
+    # The container's last line: the box's words, shown as letters.
+    console.print(markup_safe(prepare_on_box.publish_on_box(box, image, name, user, uri)))
     print(uri)
-    console.print(
-        f"{meta['windows']:,} windows from {len(meta['cases'])} cases "
-        f"({len(meta['cases_skipped'])} skipped); train on it: fab train --dataset {name}"
-    )
+    console.print(f"{prepare_on_box.made(meta)}; train on it: fab train --dataset {name}")

@@ -17,10 +17,10 @@ from pathlib import Path
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from box.contract import TRIAL_PRUNED, finite_float
+from box.contract import STATE_UPLOAD_PENDING, TRIAL_PRUNED, finite_float
 from ops.run.names import checked_name
 from ops.runs import listing
-from ops.runs.filters import check_filters
+from ops.runs.filters import RUN_STATES, check_filters
 from ops.runs.readable import money
 from ops.target.resolve import resolve_target
 from ops.tasks.flags import STACK_HELP, TARGET_HELP, task
@@ -149,7 +149,8 @@ def _cost_line(rows: list) -> str:
 @task(
     help={
         "dataset": "only runs on this dataset",
-        "state": "only runs in this state (running, finished, failed, torn, ...)",
+        "state": f"only runs in this state: {', '.join(RUN_STATES)}; a state matches "
+        f"its start (`finished` lists {STATE_UPLOAD_PENDING} too, `failed` every exit)",
         "sweep": "the trials of this sweep, best validation MAE first, and a plot",
         "json": "print JSON instead of a table",
         "local": f"a folder of runs (default: {listing.LOCAL_RUNS}/, where `fab download` puts "
@@ -192,7 +193,8 @@ def runs(c, dataset="", state="", sweep="", json=False, local="", plot="",
         return
     out = Console(width=None if sys.stdout.isatty() else _WIDE_COLUMNS)
     grid, left_out = listing.table(rows, keys, out.width, rank=bool(view))
-    for line in [*filter(None, (row.problem_line() for row in rows)), *left_out]:
+    said = [line for row in rows for line in (row.problem_line(), row.uploads_line()) if line]
+    for line in [*said, *left_out]:
         say_note(console, line)
     out.print(grid)
     if view:

@@ -25,6 +25,7 @@ from ops.tasks.flags import (
     task,
     trainer_flags,
 )
+from ops.terminal_text import markup_safe
 from trainer.sweep import space
 
 console = Console(stderr=True, soft_wrap=True)
@@ -90,10 +91,11 @@ def sweep(
     spec = on_box_sweep.start_sweep(box, sweep, flags, image)
     sweep_id = spec.sweep_id
     print(sweep_id)
+    # A resumed sweep's spec is the box's or storage's: its words shown as letters.
+    searched = markup_safe(f"{', '.join(spec.params)} ({spec.method}")
     console.print(
         f"sweep {sweep_id} started on {box.address}: {spec.trials} trials of "
-        f"{', '.join(spec.params)} ({spec.method}, {spec.concurrent} at a time); the box "
-        "runs it without this machine\n"
+        f"{searched}, {spec.concurrent} at a time); the box runs it without this machine\n"
         f"  trials:  fab runs --sweep {sweep_id}\n"
         f"  status:  fab status --run {sweep_id}   (log: fab logs --run {sweep_id})\n"
         f"  stop:    fab stop --run {sweep_id}   (resume: fab sweep --sweep {sweep_id})"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 from invoke.exceptions import Exit
@@ -11,7 +10,7 @@ from rich.console import Console
 from box import contract
 from box.contract import RunRecord
 from ops.cloud import api as power
-from ops.data import download_verdict
+from ops.data import box_copy, download_verdict
 from ops.data import transfer as storage_sync
 from ops.remote.boxes import AnyBox, box_for
 from ops.run import names, on_box
@@ -49,27 +48,34 @@ def upload_data(c, data="", name="", target="", stack=""):
     )
 
 
-def _box_hashes(box: AnyBox, run_id: str) -> tuple[dict[str, str], str]:
+def _box_side(box: AnyBox, run_id: str) -> tuple[dict[str, str], str]:
     """sha256 of the box's run files that storage should hold, and the run's state:
     "running" while its container is, else status.json's state ("" when unknown)."""
     state = on_box.inspect_container(box, run_id)
     if state is not None and (state.running or state.restarting):
         # Files still change between mirror passes: comparing would only cry wolf.
         return {}, contract.STATE_RUNNING
-    run_dir = contract.run_dir(box.root, run_id)
-    # What the trainer mirrors (trainer.checkpoints.sync) and its step files with their records;
-    # not last.pt/best.pt (links, uploaded under their step names), no dot files, no
-    # *.tmp, not the box's own launch.json and STOPPED_BY_USER.
-    listing = box.run(
-        f"cd {shlex.quote(run_dir)} && find . \\( -name '.?*' \\) -prune -o -type f "
-        "! -name '*.tmp' ! -name '*.damaged' "
-        f"! -path './{contract.CHECKPOINTS_DIR}/{contract.LAST_CHECKPOINT}*' "
-        f"! -path './{contract.CHECKPOINTS_DIR}/{contract.BEST_CHECKPOINT}*' "
-        f"! -name {contract.LAUNCH_FILE} ! -name {contract.STOPPED_BY_USER} -exec sha256sum {{}} +",
-        check=False,
+    status = RunRecord.parse(
+        box.read_text(f"{contract.run_dir(box.root, run_id)}/{contract.STATUS_FILE}")
     )
-    status = RunRecord.parse(box.read_text(f"{run_dir}/{contract.STATUS_FILE}"))
-    return storage_sync.parse_sha256sum(listing.stdout.splitlines()), status.state or ""
+    return box_copy.file_hashes(box, run_id), status.state or ""
+
+
+STATUS_READ_BYTES = 1024 * 1024
+"""Of the status.json fetched: the trainer's is a few kB; a larger one is no record of its."""
+
+
+def _stored_status(report: storage_sync.DownloadReport) -> RunRecord:
+    """status.json as storage has it, where this download brought or kept it."""
+    path = report.directory / contract.STATUS_FILE
+    if contract.STATUS_FILE not in (*report.fetched, *report.skipped):
+        return RunRecord()
+    try:
+        if path.stat().st_size > STATUS_READ_BYTES:
+            return RunRecord()
+    except OSError:
+        return RunRecord()
+    return RunRecord.read(report.directory)
 
 
 @task(
@@ -89,7 +95,7 @@ def download(c, run="", to="", offline=False, target="", stack=""):
         power.require_up(where, [0], "`fab download --offline` fetches the run from storage alone")
         box = box_for(where)
         run = on_box.resolve_run_id(box, run)
-        box_hashes, box_state = _box_hashes(box, run)
+        box_hashes, box_state = _box_side(box, run)
         box_dir = box.location(contract.run_dir(box.root, run))
     elif not run:
         raise Exit("--offline needs --run ID (the box cannot be asked for the newest run)")
@@ -100,10 +106,11 @@ def download(c, run="", to="", offline=False, target="", stack=""):
     print(download_verdict.summary(report))
     # No stack holds this machine's store: what goes is the run's folder, by hand.
     deletion = f"delete {run_uri}" if where.this_machine else download_verdict.PULUMI_DESTROY
-    container = on_box.container_name(run)
-    safe, advice = download_verdict.destroy_advice(
-        report, box_state, box_dir, container, offline, deletion
-    )
+    on_the_box = download_verdict.RunOnBox(
+        run, box_state, box_dir, None if offline else where.set_up_by_cloud_init,
+        _stored_status(report),
+    )  # fmt: skip
+    safe, advice = download_verdict.destroy_advice(report, on_the_box, offline, deletion)
     if not safe:
         raise Exit(advice, code=download_verdict.NOT_SAFE_EXIT_CODE)
-    console.print(advice)
+    console.print(advice, markup=False, highlight=False)

@@ -2,17 +2,22 @@
 real resume unit and end watch (on the fake box) start its container again to upload
 them, never store or tell it failed; where its starts are spent and the files still
 wait, its end in storage (moto's S3, Azurite, a file store) and its message name the
-files storage lacks."""
+files storage lacks, which `fab runs` and `fab download` read there."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 
 import pytest
 
 from box import contract, resume, run_ends, unfinished_uploads
 from tests.fakes.fake_box import FakeBox, box_with_s3
+from tests.fixtures.run_folders import storage_only_target
+from tests.ops.conftest import FAB
+from tests.paths import REPO
 
 T0 = 1_800_000_000.0
 MINUTE = 60.0
@@ -219,3 +224,31 @@ def test_the_end_watch_leaves_a_run_the_user_stopped_down_uploads_or_not(tmp_pat
     done = box.run("end_watch.py", container, now=T0, timeout_seconds=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert _started(box) == [] and webhook.texts == []
+
+
+def _fab(moto_server, target, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **moto_server.env, "GLUCOSE_TARGET": str(target), "COLUMNS": "250"}
+    return subprocess.run([str(FAB), *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+
+
+@pytest.mark.e2e  # moto
+def test_fab_reads_the_files_the_box_named_and_calls_the_run_not_safe_to_delete(
+    aws_box, moto_server, tmp_path
+):
+    box, bucket = aws_box
+    container = _killed_in_its_last_uploads(box, state="finished-upload-pending")
+    _resume(box, _starts_spent(box, container))
+    target = storage_only_target(tmp_path / "target.json", f"s3://{bucket}")
+    listed = _fab(moto_server, target, "runs", "--json", "--local", str(tmp_path / "none"))
+    assert listed.returncode == 0, listed.stderr
+    [row] = json.loads(listed.stdout)["runs"]
+    assert (row["run_id"], row["state"]) == (RUN, "finished-upload-pending")
+    assert row["missing"] == MISSING
+    to = tmp_path / "results"
+    fetched = _fab(moto_server, target, "download", "--run", RUN, "--offline", "--to", str(to))
+    assert fetched.returncode == 3, fetched.stderr
+    assert (
+        f"not safe to `pulumi destroy`: the run finished, but 4 of its files have not reached "
+        f"storage ({', '.join(MISSING)}); they wait on the box that ran it"
+    ) in fetched.stderr

@@ -251,7 +251,7 @@ class Driver:
                 mae = selection.val_mae(trial.run_dir)
                 state = optuna.trial.TrialState.COMPLETE if mae is not None else None
                 self.study.tell(asked, mae, state=state or optuna.trial.TrialState.FAIL)
-                self._say(f"trial {trial.number} finished: validation MAE {mae}")
+                self._say(selection.finished_line(self.spec, trial.number, mae))
             elif code == EXIT_STOPPED:
                 # Not asked to stop: a spot notice reached it. Stay in the study as
                 # running; the whole sweep stops and resumes with the box.

@@ -23,8 +23,10 @@ from box.contract import (
     EXIT_FAILED,
     EXIT_FINISHED,
     RUN_LOG_FILE,
+    STATE_UPLOAD_PENDING,
     TRIAL_PRUNED,
     TRIAL_RUNNING,
+    RunRecord,
     RunSummary,
 )
 from trainer.atomic_write import write_json_atomic
@@ -37,6 +39,25 @@ EVALUATE_TIMEOUT_SECONDS = 3600
 def val_mae(run_dir: Path) -> float | None:
     """The validation MAE of a finished trial's best weights (its summary.json)."""
     return RunSummary.read(Path(run_dir)).val_mae
+
+
+def finished_line(spec: SweepSpec, number: int, mae: float | None) -> str:
+    """What the driver says of trial `number`, which exited 0 with `mae`. One whose
+    status says STATE_UPLOAD_PENDING (storage down at its end) counts as complete all
+    the same: it trained to its end, and its summary and best checkpoint are in its run
+    dir on this box, where the chosen trial is evaluated. Its files storage lacks wait
+    there: said, with the command that sends them (a trial has no container of its own
+    for the box's resume unit to start again)."""
+    said = f"trial {number} finished: validation MAE {mae}"
+    run_id = spec.trial_run_id(number)
+    run_dir = Path(spec.runs_dir) / run_id
+    if RunRecord.read(run_dir).state != STATE_UPLOAD_PENDING:
+        return said
+    return (
+        f"{said} ({STATE_UPLOAD_PENDING}: its last uploads did not all reach storage; they "
+        f"wait in {run_dir}: `python -m trainer sync --run-dir {run_dir} --checkpoint-uri "
+        f"{spec.trial_checkpoint_uri(run_id)}` sends them)"
+    )
 
 
 def trial_rows(spec: SweepSpec, study: Any, pruned: set[int]) -> list[dict[str, Any]]:

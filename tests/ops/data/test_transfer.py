@@ -248,10 +248,53 @@ def test_download_of_an_upload_pending_run_says_where_the_missing_files_are(
     result = box.fab("download", "--run", "r6", "--to", str(tmp_path / "d"))
     assert result.returncode == NOT_SAFE_EXIT_CODE, result.stderr
     advice = result.stderr.strip().splitlines()[-1]
-    assert "not safe to `pulumi destroy`: 3 files exist only on the box" in advice
-    assert "its last uploads are pending" in advice
-    assert f"{box.server.user}@{box.server.host}:{run_dir}" in advice
+    assert (
+        "not safe to `pulumi destroy`: the run finished, but 3 of its files have not reached "
+        "storage (checkpoints/step-000000009-epoch-0002.pt, report.md, status.json)"
+    ) in advice
+    assert f"they wait on the box in {box.server.user}@{box.server.host}:{run_dir}" in advice
     assert "docker start glucose-train-r6" in advice
+
+
+def _stored_upload_pending(moto_server, bucket_uri, run_id, missing) -> None:
+    """A run as storage holds it once the box gave up starting it: the files that
+    landed, and a status that says `finished-upload-pending` (naming what storage
+    lacks, where the box listed it: box/unfinished_uploads.py)."""
+    from box.contract import UPLOADS_MISSING
+
+    uploads = {"pending": 1, **({UPLOADS_MISSING: missing} if missing is not None else {})}
+    status = {"run_id": run_id, "state": "finished-upload-pending", "uploads": uploads}
+    objects = {"summary.json": b"{}", "status.json": json.dumps(status).encode()}
+    _put_objects(moto_server, bucket_uri, run_id, objects)
+
+
+def test_download_offline_of_a_run_whose_last_uploads_did_not_land_is_not_safe(
+    s3_box, moto_server, tmp_path
+):
+    box, bucket_uri = s3_box
+    missing = ["checkpoints/step-000000009-epoch-0002.pt", "report.md"]
+    _stored_upload_pending(moto_server, bucket_uri, "r9", missing)
+    result = box.fab("download", "--run", "r9", "--to", str(tmp_path / "d"), "--offline")
+    assert result.returncode == NOT_SAFE_EXIT_CODE, result.stderr
+    advice = result.stderr.strip().splitlines()[-1]
+    assert advice.startswith(
+        "not safe to `pulumi destroy`: the run finished, but 2 of its files have not reached "
+        f"storage ({', '.join(missing)}); they wait on the box that ran it"
+    ), advice
+    assert "docker start glucose-train-r9" in advice
+
+
+def test_download_offline_of_a_run_whose_files_the_box_has_not_named_is_not_safe(
+    s3_box, moto_server, tmp_path
+):
+    box, bucket_uri = s3_box
+    _stored_upload_pending(moto_server, bucket_uri, "r10", None)
+    result = box.fab("download", "--run", "r10", "--to", str(tmp_path / "d"), "--offline")
+    assert result.returncode == NOT_SAFE_EXIT_CODE, result.stderr
+    assert (
+        "not safe to `pulumi destroy`: the run finished, but its last uploads have not all "
+        "reached storage; they wait on the box that ran it"
+    ) in result.stderr
 
 
 def _put_objects(moto_server, bucket_uri, run_id, objects: dict[str, bytes]) -> None:

@@ -124,3 +124,12 @@ def test_fab_push_says_this_machine_runs_the_image_it_built(here, tmp_path, tiny
 def test_fab_box_update_says_no_box_programs_belong_here(here, tmp_path):
     result = _fab(tmp_path / "here.json", "box-update")
     assert_one_line_error(result, "is this machine: box programs are for boxes `pulumi up` made")
+
+
+def test_what_a_failed_command_said_last_is_quoted_as_letters(here):
+    # The box's words: an escape sequence in them is shown, never obeyed.
+    with pytest.raises(Exit) as failed:
+        box_for(here).run("printf 'no \\033[2J\\033]52;c;eA==\\007\\n' >&2; exit 3")
+    assert failed.value.message == (
+        "on this machine, `printf ...` exited 3: no \\x1b[2J\\x1b]52;c;eA==\\x07"
+    )

@@ -21,7 +21,7 @@ def test_states_follow_the_trainer_exit_codes():
     assert describe_state(_container(0, running=True), nothing, False) == "running"
     assert describe_state(_container(0), nothing, False) == "finished"
     pending = RunRecord(state="finished-upload-pending")
-    assert describe_state(_container(0), pending, False).startswith("finished, last uploads pend")
+    assert describe_state(_container(0), pending, False) == "finished-upload-pending"
     assert describe_state(_container(75), nothing, False).startswith("preempted-waiting")
     assert describe_state(_container(75), nothing, True).startswith("stopped by `fab stop`")
     assert describe_state(_container(69), nothing, False).startswith("waiting for its other boxes")
@@ -216,3 +216,58 @@ def test_a_run_the_box_does_not_hold_is_shown_as_storage_records_it(local_box):
     assert result.returncode == 0, result.stderr
     assert "not started" not in result.stdout
     assert "finished (not on " in result.stdout and "runs/cpu-demo/" in result.stdout
+
+
+def test_a_run_killed_in_its_last_uploads_is_finished_with_uploads_pending_never_failed():
+    # The box starts its container again to send them (box/unfinished_uploads.py).
+    pending = RunRecord(state="finished-upload-pending", uploads={"pending": 1})
+    assert describe_state(_container(137), pending, False) == "finished-upload-pending"
+    said_finished = RunRecord(state="finished", uploads={"pending": 0})
+    assert describe_state(_container(137), said_finished, False) == "finished-upload-pending"
+    no_store = RunRecord(state="finished")  # `uploads` null: nothing to land
+    assert describe_state(_container(137), no_store, False).startswith("failed (exit 137")
+
+
+def _pending_run(box, run_id: str, on_box: dict[str, bytes], stored: list[str]) -> Path:
+    """A run that finished with storage down: every file on the box, `stored` of them in
+    the target's `file://` storage."""
+    from trainer.storage import open_store
+
+    run_dir = box.root / "runs" / run_id
+    status = {"run_id": run_id, "state": "finished-upload-pending", "uploads": {"pending": 1}}
+    files = {**on_box, "status.json": json.dumps(status).encode()}
+    store = open_store(f"file://{box.root.parent / 'storage'}/runs/{run_id}")
+    for name, body in files.items():
+        (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / name).write_bytes(body)
+        if name in stored:
+            store.write_bytes(name, body)
+    return run_dir
+
+
+def test_status_names_the_files_a_finished_run_has_not_got_into_storage(local_box):
+    final = "checkpoints/step-000000009-epoch-0002.pt"
+    files = {"summary.json": b"{}", "report.md": b"# r\n", final: b"w", "train.log": b"x\n"}
+    run_dir = _pending_run(local_box, "r-up", files, stored=["summary.json", "train.log"])
+    result = local_box.fab("status", "--run", "r-up")
+    assert result.returncode == 0, result.stderr
+    state = next(line for line in result.stdout.splitlines() if line.startswith("state:"))
+    assert f"finished, but 2 of its files have not reached storage ({final}, report.md)" in state
+    assert f"they wait on {local_box.server.user}@{local_box.server.host}:{run_dir}" in state
+    assert "`docker start glucose-train-r-up` on the box starts it now" in state
+
+
+def test_status_of_a_finished_run_whose_files_all_landed_says_only_its_record_lags(local_box):
+    _pending_run(local_box, "r-all", {"summary.json": b"{}"}, stored=["summary.json"])
+    result = local_box.fab("status", "--run", "r-all")
+    assert result.returncode == 0, result.stderr
+    assert "state:      finished, its files all in storage, but its record does not say so" in (
+        result.stdout
+    )
+
+
+def test_a_file_name_on_the_box_reaches_status_as_letters(local_box):
+    _pending_run(local_box, "r-esc", {"plots/\x1b]0;owned\x07.png": b"png"}, stored=[])
+    result = local_box.fab("status", "--run", "r-esc")
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout and "\\x1b]0;owned\\x07.png" in result.stdout

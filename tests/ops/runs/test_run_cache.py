@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-from tensorboard.plugins.hparams import metadata
+from tensorboard.plugins.hparams import api_pb2, metadata
 
 from ops.runs import run_cache
 from ops.runs.hparams import EXPERIMENT_FILE, EXPERIMENT_PREFIX, session_file
@@ -275,3 +275,40 @@ def test_a_sweeps_trials_are_told_apart_in_what_hparams_shows_of_their_names(tmp
     shown = {name[:HPARAMS_SHOWN_CHARACTERS] for name in _run_folders(tmp_path / "cache")}
     assert len(shown) == 3, shown
     assert _run_folders(tmp_path / "cache")[0] == f"t000 {sweep}"
+
+
+def end_status(folder: Path) -> int | None:
+    """The status a run's HParams session ended with (None: no end, running to HParams)."""
+    for event in EventFileLoader(str(session_file(folder))).Load():
+        for value in event.summary.value:
+            if value.tag == metadata.SESSION_END_INFO_TAG:
+                content = value.metadata.plugin_data.content
+                return metadata.parse_session_end_info_plugin_data(content).status
+    return None
+
+
+def test_a_finished_run_whose_summary_has_not_reached_storage_ended_well_and_is_said(tmp_path):
+    # The box gave up starting it: storage's status names what it lacks, summary.json too.
+    from box.contract import UPLOADS_MISSING
+
+    storage = open_store(f"file://{tmp_path / 'storage'}")
+    missing = ["summary.json", "report.md"]
+    status = {"state": "finished-upload-pending", "uploads": {UPLOADS_MISSING: missing}}
+    storage.write_bytes("runs/r-pending/status.json", json.dumps(status).encode())
+    gathered = run_cache.gather(f"file://{tmp_path / 'storage'}", [], tmp_path / "cache")
+    hparams, _, ended = session(tmp_path / "cache" / "r-pending")
+    assert hparams["state"] == "finished-upload-pending" and ended
+    assert end_status(tmp_path / "cache" / "r-pending") == api_pb2.STATUS_SUCCESS
+    assert [note for note in gathered.notes if "r-pending" in note] == [
+        "run r-pending finished, but 2 of its files have not reached storage (summary.json, "
+        "report.md); they wait on the box, and go when the run's container starts again (a "
+        "cloud box's resume unit starts it a few times each boot; `docker start "
+        "glucose-train-r-pending` on the box starts it now)"
+    ]
+
+
+def test_a_failed_run_ends_its_hparams_session_as_a_failure(tmp_path):
+    storage = open_store(f"file://{tmp_path / 'storage'}")
+    storage.write_bytes("runs/r-failed/status.json", b'{"state": "failed", "exit_code": 1}')
+    run_cache.gather(f"file://{tmp_path / 'storage'}", [], tmp_path / "cache")
+    assert end_status(tmp_path / "cache" / "r-failed") == api_pb2.STATUS_FAILURE

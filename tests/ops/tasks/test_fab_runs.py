@@ -524,3 +524,61 @@ def test_a_sweeps_trials_are_listed_by_their_ids_and_swept_values_alone(tmp_path
     assert [row[1] for row in rows] == [f"{SWEEP_ID}-t{n:03d}" for n in range(3)], rows
     assert all(sum(SWEEP_ID in cell for cell in row) == 1 for row in rows), rows
     assert [row[at] for row in rows] == ["0.001", "0.002", "0.003"], rows
+
+
+def _upload_pending(root, run_id: str, missing: list[str] | None) -> None:
+    """A run in `root`/runs/ as the box leaves one in storage that finished with its last
+    uploads not all landed: `finished-upload-pending`, with the files storage lacks once
+    the box named them (box/unfinished_uploads.py)."""
+    from box.contract import UPLOADS_MISSING
+
+    uploads = {"pending": 1, **({UPLOADS_MISSING: missing} if missing is not None else {})}
+    status = {"state": "finished-upload-pending", "epoch": 5, "uploads": uploads}
+    _put(open_store(f"file://{root}"), run_id, status_json=status,
+         summary_json={"epochs": 5, "val": {"mae": 11.5}})  # fmt: skip
+
+
+MISSING = ["checkpoints/step-000000050-epoch-0005.pt", "report.md"]
+
+
+def test_a_finished_run_whose_last_uploads_did_not_land_names_the_files_storage_lacks(
+    stack, tmp_path
+):
+    _upload_pending(tmp_path, "r-pending", MISSING)
+    done = _fab_runs(stack, target=False, local=tmp_path / "runs")
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith("r-pending"))
+    assert "finished-upload-pending: 2 files not in storage" in row
+    note = " ".join(done.stderr.split())  # rich wraps the note at the terminal's width
+    assert (
+        f"run r-pending finished, but 2 of its files have not reached storage "
+        f"({', '.join(MISSING)}); they wait on the box" in note
+    )
+    assert "`docker start glucose-train-r-pending` on the box starts it now" in note
+
+
+def test_a_finished_run_whose_files_the_box_has_not_named_yet_says_so(stack, tmp_path):
+    _upload_pending(tmp_path, "r-pending", None)
+    done = _fab_runs(stack, target=False, local=tmp_path / "runs")
+    assert done.returncode == 0, done.stderr
+    assert "finished-upload-pending: some files not in storage" in done.stdout
+    note = " ".join(done.stderr.split())
+    assert "run r-pending finished, but its last uploads have not all reached storage" in note
+
+
+def test_state_finished_lists_upload_pending_runs_too_and_its_own_word_those_alone(stack, tmp_path):
+    local = tmp_path / "runs"
+    _upload_pending(tmp_path, "r-pending", MISSING)
+    _put(open_store(f"file://{tmp_path}"), "r-done", status_json={"state": "finished"})
+    finished = _json(stack, "--state", "finished", target=False, local=local)
+    assert sorted(_by_id(finished)) == ["r-done", "r-pending"]
+    pending = _json(stack, "--state", "finished-upload-pending", target=False, local=local)
+    assert [(row["run_id"], row["missing"]) for row in pending["runs"]] == [("r-pending", MISSING)]
+
+
+def test_the_state_flags_help_names_every_state_a_run_is_listed_in(stack):
+    done = subprocess.run([str(FAB), "runs", "--help"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    helped = " ".join(done.stdout.split())
+    for state in ("running", "finished", "finished-upload-pending", "failed", "torn", "launched"):
+        assert state in helped, helped

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from box.contract import EXIT_FINISHED
+from box.contract import EXIT_FINISHED, STATUS_FILE
 from trainer.checkpoints import layout
 from trainer.storage import open_store
 from trainer.sweep import selection
@@ -40,3 +40,34 @@ def test_a_replaced_box_evaluates_the_chosen_trial_from_storage(
     result = read_json(sweep_dir / RESULT_FILE)
     assert result["chosen"] == chosen and result["test"]["split"] == "test"
     assert result["test"]["checkpoint"] == spec.trial_checkpoint_uri(chosen)
+
+
+def _spec(tmp_path: Path) -> SweepSpec:
+    return SweepSpec(
+        sweep_id="sweep-s", dataset="tiny", data_dir=str(tmp_path / "data"),
+        runs_dir=str(tmp_path / "runs"), storage_uri=f"file://{tmp_path / 'storage'}",
+        params=PARAMS, method="grid", trials=2,
+    )  # fmt: skip
+
+
+def test_a_trial_that_finished_with_its_last_uploads_pending_says_what_sends_them(tmp_path):
+    # It counts as complete (its summary and best checkpoint are on this box, where the
+    # chosen trial is evaluated); its files storage lacks wait there.
+    spec = _spec(tmp_path)
+    run_dir = tmp_path / "runs" / spec.trial_run_id(1)
+    run_dir.mkdir(parents=True)
+    (run_dir / STATUS_FILE).write_text('{"state": "finished-upload-pending"}')
+    assert selection.finished_line(spec, 1, 12.5) == (
+        "trial 1 finished: validation MAE 12.5 (finished-upload-pending: its last uploads did "
+        f"not all reach storage; they wait in {run_dir}: `python -m trainer sync --run-dir "
+        f"{run_dir} --checkpoint-uri {spec.trial_checkpoint_uri(spec.trial_run_id(1))}` sends "
+        "them)"
+    )
+
+
+def test_a_trial_that_finished_with_its_uploads_landed_is_said_plainly(tmp_path):
+    spec = _spec(tmp_path)
+    run_dir = tmp_path / "runs" / spec.trial_run_id(0)
+    run_dir.mkdir(parents=True)
+    (run_dir / STATUS_FILE).write_text('{"state": "finished"}')
+    assert selection.finished_line(spec, 0, 12.5) == "trial 0 finished: validation MAE 12.5"
