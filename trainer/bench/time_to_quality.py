@@ -82,8 +82,10 @@ TOLERANCE = 0.03  # the full schedule within 3% of the reference's best
 REFERENCE_SETTINGS = {"cuda": (1024, 4e-3), "cpu": (256, 2e-3)}
 REFERENCE_BETA2 = 0.999
 # Learning is real where the reference's best val MAE is at most this share of the
-# constant baseline's at every seed: elsewhere a comparison judges noise.
-LEARNING_SHARE_OF_BASELINE = 0.8
+# constant baseline's at every seed: elsewhere a comparison judges noise. The small
+# size's worst seed reached 0.80 of it under ATen's portable kernels, 0.50 under AVX2
+# and AVX-512 (AMD EPYC): 0.9 leaves that room while still meaning "clearly beats".
+LEARNING_SHARE_OF_BASELINE = 0.9
 # Bounds a torchrun-launched run: M2 on a V100 (~100 k windows/s) takes ~10 minutes.
 TORCHRUN_TIMEOUT_S = 2 * 3600
 

@@ -45,6 +45,14 @@ def test_the_verdict_calls_a_default_far_past_the_seeds_spread_worse():
     assert not judged["as_good"]
 
 
+def test_the_verdict_takes_a_worst_seed_at_four_fifths_of_the_constant_for_learning():
+    # The small size under ATen's portable kernels (ATEN_CPU_CAPABILITY=default).
+    judged = verdict(
+        [_seed(0, 18.3, 27.3, baseline=34.0), _seed(1, 15.4, 15.3), _seed(2, 17.5, 17.8)]
+    )
+    assert judged["learning_is_real"] and judged["as_good"]
+
+
 def test_the_verdict_says_when_the_reference_hardly_beats_the_constant():
     judged = verdict([_seed(0, 38.3, 33.5, baseline=33.8), _seed(1, 30.0, 20.0)])
     assert not judged["learning_is_real"]
