@@ -174,21 +174,45 @@ class Group:
         """
         if self.world_size == 1:
             return state
-        payload = torch.zeros(0, dtype=torch.uint8)
+        payload = b""
         if self.is_main and state is not None:
             buffer = io.BytesIO()
             torch.save(state, buffer)
-            payload = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
-        size = torch.tensor([payload.numel()], dtype=torch.int64)
-        dist.broadcast(size, 0)
-        if int(size) == 0:
+            payload = buffer.getvalue()
+        received = self._broadcast_bytes(payload, 0)
+        if not received:
             return None
-        if not self.is_main:
-            payload = torch.empty(int(size), dtype=torch.uint8)
-        dist.broadcast(payload, 0)
         if self.is_main:
             return state
-        return torch.load(io.BytesIO(payload.numpy().tobytes()), weights_only=True)
+        return torch.load(io.BytesIO(received), weights_only=True)
+
+    def first_failure(self, error: str | None) -> tuple[int, str] | None:
+        """Every rank's outcome of one try (this rank's error line; None: it went well),
+        agreed: the lowest rank that failed and its line, on every rank, or None where
+        none did. A gloo MIN all-reduce (and the line's bytes from that rank): what the
+        step's capture and the compile fallback decide by, so all ranks keep or drop
+        their graphs together (`trainer.loop.step`)."""
+        if self.world_size == 1:
+            return None if error is None else (0, error)
+        failed = torch.tensor([self.world_size if error is None else self.rank])
+        dist.all_reduce(failed, dist.ReduceOp.MIN)
+        rank = int(failed)
+        if rank == self.world_size:
+            return None
+        return rank, self._broadcast_bytes((error or "").encode(), rank).decode()
+
+    def _broadcast_bytes(self, payload: bytes, source: int) -> bytes:
+        """`source`'s `payload` on every rank (gloo: its size, then its bytes)."""
+        size = torch.tensor([len(payload)], dtype=torch.int64)
+        dist.broadcast(size, source)
+        if int(size) == 0:
+            return b""
+        if self.rank == source:
+            tensor = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+        else:
+            tensor = torch.empty(int(size), dtype=torch.uint8)
+        dist.broadcast(tensor, source)
+        return payload if self.rank == source else tensor.numpy().tobytes()
 
     def shard(self, rows: int, batch_size: int) -> tuple[int, int]:
         """This rank's contiguous run of whole `batch_size` batches of `rows` rows, as

@@ -39,6 +39,7 @@ from trainer.loop.defaults import (
     parameter_groups,
     per_rank_batch,
     settle,
+    step_parts,
 )
 from trainer.loop.device import choose_device, use_deterministic_kernels
 from trainer.loop.distributed import Group
@@ -95,6 +96,7 @@ class Run:
         self.asked = self.config = config
         self.run_dir = Path(tc.run_dir)
         self.group = group or Group()
+        self.parts = 1  # parts a rank's share of a batch is computed in (`_settle`)
         if self.group.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         self.choice = choose_device(tc.precision)
@@ -173,6 +175,10 @@ class Run:
         wanted = per_rank_batch(device.type, self.train_windows, tc.world_size)
         if cap and given is None and saved is None and tc.per_rank_batch_size < wanted:
             self.say(cap.said(tc.per_rank_batch_size, wanted))
+        # A batch given, or a resumed run's, that a GPU's memory would not hold at once.
+        self.parts = step_parts(tc.per_rank_batch_size, cap and cap.per_rank)
+        if self.parts > 1:
+            self.say(cap.split(tc.per_rank_batch_size, tc.batch_size, self.parts))
         self.config = resolve_formulation(self.config, device, self._fastest)
 
     def _memory_batch_cap(self) -> BatchCap | None:
@@ -224,6 +230,8 @@ class Run:
             say=self.say,
             uncompiled=self.model if tc.compile else None,
             gradients=gradients,
+            parts=self.parts,
+            agree=self.group.first_failure,
         )
         self.say(f"steps: {'eager (' + eager + ')' if eager else 'one CUDA graph, replayed'}")
         # One evaluation graph for the run, in the training graph's memory pool.
@@ -249,8 +257,7 @@ class Run:
             )
 
     def _eager_reason(self) -> str | None:
-        tc = self.config.train
-        return eager_reason(self.choice, tc.graph, self.config.optim.grad_accum)
+        return eager_reason(self.choice, self.config.train.graph)
 
     def _compiled(self, module: torch.nn.Module) -> torch.nn.Module:
         """torch.compile in inductor's default mode (fused kernels, no CUDA graphs of its

@@ -64,13 +64,25 @@ def test_evaluation_shards_are_whole_batches_covering_the_split_in_order(world_s
         assert stop == start and (start % batch == 0 or start == rows)
 
 
-def test_the_global_batch_must_split_over_the_ranks():
-    config = RunConfig(DataConfig("d"), TrainConfig(run_dir="r", batch_size=250))
-    with pytest.raises(UserError, match=r"--batch-size 250 does not split over WORLD_SIZE 8"):
-        config.with_world_size(8)
+def test_a_global_batch_that_does_not_divide_gives_shares_differing_by_one():
+    # A run saved at 4096 resumed on 3 GPUs: it exited 2 before.
+    config = RunConfig(DataConfig("d"), TrainConfig(run_dir="r", batch_size=4096))
+    train = config.with_world_size(3).to_dict()["train"]
+    assert (train["batch_size"], train["world_size"], train["per_rank_batch_size"]) == (
+        4096,
+        3,
+        1366,
+    )
+    shares = [len(part) for part in torch.arange(4096).tensor_split(3)]
+    assert shares == [1366, 1365, 1365]
     eight = RunConfig(DataConfig("d"), TrainConfig(run_dir="r", batch_size=256)).with_world_size(8)
-    train = eight.to_dict()["train"]
-    assert (train["batch_size"], train["world_size"], train["per_rank_batch_size"]) == (256, 8, 32)
+    assert eight.to_dict()["train"]["per_rank_batch_size"] == 32
+
+
+def test_a_global_batch_smaller_than_the_ranks_is_refused():
+    config = RunConfig(DataConfig("d"), TrainConfig(run_dir="r", batch_size=4))
+    with pytest.raises(UserError, match=r"--batch-size 4 is smaller than WORLD_SIZE 8"):
+        config.with_world_size(8)
 
 
 def _pipelines(tiny_data, batch_size: int, world_size: int) -> list[WindowPipeline]:
