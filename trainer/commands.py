@@ -81,7 +81,7 @@ class BenchCommand:
     --time-to-quality, the run's global batch."""
     graph: bool = flag(True, name="no-graph")
     """On a GPU, time the step captured as one CUDA graph; --no-graph: the eager step (a
-    run's fallback: --no-graph, --compile, --grad-accum, a failed capture)."""
+    run's fallback: --no-graph, a failed capture)."""
     time_to_quality: bool = flag(False)
     """Seconds from the process's start until the defaults reach the reference's best val
     MAE (the previous default, trained after them on the same data and seed), on fixed

@@ -84,7 +84,7 @@ def _warn(message: str) -> None:
         "stack": STACK_HELP,
         "wide": "every column (cloud, precision, windows/s, ...): wider than 100 columns",
         "graph": "the captured step, the trainer's default (--no-graph: the eager step, "
-        "what `train --no-graph`, --compile or --grad-accum above 1 runs)",
+        "what `train --no-graph` or a failed capture runs)",
     },
 )
 def plan(
