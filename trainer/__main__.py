@@ -141,6 +141,10 @@ def _bench(command: str, config: Any) -> int:
             batch_size=config.batch_size,
             json_output=config.json,
         )
+    if config.noise_scale is not None:
+        from trainer.bench.noise_scale import run_noise_scale
+
+        return run_noise_scale(config.noise_scale, config.quick, config.batch_size, config.json)
     if config.time_to_quality:
         import torch
 

@@ -92,6 +92,9 @@ class BenchCommand:
     """--time-to-quality at seeds 0..N-1, judged on the medians."""
     nproc: int | None = flag(None, metavar="N")
     """--time-to-quality under torchrun with N ranks (GPUs; gloo processes on a CPU)."""
+    noise_scale: Path | None = flag(None, metavar="RUN_DIR")
+    """The gradient noise scale B_simple (McCandlish et al. 2018) at a run's checkpoints,
+    from gradients at two batch sizes (--batch-size: the smaller; --quick: a few seconds)."""
 
 
 @dataclass(frozen=True)
