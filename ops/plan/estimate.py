@@ -327,7 +327,9 @@ def make_plan(
         price_basis="spot" if request.spot else "on-demand",
         rows=tuple(rows),
         excluded_retired=tuple(_retired_note(s) for s in chosen if s.status == "retired"),
-        notes=tuple(_notes(request, rows) + _unknown_regions(request, catalog_sizes)),
+        notes=tuple(
+            _notes(request, rows) + _fabric(current) + _unknown_regions(request, catalog_sizes)
+        ),
         assumptions=_assumptions(request),
         snapshot_dates=tuple(sorted(snapshot_dates)),
         price_sources=_price_sources(from_snapshot),
@@ -420,6 +422,27 @@ def _notes(request: PlanRequest, rows: list[PlanRow]) -> list[str]:
         notes.append(
             f"snapshot prices are from each size's catalog price region, not {request.region}; "
             "--live fetches that region's prices"
+        )
+    return notes
+
+
+def _fabric(sizes: list[VmSize]) -> list[str]:
+    """What a run over several boxes of these sizes talks over (every row is one box)."""
+    efa = [s.name for s in sizes if s.fabric == "efa"]
+    ib = [s.name for s in sizes if s.fabric == "infiniband"]
+    notes = []
+    if efa:
+        notes.append(
+            f"{', '.join(efa)}: a run over several boxes (nodeCount > 1) leaves their EFA "
+            "unused and all-reduces over TCP sockets: EFA needs the aws-ofi-nccl plugin and "
+            "libfabric in the image and EFA interfaces at launch, which neither has yet "
+            "(docs/distributed.md)"
+        )
+    if ib:
+        notes.append(
+            f"{', '.join(ib)}: between boxes NCCL may use their InfiniBand (left on), but "
+            "takes it only where the image has the verbs libraries and the container the "
+            "HCA, which they do not yet: TCP sockets (docs/distributed.md)"
         )
     return notes
 

@@ -41,6 +41,7 @@ from trainer.config import UserError
 from trainer.loop.gradient_sync import FlatGradients, broadcast_module
 
 ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"  # torchrun's: the ranks on this box
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,12 @@ class RankInfo:
     local_rank: int = 0
     world_size: int = 1
     launched: bool = False  # by torchrun (its environment is set), even for one rank
+    local_world_size: int | None = None  # the ranks on this box; None: all of them
+
+    @property
+    def spans_boxes(self) -> bool:
+        """Whether the ranks are on more than one box."""
+        return self.local_world_size is not None and self.local_world_size < self.world_size
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> RankInfo:
@@ -69,7 +76,9 @@ class RankInfo:
                 f"RANK {rank}, LOCAL_RANK {local_rank} of WORLD_SIZE {world_size}: expected "
                 "0 <= RANK < WORLD_SIZE; start ranks with python -m torch.distributed.run"
             )
-        return cls(rank, local_rank, world_size, launched=True)
+        local = environ.get(LOCAL_WORLD_SIZE, "")
+        local_world_size = int(local) if local.isdigit() else None
+        return cls(rank, local_rank, world_size, launched=True, local_world_size=local_world_size)
 
     @property
     def is_main(self) -> bool:
@@ -120,9 +129,10 @@ class Group:
         """Whether the step all-reduces gradients (a process group exists)."""
         return self.info.launched and dist.is_initialized()
 
-    def gradients(self, model: nn.Module) -> FlatGradients | None:
+    def gradients(self, model: nn.Module, precision: str = "fp32") -> FlatGradients | None:
         """The flat gradient bucket the step all-reduces, with rank 0's weights and
-        buffers on every rank (None without a process group: nothing to reduce).
+        buffers on every rank (None without a process group: nothing to reduce); in
+        bf16 between boxes at `precision` bf16 (`trainer.loop.gradient_sync`).
 
         BatchNorm's buffers are not synchronised at every forward: training uses batch
         statistics, and `sync_buffers` gives every rank rank 0's before an evaluation,
@@ -131,7 +141,8 @@ class Group:
         if not self.data_parallel:
             return None
         broadcast_module(model)
-        return FlatGradients(list(model.parameters()), self.world_size)
+        bf16 = precision == "bf16" and self.info.spans_boxes
+        return FlatGradients(list(model.parameters()), self.world_size, bf16)
 
     def agree(self, *values: int) -> tuple[int, ...]:
         """Element-wise max of `values` over all ranks.

@@ -204,7 +204,8 @@ class Run:
         self.train_data = self.pipeline(self.splits.train, self.group.rank, self.group.world_size)
         self.val_data = self.pipeline(self.splits.val)
         self.model = build_model(config.model, self.choice.device, tc.formulation)
-        gradients = self.group.gradients(self.model)  # under torchrun: the flat bucket
+        # Under torchrun: the flat bucket (in bf16 between boxes at bf16).
+        gradients = self.group.gradients(self.model, self.choice.precision)
         self.trained = self._compiled(self.model) if tc.compile else self.model
         groups = parameter_groups(self.model, oc.weight_decay, oc.decay_norms_and_biases)
         self.optimizer = self.choice.optimizer(groups, oc.lr, oc.weight_decay, oc.beta2)
@@ -250,10 +251,11 @@ class Run:
             f"{tc.epochs} epochs"
         )
         if self.group.data_parallel:
+            bf16 = " (in bf16: between boxes)" if self.step.gradients.bf16 else ""
             self.say(
                 f"data parallel: world size {self.group.world_size} ({self.group.backend}), "
                 f"per-rank batch {tc.per_rank_batch_size}, global batch {tc.batch_size}, "
-                "gradients all-reduced in one bucket inside the step"
+                f"gradients all-reduced in one bucket{bf16} inside the step"
             )
 
     def _eager_reason(self) -> str | None:
