@@ -9,9 +9,9 @@ nothing here talks to anything: every method returns its input.
 One process group, two backends: tensors on a GPU go through NCCL (rank r drives
 cuda:LOCAL_RANK): the gradients' all-reduce inside the step (`trainer.loop.gradient_sync`)
 and the BatchNorm buffers; tensors on the CPU go through gloo: the control traffic
-(the per-step stop vote, evaluation predictions, checkpoint states, the barrier). None
-of that waits on a GPU stream or costs a host-device sync, and the vote runs
-asynchronously, overlapping a step. On CPU everything is gloo.
+(the stop vote, the capture agreement, evaluation predictions, checkpoint states, the
+barrier). None of that waits on a GPU stream or costs a host-device sync, and the vote
+runs asynchronously, overlapping the steps between votes. On CPU everything is gloo.
 
 Under torchrun the group is made even for one rank (`torchrun --nproc-per-node 1`): the
 step then takes the data-parallel path, its all-reduce included, which is how one GPU
