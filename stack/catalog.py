@@ -98,6 +98,9 @@ class VmSize:
     retired_on: str | None = None
     replacement: str | None = None
     gpu_link: str | None = None  # one of GPU_LINKS on a multi-GPU size, else None
+    fabric: Literal["ethernet", "infiniband", "efa"] = "ethernet"
+    """What links boxes of this size besides their Ethernet: InfiniBand (Azure ND), EFA
+    (AWS p4d/p5). How a run uses it: `ops.run.distributed`."""
     regions_known: bool = field(init=False)
     """Whether `regions` is a reference's answer: given, none for a retired size, or the
     offerings snapshot's for a size it lists; a size the snapshot never asked about is
@@ -216,14 +219,15 @@ _CATALOG: tuple[VmSize, ...] = (
     VmSize("Standard_NC80adis_H100_v5", "azure", "H100 94GB", 2, 94, 80, 640,
            gpu_link="NVLink 4 bridge"),
     # Azure ND A100 v4 — 8x A100 40 GB SXM with NVLink and InfiniBand.
-    VmSize("Standard_ND96asr_v4", "azure", "A100 40GB", 8, 40, 96, 900, gpu_link="NVLink 3"),
+    VmSize("Standard_ND96asr_v4", "azure", "A100 40GB", 8, 40, 96, 900, gpu_link="NVLink 3",
+           fabric="infiniband"),
     # Azure ND H100 v5 / ND H200 v5 — 8x H100 80 GB / H200 141 GB SXM, NVLink 4 and
     # InfiniBand (https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/
     # nd-h100-v5-series, nd-h200-v5-series).
     VmSize("Standard_ND96isr_H100_v5", "azure", "H100 80GB", 8, 80, 96, 1900,
-           gpu_link="NVLink 4"),
+           gpu_link="NVLink 4", fabric="infiniband"),
     VmSize("Standard_ND96isr_H200_v5", "azure", "H200 141GB", 8, 141, 96, 1850,
-           gpu_link="NVLink 4"),
+           gpu_link="NVLink 4", fabric="infiniband"),
     # Azure NCv3 — V100 16 GB; what the seeds recommend, retired by Azure: its last list
     # prices are kept here, the snapshot prices only what is sold.
     VmSize("Standard_NC6s_v3", "azure", "V100 16GB", 1, 16, 6, 112, 3.06, None, "eastus",
@@ -238,14 +242,19 @@ _CATALOG: tuple[VmSize, ...] = (
     VmSize("p3.2xlarge", "aws", "V100 16GB", 1, 16, 8, 61),
     VmSize("p3.8xlarge", "aws", "V100 16GB", 4, 16, 32, 244, gpu_link="NVLink 2"),
     VmSize("p3.16xlarge", "aws", "V100 16GB", 8, 16, 64, 488, gpu_link="NVLink 2"),
-    # AWS P4d / P5 — A100 40 GB / H100 80 GB SXM.
-    VmSize("p4d.24xlarge", "aws", "A100 40GB", 8, 40, 96, 1152, gpu_link="NVLink 3"),
-    VmSize("p5.48xlarge", "aws", "H100 80GB", 8, 80, 192, 2048, gpu_link="NVLink 4"),
+    # AWS P4d / P5 — A100 40 GB / H100 80 GB SXM, with EFA between boxes
+    # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html).
+    VmSize("p4d.24xlarge", "aws", "A100 40GB", 8, 40, 96, 1152, gpu_link="NVLink 3",
+           fabric="efa"),
+    VmSize("p5.48xlarge", "aws", "H100 80GB", 8, 80, 192, 2048, gpu_link="NVLink 4",
+           fabric="efa"),
     # One H100 of a P5 host: the cheapest H100 on AWS.
     VmSize("p5.4xlarge", "aws", "H100 80GB", 1, 80, 16, 256),
     # AWS P5e / P5en — 8x H200 141 GB SXM; P5en with Sapphire Rapids hosts and PCIe 5.
-    VmSize("p5e.48xlarge", "aws", "H200 141GB", 8, 141, 192, 2048, gpu_link="NVLink 4"),
-    VmSize("p5en.48xlarge", "aws", "H200 141GB", 8, 141, 192, 2048, gpu_link="NVLink 4"),
+    VmSize("p5e.48xlarge", "aws", "H200 141GB", 8, 141, 192, 2048, gpu_link="NVLink 4",
+           fabric="efa"),
+    VmSize("p5en.48xlarge", "aws", "H200 141GB", 8, 141, 192, 2048, gpu_link="NVLink 4",
+           fabric="efa"),
     # AWS G5 — A10G 24 GB; G6 — L4 24 GB.
     VmSize("g5.xlarge", "aws", "A10G", 1, 24, 4, 16),
     VmSize("g5.2xlarge", "aws", "A10G", 1, 24, 8, 32),

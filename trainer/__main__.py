@@ -169,6 +169,10 @@ def _bench(command: str, config: Any) -> int:
             batch_size=config.batch_size,
             json_output=config.json,
         )
+    if config.noise_scale is not None:
+        from trainer.bench.noise_scale import run_noise_scale
+
+        return run_noise_scale(config.noise_scale, config.quick, config.batch_size, config.json)
     if config.time_to_quality:
         import torch
 
@@ -191,7 +195,7 @@ def _bench(command: str, config: Any) -> int:
 
 def _launch(torchrun_args: list[str]) -> int:
     """torchrun over `train` (trainer.loop.launcher), its flags checked here first: a bad
-    flag or a global batch that does not split is exit 2 before any rank starts."""
+    flag or a global batch smaller than the ranks is exit 2 before any rank starts."""
     from trainer.checkpoints.final_upload import finish_pending
     from trainer.loop.launcher import launch, parse_torchrun, world_size
 

@@ -79,8 +79,8 @@ class BenchCommand:
     batch_size: int | None = flag(None, auto="what train takes for M2-sized data")
     """The step's batch; with --time-to-quality, the run's global batch."""
     graph: bool = flag(True, name="no-graph")
-    """Time the eager step (a run's fallback: --no-graph, --compile, --grad-accum, a
-    failed capture). Without it, on a GPU the step captured as one CUDA graph is timed."""
+    """On a GPU, time the step captured as one CUDA graph; --no-graph: the eager step (a
+    run's fallback: --no-graph, a failed capture)."""
     time_to_quality: bool = flag(False)
     """Seconds from the process's start until the defaults reach the reference's best val
     MAE (the previous default, trained after them on the same data and seed), on fixed
@@ -91,6 +91,9 @@ class BenchCommand:
     """--time-to-quality at seeds 0..N-1, judged on the medians."""
     nproc: int | None = flag(None, metavar="N", auto="one process, no torchrun")
     """--time-to-quality under torchrun with N ranks (GPUs; gloo processes on a CPU)."""
+    noise_scale: Path | None = flag(None, metavar="RUN_DIR")
+    """The gradient noise scale B_simple (McCandlish et al. 2018) at a run's checkpoints,
+    from gradients at two batch sizes (--batch-size: the smaller; --quick: a few seconds)."""
 
 
 @dataclass(frozen=True)

@@ -196,12 +196,14 @@ class TrainConfig:
     batch_size: int | None = flag(
         None,
         tunable=RANGE,
-        auto="a power of two from 1024 to 16384 a GPU, 1600+ steps an epoch; 256 on a CPU",
+        auto="a power of two from 1024 to 16384 over all GPUs, 1600+ steps an epoch; 256 on a CPU",
     )
     """Windows per micro-batch over all ranks (the global batch; each rank takes
-    1/world_size). Left out, the trainer's per-rank batch for the device and the
-    training set times the ranks, at the run's first start (less where the GPU's memory
-    holds less; `trainer.loop.defaults`); a resume keeps the run's."""
+    1/world_size, shares differing by one window where it does not divide). Left out:
+    the trainer's global batch for the device and the training set, whatever the
+    number of ranks (on GPUs the largest power of two from 1024 to 16384 that leaves
+    1600 steps an epoch, less where a GPU's memory holds less; 256 on a CPU) at the
+    run's first start, the run's own on a resume (`trainer.loop.defaults`)."""
     precision: Precision = flag("auto", auto="bf16 on sm_80+ GPUs, fp16 on older, fp32 on CPU")
     """The training step's arithmetic. auto: bf16 on GPUs that compute it natively
     (sm_80+), fp16 + GradScaler on older GPUs (V100, T4), fp32 on CPU."""
@@ -238,7 +240,7 @@ class TrainConfig:
     world_size: int = 1
     """Ranks training together (torchrun's WORLD_SIZE; 1 without torchrun)."""
     per_rank_batch_size: int | None = field(init=False, metadata={"setting": False})
-    """Windows per micro-batch on each rank: batch_size / world_size."""
+    """Windows per micro-batch on each rank: batch_size / world_size, rounded up."""
 
     def __post_init__(self) -> None:
         _require(self.epochs >= 1, f"--epochs {self.epochs}: must be at least 1")
@@ -268,12 +270,12 @@ class TrainConfig:
             object.__setattr__(self, "per_rank_batch_size", None)
             return
         _require(
-            self.batch_size % self.world_size == 0,
-            f"--batch-size {self.batch_size} does not split over WORLD_SIZE {self.world_size} "
-            f"ranks; the batch is global: use a multiple of {self.world_size}, e.g. "
-            f"{max(1, round(self.batch_size / self.world_size)) * self.world_size}",
+            self.batch_size >= self.world_size,
+            f"--batch-size {self.batch_size} is smaller than WORLD_SIZE {self.world_size}; the "
+            f"batch is global and every rank takes a share: use at least {self.world_size}",
         )
-        object.__setattr__(self, "per_rank_batch_size", self.batch_size // self.world_size)
+        # Shares differ by one window where the batch does not divide (a resumed 4096 on 3 GPUs).
+        object.__setattr__(self, "per_rank_batch_size", -(-self.batch_size // self.world_size))
 
     @property
     def run_id(self) -> str:

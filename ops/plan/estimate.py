@@ -14,17 +14,21 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 
+from ops.plan.batches import (
+    DATASET_BYTES_PER_SAMPLE,
+    MEASURED_BEST_GLOBAL_BATCH,
+    Batches,
+    batches,
+    planned_batch,
+)
 from ops.plan.pricing import HourlyPrice, snapshot_price
 from ops.plan.scaling import MODEL_PARAMETERS, ddp_assumptions
 from ops.plan.throughput import (
-    DATASET_BYTES_PER_SAMPLE,
     ESTIMATED_PEAK_FRACTION,
     STEP_NAMES,
     MeasuredThroughput,
     StepKind,
     Throughput,
-    memory_cap,
-    planned_batch,
     throughput,
 )
 from ops.plan.workload import train_flops_per_window
@@ -36,6 +40,9 @@ MILESTONE_WINDOWS = {"M1": 600_000, "M2": 2_400_000, "M3": 12_000_000}
 
 # Billed before the first step: boot, cloud-init, pulling the CUDA image, syncing data.
 SETUP_HOURS = 0.25
+
+# A GPU whose step is at least this share fixed cost trains little faster with more GPUs.
+MOSTLY_FIXED = 0.5
 
 # A checkpoint holds fp32 weights plus AdamW's two fp32 moments: 12 bytes a parameter.
 CHECKPOINT_BYTES_PER_PARAMETER = 4 + 8
@@ -93,7 +100,7 @@ class PlanRequest:
     trial per GPU, a box's GPUs each running one); 0: one run over every GPU."""
     graph: bool = True
     """The captured step, every GPU count's default; False: the eager step a run forced
-    off it takes (`train --no-graph`, `--compile`, `--grad-accum` above 1)."""
+    off it takes (`train --no-graph`, a failed capture)."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -139,6 +146,11 @@ class PlanRow:
     "estimated" (a share of the datasheet peak)."""
     throughput_detail: str
     step: str  # the step the windows/s assume: "captured" (one CUDA graph) or "eager"
+    per_gpu_batch: int  # windows a GPU a step: its share of `global_batch`
+    global_batch: int  # windows a step over every GPU, as `train` takes it for the data
+    batch_departs: str  # why the global batch is not the rule's for the data ("": it is)
+    fixed_fraction: float | None  # of a GPU's step, its fixed cost (None: unknown)
+    over_one_gpu: float | None  # windows/s over one GPU's of the same GPU (None: one GPU)
     hours: float
     on_demand_usd: float | None  # None: no reference prices the size (the catalog's `unpriced`)
     spot_usd: float | None  # None: no spot figure for this size (spot is volatile anyway)
@@ -197,30 +209,40 @@ def storage_egress_usd(cloud: str, windows: int, window_length: int, runs: int =
     )
 
 
-def _compute_hours(request: PlanRequest, size: VmSize, measured) -> tuple[float, Throughput]:
+def _compute_hours(
+    request: PlanRequest, size: VmSize, run: Batches, measured
+) -> tuple[float, Throughput]:
     """Hours of training on `size` and the throughput they rest on: one run over every
     GPU, or a sweep's trials one GPU each, as many at once as the box has GPUs."""
-    cap = memory_cap(size.gpu, request.windows, request.window_length)
+    length = request.window_length
     if not request.sweep_trials:
-        batch = planned_batch(request.windows, size.gpu_count, cap)
         tp = throughput(
-            size.gpu,
-            size.gpu_count,
-            request.window_length,
-            measured,
-            size.gpu_link,
-            batch,
-            request.step,
+            size.gpu, size.gpu_count, length, measured, size.gpu_link, run.per_gpu, request.step
         )
         return request.window_passes / tp.windows_per_s / 3600, tp
-    batch = planned_batch(request.windows, 1, cap)
-    tp = throughput(size.gpu, 1, request.window_length, measured, batch=batch, kind=request.step)
+    tp = throughput(size.gpu, 1, length, measured, batch=run.per_gpu, kind=request.step)
     waves = math.ceil(request.sweep_trials / size.gpu_count)
     return waves * request.window_passes / tp.windows_per_s / 3600, tp
 
 
+def _over_one_gpu(
+    request: PlanRequest, size: VmSize, run: Batches, tp: Throughput, measured
+) -> float | None:
+    """The box's windows/s over one of its GPUs' alone at the global batch one GPU
+    takes for the data; None for one GPU or a sweep."""
+    if size.gpu_count == 1 or request.sweep_trials:
+        return None
+    one_batch = planned_batch(request.windows, 1, run.cap)
+    one = throughput(
+        size.gpu, 1, request.window_length, measured, batch=one_batch, kind=request.step
+    )
+    return tp.windows_per_s / one.windows_per_s
+
+
 def _row(request: PlanRequest, size: VmSize, price: HourlyPrice, measured) -> PlanRow:
-    compute_hours, tp = _compute_hours(request, size, measured)
+    gpus = 1 if request.sweep_trials else size.gpu_count  # a sweep's trial: one GPU
+    run = batches(size.gpu, gpus, request.windows, request.window_length)
+    compute_hours, tp = _compute_hours(request, size, run, measured)
     hours = SETUP_HOURS + compute_hours
     spot_hourly = price.spot_usd_per_hour
     basis_hourly = (
@@ -239,6 +261,11 @@ def _row(request: PlanRequest, size: VmSize, price: HourlyPrice, measured) -> Pl
         throughput_source=tp.source,
         throughput_detail=tp.detail,
         step=STEP_NAMES[tp.step],
+        per_gpu_batch=run.per_gpu,
+        global_batch=run.global_,
+        batch_departs=run.departs,
+        fixed_fraction=tp.fixed_fraction,
+        over_one_gpu=_over_one_gpu(request, size, run, tp, measured),
         hours=hours,
         on_demand_usd=_times(hours, price.on_demand_usd_per_hour),
         spot_usd=_times(hours, spot_hourly),
@@ -303,7 +330,9 @@ def make_plan(
         price_basis="spot" if request.spot else "on-demand",
         rows=tuple(rows),
         excluded_retired=tuple(_retired_note(s) for s in chosen if s.status == "retired"),
-        notes=tuple(_notes(request, rows) + _unknown_regions(request, catalog_sizes)),
+        notes=tuple(
+            _notes(request, rows) + _fabric(current) + _unknown_regions(request, catalog_sizes)
+        ),
         assumptions=_assumptions(request),
         snapshot_dates=tuple(sorted(snapshot_dates)),
         price_sources=_price_sources(from_snapshot),
@@ -378,10 +407,14 @@ def _notes(request: PlanRequest, rows: list[PlanRow]) -> list[str]:
     elif any(r.gpu_count > 1 for r in rows):
         notes.append(
             "multi-GPU rows: torchrun over every GPU (`fab train` runs it so) at the "
-            "trainer's default per-GPU batch for the data, each GPU's step all-reducing the "
-            "gradients in one bucket after its backward pass (nothing hides it): N GPUs "
-            "plan at most N of their one-GPU rate at that batch (docs/distributed.md)"
+            "trainer's global batch for the data, the same as one GPU's, each GPU taking "
+            "its share (`--wide`'s batch column: the global batch, a GPU's share), each GPU's step "
+            "all-reducing the gradients in one bucket after its backward pass (nothing "
+            "hides it): N GPUs plan at most N of their one-GPU rate at that share "
+            "(docs/distributed.md)"
         )
+        notes.extend(_mostly_fixed(rows))
+    notes.extend(_batch_notes(rows))
     if not request.graph:
         notes.append(
             "every row at the eager step (`train --no-graph`): a step takes the longer of "
@@ -392,6 +425,75 @@ def _notes(request: PlanRequest, rows: list[PlanRow]) -> list[str]:
         notes.append(
             f"snapshot prices are from each size's catalog price region, not {request.region}; "
             "--live fetches that region's prices"
+        )
+    return notes
+
+
+def _fabric(sizes: list[VmSize]) -> list[str]:
+    """What a run over several boxes of these sizes talks over (every row is one box)."""
+    efa = [s.name for s in sizes if s.fabric == "efa"]
+    ib = [s.name for s in sizes if s.fabric == "infiniband"]
+    notes = []
+    if efa:
+        notes.append(
+            f"{', '.join(efa)}: a run over several boxes (nodeCount > 1) leaves their EFA "
+            "unused and all-reduces over TCP sockets: EFA needs the aws-ofi-nccl plugin and "
+            "libfabric in the image and EFA interfaces at launch, which neither has yet "
+            "(docs/distributed.md)"
+        )
+    if ib:
+        notes.append(
+            f"{', '.join(ib)}: between boxes NCCL may use their InfiniBand (left on), but "
+            "takes it only where the image has the verbs libraries and the container the "
+            "HCA, which they do not yet: TCP sockets (docs/distributed.md)"
+        )
+    return notes
+
+
+def _mostly_fixed(rows: list[PlanRow]) -> list[str]:
+    """Multi-GPU rows whose GPUs' steps are mostly their fixed cost at their share: more
+    GPUs, little more speed, at their full price."""
+    slow = [
+        r
+        for r in rows
+        if r.gpu_count > 1
+        and r.over_one_gpu is not None
+        and r.fixed_fraction is not None
+        and r.fixed_fraction >= MOSTLY_FIXED
+    ]
+    if not slow:
+        return []
+    said = "; ".join(
+        f"{r.size} {r.over_one_gpu:.1f}x ({r.per_gpu_batch} windows a GPU, "
+        f"{r.fixed_fraction:.0%} fixed)"
+        for r in sorted(slow, key=lambda r: (r.over_one_gpu / r.gpu_count, r.size))
+    )
+    return [
+        "at this data's global batch a GPU's share is small and its step mostly its "
+        "fixed cost (the graph's launch, the optimizer over 7.2 M parameters): these "
+        "boxes train at only this many times one of their GPUs' windows/s, at every "
+        f"GPU's price: {said}"
+    ]
+
+
+def _batch_notes(rows: list[PlanRow]) -> list[str]:
+    """Rows whose global batch departs from the rule (marked `!` in the batch column),
+    and a rule's batch beyond the one measured best."""
+    notes = []
+    departs = [r for r in rows if r.batch_departs]
+    if departs:
+        notes.append(
+            "global batch below the rule's for the data (`!` in --wide's batch column), "
+            "where a GPU's memory holds less beside the data: "
+            + "; ".join(f"{r.size} {r.batch_departs}" for r in departs)
+        )
+    beyond = sorted({r.global_batch for r in rows if r.global_batch > MEASURED_BEST_GLOBAL_BATCH})
+    if beyond:
+        notes.append(
+            f"a global batch of {', '.join(map(str, beyond))} keeps the 1600 steps an epoch "
+            f"that batch {MEASURED_BEST_GLOBAL_BATCH} had where it was measured best (M2's "
+            "size, one seed): beyond it the rule is extrapolated, not measured "
+            "(docs/trainer.md, `python -m trainer bench --noise-scale`)"
         )
     return notes
 

@@ -44,6 +44,13 @@ def _hours(hours: float) -> str:
     return f"{hours:,.1f}" if hours >= 10 else f"{hours:.2f}"
 
 
+def _batch(row: PlanRow) -> str:
+    """The global batch, a GPU's share where several share it, `!` where it departs
+    from the rule's (the notes say why)."""
+    share = f" ({row.per_gpu_batch}/GPU)" if row.per_gpu_batch != row.global_batch else ""
+    return f"{row.global_batch}{share}{'!' if row.batch_departs else ''}"
+
+
 def _mark(row: PlanRow) -> str:
     return "✔" if row.pick else ("" if row.within_deadline else "late")
 
@@ -58,6 +65,7 @@ COLUMNS: tuple[tuple[str, Callable[[PlanRow], str], bool], ...] = (
     ("windows/s", lambda row: _rate(row.windows_per_s), True),
     ("throughput", lambda row: row.throughput_source, False),
     ("step", lambda row: row.step, False),
+    ("batch", _batch, True),
     ("hours", lambda row: _hours(row.hours), True),
     ("on-demand $", lambda row: _money(row.on_demand_usd), True),
     ("spot $", lambda row: _money(row.spot_usd), True),

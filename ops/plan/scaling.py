@@ -17,7 +17,8 @@ from typing import Any
 from stack.catalog import GPU_LINKS
 
 # Every optimizer step, every rank all-reduces the fp32 gradients of all parameters
-# (autocast computes in bf16/fp16, the gradients stay fp32), in one flat bucket.
+# (autocast computes in bf16/fp16, the gradients stay fp32), in one flat bucket; between
+# boxes at bf16 the bucket travels in bf16, half the bytes (`trainer.loop.gradient_sync`).
 MODEL_PARAMETERS = 7_218_753  # ResNet34-1D (trainer/model.py; tests/trainer/test_model.py)
 GRADIENT_BYTES = MODEL_PARAMETERS * 4  # 28.9 MB
 # Per GPU and direction, from the datasheets: NVLink 2/3/4 = 6/12/18 links x 25 GB/s
@@ -63,8 +64,10 @@ def ddp_scaling(
     gpu_link: str | None,
     boxes: int = 1,
     network_gbit_s: float | None = None,
+    precision: str = "fp32",
 ) -> DdpScaling:
-    """How a data-parallel step of `boxes` x `gpus_per_box` GPUs spends its time.
+    """How a data-parallel step of `boxes` x `gpus_per_box` GPUs at `precision` spends
+    its time.
 
     A ring all-reduce moves 2(P-1)/P of the gradients through every rank's link; the
     ring is as fast as its slowest: the GPUs' link inside one box, the network
@@ -83,7 +86,8 @@ def ddp_scaling(
         link, link_gb_s = gpu_link, LINK_GB_S[gpu_link]
     else:
         raise ValueError(f"{gpus_per_box} GPUs linked by {gpu_link!r}: expected one of {GPU_LINKS}")
-    moved = 2 * (ranks - 1) / ranks * GRADIENT_BYTES
+    bucket = GRADIENT_BYTES // 2 if boxes > 1 and precision == "bf16" else GRADIENT_BYTES
+    moved = 2 * (ranks - 1) / ranks * bucket
     hops_s = 2 * (ranks - boxes) * HOP_LATENCY_S["box"] + 2 * (boxes - 1) * HOP_LATENCY_S["network"]
     all_reduce_s = moved / (link_gb_s * 1e9 * LINK_EFFICIENCY) + hops_s
     return DdpScaling(ranks, step_s, all_reduce_s, link)

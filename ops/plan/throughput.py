@@ -14,7 +14,7 @@ whole step replayed as one CUDA graph) or `eager` (launched kernel by kernel).
   factor the measured GPUs needed (medians over them). With no GPU measured at two
   batches, the estimate is the share of peak the measured GPUs sustained, or an assumed
   one while none is.
-- The eager step (the trainer's fallback: `--no-graph`, `--compile`, `--grad-accum > 1`,
+- The eager step (the trainer's fallback: `--no-graph`,
   a failed capture) has the host issue some 850 kernels while the GPU runs them: a step
   takes the longer of the two, not their sum (`HostBoundCost`). Its rows say how long
   the host takes (about the same at every batch while it is the bottleneck); the GPU's
@@ -24,7 +24,10 @@ whole step replayed as one CUDA graph) or `eager` (launched kernel by kernel).
   per-rank batch the trainer takes, each keeping the share of its time the gradients'
   all-reduce leaves it (`ddp_scaling`): one flat bucket after the backward pass (inside
   the graph of a captured step), nothing hiding it. So no box plans more than N of its
-  one-GPU rows.
+  one-GPU rows. The trainer's global batch is the same at any GPU count
+  (`trainer.loop.defaults.global_batch`), so N GPUs each take 1/N of it: where that
+  share is small a GPU's step is mostly its fixed cost (`Throughput.fixed_fraction`),
+  and N GPUs train little faster than one (8 H100s at M1: 128 windows a GPU, ~1.4x).
 - No box plans more than N times its GPU's roofline
   (`ops.plan.workload.roofline_windows_per_s`): a figure above it is capped, saying so.
 
@@ -50,7 +53,7 @@ from ops.plan.workload import (
 )
 from stack.catalog import GPUS, GpuSpec
 from trainer.bench.throughput_record import RECORD_FIELDS
-from trainer.loop.defaults import GIB, memory_batch_cap, per_rank_batch, train_windows_of
+from trainer.loop.defaults import per_rank_batch
 
 MEASURED_CSV = Path(__file__).with_name("measured_throughput.csv")
 # The CSV's columns are the trainer's (`bench --record` writes the rows).
@@ -66,8 +69,6 @@ ESTIMATED_PEAK_FRACTION = 0.15
 
 # The per-GPU batch of a row costed without a dataset (a smallest GPU default).
 GPU_BATCH = per_rank_batch("cuda", 0)
-# A dataset's windows as the trainer holds them: float32.
-DATASET_BYTES_PER_SAMPLE = 4
 
 StepKind = Literal["graph", "eager"]
 # Every GPU count replays the captured step by default (`trainer.loop.step`); the eager
@@ -92,6 +93,9 @@ class Throughput:
     source: Source
     detail: str
     step: StepKind = DEFAULT_STEP
+    fixed_fraction: float | None = None
+    """Of one GPU's step at its batch, the share that is its fixed cost (the graph's
+    launch, the optimizer; an eager step's host launches); None where unknown."""
 
 
 @dataclass(frozen=True)
@@ -231,6 +235,10 @@ class StepCost:
     def windows_per_s(self, batch: int) -> float:
         return batch / (self.fixed_s + batch * self.window_s)
 
+    def fixed_fraction(self, batch: int) -> float:
+        """Of a step of `batch` windows, the share that is the fixed cost."""
+        return self.fixed_s / (self.fixed_s + batch * self.window_s)
+
 
 def measured_cost(rows: list[MeasuredThroughput], batch: int = GPU_BATCH) -> StepCost | None:
     """The cost of the step fastest at `batch` among the rows' steps measured at two
@@ -355,7 +363,8 @@ def _captured(
     if cost is not None:
         said = _said(next(r for r in reversed(rows) if r.step == cost.step))
         detail = f"{said}, its step cost at batch {batch}"
-        return Throughput(cost.windows_per_s(batch), training_precision(gpu), "measured", detail)
+        rate, fixed = cost.windows_per_s(batch), cost.fixed_fraction(batch)
+        return Throughput(rate, training_precision(gpu), "measured", detail, fixed_fraction=fixed)
     if rows:
         row = rows[-1]
         return Throughput(row.train_windows_per_s, training_precision(gpu), "measured", _said(row))
@@ -375,8 +384,11 @@ def _modelled(
             f"batch {batch}: {model.fixed_s * 1e3:.2f} ms a step + {model.factor:.2f} x "
             f"(compute + memory) a window, fitted to {model.gpus} measured GPU(s)"
         )
-        rate = model.cost(gpu, window_length).windows_per_s(batch)
-        return Throughput(rate, precision, "modelled", detail)
+        cost = model.cost(gpu, window_length)
+        fixed = cost.fixed_fraction(batch)
+        return Throughput(
+            cost.windows_per_s(batch), precision, "modelled", detail, fixed_fraction=fixed
+        )
     fitted = fitted_peak_fraction(measured, window_length)
     fraction = fitted[0] if fitted else ESTIMATED_PEAK_FRACTION
     rate = peak_tflops(gpu, precision) * 1e12 * fraction / train_flops_per_window(window_length)
@@ -410,7 +422,10 @@ def _eager(
         f"(captured: {captured.detail})"
     )
     source = min(captured.source, host, key=SOURCES.index)
-    return Throughput(batch / step_s, captured.precision, source, detail, "eager")
+    # The host's launches are the same at every batch: while they bind, a fixed cost.
+    known = host_s or captured.fixed_fraction is not None
+    fixed = max(host_s, gpu_s * (captured.fixed_fraction or 0.0)) / step_s if known else None
+    return Throughput(batch / step_s, captured.precision, source, detail, "eager", fixed)
 
 
 def _on_gpus(per_gpu: Throughput, batch: int, gpu_count: int, gpu_link: str | None) -> Throughput:
@@ -419,9 +434,11 @@ def _on_gpus(per_gpu: Throughput, batch: int, gpu_count: int, gpu_link: str | No
     if gpu_count == 1:
         return per_gpu
     scaling = ddp_scaling(per_gpu.windows_per_s, batch, gpu_count, gpu_link)
+    fixed = per_gpu.fixed_fraction
+    share = f" (its fixed cost {fixed:.0%} of the step)" if fixed is not None else ""
     detail = (
-        f"{per_gpu.detail}, x{gpu_count} GPUs at {scaling.efficiency:.0%} (all-reduce of one "
-        f"bucket over {scaling.link} after the backward pass)"
+        f"{per_gpu.detail}{share}, x{gpu_count} GPUs at {scaling.efficiency:.0%} (all-reduce "
+        f"of one bucket over {scaling.link} after the backward pass)"
     )
     rate = per_gpu.windows_per_s * gpu_count * scaling.efficiency
     # Only one GPU was measured: the box's figure is that one scaled, not a measurement.
@@ -467,24 +484,6 @@ def throughput(
             per_gpu = _eager(gpu, window_length, measured, batch, per_gpu)
         box = _on_gpus(per_gpu, batch, gpu_count, gpu_link)
     return _under_roofline(box, gpu, gpu_count, window_length)
-
-
-def planned_batch(windows: int, gpus: int, cap: int | None = None) -> int:
-    """The per-GPU batch `train` takes for a dataset of `windows` over `gpus` ranks, at
-    most `cap` (`memory_cap`): the trainer's own rule, `trainer.loop.defaults`."""
-    return per_rank_batch("cuda", train_windows_of(windows), gpus, cap)
-
-
-def memory_cap(gpu: GpuSpec, windows: int, window_length: int) -> int:
-    """The largest per-GPU batch whose steps fit in `gpu`'s memory beside a dataset of
-    `windows`, by the trainer's rule (`trainer.loop.defaults.memory_batch_cap`): the
-    card's memory all free, the whole float32 dataset resident on it. The trainer reads
-    what is free at its start (the CUDA context takes a few hundred MB of it) and keeps
-    a split on the host past 40% of that (`trainer.data.pipeline`, which needs torch);
-    for datasets that large the plan's batch is the smaller."""
-    data_bytes = windows * window_length * DATASET_BYTES_PER_SAMPLE
-    free_bytes = gpu.memory_gib * GIB
-    return memory_batch_cap(free_bytes, data_bytes, training_precision(gpu)).per_rank
 
 
 def _said(row: MeasuredThroughput) -> str:

@@ -23,6 +23,9 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
+
+from stack import catalog
 
 RENDEZVOUS_PORT = 29400  # torchrun's default c10d port
 MAX_RESTARTS = 3
@@ -35,11 +38,36 @@ NODE_NAME_PREFIX = "glucose-node-"
 # with the workers, and restarted workers then read the dead ones' addresses and fail
 # to connect or hang (measured with torch 2.13 on gloo; pytorch#135712).
 TORCHRUN_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
-# NCCL over plain VPC/VNet TCP: no InfiniBand or EFA is assumed. The socket interface
-# (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) is the one holding the box's private address,
-# set on the box by `trainer launch` (trainer.loop.launcher.socket_interfaces): NCCL by
-# itself prefers ib* (IPoIB on ND96asr v4), which the other box may not reach.
-NCCL_ENV = {"NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "WARN"}
+# Between boxes NCCL talks over what the size has (`stack.catalog.VmSize.fabric`):
+# - InfiniBand (Azure ND): NCCL_IB_DISABLE is left unset, so NCCL takes IB where the
+#   container sees the HCA and the image has the verbs libraries (libibverbs1 and
+#   ibverbs-providers: the pytorch runtime base lacks them, and NCCL then says
+#   "NET/IB : No device found" and uses sockets; docs/distributed.md "Fabric");
+# - EFA (AWS p4d/p5): only through the aws-ofi-nccl plugin and libfabric, which the
+#   image does not carry, on boxes launched with EFA interfaces in a cluster placement
+#   group and a security group open to itself for all traffic
+#   (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html,
+#   https://docs.aws.amazon.com/batch/latest/userguide/efa.html), none of which the stack
+#   declares: NCCL's sockets over ENA, IB off (NCCL's own verbs transport does not
+#   speak EFA);
+# - Ethernet elsewhere: sockets, IB off.
+# NCCL's NET lines (INFO, that subsystem only) say which transport each rank took. The
+# socket interface (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) is the one holding the box's
+# private address, set on the box by `trainer launch` (trainer.loop.launcher.
+# socket_interfaces): NCCL by itself prefers ib* (IPoIB on ND96asr v4), which the other
+# box may not reach.
+NCCL_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "NET"}
+NCCL_IB_OFF = {"NCCL_IB_DISABLE": "1"}
+Fabric = Literal["ethernet", "infiniband", "efa"]
+
+
+def fabric_of(vm_size: str, cloud: str) -> Fabric:
+    """What links boxes of size `vm_size` (the catalog's `fabric`); Ethernet for a size
+    the catalog does not know (a local or lab target)."""
+    try:
+        return catalog.lookup(vm_size, cloud).fabric
+    except catalog.CatalogError:
+        return "ethernet"
 
 
 def node_name(node: int) -> str:
@@ -58,6 +86,8 @@ class DistributedLaunch:
     node: int = 0
     """Which of the boxes this one is."""
     max_restarts: int = MAX_RESTARTS
+    fabric: Fabric = "ethernet"
+    """What links the boxes besides Ethernet (`fabric_of`)."""
 
     def __post_init__(self) -> None:
         if self.gpus_per_box < 1:
@@ -108,8 +138,11 @@ class DistributedLaunch:
 
     def env(self) -> dict[str, str]:
         """Environment for torchrun (the container): restarts that reconnect, and NCCL
-        settings for plain networking between boxes."""
-        return {**TORCHRUN_ENV, **(NCCL_ENV if self.boxes > 1 else {})}
+        settings between boxes: InfiniBand left on where the boxes have it."""
+        if self.boxes == 1:
+            return dict(TORCHRUN_ENV)
+        ib = {} if self.fabric == "infiniband" else NCCL_IB_OFF
+        return {**TORCHRUN_ENV, **NCCL_ENV, **ib}
 
     def host_entries(self) -> dict[str, str]:
         """/etc/hosts lines for the container: each box's node name -> its address."""

@@ -35,7 +35,7 @@ from ops.remote.boxes import nodes, start_boxes
 from ops.remote.ssh import Box
 from ops.run import container, deadline, end_watch, env_files, on_box
 from ops.run.container import Launch
-from ops.run.distributed import DistributedLaunch
+from ops.run.distributed import DistributedLaunch, fabric_of
 from ops.run.names import checked_name
 from ops.target.schema import Target
 from ops.terminal_text import markup_safe
@@ -224,7 +224,8 @@ def distributed_plan(
             f"{boxes} boxes needs the boxes' own network (host); drop dockerNetwork"
         )
     try:
-        return DistributedLaunch(run_id, max(gpus_per_box, 1), addresses, node)
+        fabric = fabric_of(target.vm_size, target.cloud)
+        return DistributedLaunch(run_id, max(gpus_per_box, 1), addresses, node, fabric=fabric)
     except ValueError as error:
         raise Exit(
             f"{target.source}: {error}; list every box's private address in privateHosts "

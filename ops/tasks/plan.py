@@ -87,7 +87,7 @@ def _warn(message: str) -> None:
         "explain": "the notes under the table: where prices and throughput come from, what the "
         "hours and the storage assume",
         "graph": "the captured step, the trainer's default (--no-graph: the eager step, "
-        "what `train --no-graph`, --compile or --grad-accum above 1 runs)",
+        "what `train --no-graph` or a failed capture runs)",
     },
 )
 def plan(

@@ -2,7 +2,8 @@
 gradients in one flat bucket, all-reduced inside the step: `trainer.loop.gradient_sync`)
 trains bitwise the weights that DDP's step trains (`DistributedDataParallel` with
 `gradient_as_bucket_view`, the trainer's step before it), from the same weights on the
-same batches, with and without gradient accumulation.
+same batches, with and without gradient accumulation; and with the bucket all-reduced
+in bf16 (between boxes at bf16), the weights DDP trains with its `bf16_compress_hook`.
 
 On the CPU: two ranks over gloo, both steps eager. On a GPU (one rank, NCCL, under
 --deterministic kernels): the new step captured as one CUDA graph, all-reduce inside,
@@ -16,6 +17,7 @@ import inspect
 import sys
 
 import torch
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer.config import ModelConfig
@@ -37,13 +39,26 @@ def ddp(model: torch.nn.Module) -> DistributedDataParallel:
     return DistributedDataParallel(model, gradient_as_bucket_view=True, **{name: False})
 
 
-def train(group: Group, choice: DeviceChoice, through: str, accum: int) -> dict[str, torch.Tensor]:
-    """The weights and buffers after STEPS optimizer steps `through` "bucket" or "ddp"."""
+def bf16_compress(state, bucket):
+    """DDP's `bf16_compress_hook`, which DDP registers only for NCCL (a check of its
+    name): its own body, for gloo too."""
+    return default_hooks._compress_hook(torch.bfloat16, state, bucket)
+
+
+def train(
+    group: Group, choice: DeviceChoice, through: str, accum: int, bf16: bool = False
+) -> dict[str, torch.Tensor]:
+    """The weights and buffers after STEPS optimizer steps `through` "bucket" or "ddp",
+    the gradients all-reduced in bf16 where `bf16`."""
     torch.manual_seed(0)
     formulation = "nhwc" if choice.device.type == "cuda" else "gemm"
     model = build_model(ModelConfig("resnet18"), choice.device, formulation).train()
     trained = ddp(model) if through == "ddp" else model
+    if through == "ddp" and bf16:
+        trained.register_comm_hook(None, bf16_compress)
     gradients = group.gradients(model) if through == "bucket" else None
+    if gradients is not None:
+        gradients.bf16 = bf16
     optimizer = choice.optimizer(model.parameters(), 1e-3, 1e-2)
     capture = through == "bucket" and choice.device.type == "cuda" and accum == 1
     step = TrainStep(
@@ -83,13 +98,17 @@ def main() -> int:
     else:
         torch.set_num_threads(1)
         choice = DeviceChoice(torch.device("cpu"), "fp32", "CPU")
-    problems = []
-    for accum in (1, 2):
-        bucket = train(group, choice, "bucket", accum)
-        reference = train(group, choice, "ddp", accum)
+    problems, trained = [], {}
+    for accum, bf16 in ((1, False), (2, False), (1, True), (2, True)):
+        bucket = trained[accum, bf16] = train(group, choice, "bucket", accum, bf16)
+        reference = train(group, choice, "ddp", accum, bf16)
         difference = first_difference(bucket, reference)
         if difference:
-            problems.append(f"grad-accum {accum}: {difference}")
+            problems.append(
+                f"grad-accum {accum}{', bf16 all-reduce' if bf16 else ''}: {difference}"
+            )
+    if first_difference(trained[1, True], trained[1, False]) is None:
+        problems.append("the bf16 all-reduce trained the fp32 one's weights: it did not run")
     group.close()
     for problem in problems:
         print(f"rank {group.rank}: {problem}", file=sys.stderr)

@@ -5,14 +5,19 @@ config.json and every checkpoint, and taken from the checkpoint by every resume:
 global batch fixes the epoch's batches and the step count, so a run resumed on a box
 with fewer GPUs must keep it, not take that box's default.
 
-- Global batch: `per_rank_batch` windows per rank times the ranks. On a GPU it grows
-  with the training set, a power of two from `GPU_BATCH_RANGE` that leaves at least
-  `MIN_STEPS_PER_EPOCH` steps an epoch: a GPU step costs a fixed time (the launch of
-  one CUDA graph, the optimizer over 7.2 M parameters) plus a time per window, so a
-  larger batch buys windows/s, but only as many steps an epoch as a model needs to
-  learn from the data before it overfits (measured, below). 256 on a CPU: measured
-  best on 2 cores. `fab plan` (`ops/plan`) plans the same batch; this module loads
-  without torch for it.
+- Global batch: `global_batch`, the same whatever the GPU count; each rank takes its
+  share (`per_rank_batch`: the global batch over the ranks, rounded up: shares may
+  differ by one window). On a GPU it grows with the training set, a power of two from
+  `GLOBAL_BATCH_RANGE` that leaves at least `MIN_STEPS_PER_EPOCH` steps an epoch: a
+  GPU step costs a fixed time (the launch of one CUDA graph, the optimizer over 7.2 M
+  parameters) plus a time per window, so a larger batch buys windows/s, but only as
+  many steps an epoch as a model needs to learn from the data before it overfits
+  (measured, below), and the steps an epoch are the global batch's, not a GPU's. So
+  more GPUs take smaller shares (128 a GPU on 8 GPUs at M1/M2), even where a GPU's
+  step is then mostly its fixed cost (`fab plan` says what that buys). 256 on a CPU,
+  over all its ranks: measured best on 2 cores. `fab plan` (`ops/plan`) plans the same
+  batch; this module loads without torch for it. Why the rule is about the global
+  batch: the gradient noise scale (`bench --noise-scale`, docs/trainer.md).
 - Learning rate: `REFERENCE_LR` (tuned at a global batch of `REFERENCE_BATCH`) times
   the square root of global batch / 256, the scaling that keeps AdamW's updates
   comparable (Malladi et al. 2022, "On the SDEs and scaling rules for adaptive
@@ -25,15 +30,17 @@ with fewer GPUs must keep it, not take that box's default.
   data, 1.68 M training windows, 20 epochs, seed 0): batch 1024 at 4e-3 (1640 steps
   an epoch) reached a best validation MAE of 5.38 mg/dL (epoch 3, 33 s of training);
   4096 at 4e-3 / 8e-3 (410 steps) 6.04 / 6.80, 8192 at 8e-3 (205 steps, the rule
-  before) 6.01: no larger batch came within 3% of 1024's best at any epoch, though
-  its steps ran twice as fast; all of them overfit after a few epochs (docs/trainer.md).
+  before, 8 GPUs' default) 6.01: no larger batch came within 3% of 1024's best at any
+  epoch, though its steps ran twice as fast; all of them overfit after a few epochs
+  (docs/trainer.md).
 - AdamW's beta2: 0.999 at the reference batch, 1 - beta2 scaled with the batch (the
   same SDE rule), down to `MIN_BETA2`: 0.996 at 1024, the runs above took it.
 - Weight decay: on convolution and linear weights only (`parameter_groups`).
-- GPU memory: the default per-rank batch is capped where its step would not fit beside
-  the resident data (`memory_batch_cap`): a 16 GB V100 or T4 takes a smaller
-  batch than an 80 GB H100, said in one line. A batch given on the command line is
-  taken as given.
+- GPU memory: the default global batch is capped where a rank's share would not fit
+  beside the resident data (`memory_batch_cap`): a 16 GB V100 or T4 takes a smaller
+  batch than an 80 GB H100, said in one line. A batch given on the command line, or a
+  resumed run's, is the run's: where a rank's share of it would not fit, each step
+  splits the share into parts that do and accumulates their gradients (`step_parts`).
 - Formulation: `trainer.loop.formulation`.
 """
 
@@ -49,8 +56,10 @@ if TYPE_CHECKING:
     import torch
 
 MIN_STEPS_PER_EPOCH = 1600
-GPU_BATCH_RANGE = (1024, 16384)  # per GPU
-CPU_BATCH = 256
+# The default global batch on GPUs, over all of them; also the range of a rank's share
+# that the memory cap chooses from.
+GLOBAL_BATCH_RANGE = (1024, 16384)
+CPU_BATCH = 256  # global, over all CPU ranks
 REFERENCE_LR = 2e-3
 REFERENCE_BATCH = 256
 LR_SCALED_UP_TO_BATCH = 1024  # the learning rate stops growing here: 4e-3
@@ -74,17 +83,33 @@ USABLE_MEMORY_FRACTION = 0.85
 GIB = 2**30
 
 
+def global_batch(
+    device_type: str, train_windows: int, world_size: int = 1, cap: int | None = None
+) -> int:
+    """The default windows a step over all `world_size` ranks: on a GPU the largest
+    power of two that leaves `MIN_STEPS_PER_EPOCH` steps an epoch, within
+    `GLOBAL_BATCH_RANGE`, whatever the ranks, and at most `cap` windows a rank
+    (`memory_batch_cap`); `CPU_BATCH` on a CPU."""
+    if device_type != "cuda":
+        return CPU_BATCH
+    low, high = GLOBAL_BATCH_RANGE
+    wanted = max(train_windows / MIN_STEPS_PER_EPOCH, 1.0)
+    batch = min(max(2 ** math.floor(math.log2(wanted)), low), high)
+    return min(batch, cap * world_size) if cap else batch
+
+
 def per_rank_batch(
     device_type: str, train_windows: int, world_size: int = 1, cap: int | None = None
 ) -> int:
-    """The default windows per rank a step: on a GPU the largest power of two that
-    leaves `MIN_STEPS_PER_EPOCH` steps an epoch over `world_size` ranks, within
-    `GPU_BATCH_RANGE` and at most `cap` (`memory_batch_cap`); `CPU_BATCH` on a CPU."""
-    if device_type != "cuda":
-        return CPU_BATCH
-    low, high = GPU_BATCH_RANGE
-    wanted = max(train_windows / (MIN_STEPS_PER_EPOCH * world_size), 1.0)
-    return min(max(2 ** math.floor(math.log2(wanted)), low), high, cap or high)
+    """A rank's share of the default global batch (`global_batch`): the largest, where
+    the shares differ by one window."""
+    return -(-global_batch(device_type, train_windows, world_size, cap) // world_size)
+
+
+def step_parts(per_rank: int, cap: int | None) -> int:
+    """How many parts a step splits a rank's `per_rank` windows into so that each fits
+    in `cap` (None: the CPU, no cap): 1 where the share fits."""
+    return 1 if cap is None or per_rank <= cap else -(-per_rank // cap)
 
 
 class BatchCap(NamedTuple):
@@ -102,12 +127,23 @@ class BatchCap(NamedTuple):
             f"{self.resident_bytes / GIB:.1f} GiB of data (--batch-size overrides)"
         )
 
+    def split(self, per_rank: int, batch: int, parts: int) -> str:
+        """The line that says each step computes a rank's `per_rank` windows of the run's
+        global `batch` in `parts` parts."""
+        return (
+            f"batch: the run's global batch of {batch} is {per_rank} windows a GPU here, more "
+            f"than its {self.free_bytes / GIB:.1f} GiB free hold at once beside "
+            f"{self.resident_bytes / GIB:.1f} GiB of data (at most {self.per_rank}): each step "
+            f"computes them in {parts} parts and adds their gradients (BatchNorm's statistics "
+            "come from each part)"
+        )
+
 
 def memory_batch_cap(free_bytes: float, resident_bytes: float, precision: str) -> BatchCap:
-    """The largest per-rank batch, a power of two from `GPU_BATCH_RANGE` (its smallest
-    at least), whose steps fit in `free_bytes` of GPU memory beside `resident_bytes` of
-    data at `precision`."""
-    low, high = GPU_BATCH_RANGE
+    """The largest per-rank batch, a power of two from `GLOBAL_BATCH_RANGE` (its
+    smallest at least), whose steps fit in `free_bytes` of GPU memory beside
+    `resident_bytes` of data at `precision`."""
+    low, high = GLOBAL_BATCH_RANGE
     usable = USABLE_MEMORY_FRACTION * free_bytes - resident_bytes
     per_window = STEP_MEMORY_COPIES * TRAIN_BYTES_PER_WINDOW[precision]
     batch = high
@@ -157,14 +193,14 @@ def settle(
 ) -> RunConfig:
     """`config` with its global batch and learning rate set: the flag's, else the run's
     (`saved`: its checkpoint's config), else the default for `device` and the run's
-    `train_windows`, per rank at most `batch_cap`. A formulation left to the trainer
+    `train_windows` (`global_batch`: the same at any world size), at most `batch_cap`
+    windows a rank. A formulation left to the trainer
     becomes the run's when it fits the device, else stays auto; a name left out is the
     run's."""
     tc, oc = config.train, config.optim
     saved_train = (saved or {}).get("train", {})
     batch = tc.batch_size or saved_train.get("batch_size")
-    rank_batch = per_rank_batch(device.type, train_windows, tc.world_size, batch_cap)
-    batch = batch or rank_batch * tc.world_size
+    batch = batch or global_batch(device.type, train_windows, tc.world_size, batch_cap)
     saved_optim = (saved or {}).get("optim", {})
     lr = oc.lr or saved_optim.get("lr") or default_lr(batch)
     # A run started before these settings existed trained with their old values.

@@ -17,7 +17,7 @@ import contextlib
 import os
 import re
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,16 @@ class DeviceChoice:
             if isinstance(state.get("step"), torch.Tensor):
                 state["step"] = state["step"].to(self.device if cuda else "cpu", torch.float32)
 
+    def end_marker(self) -> Callable[[], bool]:
+        """What says when the work queued so far has ended (`trainer.loop.step_deadline`):
+        a CUDA event's query on a GPU, whose work runs behind the host; on the CPU it has
+        ended already."""
+        if self.device.type != "cuda":
+            return _ended
+        event = torch.cuda.Event()
+        event.record()
+        return event.query
+
     def synchronize(self) -> None:
         """Wait for the GPU's queued work (timing); nothing to wait for on the CPU."""
         if self.device.type == "cuda":
@@ -121,6 +131,10 @@ class DeviceChoice:
         if self.device.type != "cuda":
             return None
         return torch.cuda.max_memory_allocated(self.device) / GIB
+
+
+def _ended() -> bool:
+    return True
 
 
 def _driver_version() -> str:

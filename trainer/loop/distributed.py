@@ -9,9 +9,9 @@ nothing here talks to anything: every method returns its input.
 One process group, two backends: tensors on a GPU go through NCCL (rank r drives
 cuda:LOCAL_RANK): the gradients' all-reduce inside the step (`trainer.loop.gradient_sync`)
 and the BatchNorm buffers; tensors on the CPU go through gloo: the control traffic
-(the per-step stop vote, evaluation predictions, checkpoint states, the barrier). None
-of that waits on a GPU stream or costs a host-device sync, and the vote runs
-asynchronously, overlapping a step. On CPU everything is gloo.
+(the stop vote, the capture agreement, evaluation predictions, checkpoint states, the
+barrier). None of that waits on a GPU stream or costs a host-device sync, and the vote
+runs asynchronously, overlapping the steps between votes. On CPU everything is gloo.
 
 Under torchrun the group is made even for one rank (`torchrun --nproc-per-node 1`): the
 step then takes the data-parallel path, its all-reduce included, which is how one GPU
@@ -41,6 +41,7 @@ from trainer.config import UserError
 from trainer.loop.gradient_sync import FlatGradients, broadcast_module
 
 ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"  # torchrun's: the ranks on this box
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,12 @@ class RankInfo:
     local_rank: int = 0
     world_size: int = 1
     launched: bool = False  # by torchrun (its environment is set), even for one rank
+    local_world_size: int | None = None  # the ranks on this box; None: all of them
+
+    @property
+    def spans_boxes(self) -> bool:
+        """Whether the ranks are on more than one box."""
+        return self.local_world_size is not None and self.local_world_size < self.world_size
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> RankInfo:
@@ -69,7 +76,9 @@ class RankInfo:
                 f"RANK {rank}, LOCAL_RANK {local_rank} of WORLD_SIZE {world_size}: expected "
                 "0 <= RANK < WORLD_SIZE; start ranks with python -m torch.distributed.run"
             )
-        return cls(rank, local_rank, world_size, launched=True)
+        local = environ.get(LOCAL_WORLD_SIZE, "")
+        local_world_size = int(local) if local.isdigit() else None
+        return cls(rank, local_rank, world_size, launched=True, local_world_size=local_world_size)
 
     @property
     def is_main(self) -> bool:
@@ -120,9 +129,10 @@ class Group:
         """Whether the step all-reduces gradients (a process group exists)."""
         return self.info.launched and dist.is_initialized()
 
-    def gradients(self, model: nn.Module) -> FlatGradients | None:
+    def gradients(self, model: nn.Module, precision: str = "fp32") -> FlatGradients | None:
         """The flat gradient bucket the step all-reduces, with rank 0's weights and
-        buffers on every rank (None without a process group: nothing to reduce).
+        buffers on every rank (None without a process group: nothing to reduce); in
+        bf16 between boxes at `precision` bf16 (`trainer.loop.gradient_sync`).
 
         BatchNorm's buffers are not synchronised at every forward: training uses batch
         statistics, and `sync_buffers` gives every rank rank 0's before an evaluation,
@@ -131,7 +141,8 @@ class Group:
         if not self.data_parallel:
             return None
         broadcast_module(model)
-        return FlatGradients(list(model.parameters()), self.world_size)
+        bf16 = precision == "bf16" and self.info.spans_boxes
+        return FlatGradients(list(model.parameters()), self.world_size, bf16)
 
     def agree(self, *values: int) -> tuple[int, ...]:
         """Element-wise max of `values` over all ranks.
@@ -174,21 +185,45 @@ class Group:
         """
         if self.world_size == 1:
             return state
-        payload = torch.zeros(0, dtype=torch.uint8)
+        payload = b""
         if self.is_main and state is not None:
             buffer = io.BytesIO()
             torch.save(state, buffer)
-            payload = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
-        size = torch.tensor([payload.numel()], dtype=torch.int64)
-        dist.broadcast(size, 0)
-        if int(size) == 0:
+            payload = buffer.getvalue()
+        received = self._broadcast_bytes(payload, 0)
+        if not received:
             return None
-        if not self.is_main:
-            payload = torch.empty(int(size), dtype=torch.uint8)
-        dist.broadcast(payload, 0)
         if self.is_main:
             return state
-        return torch.load(io.BytesIO(payload.numpy().tobytes()), weights_only=True)
+        return torch.load(io.BytesIO(received), weights_only=True)
+
+    def first_failure(self, error: str | None) -> tuple[int, str] | None:
+        """Every rank's outcome of one try (this rank's error line; None: it went well),
+        agreed: the lowest rank that failed and its line, on every rank, or None where
+        none did. A gloo MIN all-reduce (and the line's bytes from that rank): what the
+        step's capture and the compile fallback decide by, so all ranks keep or drop
+        their graphs together (`trainer.loop.step`)."""
+        if self.world_size == 1:
+            return None if error is None else (0, error)
+        failed = torch.tensor([self.world_size if error is None else self.rank])
+        dist.all_reduce(failed, dist.ReduceOp.MIN)
+        rank = int(failed)
+        if rank == self.world_size:
+            return None
+        return rank, self._broadcast_bytes((error or "").encode(), rank).decode()
+
+    def _broadcast_bytes(self, payload: bytes, source: int) -> bytes:
+        """`source`'s `payload` on every rank (gloo: its size, then its bytes)."""
+        size = torch.tensor([len(payload)], dtype=torch.int64)
+        dist.broadcast(size, source)
+        if int(size) == 0:
+            return b""
+        if self.rank == source:
+            tensor = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+        else:
+            tensor = torch.empty(int(size), dtype=torch.uint8)
+        dist.broadcast(tensor, source)
+        return payload if self.rank == source else tensor.numpy().tobytes()
 
     def shard(self, rows: int, batch_size: int) -> tuple[int, int]:
         """This rank's contiguous run of whole `batch_size` batches of `rows` rows, as

@@ -18,6 +18,14 @@ that is ~0.1 ms over NVLink and ~2-4 ms over PCIe against a 10-70 ms step at the
 batches the trainer takes; across boxes on plain Ethernet it is more, and `fab plan`
 counts it in full (`ops/plan/throughput.py`). Gradient accumulation needs no `no_sync`:
 micro-batches that do not step only accumulate, and the stepping one all-reduces once.
+
+Between boxes, at `--precision bf16`, the bucket travels in bf16 (`bf16`): half the
+bytes over the network, where the all-reduce costs about as much as the step. It is
+DDP's `bf16_compress_hook` step for step (cast, divide by the world size, sum, cast
+back into the fp32 bucket), and trains that DDP's weights bitwise (tests/trainer/
+dp_against_ddp.py). fp32 and fp16 runs, and every run inside one box (NVLink or PCIe:
+the fp32 all-reduce is a few percent of a step at most), keep the fp32 all-reduce,
+bitwise DDP's default.
 """
 
 from __future__ import annotations
@@ -29,11 +37,11 @@ from torch import nn
 
 class FlatGradients:
     """The gradients of `parameters` as views into one flat fp32 bucket, and its
-    all-reduce over the default process group of `world_size` ranks."""
+    all-reduce over the default process group of `world_size` ranks (in bf16: `bf16`)."""
 
-    def __init__(self, parameters: list[nn.Parameter], world_size: int) -> None:
+    def __init__(self, parameters: list[nn.Parameter], world_size: int, bf16: bool = False) -> None:
         device = parameters[0].device
-        self.world_size = world_size
+        self.world_size, self.bf16 = world_size, bf16
         self.bucket = torch.zeros(sum(p.numel() for p in parameters), device=device)
         offset = 0
         # The last layers first, as DDP orders its buckets: their gradients are ready first.
@@ -46,6 +54,11 @@ class FlatGradients:
 
     def all_reduce(self) -> None:
         """Every rank's gradient replaced by the mean over the ranks (no host sync)."""
+        if self.bf16:
+            compressed = self.bucket.to(torch.bfloat16).div_(self.world_size)
+            dist.all_reduce(compressed)
+            self.bucket.copy_(compressed)
+            return
         self.bucket.div_(self.world_size)
         dist.all_reduce(self.bucket)
 

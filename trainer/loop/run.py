@@ -39,6 +39,7 @@ from trainer.loop.defaults import (
     parameter_groups,
     per_rank_batch,
     settle,
+    step_parts,
 )
 from trainer.loop.device import choose_device, use_deterministic_kernels
 from trainer.loop.distributed import Group
@@ -95,6 +96,7 @@ class Run:
         self.asked = self.config = config
         self.run_dir = Path(tc.run_dir)
         self.group = group or Group()
+        self.parts = 1  # parts a rank's share of a batch is computed in (`_settle`)
         if self.group.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         self.choice = choose_device(tc.precision)
@@ -173,6 +175,10 @@ class Run:
         wanted = per_rank_batch(device.type, self.train_windows, tc.world_size)
         if cap and given is None and saved is None and tc.per_rank_batch_size < wanted:
             self.say(cap.said(tc.per_rank_batch_size, wanted))
+        # A batch given, or a resumed run's, that a GPU's memory would not hold at once.
+        self.parts = step_parts(tc.per_rank_batch_size, cap and cap.per_rank)
+        if self.parts > 1:
+            self.say(cap.split(tc.per_rank_batch_size, tc.batch_size, self.parts))
         self.config = resolve_formulation(self.config, device, self._fastest)
 
     def _memory_batch_cap(self) -> BatchCap | None:
@@ -198,7 +204,8 @@ class Run:
         self.train_data = self.pipeline(self.splits.train, self.group.rank, self.group.world_size)
         self.val_data = self.pipeline(self.splits.val)
         self.model = build_model(config.model, self.choice.device, tc.formulation)
-        gradients = self.group.gradients(self.model)  # under torchrun: the flat bucket
+        # Under torchrun: the flat bucket (in bf16 between boxes at bf16).
+        gradients = self.group.gradients(self.model, self.choice.precision)
         self.trained = self._compiled(self.model) if tc.compile else self.model
         groups = parameter_groups(self.model, oc.weight_decay, oc.decay_norms_and_biases)
         self.optimizer = self.choice.optimizer(groups, oc.lr, oc.weight_decay, oc.beta2)
@@ -224,6 +231,8 @@ class Run:
             say=self.say,
             uncompiled=self.model if tc.compile else None,
             gradients=gradients,
+            parts=self.parts,
+            agree=self.group.first_failure,
         )
         self.say(f"steps: {'eager (' + eager + ')' if eager else 'one CUDA graph, replayed'}")
         # One evaluation graph for the run, in the training graph's memory pool.
@@ -242,15 +251,15 @@ class Run:
             f"{tc.epochs} epochs"
         )
         if self.group.data_parallel:
+            bf16 = " (in bf16: between boxes)" if self.step.gradients.bf16 else ""
             self.say(
                 f"data parallel: world size {self.group.world_size} ({self.group.backend}), "
                 f"per-rank batch {tc.per_rank_batch_size}, global batch {tc.batch_size}, "
-                "gradients all-reduced in one bucket inside the step"
+                f"gradients all-reduced in one bucket{bf16} inside the step"
             )
 
     def _eager_reason(self) -> str | None:
-        tc = self.config.train
-        return eager_reason(self.choice, tc.graph, self.config.optim.grad_accum)
+        return eager_reason(self.choice, self.config.train.graph)
 
     def _compiled(self, module: torch.nn.Module) -> torch.nn.Module:
         """torch.compile in inductor's default mode (fused kernels, no CUDA graphs of its

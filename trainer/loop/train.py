@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,11 @@ from trainer.config import RunConfig, UserError
 from trainer.container_env import host_path
 from trainer.data.pipeline import micro_batch_seed
 from trainer.loop.distributed import Group, RankInfo
-from trainer.loop.preemption import StopSignal
+from trainer.loop.preemption import StopSignal, StopVote
 from trainer.loop.rank_outputs import Heartbeat, QuietOutputs
 from trainer.loop.run import Position, Run
 from trainer.loop.run_ending import RunEnding
+from trainer.loop.step_deadline import StepDeadline
 from trainer.model import count_parameters
 from trainer.reports.progress import RunOutputs
 from trainer.reports.report import data_identity, write_report
@@ -55,6 +57,16 @@ from trainer.reports.summary import Outcome, run_summary
 
 # How an epoch's steps end before its batches do (None: they did not).
 STOPPED, MAX_STEPS = "stopped", "max_steps"
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What watches the steps from outside them: stop requests (`stop`), the ranks' vote
+    on them (`vote`), and a deadline on every step's end (`deadline`, a thread)."""
+
+    stop: StopSignal
+    vote: StopVote
+    deadline: StepDeadline
 
 
 def train(config: RunConfig) -> int:
@@ -113,14 +125,16 @@ def _train(config: RunConfig, group: Group, ending: RunEnding) -> int:
     _record_start(run, pos, resumed is not None)
 
     stop = StopSignal(watch_notices=group.info.local_rank == 0).install()  # one poller a box
+    watch = Watch(stop, StopVote(group), StepDeadline().start())
     try:
         out = _outputs(run, pos, resumed is not None, started_at, ending)
         ending.status = out.status
         try:
-            code = _epochs(run, pos, stop, out)
+            code = _epochs(run, pos, watch, out)
         finally:
             out.close()
     finally:
+        watch.deadline.stop()
         stop.uninstall()
     if code is not None:
         return code
@@ -160,13 +174,13 @@ def _outputs(
     )
 
 
-def _epochs(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> int | None:
+def _epochs(run: Run, pos: Position, watch: Watch, out: RunOutputs) -> int | None:
     """Epochs until the run is done (None), or EXIT_STOPPED when asked to stop: its
     checkpoint saved and uploaded."""
     while not _done(run, pos):
-        outcome = train_epoch(run, pos, stop, out)
+        outcome = train_epoch(run, pos, watch, out)
         if outcome == STOPPED:
-            _stop(run, pos, stop, out)
+            _stop(run, pos, watch.stop, out)
             return EXIT_STOPPED
         if outcome == MAX_STEPS:
             run.checkpoints.save_last(run.state(pos))
@@ -179,7 +193,7 @@ def _epochs(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> int |
     return None
 
 
-def train_epoch(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> str | None:
+def train_epoch(run: Run, pos: Position, watch: Watch, out: RunOutputs) -> str | None:
     """Optimizer steps through the rest of epoch `pos.epoch`.
 
     Returns None when the epoch's batches are done, STOPPED on a stop request and
@@ -203,22 +217,25 @@ def train_epoch(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> s
         # average over ranks then gives one process's gradient, short batches too.
         scale = group.world_size / (data.windows_in_batch(micro) * accum)
         full = data.windows_in_batch(micro) == data.batch_size
+        watch.deadline.begin(pos.step + 1, full)
         loss = run.step(x, y, scale, steps=steps, full=full)
+        watch.deadline.end(pos.step + 1, run.choice.end_marker())
         out.meter.add(loss, data.windows_in_batch(micro), run.step.grad_norm if steps else None)
         pos.step_in_epoch += 1
         if not steps:
             continue
         run.scheduler.step()  # fills the device-side learning rate on a GPU
         pos.step += 1
-        outcome = _after_step(run, pos, stop, out)
+        outcome = _after_step(run, pos, watch, out)
         if outcome is not None:
             return outcome
     return None
 
 
-def _after_step(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> str | None:
-    """After optimizer step `pos.step`: its log line when due, the stop vote, --max-steps,
-    and a checkpoint when due. STOPPED or MAX_STEPS to end the epoch there, else None."""
+def _after_step(run: Run, pos: Position, watch: Watch, out: RunOutputs) -> str | None:
+    """After optimizer step `pos.step`: its log line when due, the stop vote when due,
+    --max-steps, and a checkpoint when due. STOPPED or MAX_STEPS to end the epoch there,
+    else None."""
     if out.meter.due(pos.step):
         out.interval(
             pos.epoch + 1,  # `pos.epoch` counts the epochs done
@@ -228,9 +245,9 @@ def _after_step(run: Run, pos: Position, stop: StopSignal, out: RunOutputs) -> s
             run.choice.peak_memory_gib(),
         )
     # No device sync: an Event read and, with several ranks, a vote all act on at once.
-    (stop_code,) = run.group.agree(stop.code)
+    stop_code = watch.vote(pos.step, watch.stop.code)
     if stop_code:
-        stop.adopt(stop_code)
+        watch.stop.adopt(stop_code)
         return STOPPED
     max_steps = run.config.train.max_steps
     if max_steps is not None and pos.step >= max_steps:

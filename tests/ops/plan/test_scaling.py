@@ -30,6 +30,19 @@ def test_a_ring_moves_2_n_minus_1_over_n_of_the_gradients_over_the_slowest_link(
     assert network.link == "25 Gb/s network"
 
 
+def test_between_boxes_a_bf16_run_moves_half_the_bytes():
+    fp32, bf16 = (
+        ddp_scaling(A100_WINDOWS_PER_S, 1024, 8, "NVLink 3", 2, 100, precision)
+        for precision in ("fp32", "bf16")
+    )
+    hops_s = 28 * 5e-6 + 2 * 50e-6
+    assert bf16.all_reduce_s - hops_s == pytest.approx((fp32.all_reduce_s - hops_s) / 2, rel=1e-6)
+    inside = [
+        ddp_scaling(A100_WINDOWS_PER_S, 1024, 8, "NVLink 3", precision=p) for p in ("fp32", "bf16")
+    ]
+    assert inside[0] == inside[1]  # inside a box the bucket stays fp32
+
+
 def test_nothing_hides_the_all_reduce_a_gpu_keeps_step_over_step_plus_all_reduce():
     nvlink = ddp_scaling(A100_WINDOWS_PER_S, 1024, 8, "NVLink 3")
     assert nvlink.efficiency == pytest.approx(nvlink.step_s / (nvlink.step_s + nvlink.all_reduce_s))

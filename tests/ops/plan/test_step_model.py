@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from ops.plan import batches, scaling, throughput, workload
 from ops.plan import estimate as plan
-from ops.plan import scaling, throughput, workload
 from ops.plan.throughput import MeasuredThroughput, StepCost
 from stack import catalog
 from stack.catalog import VmSize
@@ -70,7 +70,7 @@ def test_a_gpu_without_rows_is_modelled_by_its_compute_and_memory_against_the_me
 def test_the_plan_costs_the_batch_the_trainer_takes_for_the_dataset():
     config = RunConfig(DataConfig("data"), TrainConfig(run_dir="run"))
     trainer_batch = settle(config, _Cuda(), None, train_windows_of(M3)).train.batch_size
-    assert trainer_batch == throughput.planned_batch(M3, 1) == 4096
+    assert trainer_batch == batches.planned_batch(M3, 1) == 4096
     size = VmSize("test.h100", "aws", "H100 80GB", 1, 80, 26, 200, 4.0, None, "us-east-1",
                   ("us-east-1",))  # fmt: skip
     row = plan.make_plan(plan.PlanRequest(windows=M3, epochs=1), (size,), measured=H100_ROWS).rows[
@@ -145,3 +145,43 @@ class _Cuda:
     """What `settle` reads of a torch.device: its type (a GPU's, without torch here)."""
 
     type = "cuda"
+
+
+M1 = 600_000
+P5 = VmSize("test.p5", "aws", "H100 80GB", 8, 80, 192, 2048, 55.0, None, "us-east-1",
+            ("us-east-1",), gpu_link="NVLink 4")  # fmt: skip
+
+
+def test_a_box_of_eight_takes_the_global_batch_one_gpu_takes_each_gpu_a_share():
+    row = plan.make_plan(plan.PlanRequest(windows=M1, epochs=1), (P5,), measured=H100_ROWS).rows[0]
+    assert (row.global_batch, row.per_gpu_batch, row.batch_departs) == (1024, 128, "")
+    per_gpu = TRUE_COST.windows_per_s(128)
+    all_reduce = scaling.ddp_scaling(per_gpu, 128, 8, "NVLink 4")
+    assert row.windows_per_s == pytest.approx(8 * per_gpu * all_reduce.efficiency)
+
+
+def test_a_box_whose_gpus_steps_are_mostly_fixed_cost_says_how_little_it_buys():
+    # The repository's H100 rows: at M1 a GPU's 128 windows are ~7% of its step.
+    request = plan.PlanRequest(windows=M1, epochs=1)
+    built = plan.make_plan(request, (P5,), measured=throughput.load_measured())
+    row = built.rows[0]
+    assert row.fixed_fraction > 0.9 and row.over_one_gpu == pytest.approx(1.4, abs=0.1)
+    [said] = [note for note in built.notes if "mostly its fixed cost" in note]
+    assert f"test.p5 {row.over_one_gpu:.1f}x (128 windows a GPU, {row.fixed_fraction:.0%}" in said
+
+
+def test_a_row_whose_gpu_memory_lowers_the_global_batch_is_marked_departing():
+    t4x4 = VmSize("test.t4.x4", "azure", "T4", 4, 16, 64, 440, 4.0, None, "eastus", ("eastus",),
+                  gpu_link="PCIe 3.0")  # fmt: skip
+    windows = 80_000_000  # the rule's 16384; a T4 holds 1024 beside 32 GB of data
+    built = plan.make_plan(plan.PlanRequest(windows=windows, epochs=1), (t4x4,), measured=H100_ROWS)
+    row = built.rows[0]
+    assert (row.global_batch, row.per_gpu_batch) == (4096, 1024)
+    assert row.batch_departs == "4096, not 16384 (1024 a GPU)"
+    assert any("test.t4.x4 4096, not 16384" in note for note in built.notes)
+
+
+def test_a_global_batch_beyond_the_one_measured_best_is_said_to_be_extrapolated():
+    built = plan.make_plan(plan.PlanRequest(windows=M3, epochs=1), (P5,), measured=H100_ROWS)
+    assert built.rows[0].global_batch == 4096
+    assert any("a global batch of 4096" in note and "extrapolated" in note for note in built.notes)

@@ -7,6 +7,7 @@ from ops.run.distributed import (
     RENDEZVOUS_PORT,
     SHUTDOWN_TIMEOUT_SECONDS,
     DistributedLaunch,
+    fabric_of,
     node_name,
 )
 
@@ -79,3 +80,31 @@ def test_restarts_and_the_shutdown_grace_outlast_the_trainers_stop_budget():
 def test_several_boxes_refuse_a_public_or_unparsed_address(addresses):
     with pytest.raises(ValueError, match="private IP addresses"):
         DistributedLaunch("r", 8, addresses=addresses)
+
+
+TWO_BOXES = ("10.0.0.4", "10.0.0.5")
+
+
+def test_infiniband_is_left_on_between_boxes_that_have_it():
+    # Azure ND: NCCL_IB_DISABLE=1 switched the InfiniBand the boxes paid for off.
+    for size in ("Standard_ND96asr_v4", "Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5"):
+        fabric = fabric_of(size, "azure")
+        env = DistributedLaunch("r", 8, addresses=TWO_BOXES, fabric=fabric).env()
+        assert fabric == "infiniband" and "NCCL_IB_DISABLE" not in env
+        assert (env["NCCL_DEBUG"], env["NCCL_DEBUG_SUBSYS"]) == ("INFO", "NET")  # says which
+
+
+@pytest.mark.parametrize(
+    ("size", "cloud", "fabric"),
+    [
+        ("p4d.24xlarge", "aws", "efa"),  # no aws-ofi-nccl in the image: ENA sockets
+        ("p5.48xlarge", "aws", "efa"),
+        ("Standard_NC96ads_A100_v4", "azure", "ethernet"),
+        ("g6.12xlarge", "aws", "ethernet"),
+        ("", "local", "ethernet"),  # a local or lab target: no size
+    ],
+)
+def test_ib_stays_off_between_boxes_without_infiniband(size, cloud, fabric):
+    assert fabric_of(size, cloud) == fabric
+    env = DistributedLaunch("r", 8, addresses=TWO_BOXES, fabric=fabric).env()
+    assert env["NCCL_IB_DISABLE"] == "1"

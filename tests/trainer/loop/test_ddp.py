@@ -125,6 +125,23 @@ def test_two_ranks_reach_one_rank_val_mae_at_the_same_global_batch(tmp_path: Pat
     assert abs(val_two["mae"] - val_one["mae"]) <= VAL_MAE_TOLERANCE_OF_BASELINE * baseline
 
 
+def test_two_ranks_left_to_the_default_take_the_global_batch_one_rank_takes(
+    tiny_data: Path, tmp_path: Path
+) -> None:
+    # The rule is on the global batch (the steps an epoch the evidence asks for), not
+    # a rank's: two gloo ranks took 2 x 256 before.
+    one, two = tmp_path / "one-rank", tmp_path / "two-ranks"
+    processes = {
+        one: start_training(tiny_data, one, "--max-steps", "1"),
+        two: torchrun(tiny_data, two, "--max-steps", "1"),
+    }
+    for run_dir, process in processes.items():
+        assert wait_for_exit(process, run_dir) == 0, output_of(run_dir)
+    batches = [json.loads((run_dir / "config.json").read_text())["train"] for run_dir in (one, two)]
+    assert [b["batch_size"] for b in batches] == [256, 256]
+    assert [b["per_rank_batch_size"] for b in batches] == [256, 128]
+
+
 def _saved_steps(run_dir: Path) -> list[int]:
     steps = (int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("step-*.pt"))
     return sorted(steps)

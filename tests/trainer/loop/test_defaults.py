@@ -15,16 +15,18 @@ from trainer.checkpoints import checkpoint_file
 from trainer.config import DataConfig, ModelConfig, OptimConfig, RunConfig, TrainConfig, UserError
 from trainer.loop.defaults import (
     CPU_BATCH,
-    GPU_BATCH_RANGE,
+    GLOBAL_BATCH_RANGE,
     LR_SCALED_UP_TO_BATCH,
     MIN_BETA2,
     MIN_STEPS_PER_EPOCH,
     default_beta2,
     default_lr,
+    global_batch,
     memory_batch_cap,
     parameter_groups,
     per_rank_batch,
     settle,
+    step_parts,
 )
 from trainer.loop.device import choose_device
 from trainer.loop.formulation import MARGIN, fastest_formulation, resolve_formulation
@@ -45,15 +47,36 @@ def _no_timing() -> str:
     raise AssertionError("no formulation should have been timed")
 
 
-def test_without_batch_size_each_gpu_of_a_small_set_takes_1024_windows_not_a_share():
+@pytest.mark.parametrize("train_windows", [SMALL, 1_680_000, 8_400_000, 16_000_000])
+def test_the_default_global_batch_is_the_same_at_any_gpu_count(train_windows):
+    one = settle(_config(), GPU, saved=None, train_windows=train_windows).train.batch_size
+    for gpus in (2, 3, 4, 8):
+        settled = settle(_config(world_size=gpus), GPU, saved=None, train_windows=train_windows)
+        assert settled.train.batch_size == one
+        assert settled.train.per_rank_batch_size == -(-one // gpus)
+
+
+def test_eight_gpus_of_a_small_set_take_128_windows_each_not_1024():
     settled = settle(_config(world_size=8), GPU, saved=None, train_windows=SMALL)
-    assert (settled.train.batch_size, settled.train.per_rank_batch_size) == (8192, 1024)
+    assert (settled.train.batch_size, settled.train.per_rank_batch_size) == (1024, 128)
 
 
-def test_without_batch_size_a_cpu_rank_takes_256_windows():
-    assert (
-        settle(_config(world_size=2), CPU, saved=None, train_windows=SMALL).train.batch_size == 512
-    )
+def test_without_batch_size_cpu_ranks_take_256_windows_between_them():
+    settled = settle(_config(world_size=2), CPU, saved=None, train_windows=SMALL)
+    assert (settled.train.batch_size, settled.train.per_rank_batch_size) == (256, 128)
+
+
+def test_the_memory_cap_bounds_a_ranks_share_of_the_default_global_batch():
+    # 16 M windows want 8192; a GPU that holds 2048 takes 2048 alone, 8192 over 4 GPUs.
+    assert global_batch("cuda", 16_000_000, 1, cap=2048) == 2048
+    assert global_batch("cuda", 16_000_000, 4, cap=2048) == 8192
+    assert global_batch("cuda", 16_000_000, 8, cap=2048) == 8192
+
+
+def test_a_share_too_large_for_the_memory_is_computed_in_parts():
+    assert step_parts(8192, 2048) == 4
+    assert step_parts(1366, 1024) == 2
+    assert step_parts(1024, 1024) == step_parts(256, None) == 1
 
 
 def test_the_default_gpu_batch_is_the_largest_power_of_two_leaving_1600_steps_an_epoch():
@@ -64,16 +87,16 @@ def test_the_default_gpu_batch_is_the_largest_power_of_two_leaving_1600_steps_an
 
 
 def test_the_default_gpu_batch_stays_within_its_bounds_and_a_cpu_keeps_256():
-    assert per_rank_batch("cuda", 1_680_000) == GPU_BATCH_RANGE[0] == 1024  # M2, measured best
+    assert per_rank_batch("cuda", 1_680_000) == GLOBAL_BATCH_RANGE[0] == 1024  # M2, measured best
     assert per_rank_batch("cuda", 1_000) == 1024
-    assert per_rank_batch("cuda", 100_000_000) == GPU_BATCH_RANGE[1] == 16384
+    assert per_rank_batch("cuda", 100_000_000) == GLOBAL_BATCH_RANGE[1] == 16384
     assert per_rank_batch("cpu", 8_400_000) == 256
 
 
 def test_the_flags_help_states_the_rules_the_trainer_applies():
     auto = {item.name: item.metadata.get("auto") for item in dataclasses.fields(TrainConfig)}
     auto |= {item.name: item.metadata.get("auto") for item in dataclasses.fields(OptimConfig)}
-    low, high = GPU_BATCH_RANGE
+    low, high = GLOBAL_BATCH_RANGE
     for number in (low, high, MIN_STEPS_PER_EPOCH, CPU_BATCH):
         assert str(number) in auto["batch_size"]
     assert f"batch {LR_SCALED_UP_TO_BATCH}" in auto["lr"]
@@ -134,7 +157,7 @@ def test_a_batch_that_would_not_fit_beside_the_data_is_halved_until_it_does():
     assert memory_batch_cap(80 * gib, 2 * gib, "bf16").per_rank == 16384  # an H100
     # 16 GB V100 at M3 (3.4 GB resident): 16384 and 8192 would not fit, 4096 does
     assert memory_batch_cap(15 * gib, 3.4 * gib, "fp16").per_rank == 4096
-    assert memory_batch_cap(1 * gib, 0.9 * gib, "fp32").per_rank == GPU_BATCH_RANGE[0]
+    assert memory_batch_cap(1 * gib, 0.9 * gib, "fp32").per_rank == GLOBAL_BATCH_RANGE[0]
 
 
 def test_the_memory_cap_bounds_the_default_batch_only_from_above():

@@ -4,6 +4,7 @@ that depend on the rank (batch parts, dropout seeds, the stop vote's codes)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from tests.trainer.gloo_ranks import run_ranks
 from trainer.config import DataConfig, RunConfig, TrainConfig, UserError
 from trainer.data.dataset import load_dataset
 from trainer.data.pipeline import Normalisation, WindowPipeline, micro_batch_seed
@@ -64,13 +66,25 @@ def test_evaluation_shards_are_whole_batches_covering_the_split_in_order(world_s
         assert stop == start and (start % batch == 0 or start == rows)
 
 
-def test_the_global_batch_must_split_over_the_ranks():
-    config = RunConfig(DataConfig("d"), TrainConfig(run_dir="r", batch_size=250))
-    with pytest.raises(UserError, match=r"--batch-size 250 does not split over WORLD_SIZE 8"):
-        config.with_world_size(8)
+def test_a_global_batch_that_does_not_divide_gives_shares_differing_by_one():
+    # A run saved at 4096 resumed on 3 GPUs: it exited 2 before.
+    config = RunConfig(DataConfig("d"), TrainConfig(run_dir="r", batch_size=4096))
+    train = config.with_world_size(3).to_dict()["train"]
+    assert (train["batch_size"], train["world_size"], train["per_rank_batch_size"]) == (
+        4096,
+        3,
+        1366,
+    )
+    shares = [len(part) for part in torch.arange(4096).tensor_split(3)]
+    assert shares == [1366, 1365, 1365]
     eight = RunConfig(DataConfig("d"), TrainConfig(run_dir="r", batch_size=256)).with_world_size(8)
-    train = eight.to_dict()["train"]
-    assert (train["batch_size"], train["world_size"], train["per_rank_batch_size"]) == (256, 8, 32)
+    assert eight.to_dict()["train"]["per_rank_batch_size"] == 32
+
+
+def test_a_global_batch_smaller_than_the_ranks_is_refused():
+    config = RunConfig(DataConfig("d"), TrainConfig(run_dir="r", batch_size=4))
+    with pytest.raises(UserError, match=r"--batch-size 4 is smaller than WORLD_SIZE 8"):
+        config.with_world_size(8)
 
 
 def _pipelines(tiny_data, batch_size: int, world_size: int) -> list[WindowPipeline]:
@@ -163,3 +177,32 @@ def test_a_one_rank_all_reduce_leaves_the_gradients_as_they_were(one_rank_group)
     before = [p.grad.clone() for p in model.parameters()]
     gradients.all_reduce()
     assert all(torch.equal(p.grad, b) for p, b in zip(model.parameters(), before, strict=True))
+
+
+def test_torchruns_local_world_size_says_when_the_ranks_span_boxes():
+    env = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4"}
+    assert RankInfo.from_env({**env, "LOCAL_WORLD_SIZE": "2"}).spans_boxes
+    assert not RankInfo.from_env({**env, "LOCAL_WORLD_SIZE": "4"}).spans_boxes
+    assert not RankInfo.from_env(env).spans_boxes  # started by hand: one box
+
+
+CASES = {  # (precision, ranks on a box of 2): whether the bucket travels in bf16
+    ("bf16", 1): True,
+    ("bf16", 2): False,
+    ("fp32", 1): False,
+    ("fp16", 1): False,
+}
+
+
+def _all_reduces_in_bf16(group: Group) -> list[bool]:
+    return [
+        Group(dataclasses.replace(group.info, local_world_size=local))
+        .gradients(torch.nn.Linear(3, 1), precision)
+        .bf16
+        for precision, local in CASES
+    ]
+
+
+def test_the_gradients_travel_in_bf16_only_between_boxes_of_a_bf16_run(tmp_path):
+    expected = list(CASES.values())
+    assert run_ranks(_all_reduces_in_bf16, 2, tmp_path) == [expected, expected]

@@ -1,5 +1,7 @@
 """What only a CUDA GPU can show: the run's GPU memory figure, --deterministic's bitwise
-resume, fp16 with its GradScaler, --compile, the captured step against the eager one,
+resume, fp16 with its GradScaler, --compile, the captured step against the eager one
+(accumulated too), an empty share kept from cuDNN, evaluation's capture beside another
+thread's CUDA calls,
 the data-parallel step captured with its NCCL all-reduce (one rank under torchrun)
 against DDP's, a CPU run resumed on the GPU, a formulation timing that runs out of
 memory. They skip without CUDA (CI, the build machines); on a GPU machine they run as
@@ -68,11 +70,14 @@ def test_auto_formulation_on_a_gpu_is_timed_and_recorded(tiny_data, tmp_path):
     assert "formulation: " in (tmp_path / "run.log").read_text()
 
 
+@pytest.mark.parametrize("accum", ["1", "2"])  # 2: an accumulate-only graph, a stepping one
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
-def test_captured_steps_train_the_eager_steps_weights_bitwise(tiny_data, tmp_path, precision):
+def test_captured_steps_train_the_eager_steps_weights_bitwise(
+    tiny_data, tmp_path, precision, accum
+):
     if precision == "bf16" and torch.cuda.get_device_capability() < (8, 0):
         pytest.skip("this GPU has no native bf16")
-    flags = ("--deterministic", "--precision", precision, "--max-steps", "12")
+    flags = ("--deterministic", "--precision", precision, "--grad-accum", accum, "--max-steps", "8")
     _train(tiny_data, tmp_path / "graph", *flags)
     _train(tiny_data, tmp_path / "eager", *flags, "--no-graph")
     log = (tmp_path / "graph.log").read_text()
@@ -149,3 +154,61 @@ def test_a_formulation_timing_that_runs_out_of_memory_is_one_line_naming_the_fix
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0, choice.device)
         torch.cuda.empty_cache()
+
+
+def _gpu_step(formulation: str):
+    from trainer.config import ModelConfig
+    from trainer.loop.device import DeviceChoice
+    from trainer.loop.step import TrainStep
+    from trainer.model import build_model
+
+    choice = DeviceChoice(torch.device("cuda"), "fp32", "GPU")
+    torch.manual_seed(0)
+    model = build_model(ModelConfig("resnet18"), choice.device, formulation).train()
+    optimizer = choice.optimizer(model.parameters(), 1e-3, 1e-2)
+    return TrainStep(model, list(model.parameters()), optimizer, None, choice, 1.0, False)
+
+
+def test_an_empty_share_of_a_short_batch_runs_nothing_through_cudnn():
+    empty, whole = _gpu_step("torch"), _gpu_step("torch")
+    x, y = torch.randn(8, 1, 64, device="cuda"), torch.randn(8, device="cuda")
+    empty(x, y, 1 / 8, steps=False)
+    loss = empty(x[:0], y[:0], 1 / 8, steps=True, full=False)
+    whole(x, y, 1 / 8, steps=True)
+    assert float(loss) == 0.0
+    pairs = zip(
+        empty.trained.state_dict().values(), whole.trained.state_dict().values(), strict=True
+    )
+    for a, b in pairs:
+        torch.testing.assert_close(a, b)
+
+
+def test_the_evaluation_graph_is_captured_while_another_thread_calls_cuda():
+    # capture_error_mode "global" voided it: the step deadline queries CUDA events and a
+    # checkpoint copies to the host from other threads.
+    import threading
+
+    from trainer.loop.step import EvalForward
+
+    step = _gpu_step("torch")
+    lines: list[str] = []
+    forward = EvalForward(step.trained.eval(), step.choice, True, lines.append)
+    stop = threading.Event()
+
+    def query() -> None:
+        while not stop.is_set():
+            try:
+                torch.cuda.Event().query()
+                torch.cuda.current_stream().query()
+            except RuntimeError:
+                pass
+
+    other = threading.Thread(target=query, daemon=True)
+    other.start()
+    try:
+        with torch.inference_mode():
+            forward(torch.randn(64, 1, 64, device="cuda"), full=True)
+    finally:
+        stop.set()
+        other.join()
+    assert lines == [] and forward._graph is not None

@@ -120,7 +120,7 @@ TRAIN = ["-m", "trainer", "train", "--data", "DATA", "--run-dir", "/nonexistent/
         (["--nproc-per-node", "2", *TRAIN, "--bogus"], "unrecognized arguments: --bogus"),
         (["--nproc-per-nodes", "2", *TRAIN], "unrecognized arguments: --nproc-per-nodes"),
         (["--nproc-per-node", "2", "-m", "trainer", "evaluate"], "the trainer's `train` command"),
-        (["--nproc-per-node", "3", *TRAIN, "--batch-size", "8"], "does not split over"),
+        (["--nproc-per-node", "3", *TRAIN, "--batch-size", "2"], "smaller than WORLD_SIZE 3"),
     ],
 )
 def test_bad_flags_are_exit_2_before_any_rank_starts(torchrun_args, says, tiny_data, capsys):

@@ -2,8 +2,10 @@
 
 The CUDA graph itself needs a GPU (tests/trainer/loop/test_gpu.py). Here: full steps
 fed through the static input buffers train the weights the plain eager steps train,
-a capture that cannot happen leaves the run eager with one line, which runs are eager
-and why, and the compiled step trains.
+accumulated ones too (an accumulate-only graph and a stepping one, replayed eagerly by
+`tests.trainer.eager_graph`), a capture that cannot happen leaves the run eager with
+one line, which runs are eager and why, a share split into parts, an empty share, and
+the compiled step trains. Several ranks' agreement: test_capture_agreement.py.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.trainer.eager_graph import record_eagerly
 from trainer.config import ModelConfig
 from trainer.loop.device import DeviceChoice
 from trainer.loop.step import WARMUP_STEPS, EvalForward, TrainStep, eager_reason
@@ -23,7 +26,7 @@ BATCH, LENGTH = 8, 64
 
 
 def _step(
-    capture: bool, lines: list[str], model: nn.Module | None = None, uncompiled=None
+    capture: bool, lines: list[str], model: nn.Module | None = None, uncompiled=None, **how
 ) -> TrainStep:
     torch.manual_seed(0)
     if model is None:
@@ -31,7 +34,7 @@ def _step(
     optimizer = CPU.optimizer(model.parameters(), 1e-3, 1e-2)
     parameters = list(model.parameters())
     return TrainStep(
-        model, parameters, optimizer, None, CPU, 1.0, capture, lines.append, uncompiled
+        model, parameters, optimizer, None, CPU, 1.0, capture, lines.append, uncompiled, **how
     )
 
 
@@ -87,16 +90,71 @@ def test_the_gradients_are_the_steps_own_zeroed_tensors_from_before_the_first_st
 
 
 @pytest.mark.parametrize(
-    ("choice", "graph", "accum", "reason"),
+    ("choice", "graph", "reason"),
     [
-        (GPU, True, 1, None),
-        (CPU, True, 1, "the CPU has no CUDA graphs"),
-        (GPU, False, 1, "--no-graph"),
-        (GPU, True, 2, "--grad-accum > 1: an optimizer step spans several batches"),
+        (GPU, True, None),
+        (CPU, True, "the CPU has no CUDA graphs"),
+        (GPU, False, "--no-graph"),
     ],
 )
-def test_which_runs_step_eagerly_and_why(choice, graph, accum, reason):
-    assert eager_reason(choice, graph, accum) == reason
+def test_which_runs_step_eagerly_and_why(choice, graph, reason):
+    # --grad-accum is no reason any more: its micro-batches replay graphs too.
+    assert eager_reason(choice, graph) == reason
+
+
+def _accumulate(step: TrainStep, batches, accum: int) -> list[float]:
+    losses = []
+    for index, (x, y) in enumerate(batches):
+        torch.manual_seed(index)
+        steps = (index + 1) % accum == 0
+        losses.append(float(step(x, y, 1 / (x.shape[0] * accum), steps=steps)))
+    return losses
+
+
+def _same_weights(a: TrainStep, b: TrainStep) -> bool:
+    pairs = zip(a.trained.state_dict().values(), b.trained.state_dict().values(), strict=True)
+    return all(torch.equal(x, y) for x, y in pairs)
+
+
+def test_accumulated_steps_replayed_as_two_graphs_train_the_eager_weights_bitwise():
+    accum = 2
+    batches = _batches(accum * (WARMUP_STEPS + 3))
+    replayed = _step(True, [], record=record_eagerly)
+    plain = _step(False, [])
+    assert _accumulate(replayed, batches, accum) == _accumulate(plain, batches, accum)
+    assert _same_weights(replayed, plain)
+    # An accumulate-only graph and a stepping one, each replayed after its warm-up.
+    graphs = [shape.graph for shape in replayed._shapes.values()]
+    assert sorted(replayed._shapes) == [(BATCH, False), (BATCH, True)]
+    assert [graph.replays for graph in graphs] == [3, 3]
+
+
+def test_a_share_computed_in_parts_trains_the_whole_shares_weights():
+    torch.manual_seed(0)
+    whole_model, parts_model = _Small(), _Small()
+    parts_model.load_state_dict(whole_model.state_dict())
+    whole = _step(False, [], whole_model)
+    in_parts = _step(True, [], parts_model, parts=2, record=record_eagerly)
+    batches = _batches(WARMUP_STEPS + 3)
+    losses = _train(in_parts, batches)
+    assert losses == pytest.approx(_train(whole, batches), rel=1e-5)
+    for a, b in zip(
+        parts_model.state_dict().values(), whole_model.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert sorted(in_parts._shapes) == [(BATCH // 2, False), (BATCH // 2, True)]
+
+
+def test_an_empty_share_adds_nothing_and_still_steps():
+    # A short last batch of fewer windows than ranks leaves the trailing ranks none.
+    (x, y), *_ = _batches(1)
+    empty, whole = _step(False, []), _step(False, [])
+    torch.manual_seed(0)
+    empty(x, y, 1 / BATCH, steps=False)
+    loss = empty(x[:0], y[:0], 1 / BATCH, steps=True, full=False)
+    torch.manual_seed(0)
+    whole(x, y, 1 / BATCH, steps=True)
+    assert float(loss) == 0.0 and _same_weights(empty, whole)
 
 
 class _Small(nn.Module):
