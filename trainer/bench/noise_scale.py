@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from box.contract import CHECKPOINTS_DIR
+from box.contract import CHECKPOINTS_DIR, LAST_CHECKPOINT
 from trainer.checkpoints import checkpoint_file
 from trainer.config import ModelConfig, UserError
 from trainer.data.dataset import Splits, load_dataset
@@ -140,7 +140,7 @@ def checkpoints_of(run_dir: Path, most: int) -> list[Path]:
     directory = run_dir / CHECKPOINTS_DIR
     steps = sorted(directory.glob(checkpoint_file.STEP_FILE_GLOB))
     if not steps:
-        last = directory / "last.pt"
+        last = directory / LAST_CHECKPOINT
         if not last.is_file():
             raise UserError(
                 f"--noise-scale {run_dir}: no checkpoints under {directory}; expected a run dir "

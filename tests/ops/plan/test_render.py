@@ -266,14 +266,17 @@ def test_a_box_whose_one_gpu_was_measured_is_scaled_not_measured():
 
 
 def test_a_box_measured_at_its_own_gpu_count_is_measured():
+    request = PlanRequest(windows=600_000, epochs=100)
+    scaled = {row.size: row for row in make_plan(request, catalog.sizes()).rows}["p5.48xlarge"]
     one = next(
         row for row in load_measured() if row.gpu_count == 1 and row.step.startswith("graph")
     )
-    eight = dataclasses.replace(one, gpu_count=8, train_windows_per_s=one.train_windows_per_s * 7)
-    plan = make_plan(
-        PlanRequest(windows=600_000, epochs=100),
-        catalog.sizes(),
-        None,
-        (*load_measured(), eight),
+    # Measured on eight GPUs at the share of the global batch each takes for this data.
+    eight = dataclasses.replace(
+        one,
+        gpu_count=8,
+        batch_size=scaled.per_gpu_batch,
+        train_windows_per_s=one.train_windows_per_s * 7,
     )
+    plan = make_plan(request, catalog.sizes(), None, (*load_measured(), eight))
     assert {row.size: row for row in plan.rows}["p5.48xlarge"].throughput_source == "measured"

@@ -1,7 +1,8 @@
 """The local target end to end: `fab` drives this machine's own Docker engine, no SSH,
 through upload-data, train, status, logs, stop, a download (the README's order), a
 resume, runs and download, with the real trainer image and checkpoints streaming to a
-`file://` store here, and the run's end told to a webhook on 127.0.0.1."""
+`file://` store here, and the run's end told to a webhook on 127.0.0.1; at 100 columns,
+where no word of what fab says may be cut short."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from ops.terminal_text import ELLIPSIS
 from tests.ops.conftest import FAB, wait_for_status
 from tests.paths import REPO
 
@@ -51,7 +53,7 @@ class ThisMachine:
             **os.environ,
             "GLUCOSE_TARGET": str(self.target_file),
             "GLUCOSE_KNOWN_HOSTS": str(self.known_hosts),
-            "COLUMNS": "200",
+            "COLUMNS": "100",
         }
         return subprocess.run(
             [str(FAB), *args], cwd=REPO, env=env, capture_output=True, text=True, check=False
@@ -59,7 +61,9 @@ class ThisMachine:
 
     def fab_ok(self, *args: str) -> subprocess.CompletedProcess:
         result = self.fab(*args)
-        assert result.returncode == 0, f"fab {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+        said = f"fab {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+        assert result.returncode == 0, said
+        assert ELLIPSIS not in result.stdout + result.stderr, said
         return result
 
     def wait_for_status(self, run_id: str, pattern: str) -> str:

@@ -51,7 +51,7 @@ def test_a_flag_the_trainer_would_pick_but_the_run_gave_shows_the_trainers_rule(
     # The tiny run gives --batch-size 32.
     assert (
         "| `--batch-size` | 32 (32 a rank x 1) | the trainer's: a power of two from 1024 to "
-        "16384 a GPU, 1600+ steps an epoch; 256 on a CPU |"
+        "16384 over all GPUs, 1600+ steps an epoch; 256 on a CPU |"
     ) in _settings(trained_run)
 
 
