@@ -28,11 +28,11 @@ from typing import Any, Literal
 from trainer.quantities import count, duration_forms, duration_type
 
 RANGE, LISTED = "range", "listed"
+"""What a sweep may give a tunable flag: a range or listed values, or listed values only
+(odd kernel widths, architectures)."""
 TRAINERS = "the trainer's"
 """Who picks a value a run left out where a field has `auto` (`-h`, report.md)."""
 _UNIT_WORDS = {"s": "s", "m": "min", "h": "h"}
-"""What a sweep may give a tunable flag: a range or listed values, or listed values only
-(odd kernel widths, architectures)."""
 
 
 def flag(

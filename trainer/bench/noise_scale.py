@@ -24,6 +24,7 @@ The weights are not changed, nor the BatchNorm statistics a checkpoint holds.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,11 +36,11 @@ import torch.nn.functional as F
 
 from box.contract import CHECKPOINTS_DIR, LAST_CHECKPOINT
 from trainer.checkpoints import checkpoint_file
-from trainer.config import ModelConfig, UserError
+from trainer.config import UserError
 from trainer.data.dataset import Splits, load_dataset
 from trainer.data.pipeline import WindowPipeline, norm_from_state
 from trainer.loop.device import DeviceChoice, choose_device
-from trainer.model import build_model
+from trainer.loop.evaluate import checkpoint_model
 
 
 class Sizes(NamedTuple):
@@ -109,9 +110,7 @@ def measure(
     state: dict[str, Any], pipeline: WindowPipeline, choice: DeviceChoice, sizes: Sizes
 ) -> NoiseScale:
     """The noise scale of one checkpoint's weights on `pipeline`'s windows."""
-    model = build_model(ModelConfig(**state["config"]["model"]), choice.device)
-    model.load_state_dict(state["model"])
-    model.train()
+    model = checkpoint_model(state, choice.device).train()
     big = sizes.small * sizes.parts
     generator = torch.Generator().manual_seed(SEED)
     torch.manual_seed(SEED)  # dropout
@@ -179,11 +178,14 @@ def run_noise_scale(run_dir: Path, quick: bool, small: int | None, json_output: 
     if small is not None:
         sizes = sizes._replace(small=small)
     paths = checkpoints_of(run_dir, sizes.checkpoints)
-    first = checkpoint_file.load(paths[0])
+    states = (checkpoint_file.load(path) for path in paths)  # one in memory at a time
+    first = next(states)
     pipeline = _training_windows(run_dir, first, choice)
     if sizes.small * sizes.parts > len(pipeline):
         sizes = sizes._replace(parts=max(2, len(pipeline) // sizes.small))
-    results = [measure(checkpoint_file.load(path), pipeline, choice, sizes) for path in paths]
+    results = [
+        measure(state, pipeline, choice, sizes) for state in itertools.chain([first], states)
+    ]
     if json_output:
         print(json.dumps({"run_dir": str(run_dir), "estimates": [asdict(r) for r in results]}))
         return 0

@@ -52,7 +52,6 @@ from trainer.config import (
     UserError,
 )
 from trainer.data.synth import synthesize
-from trainer.loop.defaults import per_rank_batch, train_windows_of
 from trainer.reports.progress import read_metrics
 
 
@@ -140,8 +139,6 @@ def time_to_quality(
     data = synthesize_size(size, work_dir)
     epochs = SIZES[size].epochs
     run_dir = work_dir / f"default-seed{seed}"
-    if nproc is not None and batch_size is None:
-        batch_size = _one_rank_batch(SIZES[size].cases * SIZES[size].windows_per_case)
     train_config = TrainConfig(
         run_dir, epochs=epochs, patience=epochs, batch_size=batch_size, seed=seed
     )
@@ -227,14 +224,6 @@ def _device_type() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _one_rank_batch(windows: int) -> int:
-    """The global batch one rank takes by default for `windows`: what N ranks train at
-    here, so that they and one rank learn from the same batches. (On a GPU the default
-    global batch hardly changes with the ranks; on a CPU each rank takes 256, and two
-    ranks of the tiny size would make 2 steps an epoch.)"""
-    return per_rank_batch(_device_type(), train_windows_of(windows))
 
 
 def _train(config: RunConfig, nproc: int | None) -> int:

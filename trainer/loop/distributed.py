@@ -205,9 +205,7 @@ class Group:
         their graphs together (`trainer.loop.step`)."""
         if self.world_size == 1:
             return None if error is None else (0, error)
-        failed = torch.tensor([self.world_size if error is None else self.rank])
-        dist.all_reduce(failed, dist.ReduceOp.MIN)
-        rank = int(failed)
+        rank = self.least(self.world_size if error is None else self.rank)
         if rank == self.world_size:
             return None
         return rank, self._broadcast_bytes((error or "").encode(), rank).decode()

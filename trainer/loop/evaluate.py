@@ -86,6 +86,13 @@ def split_report(
     return regression_report(ref, pred, baseline_value=norm.label_median), ref, pred
 
 
+def checkpoint_model(state: dict[str, Any], device: torch.device) -> nn.Module:
+    """The model a checkpoint's `state` holds, its weights loaded, on `device`."""
+    model = build_model(ModelConfig(**state["config"]["model"]), device)
+    model.load_state_dict(state["model"])
+    return model
+
+
 def evaluate_checkpoint(
     data_dir: Path, checkpoint_arg: str, split: str, *, other_data: bool = False
 ) -> dict[str, Any]:
@@ -108,8 +115,7 @@ def evaluate_checkpoint(
     splits = Splits(**state["splits"])
     cases = splits.cases(split)
     choice = choose_device("auto")
-    model = build_model(ModelConfig(**state["config"]["model"]), choice.device)
-    model.load_state_dict(state["model"])
+    model = checkpoint_model(state, choice.device)
     norm = norm_from_state(state["label_norm"], state["input_norm"])
     pipeline = WindowPipeline(dataset, cases, norm, choice.device, eval_batch_size(choice.device))
     report, _, _ = split_report(model, pipeline, choice, norm)

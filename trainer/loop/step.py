@@ -86,6 +86,19 @@ def cuda_graph(work: Callable[[], torch.Tensor], pool: Any) -> tuple[Replayable,
     return graph, out
 
 
+def on_side_stream(device: torch.device, work: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """Eager work before a capture, on a side stream as torch's CUDA graph recipe asks
+    (what the warm-up allocates must not be the capture's)."""
+    if device.type != "cuda":  # no streams
+        return work()
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        out = work()
+    torch.cuda.current_stream(device).wait_stream(side)
+    return out
+
+
 def alone(error: str | None) -> tuple[int, str] | None:
     """One process's agreement: its own outcome."""
     return None if error is None else (0, error)
@@ -176,12 +189,14 @@ class TrainStep:
         with `steps`, then the optimizer step and the gradients zeroed. `full`: a batch
         of the run's size (whose `scale` is every full batch's). Captured when possible:
         the returned loss is then valid until the next call."""
+        if self.parts == 1:  # nearly every run: no splitting on the step's host path
+            return self._part(x, y, scale, steps, full)
         pieces = zip(x.tensor_split(self.parts), y.tensor_split(self.parts), strict=True)
         losses = []
         for index, (part_x, part_y) in enumerate(pieces):
             last = index == self.parts - 1
             losses.append(self._part(part_x, part_y, scale, steps and last, full))
-        return losses[0] if len(losses) == 1 else torch.stack(losses).sum()
+        return torch.stack(losses).sum()
 
     def _part(
         self, x: torch.Tensor, y: torch.Tensor, scale: float, steps: bool, full: bool
@@ -261,7 +276,9 @@ class TrainStep:
             return shape.loss
         if shape.warm < WARMUP_STEPS:
             shape.warm += 1
-            return self._on_side_stream(lambda: self._work(shape.x, shape.y, scale, steps))
+            return on_side_stream(
+                self.choice.device, lambda: self._work(shape.x, shape.y, scale, steps)
+            )
         return self._capture(shape, scale, steps)
 
     def _capture(self, shape: _Shape, scale: float, steps: bool) -> torch.Tensor:
@@ -282,18 +299,6 @@ class TrainStep:
         if self._pool is None:
             self._pool = graph.pool()
         graph.replay()  # recording ran nothing: this batch's work
-        return loss
-
-    def _on_side_stream(self, work: Callable[[], torch.Tensor]) -> torch.Tensor:
-        """Eager work before the capture, on a side stream as torch's CUDA graph recipe
-        asks (what the warm-up allocates must not be the capture's)."""
-        if self.choice.device.type != "cuda":  # no streams
-            return work()
-        side = torch.cuda.Stream(self.choice.device)
-        side.wait_stream(torch.cuda.current_stream(self.choice.device))
-        with torch.cuda.stream(side):
-            loss = work()
-        torch.cuda.current_stream(self.choice.device).wait_stream(side)
         return loss
 
     def fall_back(self, failed: tuple[int, str]) -> None:
@@ -330,7 +335,7 @@ class EvalForward:
     ) -> None:
         self.model, self.choice, self.capture, self.say = model, choice, capture, say
         self.pool = pool
-        self._graph: torch.cuda.CUDAGraph | None = None
+        self._graph: Replayable | None = None
         self._static: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def __call__(self, x: torch.Tensor, full: bool) -> torch.Tensor:
@@ -351,14 +356,6 @@ class EvalForward:
 
     def _record(self, x: torch.Tensor) -> None:
         static_x = x.clone()
-        side = torch.cuda.Stream(self.choice.device)
-        side.wait_stream(torch.cuda.current_stream(self.choice.device))
-        with torch.cuda.stream(side):
-            self.model(static_x)  # cuDNN's autotuning before the capture
-        torch.cuda.current_stream(self.choice.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        # thread_local, as the training step's: another thread's CUDA call (NCCL's or the
-        # step watchdog's event queries, a checkpoint's copy) must not void it.
-        with torch.cuda.graph(graph, pool=self.pool(), capture_error_mode="thread_local"):
-            static_out = self.model(static_x)
+        on_side_stream(self.choice.device, lambda: self.model(static_x))  # cuDNN's autotuning
+        graph, static_out = cuda_graph(lambda: self.model(static_x), self.pool())
         self._graph, self._static = graph, (static_x, static_out)
