@@ -10,8 +10,8 @@ string goes through `printable` (one line: a name, a key, a note) or `log_text` 
 its newlines kept): each control, format or unassigned character, each line or
 paragraph separator, and the backslash become a visible escape (`\\x1b`, `\\u202e`,
 `\\x5c`: a backslash in the text cannot fake one). Where rich prints it, `markup_safe`
-escapes rich's markup too, or the text goes in a `rich.text.Text`, which rich never
-parses (`cell`).
+escapes rich's markup too, or the printable text goes in a `rich.text.Text`, which
+rich never parses (`fab runs`' cells).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import unicodedata
 
 from rich.console import Console
 from rich.markup import escape
-from rich.text import Text
 
 ESCAPED_CATEGORIES = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 """Controls (ESC, CR, DEL, C1's CSI), formats (a bidi override, a zero-width space),
@@ -43,9 +42,12 @@ def printable(text: object, limit: int | None = None) -> str:
     """`text` (anything: `str()` of it) on one line, every character a terminal could
     act on written as a visible escape, cut to `limit` characters (the last an `…`)."""
     shown = "".join(_escaped(character) for character in str(text))
-    if limit is None or len(shown) <= limit:
-        return shown
-    return shown[: max(limit - 1, 0)] + ELLIPSIS
+    return shown if limit is None else cut(shown, limit)
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` at most `limit` characters long, the last an `…` where it was longer."""
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + ELLIPSIS
 
 
 def log_text(text: str) -> str:
@@ -64,8 +66,3 @@ def say_note(console: Console, text: object) -> None:
     """`note: TEXT` in yellow on `console`: a line about what could not be read, whose
     words are partly the store's or the run's."""
     console.print(f"[yellow]note:[/] {markup_safe(text, NOTE_CHARACTERS)}")
-
-
-def cell(text: object, limit: int | None = None) -> Text:
-    """`printable(text)` as a rich Text: a table's cell, which rich shows as it is."""
-    return Text(printable(text, limit))

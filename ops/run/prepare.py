@@ -23,6 +23,7 @@ from rich.console import Console
 from box import contract
 from ops.remote.ssh import Box
 from ops.run import container, env_files
+from ops.run.status import json_or_empty
 from ops.runs.log_lines import LogLines
 from ops.terminal_text import printable
 from trainer.storage import storage_environment
@@ -122,11 +123,7 @@ def dataset_meta(box: Box, name: str) -> dict:
     text = box.read_text(f"{contract.dataset_dir(box.root, name)}/meta.json")
     if text is None:
         raise Exit(f"no meta.json in {name} on {box.address} after the preparation")
-    try:
-        meta = json.loads(text)
-    except (ValueError, RecursionError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
+    return json_or_empty(text)
 
 
 def made(meta: dict) -> str:

@@ -120,7 +120,9 @@ class RunSnapshot:
         return cost.run_cost(uptimes, spans, float(price), others, prices)
 
 
-def _json_or_empty(text: str | None) -> dict:
+def json_or_empty(text: str | bytes | None) -> dict:
+    """The object `text` holds; {} for none, a torn file, one nested too deep or another
+    shape (a box's or a bucket's file: never trusted to be ours)."""
     try:
         value = json.loads(text) if text else {}
     except (ValueError, RecursionError):  # torn, or nested past what json follows
@@ -215,7 +217,7 @@ def snapshot(box: Box, run_id: str, others: list[Box] | tuple[Box, ...] = ()) ->
         run_id=run_id,
         state=uploads_waiting(box, run_id) if state == STATE_UPLOAD_PENDING else state,
         status=status,
-        last_metrics=_json_or_empty(metrics_tail.strip()),
+        last_metrics=json_or_empty(metrics_tail.strip()),
         gpus=gpus.stdout.strip().splitlines() if gpus.exited == 0 else [],
         launch=launch,
         box=box_snapshot(box),
@@ -271,7 +273,7 @@ def box_snapshot(box: Box) -> BoxSnapshot:
         uptime = ()
         problems = (f"{contract.BOOTS_FILE}, {contract.STOPS_FILE}: {type(error).__name__}",)
     return BoxSnapshot(
-        watchdog=_json_or_empty(box.read_text(f"{records}/state.json")),
+        watchdog=json_or_empty(box.read_text(f"{records}/state.json")),
         last_stop=stop_records[-1] if stop_records else {},
         uptime=uptime,
         problems=problems,

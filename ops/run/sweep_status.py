@@ -8,7 +8,6 @@ A trial is a run (`fab status --run <sweep>-t000`); `fab runs --sweep ID` ranks 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from box import contract
@@ -16,6 +15,7 @@ from box.contract import RunRecord, finite_float
 from ops.remote.ssh import Box
 from ops.run import sweep as on_box_sweep
 from ops.run.on_box import ContainerState
+from ops.run.status import json_or_empty
 from ops.runs.readable import duration
 from ops.terminal_text import printable
 from stack import storage_layout
@@ -73,7 +73,7 @@ def look(box: Box, sweep_id: str) -> SweepView:
     text, where = box.read_text(f"{folder}/{contract.STATUS_FILE}"), box.address
     if text is None and container is None:
         text, where = _stored_status(box.target.storage_uri, sweep_id), "storage"
-    status, found = RunRecord.parse(text), _object(text)
+    status, found = RunRecord.parse(text), json_or_empty(text)
     stopped_by_user = box.exists(f"{folder}/{contract.STOPPED_BY_USER}")
     return SweepView(
         sweep_id=sweep_id,
@@ -115,14 +115,6 @@ def _counts(trials: object) -> dict[str, int]:
         for state, count in trials.items()
         if isinstance(count, int) and not isinstance(count, bool) and count >= 0
     }
-
-
-def _object(text: str | bytes | None) -> dict:
-    try:
-        found = json.loads(text) if text else {}
-    except (ValueError, RecursionError):
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 def _stored_status(storage_uri: str, sweep_id: str) -> bytes | None:

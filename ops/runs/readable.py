@@ -7,6 +7,7 @@ import functools
 from typing import Any
 
 from box.contract import WHOLE_NUMBER_LIMIT, finite_float
+from ops.terminal_text import cut
 
 SECONDS_PER_MINUTE = 60
 SECONDS_PER_HOUR = 3600
@@ -95,4 +96,4 @@ def _plain(value: Any) -> str:
 def _cut(text: str) -> str:
     """Text of a record, cut; made safe where the line is printed
     (`ops.terminal_text.printable`, once)."""
-    return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 1] + "…"
+    return cut(text, SHOWN_CHARACTERS)

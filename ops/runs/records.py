@@ -64,6 +64,11 @@ class RunRow:
         """What of this run could not be read, in one line (None: all of it was)."""
         return f"run {self.run_id}: {'; '.join(self.problems)}" if self.problems else None
 
+    def notes(self) -> list[str]:
+        """The `note:` lines this run gives a listing: what could not be read, and what
+        of its uploads storage lacks."""
+        return [line for line in (self.problem_line(), self.uploads_line()) if line]
+
     def uploads_line(self) -> str | None:
         """A run that finished with its last uploads not all in storage: which files
         storage lacks (where the box named them), and what sends them, in one line;

@@ -69,7 +69,7 @@ def gather(storage_uri: str | None, local: list[Path], cache: Path) -> Gathered:
             continue
         rows.append(row)
         finals.append(final_metrics(summary))
-        work.gathered.notes += [line for line in (row.problem_line(), row.uploads_line()) if line]
+        work.gathered.notes += row.notes()
     (cache / VERSIONS_FILE).write_text(json.dumps(work.versions, indent=1, sort_keys=True))
     write_experiment(cache, rows, differing(rows), finals)
     _remove_stale(cache, set(work.labels.values()))

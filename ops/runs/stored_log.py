@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from box.contract import RUN_LOG_FILE, RUN_LOG_ROTATED
 from ops.runs.log_lines import LINE_CAP_CHARACTERS, LogLines
-from stack import storage_layout
 from trainer.storage import ObjectStore
 
 READ_BLOCK_BYTES = 256 * 1024
@@ -53,11 +52,6 @@ class StoredLog:
                 found.append(self.store.read_range(key, first - offset, last - first))
             offset += size
         return b"".join(found)
-
-
-def find(storage_uri: str, run_id: str) -> StoredLog | None:
-    """The run's stored log, or None when storage has none."""
-    return find_in(storage_layout.run_uri(storage_uri, run_id))
 
 
 def find_in(folder_uri: str) -> StoredLog | None:

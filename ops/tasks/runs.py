@@ -193,7 +193,7 @@ def runs(c, dataset="", state="", sweep="", json=False, local="", plot="",
         return
     out = Console(width=None if sys.stdout.isatty() else _WIDE_COLUMNS)
     grid, left_out = listing.table(rows, keys, out.width, rank=bool(view))
-    said = [line for row in rows for line in (row.problem_line(), row.uploads_line()) if line]
+    said = [line for row in rows for line in row.notes()]
     for line in [*said, *left_out]:
         say_note(console, line)
     out.print(grid)

@@ -10,6 +10,7 @@ import pytest
 
 from ops.runs import stored_log
 from ops.runs.log_lines import LogLines
+from stack import storage_layout
 from trainer.storage import open_store
 
 CAP = 10
@@ -19,7 +20,7 @@ def _shown(tmp_path: Path, tail: str, **objects: bytes) -> str:
     uri = f"file://{tmp_path}/storage"
     for name, data in objects.items():
         open_store(uri).write_bytes(f"runs/r1/{name.replace('_', '.')}", data)
-    found = stored_log.find(uri, "r1")
+    found = stored_log.find_in(storage_layout.run_uri(uri, "r1"))
     assert found is not None
     out = io.StringIO()
     stored_log.show(found, tail, LogLines(out, cap=CAP))
@@ -63,4 +64,4 @@ def test_escapes_in_a_stored_log_are_letters(tmp_path):
 
 
 def test_a_run_without_a_stored_log_has_none(tmp_path):
-    assert stored_log.find(f"file://{tmp_path}/storage", "r1") is None
+    assert stored_log.find_in(storage_layout.run_uri(f"file://{tmp_path}/storage", "r1")) is None
