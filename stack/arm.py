@@ -79,10 +79,6 @@ class ArmClient:
     def get(self, path: str, api: str, **query: str) -> Any:
         return self._call("GET", path, api, query)
 
-    def post(self, path: str, api: str, **query: str) -> Any:
-        """An action (`.../start`): ARM answers 200 or 202 Accepted, often with no body."""
-        return self._call("POST", path, api, query)
-
     def patch(self, path: str, api: str, body: dict[str, Any]) -> Any:
         """Change part of a resource: only what `body` names."""
         return self._call("PATCH", path, api, {}, body)
@@ -99,7 +95,7 @@ class ArmClient:
     def _send(self, method: str, url: str, body: Any = None) -> Any:
         """The JSON body of one request's answer; ArmError for an HTTP error."""
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
-        data = b"" if method == "POST" else None
+        data = None
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"

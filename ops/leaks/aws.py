@@ -10,16 +10,18 @@ new one (stack/spot_requests.py). A network interface is the stack's when tagged
 a VPC of the stack; one attached to a listed instance goes with it and is not listed apart.
 
 boto3 is imported here only, so an Azure user needs none. Every request has botocore's
-connect and read timeouts and a bounded number of attempts.
+connect and read timeouts and a bounded number of attempts: the client made here is
+the one the searches of stack/ec2_boxes.py and stack/spot_requests.py ask through.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ops.leaks.found import Cost, Leak, LeakCheckError, box_cost
 from ops.leaks.scope import StackScope
-from stack.spot_requests import LIVE_STATES
+from stack import ec2_boxes, spot_requests
 
 CALL_TIMEOUT_SECONDS = 15
 CALL_ATTEMPTS = 3
@@ -69,61 +71,45 @@ def _ec2(scope: StackScope) -> Any:
 def _find(ec2: Any, scope: StackScope) -> list[Leak]:
     key, value = scope.tag
     tagged = [{"Name": f"tag:{key}", "Values": [value]}]
-    every = _instances(ec2, tagged)
-    requests = _spot_requests(ec2, tagged, [i["InstanceId"] for i in every])
+    every = ec2_boxes.describe(ec2, tag=scope.tag)
+    found = spot_requests.find_requests(ec2, instance_ids=list(every), tag=scope.tag)
+    requests = [found[rid] for rid in spot_requests.live(found)]
     # A box a live request of the stack launched is the stack's, tagged or not.
-    launched = {r["InstanceId"] for r in requests if r.get("InstanceId")}
-    launched -= {i["InstanceId"] for i in every}
-    if launched:
-        every += _instances(ec2, [{"Name": "instance-id", "Values": sorted(launched)}])
-    instances = [i for i in every if i["State"]["Name"] != "terminated"]
+    launched = {r["InstanceId"] for r in requests if r.get("InstanceId")} - set(every)
+    every.update(ec2_boxes.describe(ec2, launched))
+    instances = [i for i in every.values() if i["State"]["Name"] != "terminated"]
     return [
         *map(_instance, instances),
         *map(_spot_request, requests),
-        *map(_volume, _pages(ec2, "describe_volumes", "Volumes", tagged)),
+        *map(_volume, _matching(ec2, "describe_volumes", "Volumes", scope)),
         *map(_snapshot, _pages(ec2, "describe_snapshots", "Snapshots", tagged, OwnerIds=["self"])),
         *map(_address, ec2.describe_addresses(Filters=tagged)["Addresses"]),
-        *map(_interface, _interfaces(ec2, tagged, {i["InstanceId"] for i in instances})),
+        *map(_interface, _interfaces(ec2, scope, {i["InstanceId"] for i in instances})),
     ]
 
 
-def _instances(ec2: Any, filters: list) -> list[dict]:
-    reservations = _pages(ec2, "describe_instances", "Reservations", filters)
-    return [instance for reservation in reservations for instance in reservation["Instances"]]
+def _matching(
+    ec2: Any, operation: str, key: str, scope: StackScope, searches: Iterable = ()
+) -> list[dict]:
+    """Every item of a Describe `operation` that carries the stack's tag or matches one of
+    `searches` (filter, values); an item both match is listed once for each."""
+    pages = spot_requests.pages_matching(ec2, operation, searches, scope.tag)
+    return [item for page in pages for item in page[key]]
 
 
 def _pages(ec2: Any, operation: str, key: str, filters: list, **more: Any) -> list[dict]:
+    # For what `pages_matching` cannot ask: a snapshot listing's OwnerIds (without it,
+    # every public snapshot in the region is searched too).
     pages = ec2.get_paginator(operation).paginate(Filters=filters, **more)
     return [item for page in pages for item in page[key]]
 
 
-def _spot_requests(ec2: Any, tagged: list, instance_ids: list[str]) -> list[dict]:
-    live = [{"Name": "state", "Values": list(LIVE_STATES)}]
-    found = {
-        r["SpotInstanceRequestId"]: r
-        for r in _pages(
-            ec2, "describe_spot_instance_requests", "SpotInstanceRequests", tagged + live
-        )
-    }
-    if instance_ids:
-        launched = [{"Name": "instance-id", "Values": instance_ids}, *live]
-        for request in _pages(
-            ec2, "describe_spot_instance_requests", "SpotInstanceRequests", launched
-        ):
-            found[request["SpotInstanceRequestId"]] = request
-    return [r for r in found.values() if r["State"] in LIVE_STATES]
-
-
-def _interfaces(ec2: Any, tagged: list, listed_instances: set[str]) -> list[dict]:
-    vpcs = [v["VpcId"] for v in _pages(ec2, "describe_vpcs", "Vpcs", tagged)]
-    found = {
-        n["NetworkInterfaceId"]: n
-        for n in _pages(ec2, "describe_network_interfaces", "NetworkInterfaces", tagged)
-    }
-    if vpcs:
-        in_vpcs = [{"Name": "vpc-id", "Values": vpcs}]
-        for interface in _pages(ec2, "describe_network_interfaces", "NetworkInterfaces", in_vpcs):
-            found[interface["NetworkInterfaceId"]] = interface
+def _interfaces(ec2: Any, scope: StackScope, listed_instances: set[str]) -> list[dict]:
+    vpcs = [v["VpcId"] for v in _matching(ec2, "describe_vpcs", "Vpcs", scope)]
+    in_vpcs = [("vpc-id", vpcs)]
+    interfaces = _matching(ec2, "describe_network_interfaces", "NetworkInterfaces", scope, in_vpcs)
+    # One both tagged and in a VPC of the stack is listed by both searches: once here.
+    found = {n["NetworkInterfaceId"]: n for n in interfaces}
     return [
         n
         for n in found.values()

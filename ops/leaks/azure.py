@@ -14,7 +14,6 @@ MAX_PAGES pages a listing.
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -22,7 +21,9 @@ from typing import Any
 
 from ops.leaks.found import Cost, Leak, LeakCheckError, box_cost
 from ops.leaks.scope import StackScope
-from stack.arm import API_VERSIONS, ARM_ENDPOINT, ARM_ENDPOINT_ENV
+from ops.preflight.azure import enabled_subscriptions
+from ops.preflight.checks import error_line
+from stack.arm import API_VERSIONS, arm_endpoint
 
 CALL_TIMEOUT_SECONDS = 15
 MAX_PAGES = 50
@@ -58,7 +59,7 @@ class ArmReader:
 
     def __init__(self, token: str, endpoint: str | None = None) -> None:
         self.token = token
-        self.endpoint = (endpoint or os.environ.get(ARM_ENDPOINT_ENV) or ARM_ENDPOINT).rstrip("/")
+        self.endpoint = (endpoint or arm_endpoint()).rstrip("/")
 
     def url(self, path: str, version: str, **query: str) -> str:
         params = {"api-version": version, **query}
@@ -111,13 +112,12 @@ def _token() -> str:
     try:
         return azure_login.arm_token()
     except Exception as error:  # azure-identity raises its own kinds for every way it fails
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise LeakCheckError(f"no Azure login ({first_line}); run `az login`") from None
+        raise LeakCheckError(f"no Azure login ({error_line(error)}); run `az login`") from None
 
 
 def _only_subscription(arm: ArmReader) -> str:
     url = arm.url("/subscriptions", API_VERSIONS["subscriptions"])
-    enabled = [s["subscriptionId"] for s in arm.listing(url) if s.get("state") == "Enabled"]
+    enabled = enabled_subscriptions(arm.listing(url))
     if len(enabled) != 1:
         raise LeakCheckError(
             f"the Azure login sees {len(enabled)} enabled subscriptions; name the stack's with "

@@ -9,7 +9,6 @@ in what the `pulumi` CLI says of the stack.
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,11 +16,10 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from ops.preflight.checks import (
-    SUBSCRIPTION_ENV,
-    SUBSCRIPTION_KEYS,
     StackSettings,
     settings_from_file,
     settings_from_pulumi,
+    subscription_of,
 )
 from stack.config import COST_SCOPE_TAG, NAMESPACE, REGION_KEYS
 
@@ -93,14 +91,10 @@ def scope_of(chosen: StackSettings, region: str = "") -> StackScope:
         raise Exit(
             f"fab leaks: stack {chosen.stack} names no region ({REGION_KEYS[cloud]}); pass --region"
         )
-    subscription = next((str(chosen.get(k)) for k in SUBSCRIPTION_KEYS if chosen.get(k)), "")
-    subscription = subscription or next(
-        (os.environ[k] for k in SUBSCRIPTION_ENV if os.environ.get(k)), ""
-    )
     return StackScope(
         stack=chosen.stack,
         cloud=cloud,
         region=region,
         aws_profile=str(chosen.get("aws:profile") or ""),
-        subscription=subscription,
+        subscription=subscription_of(chosen),
     )

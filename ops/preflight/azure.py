@@ -13,6 +13,7 @@ the token (`ops.azure_login`).
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ops.preflight.findings import Findings
@@ -73,9 +74,14 @@ def check(config: Any, arm: ArmClient, subscription: str | None) -> Findings:
 
 
 def _only_subscription(arm: ArmClient) -> str | None:
-    subscriptions = arm.get("/subscriptions", "subscriptions").get("value", [])
-    enabled = [s["subscriptionId"] for s in subscriptions if s.get("state") == "Enabled"]
+    enabled = enabled_subscriptions(arm.get("/subscriptions", "subscriptions").get("value", []))
     return enabled[0] if len(enabled) == 1 else None
+
+
+def enabled_subscriptions(listed: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The ids of the enabled subscriptions in ARM's list of those the login sees (`fab
+    leaks` reads the list its own way: paged, from ARM only)."""
+    return [s["subscriptionId"] for s in listed if s.get("state") == "Enabled"]
 
 
 def _providers(findings: Findings, _config: Any, arm: ArmClient, base: str) -> None:

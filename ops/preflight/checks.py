@@ -39,6 +39,19 @@ class StackSettings:
         return self.values.get(key)
 
 
+def subscription_of(settings: StackSettings) -> str:
+    """The Azure subscription the stack names: its config's, else the environment's; ""
+    when neither names one (then the login's only enabled one is taken)."""
+    named = next((str(settings.get(k)) for k in SUBSCRIPTION_KEYS if settings.get(k)), "")
+    return named or next((os.environ[k] for k in SUBSCRIPTION_ENV if os.environ.get(k)), "")
+
+
+def error_line(error: BaseException) -> str:
+    """The first line of what `error` says, else its kind: azure-identity's messages run
+    to many lines, a one-line report takes the first."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
 def settings_from_file(path: Path) -> StackSettings:
     """`Pulumi.<stack>.yaml`'s `config:` block; the stack is named after the file."""
     import yaml
@@ -127,17 +140,14 @@ def _azure(config: Any, settings: StackSettings) -> Findings:
     from ops.preflight import azure as preflight_azure
     from stack.arm import ArmClient
 
-    subscription = next(
-        (settings.get(k) for k in SUBSCRIPTION_KEYS if settings.get(k)), None
-    ) or next((os.environ[k] for k in SUBSCRIPTION_ENV if os.environ.get(k)), None)
     try:
         token = azure_login.arm_token()
     except Exception as error:  # azure-identity raises its own kinds for every way it fails
         findings = Findings()
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         findings.problem(
-            f"no Azure credentials ({first_line})",
+            f"no Azure credentials ({error_line(error)})",
             "run `az login` (or set AZURE_* for a service principal), then retry",
         )
         return findings
-    return preflight_azure.check(config, ArmClient.from_environment(token), subscription)
+    arm = ArmClient.from_environment(token)
+    return preflight_azure.check(config, arm, subscription_of(settings))
