@@ -118,17 +118,34 @@ def _reap_if_dead(pid: int) -> int:
     return 0
 
 
+def lines_within(
+    work: Callable[[Callable[[str], None]], None], timeout_seconds: float, late: str
+) -> list[str]:
+    """The lines `work(report)` reported, run as `run_within` runs it: all of them, or
+    OSError with the child's error (a report cut included), TimeoutError (an OSError)
+    saying `late` when it did not end in time, or OSError when it ended otherwise than
+    by returning (killed: its lines may be cut short). Worst case: `timeout_seconds`."""
+    child = run_within(work, timeout_seconds)
+    if child.error:
+        raise OSError(child.error)
+    if not child.ended:
+        raise TimeoutError(late)
+    if child.status != 0:
+        raise OSError(f"the child ended with wait status {child.status}")
+    return child.lines
+
+
 def write_within(write: Callable[[], None], timeout_seconds: float = WRITE_TIMEOUT_SECONDS) -> None:
     """Run `write` in a child process and wait at most `timeout_seconds` for it.
 
     Raises OSError with the child's error, or TimeoutError (an OSError) when the disk
     did not answer in time. Worst case: `timeout_seconds`.
     """
-    child = run_within(lambda report: write(), timeout_seconds)
-    if not child.ended:
-        raise TimeoutError(f"the disk did not answer within {timeout_seconds:.0f}s")
-    if child.error or child.status != 0:
-        raise OSError(child.error or f"the writer ended with wait status {child.status}")
+    lines_within(
+        lambda report: write(),
+        timeout_seconds,
+        f"the disk did not answer within {timeout_seconds:.0f}s",
+    )
 
 
 def _let_go_of_output() -> None:

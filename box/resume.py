@@ -77,12 +77,14 @@ def why_not_resume(
     """Empty when the container should be started again, else the reason it stays down."""
     if os.path.lexists(run_dir / contract.STOPPED_BY_USER):
         return STOPPED_BY_USER_REASON
+    own = user_files.read_json(run_dir.parent, run_dir.name, contract.STATUS_FILE)
+    # The heartbeat stands in for a status.json where there is none (a box of workers of
+    # a multi-node run), but not in whether the uploads landed: those are rank 0's.
     status = contract.RunRecord.from_dict(
-        user_files.read_json(run_dir.parent, run_dir.name, contract.STATUS_FILE)
-        or user_files.read_json(run_dir.parent, run_dir.name, contract.HEARTBEAT_FILE)
+        own or user_files.read_json(run_dir.parent, run_dir.name, contract.HEARTBEAT_FILE)
     )
     state = status.state or ""
-    if unfinished_uploads.not_landed(container, run_dir):
+    if unfinished_uploads.not_landed(container, run_dir, contract.RunRecord.from_dict(own)):
         # Its last uploads did not land, or are not known to have: a start only uploads
         # them (trainer/checkpoints/final_upload.py) and exits 0, whatever the hour.
         return ""
@@ -186,12 +188,16 @@ def resume_one(
         return 0
     if container.exit_code == contract.EXIT_BOXES_AWAY and run_deadline(run_dir) is not None:
         return start_when_boxes_may_be_back(config, container)
-    if starts_spent(config, container):
+    # Its starts in this boot, counted on /run: at most RETRY_DELAYS_SECONDS' length.
+    boot_id = read_boot_id(config.boot_id_path)
+    runs = load_attempts(Path(config.resume_state_path), boot_id)
+    done = int((runs.get(container.key) or {}).get("attempts") or 0)
+    if done >= len(RETRY_DELAYS_SECONDS):
         log(f"{what} stays down: started {len(RETRY_DELAYS_SECONDS)} times in this boot already")
         if unfinished_uploads.not_landed(container, run_dir):
             ends.append(run_ends.End(container, home, run_ends.UPLOADS_NOT_LANDED))
         return 0
-    return start_within_bounds(config, container)
+    return start_within_bounds(config, container, boot_id, runs, done)
 
 
 def end_state(container: docker_cli.TrainerContainer, reason: str) -> str | None:
@@ -266,21 +272,17 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def starts_spent(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> bool:
-    """Whether the container had its RETRY_DELAYS_SECONDS' length starts in this boot
-    (counted on /run)."""
-    runs = load_attempts(Path(config.resume_state_path), read_boot_id(config.boot_id_path))
-    done = int((runs.get(container.key) or {}).get("attempts") or 0)
-    return done >= len(RETRY_DELAYS_SECONDS)
-
-
-def start_within_bounds(config: WatchdogConfig, container: docker_cli.TrainerContainer) -> int:
-    """Start the container again once its pause after its last exit is over; the caller
-    has seen that it has a start left in this boot (starts_spent)."""
-    boot_id = read_boot_id(config.boot_id_path)
+def start_within_bounds(
+    config: WatchdogConfig,
+    container: docker_cli.TrainerContainer,
+    boot_id: str,
+    runs: dict,
+    done: int,
+) -> int:
+    """Start the container again once its pause after its last exit is over, counting
+    the start in `runs` (load_attempts of `boot_id`); the caller has seen that it has a
+    start left in this boot (`done` of them, fewer than RETRY_DELAYS_SECONDS' length)."""
     path = Path(config.resume_state_path)
-    runs = load_attempts(path, boot_id)
-    done = int((runs.get(container.key) or {}).get("attempts") or 0)
     wait = round(container.finished_at + RETRY_DELAYS_SECONDS[done] - now_seconds())
     if wait > 0:
         log(f"run {container.run_id}: start {done + 1} in {wait:.0f}s")

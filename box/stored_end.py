@@ -45,7 +45,7 @@ from pathlib import Path
 from xml.sax.saxutils import unescape
 
 from box import bootstrap, bounded_post, contract, instance_metadata
-from box.bounded_write import run_within
+from box.bounded_write import lines_within
 from box.watchdog_config import WatchdogConfig
 
 STORE_SECONDS = 10
@@ -206,10 +206,8 @@ def _store(
 def _store_file_within(path: Path, body: bytes, give_up: float, keeps: Keeps) -> str:
     """_store_file in a child killed at `give_up`: a stalled disk holds up no look."""
     seconds = give_up - time.monotonic()
-    child = run_within(lambda report: report(_store_file(path, body, keeps)), seconds)
-    if child.error or not child.lines:
-        raise OSError(child.error or f"the disk did not answer within {seconds:.0f} s")
-    return child.lines[-1]
+    late = f"the disk did not answer within {seconds:.0f} s"
+    return lines_within(lambda report: report(_store_file(path, body, keeps)), seconds, late)[-1]
 
 
 def _store_file(path: Path, body: bytes, keeps: Keeps) -> str:
@@ -309,10 +307,7 @@ def _list_file_within(folder: Path, give_up: float) -> set[str]:
                 report((Path(root) / name).relative_to(folder).as_posix())
 
     seconds = give_up - time.monotonic()
-    child = run_within(walk, seconds)
-    if child.error or not child.ended:
-        raise OSError(child.error or f"the disk did not answer within {seconds:.0f} s")
-    return set(child.lines)
+    return set(lines_within(walk, seconds, f"the disk did not answer within {seconds:.0f} s"))
 
 
 Signer = Callable[[str, str, bytes], dict[str, str]]

@@ -15,11 +15,11 @@ uploads are the image's, and a copy here would be a second definition of each.
 
 Where its starts are spent and the files still wait, the run's end is told and stored as
 what it is (`store`): `finished-upload-pending`, never `failed`, with the files its
-folder in storage lacks by name in its `uploads` (`missing`, MISSING_KEY), over no end
-but a `finished-upload-pending` that named other files. Which files: those the trainer
-uploads from the run dir (`expected_files`: the set `fab download` compares with the
-box's copy, whose missing ones it calls "only on the box") that the store's listing
-lacks. Standard library only.
+folder in storage lacks by name in its `uploads` (`missing`, contract.UPLOADS_MISSING),
+over no end but a `finished-upload-pending` that named other files. Which files: those
+the trainer uploads from the run dir (`expected_files`: the set `fab download` compares
+with the box's copy, whose missing ones it calls "only on the box") that the store's
+listing lacks. Standard library only.
 """
 
 from __future__ import annotations
@@ -30,15 +30,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from box import contract, docker_cli, instance_metadata, stored_end, user_files
-from box.bounded_write import run_within
+from box.bounded_write import lines_within
 from box.watchdog_config import WatchdogConfig
 
-MISSING_KEY = contract.UPLOADS_MISSING
-"""status.json's `uploads` key the box adds: the names storage lacks, at most
-MISSING_STORED_AT_MOST of them."""
 MISSING_STORED_AT_MOST = 1000
+"""Names stored in status.json's `uploads` (contract.UPLOADS_MISSING), at most."""
 NAMED_AT_MOST = 5
-"""Files a message names; the rest are counted."""
+"""Files a message (the box's, `fab`'s) names; the rest are counted."""
 FILES_AT_MOST = 100_000
 """Of a run dir walked: a container may have written any number."""
 NOT_STORED_SUFFIXES = (".tmp", ".damaged")
@@ -49,15 +47,20 @@ LINKS = (contract.LAST_CHECKPOINT, contract.BEST_CHECKPOINT)
 """Under checkpoints/: links to step files, uploaded under the step files' names."""
 
 
-def not_landed(container: docker_cli.TrainerContainer, run_dir: Path) -> bool:
+def not_landed(
+    container: docker_cli.TrainerContainer,
+    run_dir: Path,
+    status: contract.RunRecord | None = None,
+) -> bool:
     """Whether the run of `container` (a trainer's, not a sweep's) said it finished, its
     last uploads not known to have landed (contract.RunRecord.uploads_unsettled, as
-    `fab status` judges it too). Its status.json alone says so: a box of workers of a
-    multi-node run, whose heartbeat says `finished` too, has no uploads of its own (rank
-    0's box uploads)."""
-    status = contract.RunRecord.from_dict(
-        user_files.read_json(run_dir.parent, run_dir.name, contract.STATUS_FILE)
-    )
+    `fab status` judges it too). Its status.json alone says so (`status`, where the
+    caller read it already): a box of workers of a multi-node run, whose heartbeat says
+    `finished` too, has no uploads of its own (rank 0's box uploads)."""
+    if status is None:
+        status = contract.RunRecord.from_dict(
+            user_files.read_json(run_dir.parent, run_dir.name, contract.STATUS_FILE)
+        )
     return container.kind == "train" and status.uploads_unsettled(container.exit_code)
 
 
@@ -99,12 +102,10 @@ def missing_files(config: WatchdogConfig, run_id: str, run_dir: Path, give_up: f
 
     # In a child killed at `give_up`: a stalled disk, or a run dir of a million files.
     seconds = give_up - time.monotonic()
-    walked = run_within(walk, seconds)
-    if walked.error or not walked.ended:
-        raise OSError(walked.error or f"the run dir was not read within {seconds:.0f} s")
+    walked = lines_within(walk, seconds, f"the run dir was not read within {seconds:.0f} s")
     stored = stored_end.list_keys(config, run_id, give_up)
     # status.json is the record `store` writes: it says how the run stands.
-    return [n for n in walked.lines if n not in stored and n != contract.STATUS_FILE]
+    return [n for n in walked if n not in stored and n != contract.STATUS_FILE]
 
 
 def told(missing: list[str] | None, why_unknown: str, run_dir: Path) -> str:
@@ -117,12 +118,18 @@ def told(missing: list[str] | None, why_unknown: str, run_dir: Path) -> str:
         )
     if not missing:
         return contract.STATE_FINISHED
-    more = f" and {len(missing) - NAMED_AT_MOST} more" if len(missing) > NAMED_AT_MOST else ""
-    named = ", ".join(missing[:NAMED_AT_MOST]) + more
     return (
-        f"finished, but {len(missing)} of its files never reached storage ({named}; they "
-        f"wait on the box in {run_dir})"
+        f"finished, but {len(missing)} of its files never reached storage "
+        f"({names_and_more(missing)}; they wait on the box in {run_dir})"
     )
+
+
+def names_and_more(files: list[str]) -> str:
+    """`a, b and 3 more`: the first NAMED_AT_MOST of `files`, the rest counted (`fab`
+    says its lists so too: ops/runs/upload_pending.py)."""
+    more = len(files) - NAMED_AT_MOST
+    shown = ", ".join(files[:NAMED_AT_MOST])
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 def store(
@@ -158,7 +165,7 @@ def store(
         "state": contract.STATE_UPLOAD_PENDING,
         "exit_code": container.exit_code,
         "updated_at": container.finished_at,
-        "uploads": {**uploads, MISSING_KEY: missing[:MISSING_STORED_AT_MOST]},
+        "uploads": {**uploads, contract.UPLOADS_MISSING: missing[:MISSING_STORED_AT_MOST]},
     }
     kept = _keeps_unless_other_files(missing[:MISSING_STORED_AT_MOST])
     return stored_end.store(config, run_id, record, say, give_up, keeps=kept), said
@@ -172,8 +179,7 @@ def _keeps_unless_other_files(missing: list[str]) -> stored_end.Keeps:
         record = stored_end.stored_record(stored)
         if record.state not in contract.END_STATES:
             return None
-        named = (record.uploads or {}).get(MISSING_KEY)
-        if record.state == contract.STATE_UPLOAD_PENDING and named != missing:
+        if record.state == contract.STATE_UPLOAD_PENDING and record.missing_uploads() != missing:
             return None
         return record.state
 

@@ -13,20 +13,25 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable
 
-from box import contract
+from box import contract, unfinished_uploads
 from ops.remote.boxes import AnyBox
 from stack import storage_layout
 
 
 def _find(run_dir: str, action: str) -> str:
-    """`find` in `run_dir` of the files its trainer uploads, each given to `action`."""
+    """`find` in `run_dir` of the files its trainer uploads, each given to `action`: the
+    rule of box/unfinished_uploads.py's `expected_files`, built from its names so that
+    the two cannot drift apart."""
     checkpoints = f"./{contract.CHECKPOINTS_DIR}"
+    left_out = [
+        *(("-name", f"*{suffix}") for suffix in unfinished_uploads.NOT_STORED_SUFFIXES),
+        *(("-path", f"{checkpoints}/{link}*") for link in unfinished_uploads.LINKS),
+        *(("-name", name) for name in unfinished_uploads.BOX_OWN),
+    ]
+    clauses = " ".join(f"! {test} {shlex.quote(pattern)}" for test, pattern in left_out)
     return (
         f"cd {shlex.quote(run_dir)} && find . \\( -name '.?*' \\) -prune -o -type f "
-        "! -name '*.tmp' ! -name '*.damaged' "
-        f"! -path '{checkpoints}/{contract.LAST_CHECKPOINT}*' "
-        f"! -path '{checkpoints}/{contract.BEST_CHECKPOINT}*' "
-        f"! -name {contract.LAUNCH_FILE} ! -name {contract.STOPPED_BY_USER} {action}"
+        f"{clauses} {action}"
     )
 
 

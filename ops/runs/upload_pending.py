@@ -13,19 +13,16 @@ safe to print where it is printed (`ops.terminal_text`), once.
 
 from __future__ import annotations
 
-from box import contract
+from box import contract, unfinished_uploads
 from ops.terminal_text import ELLIPSIS
 
-NAMED_AT_MOST = 5
-"""Files a line names; the rest are counted."""
 NAME_CHARACTERS = 120
 
 
 def named(files: list[str]) -> str:
-    """`a, b and 3 more`: the first NAMED_AT_MOST files, each cut to NAME_CHARACTERS."""
-    shown = ", ".join(_cut(name) for name in files[:NAMED_AT_MOST])
-    more = len(files) - NAMED_AT_MOST
-    return f"{shown} and {more} more" if more > 0 else shown
+    """`a, b and 3 more`, as the box's message lists them (a few named, the rest
+    counted), each name cut to NAME_CHARACTERS."""
+    return unfinished_uploads.names_and_more([_cut(name) for name in files])
 
 
 def _cut(name: str) -> str:

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from box import contract, resume, run_ends, unfinished_uploads
+from box import contract, resume, run_ends
 from tests.fakes.fake_box import FakeBox, box_with_s3
 from tests.fixtures.run_folders import storage_only_target
 from tests.ops.conftest import FAB
@@ -138,7 +138,7 @@ def test_a_finished_run_whose_uploads_never_land_names_the_files_storage_lacks(
     done = _resume(box, now)
     stored = _stored(moto_server, bucket)
     assert (stored["state"], stored["exit_code"]) == ("finished-upload-pending", KILLED)
-    assert stored["uploads"][unfinished_uploads.MISSING_KEY] == MISSING
+    assert stored["uploads"][contract.UPLOADS_MISSING] == MISSING
     assert "failed" not in done.stdout + " ".join(webhook.texts)
     [told] = webhook.texts
     assert told.startswith(f"run {RUN} finished, but 4 of its files never reached storage (")
@@ -180,7 +180,7 @@ def test_a_finished_run_whose_uploads_never_land_names_them_in_blob_storage(
     _resume(box, _starts_spent(box, container, exit_code=0, env=env), env)
     stored = json.loads(keyless_blob.request("GET", f"{blob}/stack/runs/{RUN}/status.json"))
     assert stored["state"] == "finished-upload-pending"
-    assert stored["uploads"][unfinished_uploads.MISSING_KEY] == MISSING
+    assert stored["uploads"][contract.UPLOADS_MISSING] == MISSING
     [told] = webhook.texts
     assert told.startswith(f"run {RUN} finished, but 4 of its files never reached storage (")
 

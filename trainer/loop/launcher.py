@@ -55,11 +55,10 @@ from box.contract import (
     EXIT_STOPPED,
     EXIT_UNWRITABLE,
     EXIT_USER_ERROR,
+    FINISHED_STATES,
     HEARTBEAT_FILE,
-    STATE_FINISHED,
     STATE_PREEMPTED,
     STATE_STOPPED,
-    STATE_UPLOAD_PENDING,
     STATUS_FILE,
     RunRecord,
 )
@@ -68,7 +67,6 @@ from trainer.config import UserError
 log = logging.getLogger(__name__)
 
 RECORD_FILES = (STATUS_FILE, HEARTBEAT_FILE)  # rank 0's box; any other box
-FINISHED_STATES = (STATE_FINISHED, STATE_UPLOAD_PENDING)
 STOPPED_STATES = (STATE_STOPPED, STATE_PREEMPTED)
 # Codes no restart of the group changes: torchrun must end, not retry. A worker ending
 # on one signals the launcher; the signal says which (SIGTERM is also `docker stop`'s,
