@@ -14,7 +14,7 @@ safe to print where it is printed (`ops.terminal_text`), once.
 from __future__ import annotations
 
 from box import contract, unfinished_uploads
-from ops.terminal_text import ELLIPSIS
+from ops.terminal_text import cut
 
 NAME_CHARACTERS = 120
 
@@ -22,11 +22,7 @@ NAME_CHARACTERS = 120
 def named(files: list[str]) -> str:
     """`a, b and 3 more`, as the box's message lists them (a few named, the rest
     counted), each name cut to NAME_CHARACTERS."""
-    return unfinished_uploads.names_and_more([_cut(name) for name in files])
-
-
-def _cut(name: str) -> str:
-    return name if len(name) <= NAME_CHARACTERS else name[: NAME_CHARACTERS - 1] + ELLIPSIS
+    return unfinished_uploads.names_and_more([cut(name, NAME_CHARACTERS) for name in files])
 
 
 def what_waits(missing: list[str] | None) -> str:
